@@ -1,0 +1,24 @@
+# asgd_set_warnings(target): the project's warning flags, errors when ASGD_WERROR is ON.
+# Sanitizer and -march flags are applied globally below so that every object agrees.
+function(asgd_set_warnings target)
+  target_compile_options(${target} PRIVATE
+    $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor
+      -Wcast-align -Wunused -Woverloaded-virtual -Wnull-dereference -Wimplicit-fallthrough>
+    $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<BOOL:${ASGD_WERROR}>>:-Werror>
+    $<$<AND:$<COMPILE_LANGUAGE:CUDA>,$<BOOL:${ASGD_WERROR}>>:-Werror=all-warnings>)
+endfunction()
+
+if(ASGD_NATIVE)
+  include(CheckCXXCompilerFlag)
+  check_cxx_compiler_flag("-march=native" ASGD_HAS_MARCH_NATIVE)
+  if(ASGD_HAS_MARCH_NATIVE)
+    add_compile_options($<$<COMPILE_LANGUAGE:CXX>:-march=native>)
+  endif()
+endif()
+
+if(ASGD_SANITIZE)
+  add_compile_options($<$<COMPILE_LANGUAGE:CXX>:-fsanitize=${ASGD_SANITIZE}>
+                      $<$<COMPILE_LANGUAGE:CXX>:-fno-omit-frame-pointer>
+                      $<$<COMPILE_LANGUAGE:CXX>:-fno-sanitize-recover=all>)
+  add_link_options(-fsanitize=${ASGD_SANITIZE})
+endif()

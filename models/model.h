@@ -1,0 +1,93 @@
+// The Model interface: a differentiable function of a flat parameter vector.
+//
+// A model owns no parameters. It describes them (layout()), initialises a buffer
+// (Initialize), and computes the mean loss and its gradient for a batch at given
+// parameters (LossAndGradient). Parameters and gradients are flat float32 buffers in the
+// model's ParamLayout (DESIGN.md §2), so strategies and the parameter server move them
+// as plain byte ranges.
+//
+// A Model object holds scratch buffers (activations) and is therefore not thread-safe:
+// give every worker thread its own instance (Clone()). Instances of one configuration
+// have identical layouts.
+//
+// Loss: mean softmax cross-entropy over the batch (binary logistic loss for the sparse
+// logistic model). Accuracy counts argmax(logits) == label.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/param_layout.h"
+#include "datasets/dataset.h"
+
+namespace asgd::models {
+
+struct EvalResult {
+  double loss_sum = 0.0;   // sum (not mean) of per-example losses
+  int64_t correct = 0;     // examples whose prediction equals the label
+  int64_t count = 0;       // examples evaluated
+
+  double mean_loss() const { return count ? loss_sum / static_cast<double>(count) : 0.0; }
+  double accuracy() const {
+    return count ? static_cast<double>(correct) / static_cast<double>(count) : 0.0;
+  }
+  EvalResult& operator+=(const EvalResult& o) {
+    loss_sum += o.loss_sum;
+    correct += o.correct;
+    count += o.count;
+    return *this;
+  }
+};
+
+// A sparse gradient: only the listed coordinates are (possibly) non-zero. Indices are
+// unique and increasing. Hogwild uses it to touch only the coordinates of its batch.
+struct SparseGradient {
+  std::vector<int64_t> indices;
+  std::vector<float> values;
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+
+  // The model's registry key and CSV value: "softmax", "mlp", "cnn", "logreg".
+  virtual std::string Name() const = 0;
+  // e.g. "mlp 784-256-256-10 relu (203530 params)"
+  virtual std::string Describe() const = 0;
+  virtual const ParamLayout& layout() const = 0;
+
+  // Fills params (layout().size() floats) with seeded initial values (He or Glorot per
+  // layer, biases zero). The same seed gives the same values on every platform.
+  virtual void Initialize(std::span<float> params, uint64_t seed) const = 0;
+
+  // Computes the mean loss over the batch at params and writes its gradient (overwriting,
+  // not accumulating) into grad. REQUIRES: params.size() == grad.size() == layout().size();
+  // the batch matches the model's input (dense with num_features() columns, or sparse).
+  virtual float LossAndGradient(std::span<const float> params, const datasets::BatchView& batch,
+                                std::span<float> grad) = 0;
+
+  // Loss sum and correct count of the batch at params (no gradient).
+  virtual EvalResult Evaluate(std::span<const float> params,
+                              const datasets::BatchView& batch) = 0;
+
+  // True if LossAndSparseGradient is implemented (the gradient of one batch touches only
+  // a few coordinates, as for sparse logistic regression).
+  virtual bool HasSparseGradient() const { return false; }
+  // Like LossAndGradient but returns only the touched coordinates. Throws InvariantError
+  // unless HasSparseGradient().
+  virtual float LossAndSparseGradient(std::span<const float> params,
+                                      const datasets::BatchView& batch, SparseGradient* grad);
+
+  // Input features expected per example, and whether input must be sparse.
+  virtual int64_t num_features() const = 0;
+  virtual bool sparse_input() const { return false; }
+  virtual int num_classes() const = 0;
+
+  // A new instance with the same configuration (own scratch buffers).
+  virtual std::unique_ptr<Model> Clone() const = 0;
+};
+
+}  // namespace asgd::models

@@ -1,0 +1,39 @@
+// Helpers shared by the test suites.
+#pragma once
+
+#include <string>
+
+namespace asgd::testing {
+
+// The directory holding the reference datasets ($ASGD_DATA_DIR, made absolute), or ""
+// when it is unset or missing. Tests that need data call ASGD_REQUIRE_DATA().
+std::string DataDir();
+
+// A fresh empty directory under the system temp dir, removed with its contents by the
+// destructor.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+  std::string File(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+// Writes contents to path (throws on failure).
+void WriteTestFile(const std::string& path, const std::string& contents);
+
+}  // namespace asgd::testing
+
+// Skips the current test, saying why, when the reference data is not available.
+#define ASGD_REQUIRE_DATA()                                                       \
+  do {                                                                            \
+    if (::asgd::testing::DataDir().empty()) {                                     \
+      GTEST_SKIP() << "ASGD_DATA_DIR is not set or does not exist; set it to the " \
+                      "folder holding mnist/, fashion-mnist/ and a9a/";            \
+    }                                                                             \
+  } while (0)
