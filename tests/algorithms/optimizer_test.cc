@@ -1,0 +1,138 @@
+#include "algorithms/optimizer.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "core/error.h"
+
+namespace asgd::algorithms {
+namespace {
+
+std::unique_ptr<Optimizer> Make(const std::string& name, int64_t n, double momentum = 0.9) {
+  OptimizerOptions o;
+  o.name = name;
+  o.momentum = momentum;
+  return NewOptimizer(o, n);
+}
+
+TEST(Optimizer, SgdIsThetaMinusLrG) {
+  auto opt = Make("sgd", 2);
+  std::vector<float> p = {1.0f, -2.0f}, g = {0.5f, 4.0f};
+  opt->Step(p, g, 0.25f);
+  EXPECT_FLOAT_EQ(p[0], 1.0f - 0.125f);
+  EXPECT_FLOAT_EQ(p[1], -3.0f);
+}
+
+TEST(Optimizer, MomentumMatchesHandComputation) {
+  auto opt = Make("momentum", 1, 0.5);
+  std::vector<float> p = {0.0f}, g = {1.0f};
+  opt->Step(p, g, 0.1f);  // v = 1, p = -0.1
+  opt->Step(p, g, 0.1f);  // v = 1.5, p = -0.25
+  EXPECT_FLOAT_EQ(p[0], -0.25f);
+}
+
+TEST(Optimizer, MomentumWithConstantGradientApproachesLrOverOneMinusMu) {
+  // With constant g, v_k = g(1 − μ^k)/(1 − μ) (algorithms.md §3.13 invariant 2's form).
+  auto opt = Make("momentum", 1, 0.9);
+  std::vector<float> p = {0.0f}, g = {1.0f}, prev = {0.0f};
+  for (int k = 1; k <= 50; ++k) {
+    prev = p;
+    opt->Step(p, g, 1.0f);
+    const double v = (1.0 - std::pow(0.9, k)) / (1.0 - 0.9);
+    EXPECT_NEAR(prev[0] - p[0], v, 1e-4 * v) << "step " << k;
+  }
+}
+
+TEST(Optimizer, NesterovMatchesLookAheadForm) {
+  auto opt = Make("nesterov", 1, 0.5);
+  std::vector<float> p = {0.0f}, g = {1.0f};
+  opt->Step(p, g, 0.1f);  // v = 1, update = -(1 + 0.5) * 0.1
+  EXPECT_FLOAT_EQ(p[0], -0.15f);
+  opt->Step(p, g, 0.1f);  // v = 1.5, update = -(1 + 0.75) * 0.1
+  EXPECT_FLOAT_EQ(p[0], -0.15f - 0.175f);
+}
+
+TEST(Optimizer, AdagradMatchesTensorFlowForm) {
+  OptimizerOptions o;
+  o.name = "adagrad";
+  o.epsilon = 1e-12;
+  auto opt = NewOptimizer(o, 1);
+  std::vector<float> p = {1.0f}, g = {2.0f};
+  opt->Step(p, g, 0.5f);  // a = 0.1 + 4 = 4.1
+  EXPECT_NEAR(p[0], 1.0 - 0.5 * 2.0 / std::sqrt(4.1), 1e-6);
+}
+
+TEST(Optimizer, AdamFirstStepIsLrTimesSignOfGradient) {
+  // With bias correction, Adam's first step is −η·g/(|g| + ε') for every coordinate.
+  auto opt = Make("adam", 3);
+  std::vector<float> p = {0.0f, 0.0f, 0.0f}, g = {0.3f, -7.0f, 1e-3f};
+  opt->Step(p, g, 0.01f);
+  EXPECT_NEAR(p[0], -0.01, 1e-6);
+  EXPECT_NEAR(p[1], 0.01, 1e-6);
+  EXPECT_NEAR(p[2], -0.01, 1e-5);
+}
+
+TEST(Optimizer, AppliedAccumulatesExactUpdates) {
+  for (const std::string name : {"sgd", "momentum", "nesterov", "adagrad", "adam"}) {
+    auto opt = Make(name, 4);
+    std::vector<float> p = {1.0f, 2.0f, -3.0f, 0.5f}, start = p;
+    std::vector<float> acc(4, 0.0f);
+    for (int k = 0; k < 5; ++k) {
+      std::vector<float> g = {0.1f * static_cast<float>(k + 1), -0.2f, 0.3f, 0.0f};
+      std::vector<float> before = p;
+      std::vector<float> step(4, 0.0f);
+      opt->Step(p, g, 0.05f, step);
+      for (int i = 0; i < 4; ++i) {
+        EXPECT_EQ(before[i] + step[i], p[i]) << name;  // bit-exact: the same addition
+        acc[i] += step[i];
+      }
+    }
+    for (int i = 0; i < 4; ++i) EXPECT_NEAR(start[i] + acc[i], p[i], 1e-6) << name;
+  }
+}
+
+TEST(Optimizer, WeightDecayAddsLambdaTheta) {
+  OptimizerOptions o;
+  o.weight_decay = 0.1;
+  auto opt = NewOptimizer(o, 1);
+  std::vector<float> p = {2.0f}, g = {0.0f};
+  opt->Step(p, g, 1.0f);
+  EXPECT_FLOAT_EQ(p[0], 2.0f - 0.2f);
+}
+
+TEST(Optimizer, StateRoundTripsAndResetForgets) {
+  auto a = Make("adam", 2);
+  std::vector<float> p = {1.0f, 1.0f}, g = {0.5f, -0.5f};
+  a->Step(p, g, 0.1f);
+  a->Step(p, g, 0.1f);
+  auto b = Make("adam", 2);
+  b->SetState(a->State());
+  std::vector<float> pa = p, pb = p;
+  a->Step(pa, g, 0.1f);
+  b->Step(pb, g, 0.1f);
+  EXPECT_EQ(pa, pb);
+  a->Reset();
+  EXPECT_EQ(a->steps(), 0);
+}
+
+TEST(Optimizer, BadOptionsNameTheKey) {
+  OptimizerOptions o;
+  o.name = "rmsprop";
+  try {
+    NewOptimizer(o, 1);
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key(), "algorithm.optimizer");
+  }
+  o.name = "momentum";
+  o.momentum = 1.0;
+  EXPECT_THROW(NewOptimizer(o, 1), ConfigError);
+  o.name = "adam";
+  o.beta2 = -0.1;
+  EXPECT_THROW(NewOptimizer(o, 1), ConfigError);
+}
+
+}  // namespace
+}  // namespace asgd::algorithms
