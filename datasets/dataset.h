@@ -40,6 +40,12 @@ struct Dataset {
   const float* Row(int64_t i) const { return dense.data() + i * num_features; }
 };
 
+// The two splits of a dataset, as the loaders return them.
+struct TrainTest {
+  Dataset train;
+  Dataset test;
+};
+
 struct BatchView {
   int64_t size = 0;
   int64_t num_features = 0;
@@ -57,7 +63,14 @@ struct BatchView {
 };
 
 // A view of examples [begin, begin + count) of a dataset, without copying (dense or
-// sparse). REQUIRES: 0 <= begin, begin + count <= ds.num_examples.
+// sparse). REQUIRES: 0 <= begin, 0 <= count, begin + count <= ds.num_examples (checked).
+// A sparse view points into the dataset's own arrays: indptr[0] is ds.indptr[begin].
+// Valid as long as ds is alive and unchanged.
 BatchView ContiguousBatch(const Dataset& ds, int64_t begin, int64_t count);
+
+// Checks every invariant stated above (sizes, CSR structure, index and label ranges);
+// throws InvariantError naming the first broken one. O(size of the dataset). The loaders
+// in datasets/ produce valid datasets; this is for code that builds or edits one.
+void CheckDataset(const Dataset& ds);
 
 }  // namespace asgd::datasets
