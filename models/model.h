@@ -55,7 +55,7 @@ class Model {
 
   // The model's registry key and CSV value: "softmax", "mlp", "cnn", "logreg".
   virtual std::string Name() const = 0;
-  // e.g. "mlp 784-256-256-10 relu (203530 params)"
+  // e.g. "mlp 784-256-256-10 relu (269322 params)"
   virtual std::string Describe() const = 0;
   virtual const ParamLayout& layout() const = 0;
 

@@ -1,0 +1,16 @@
+#include "models/model.h"
+
+#include "core/check.h"
+
+namespace asgd::models {
+
+float Model::LossAndSparseGradient(std::span<const float> /*params*/,
+                                   const datasets::BatchView& /*batch*/,
+                                   SparseGradient* /*grad*/) {
+  ASGD_CHECK(HasSparseGradient(), "model ", Name(), " has no sparse gradient");
+  // A model that says it has a sparse gradient must override this method.
+  ASGD_CHECK(false, "model ", Name(), " does not implement LossAndSparseGradient");
+  return 0.0f;
+}
+
+}  // namespace asgd::models
