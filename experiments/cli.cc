@@ -1,0 +1,194 @@
+#include "experiments/cli.h"
+
+#include <boost/program_options.hpp>
+#include <cstdlib>
+#include <iostream>
+
+#include "core/build_info.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/strings.h"
+#include "datasets/fetch.h"
+#include "datasets/locate.h"
+#include "experiments/config_keys.h"
+#include "experiments/run_dir.h"
+#include "experiments/runner.h"
+
+namespace asgd::experiments {
+namespace po = boost::program_options;
+namespace {
+
+constexpr const char* kUsage =
+    "usage: asgd <command> [arguments]\n"
+    "\n"
+    "Commands:\n"
+    "  run CONFIG [--set section.key=value ...]\n"
+    "                     train as CONFIG says; writes a run folder with CSVs\n"
+    "  data fetch NAME [--dir DIR] [--url BASE]\n"
+    "                     download mnist | fashion-mnist | a9a and verify its SHA-256\n"
+    "  data find NAME [--dir DIR]\n"
+    "                     print the folder a dataset would be loaded from\n"
+    "  version            print the build description\n"
+    "  help               this text\n"
+    "\n"
+    "`asgd <command> --help` describes a command; `asgd run --help-config` lists every\n"
+    "configuration key with its default. Exit status: 0 success, 2 bad input (one line on\n"
+    "stderr says what and what was expected), 1 other failure.\n";
+
+// Parses a subcommand's arguments; unknown options are InputErrors naming them.
+po::variables_map Parse(const std::vector<std::string>& args, const po::options_description& desc,
+                        const po::positional_options_description& pos, const std::string& command) {
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(desc).positional(pos).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw InputError("asgd " + command + ": " + e.what() + " (see `asgd " + command + " --help`)");
+  }
+  return vm;
+}
+
+std::string Help(const std::string& usage, const po::options_description& desc) {
+  std::ostringstream os;
+  os << usage << "\n" << desc;
+  return os.str();
+}
+
+int RunCommand(const std::vector<std::string>& args, std::ostream& out) {
+  po::options_description desc("Options");
+  desc.add_options()("help,h", "describe this command")(
+      "help-config", "list every configuration key with its default and meaning")(
+      "set", po::value<std::vector<std::string>>()->composing(),
+      "override one key: --set section.key=value (repeatable)")(
+      "config", po::value<std::string>(), "the experiment config (INI)");
+  po::positional_options_description pos;
+  pos.add("config", 1);
+  auto vm = Parse(args, desc, pos, "run");
+  const std::string usage =
+      "usage: asgd run CONFIG [--set section.key=value ...]\n\n"
+      "Trains as CONFIG says and writes a run folder (config.ini, provenance.json,\n"
+      "convergence.csv) under [experiment] out_dir.";
+  if (vm.count("help")) {
+    out << Help(usage, desc);
+    return kExitOk;
+  }
+  if (vm.count("help-config")) {
+    out << ExperimentSchema().Help();
+    return kExitOk;
+  }
+  if (!vm.count("config")) throw InputError("asgd run: missing CONFIG (see `asgd run --help`)");
+  const std::string path = vm["config"].as<std::string>();
+  std::vector<std::string> overrides;
+  if (vm.count("set")) overrides = vm["set"].as<std::vector<std::string>>();
+  Config config = Config::FromFile(path, overrides, ExperimentSchema());
+
+  RunRequest request;
+  request.name = config.String("experiment.name").empty() ? ConfigStem(path)
+                                                         : config.String("experiment.name");
+  request.command_line = {"asgd", "run"};
+  request.command_line.insert(request.command_line.end(), args.begin(), args.end());
+  request.data_dirs = DataSearchDirs(config.String("data.dir"));
+  RunResult result = RunExperiment(config, request, out);
+  return result.exit_status;
+}
+
+std::string DefaultDataDir() {
+  const char* env = std::getenv("ASGD_DATA_DIR");
+  return (env != nullptr && *env != '\0') ? env : "data";
+}
+
+int DataCommand(const std::vector<std::string>& args, std::ostream& out) {
+  po::options_description desc("Options");
+  desc.add_options()("help,h", "describe this command")(
+      "dir", po::value<std::string>(),
+      "data folder (fetch: default $ASGD_DATA_DIR, else ./data; find: searched first)")(
+      "url", po::value<std::string>(),
+      "fetch: base URL to download from instead of the canonical location (file:// works)")(
+      "action", po::value<std::string>(), "fetch | find")("name", po::value<std::string>(),
+                                                          "mnist | fashion-mnist | a9a");
+  po::positional_options_description pos;
+  pos.add("action", 1).add("name", 1);
+  auto vm = Parse(args, desc, pos, "data");
+  const std::string usage =
+      "usage: asgd data fetch NAME [--dir DIR] [--url BASE]\n"
+      "       asgd data find NAME [--dir DIR]\n\n"
+      "fetch downloads every file of NAME (mnist, fashion-mnist, a9a) into DIR/NAME/,\n"
+      "verifying each file's SHA-256; files already present and valid are kept.";
+  if (vm.count("help") || !vm.count("action")) {
+    out << Help(usage, desc);
+    return vm.count("help") ? kExitOk : kExitBadInput;
+  }
+  const std::string action = vm["action"].as<std::string>();
+  if (!vm.count("name")) throw InputError("asgd data " + action + ": missing NAME (mnist, fashion-mnist or a9a)");
+  const std::string name = vm["name"].as<std::string>();
+  if (action == "fetch") {
+    const std::string dir = vm.count("dir") ? vm["dir"].as<std::string>() : DefaultDataDir();
+    datasets::FetchOptions options;
+    options.data_dir = dir;
+    if (vm.count("url")) options.base_url = vm["url"].as<std::string>();
+    datasets::FetchDataset(name, options);
+    out << "fetched " << name << " into " << dir << "/" << name << "\n";
+    return kExitOk;
+  }
+  if (action == "find") {
+    const std::string dir = vm.count("dir") ? vm["dir"].as<std::string>() : "";
+    out << datasets::FindDatasetDir(name, DataSearchDirs(dir)) << "\n";
+    return kExitOk;
+  }
+  throw InputError("asgd data: unknown action " + QuoteForMessage(action) + ": expected fetch or find");
+}
+
+int Dispatch(const std::vector<std::string>& args, std::ostream& out) {
+  if (args.empty()) {
+    out << kUsage;
+    return kExitBadInput;
+  }
+  const std::string& command = args[0];
+  std::vector<std::string> rest(args.begin() + 1, args.end());
+  if (command == "help" || command == "--help" || command == "-h") {
+    out << kUsage;
+    return kExitOk;
+  }
+  if (command == "version" || command == "--version") {
+    out << BuildDescription() << "\n";
+    return kExitOk;
+  }
+  if (command == "run") return RunCommand(rest, out);
+  if (command == "data") return DataCommand(rest, out);
+  std::string guess = ClosestMatch(command, {"run", "data", "version", "help"});
+  throw InputError("asgd: unknown command " + QuoteForMessage(command) +
+                   (guess.empty() ? "" : " (did you mean " + guess + "?)") +
+                   "; run `asgd help` for the list");
+}
+
+}  // namespace
+
+std::vector<std::string> DataSearchDirs(const std::string& config_dir) {
+  std::vector<std::string> dirs;
+  if (!config_dir.empty()) dirs.push_back(config_dir);
+  const char* env = std::getenv("ASGD_DATA_DIR");
+  if (env != nullptr && *env != '\0') dirs.emplace_back(env);
+  dirs.emplace_back("data");
+  dirs.emplace_back("/usr/share/datasets");
+  return dirs;
+}
+
+int Main(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  try {
+    return Dispatch(args, out);
+  } catch (const InvariantError& e) {
+    err << "asgd: internal error (please report): " << e.what() << "\n";
+    return kExitInternal;
+  } catch (const InputError& e) {
+    err << "asgd: error: " << e.what() << "\n";
+    return kExitBadInput;
+  } catch (const Error& e) {
+    err << "asgd: error: " << e.what() << "\n";
+    return kExitBadInput;
+  } catch (const std::exception& e) {
+    err << "asgd: failure: " << e.what() << "\n";
+    return kExitFailure;
+  }
+}
+
+}  // namespace asgd::experiments

@@ -1,0 +1,179 @@
+// Every key, its default and its meaning. Defaults are the values a researcher gets
+// without asking; where they come from the literature the comment says so.
+#include "experiments/config_keys.h"
+
+namespace asgd::experiments {
+namespace {
+
+KeySpec Str(std::string name, std::string def, std::string doc, bool allow_empty = true) {
+  KeySpec k;
+  k.name = std::move(name);
+  k.type = KeyType::kString;
+  k.default_value = std::move(def);
+  k.doc = std::move(doc);
+  k.allow_empty = allow_empty;
+  return k;
+}
+
+KeySpec Choice(std::string name, std::string def, std::vector<std::string> choices, std::string doc) {
+  KeySpec k;
+  k.name = std::move(name);
+  k.type = KeyType::kChoice;
+  k.default_value = std::move(def);
+  k.choices = std::move(choices);
+  k.doc = std::move(doc);
+  return k;
+}
+
+KeySpec Int(std::string name, int64_t def, std::optional<double> min, std::optional<double> max,
+            std::string doc, std::string unit = "") {
+  KeySpec k;
+  k.name = std::move(name);
+  k.type = KeyType::kInt;
+  k.default_value = std::to_string(def);
+  k.min = min;
+  k.max = max;
+  k.doc = std::move(doc);
+  k.unit = std::move(unit);
+  return k;
+}
+
+KeySpec Num(std::string name, std::string def, std::optional<double> min, bool min_exclusive,
+            std::optional<double> max, bool max_exclusive, std::string doc, std::string unit = "") {
+  KeySpec k;
+  k.name = std::move(name);
+  k.type = KeyType::kDouble;
+  k.default_value = std::move(def);
+  k.min = min;
+  k.min_exclusive = min_exclusive;
+  k.max = max;
+  k.max_exclusive = max_exclusive;
+  k.doc = std::move(doc);
+  k.unit = std::move(unit);
+  return k;
+}
+
+KeySpec Bool(std::string name, bool def, std::string doc) {
+  KeySpec k;
+  k.name = std::move(name);
+  k.type = KeyType::kBool;
+  k.default_value = def ? "true" : "false";
+  k.doc = std::move(doc);
+  return k;
+}
+
+KeySpec IntList(std::string name, std::string def, double min, std::string doc, bool allow_empty) {
+  KeySpec k;
+  k.name = std::move(name);
+  k.type = KeyType::kIntList;
+  k.default_value = std::move(def);
+  k.min = min;
+  k.doc = std::move(doc);
+  k.allow_empty = allow_empty;
+  return k;
+}
+
+Schema BuildSchema() {
+  Schema s;
+  // [experiment]
+  s.Add(Str("experiment.name", "",
+            "label of the run, used in its folder name (default: the config file's name)"));
+  s.Add(Int("experiment.seed", 1, 0, std::nullopt,
+            "seed of every random choice (initialisation, shuffling, partitioning)"));
+  s.Add(Str("experiment.out_dir", "results/runs", "folder under which each run gets its own folder",
+            false));
+  s.Add(Num("experiment.epochs", "5", 0, true, std::nullopt, false,
+            "stop after this many passes over the training set (samples summed over workers)",
+            "epochs"));
+  s.Add(Int("experiment.max_steps", 0, 0, std::nullopt,
+            "stop after this many parameter updates; 0 = no limit", "updates"));
+  s.Add(Num("experiment.max_time_s", "0", 0, false, std::nullopt, false,
+            "stop after this much wall time; 0 = no limit", "seconds"));
+  s.Add(Num("experiment.target_accuracy", "0", 0, false, 1, false,
+            "test accuracy whose first crossing is reported as time_to_target_s; 0 = none"));
+  s.Add(Bool("experiment.stop_at_target", false,
+             "stop the run once test accuracy reaches experiment.target_accuracy"));
+  s.Add(Choice("experiment.log_level", "info", {"debug", "info", "warning", "error"},
+               "how much to log"));
+  s.Add(Choice("experiment.progress", "auto", {"auto", "on", "off"},
+               "a live progress line: auto = only on a terminal"));
+
+  // [data]
+  s.Add(Choice("data.dataset", "mnist", {"mnist", "fashion-mnist", "a9a", "synthetic"},
+               "training and test data"));
+  s.Add(Str("data.dir", "",
+            "folder holding <dataset>/ (searched first; then $ASGD_DATA_DIR, ./data, "
+            "/usr/share/datasets)"));
+  s.Add(Bool("data.verify", true, "check known data files against their SHA-256"));
+  s.Add(Int("data.num_features", 0, 0, std::nullopt,
+            "feature dimension of LIBSVM data; 0 = the dataset's own (a9a: 123)"));
+  s.Add(Int("data.train_limit", 0, 0, std::nullopt,
+            "use only the first N training examples; 0 = all", "examples"));
+  s.Add(Int("data.test_limit", 0, 0, std::nullopt, "use only the first N test examples; 0 = all",
+            "examples"));
+  s.Add(Int("data.synthetic_train", 10000, 1, std::nullopt, "synthetic: training examples",
+            "examples"));
+  s.Add(Int("data.synthetic_test", 2000, 1, std::nullopt, "synthetic: test examples", "examples"));
+  s.Add(Int("data.synthetic_features", 32, 1, 2147483647.0, "synthetic: features per example"));
+  s.Add(Int("data.synthetic_classes", 2, 2, 65536, "synthetic: number of classes (clusters)"));
+  s.Add(Num("data.synthetic_separation", "3", 0, false, std::nullopt, false,
+            "synthetic: scale of the class centres (in units of the noise)"));
+  s.Add(Num("data.synthetic_noise", "1", 0, true, std::nullopt, false,
+            "synthetic: standard deviation of the noise around each centre"));
+  s.Add(Int("data.synthetic_nonzeros", 0, 0, std::nullopt,
+            "synthetic: 0 = dense examples; k > 0 = sparse examples with k non-zeros each"));
+
+  // [model]
+  s.Add(Choice("model.name", "mlp", {"softmax", "mlp", "cnn", "logreg"},
+               "softmax regression, multilayer perceptron, LeNet-5-style CNN, or sparse "
+               "logistic regression (LIBSVM data)"));
+  s.Add(IntList("model.hidden", "256,256", 1, "mlp: hidden layer sizes", false));
+  s.Add(Choice("model.activation", "relu", {"relu", "tanh", "sigmoid"},
+               "mlp and cnn: hidden activation"));
+  s.Add(IntList("model.cnn_channels", "6,16", 1, "cnn: output channels of the two convolutions",
+                false));
+  s.Add(IntList("model.cnn_fc", "120,84", 1,
+                "cnn: sizes of the fully connected hidden layers (may be empty)", true));
+  s.Add(Int("model.cnn_kernel", 5, 1, 31, "cnn: side of the square convolution kernels (odd)",
+            "pixels"));
+
+  // [algorithm]
+  s.Add(Choice("algorithm.name", "sgd", {"sgd"}, "the training strategy"));
+  s.Add(Choice("algorithm.optimizer", "sgd", {"sgd", "momentum", "nesterov", "adagrad", "adam"},
+               "local optimizer used by each worker's steps"));
+  s.Add(Num("algorithm.learning_rate", "0.05", 0, true, std::nullopt, false,
+            "learning rate η of the local optimizer"));
+  s.Add(Num("algorithm.lr_decay", "1", 0, true, 1, false,
+            "multiply the learning rate by this after every epoch (Hogwild's backoff β)"));
+  s.Add(Num("algorithm.momentum", "0.9", 0, false, 1, true, "momentum μ (momentum, nesterov)"));
+  s.Add(Num("algorithm.beta1", "0.9", 0, false, 1, true, "Adam β1"));
+  s.Add(Num("algorithm.beta2", "0.999", 0, false, 1, true, "Adam β2"));
+  s.Add(Num("algorithm.epsilon", "1e-8", 0, true, std::nullopt, false, "Adam and Adagrad ε"));
+  s.Add(Num("algorithm.initial_accumulator", "0.1", 0, false, std::nullopt, false,
+            "Adagrad's initial accumulator (TensorFlow's default)"));
+  s.Add(Num("algorithm.weight_decay", "0", 0, false, std::nullopt, false,
+            "L2 coefficient λ added to the gradient as λ·θ"));
+  s.Add(Int("algorithm.batch_size", 64, 1, 1 << 20, "mini-batch size of each worker step",
+            "examples"));
+  s.Add(Int("algorithm.workers", 1, 1, 1024, "number of workers"));
+
+  // [metrics]
+  s.Add(Num("metrics.eval_every_epochs", "0.5", 0, true, std::nullopt, false,
+            "evaluate on the test set after every this many epochs of training", "epochs"));
+  s.Add(Num("metrics.eval_every_s", "0", 0, false, std::nullopt, false,
+            "also evaluate at least this often; 0 = only by epochs", "seconds"));
+  s.Add(Int("metrics.eval_examples", 0, 0, std::nullopt,
+            "test examples used for intermediate evaluations; 0 = all (the final one always "
+            "uses all)",
+            "examples"));
+  return s;
+}
+
+}  // namespace
+
+const Schema& ExperimentSchema() {
+  static const Schema* schema = new Schema(BuildSchema());
+  return *schema;
+}
+
+}  // namespace asgd::experiments

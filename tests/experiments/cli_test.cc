@@ -1,0 +1,200 @@
+// The `asgd` command line: exit statuses and the one-line messages for bad input.
+#include "experiments/cli.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <zlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "tests/support/test_util.h"
+
+namespace asgd::experiments {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+namespace fs = std::filesystem;
+
+struct CliResult {
+  int status;
+  std::string out;
+  std::string err;
+};
+
+CliResult RunCli(const std::vector<std::string>& args) {
+  std::ostringstream out, err;
+  int status = Main(args, out, err);
+  return {status, out.str(), err.str()};
+}
+
+// Exactly one line on stderr.
+bool OneLine(const std::string& s) {
+  return !s.empty() && s.back() == '\n' && s.find('\n') == s.size() - 1;
+}
+
+// A small synthetic experiment that trains in well under a second.
+std::string SyntheticConfig(const testing::TempDir& dir, const std::string& extra = "") {
+  const std::string path = dir.File("synthetic.ini");
+  testing::WriteTestFile(path,
+                         "[experiment]\nname = cli-test\nepochs = 2\nprogress = off\n"
+                         "log_level = error\nout_dir = " + dir.File("runs") +
+                             "\n[data]\ndataset = synthetic\nsynthetic_train = 2000\n"
+                             "synthetic_test = 500\n[model]\nname = softmax\n"
+                             "[algorithm]\nlearning_rate = 0.1\n" + extra);
+  return path;
+}
+
+TEST(Cli, HelpAndVersionSucceed) {
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"--help"}, {"help"}, {"run", "--help"}, {"data", "--help"}, {"version"}}) {
+    CliResult r = RunCli(args);
+    EXPECT_EQ(r.status, kExitOk) << args[0];
+    EXPECT_FALSE(r.out.empty());
+    EXPECT_TRUE(r.err.empty()) << r.err;
+  }
+  CliResult keys = RunCli({"run", "--help-config"});
+  EXPECT_EQ(keys.status, kExitOk);
+  EXPECT_THAT(keys.out, AllOf(HasSubstr("learning_rate"), HasSubstr("[algorithm]")));
+}
+
+TEST(Cli, UnknownCommandAndOptionAreBadInput) {
+  CliResult r = RunCli({"rnu"});
+  EXPECT_EQ(r.status, kExitBadInput);
+  EXPECT_TRUE(OneLine(r.err)) << r.err;
+  EXPECT_THAT(r.err, AllOf(HasSubstr("rnu"), HasSubstr("run")));
+  r = RunCli({"run", "x.ini", "--bogus"});
+  EXPECT_EQ(r.status, kExitBadInput);
+  EXPECT_TRUE(OneLine(r.err)) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("bogus"));
+  r = RunCli({"run"});
+  EXPECT_EQ(r.status, kExitBadInput);
+  EXPECT_THAT(r.err, HasSubstr("CONFIG"));
+}
+
+TEST(Cli, BadConfigIsOneLineAndExitTwo) {
+  testing::TempDir dir;
+  const std::string path = SyntheticConfig(dir, "learning_rat = 0.1\n");
+  CliResult r = RunCli({"run", path});
+  EXPECT_EQ(r.status, kExitBadInput);
+  EXPECT_TRUE(OneLine(r.err)) << r.err;
+  EXPECT_THAT(r.err, AllOf(HasSubstr("algorithm.learning_rat"), HasSubstr("learning_rate")));
+
+  r = RunCli({"run", SyntheticConfig(dir), "--set", "algorithm.batch_size=-3"});
+  EXPECT_EQ(r.status, kExitBadInput);
+  EXPECT_TRUE(OneLine(r.err)) << r.err;
+  EXPECT_THAT(r.err, AllOf(HasSubstr("algorithm.batch_size"), HasSubstr("-3")));
+
+  r = RunCli({"run", dir.File("missing.ini")});
+  EXPECT_EQ(r.status, kExitBadInput);
+  EXPECT_THAT(r.err, HasSubstr("missing.ini"));
+  // Nothing was written for runs that never started.
+  EXPECT_FALSE(fs::exists(dir.File("runs")));
+}
+
+TEST(Cli, RunTrainsAndReportsTheRunFolder) {
+  testing::TempDir dir;
+  CliResult r = RunCli({"run", SyntheticConfig(dir), "--set", "experiment.seed=5"});
+  ASSERT_EQ(r.status, kExitOk) << r.err;
+  EXPECT_THAT(r.out, AllOf(HasSubstr("final test accuracy: "), HasSubstr("run folder: ")));
+  const std::string folder = r.out.substr(r.out.find("run folder: ") + 12);
+  const std::string path = folder.substr(0, folder.find('\n'));
+  EXPECT_TRUE(fs::exists(path + "/convergence.csv")) << path;
+  EXPECT_NE(path.find("cli-test-s5"), std::string::npos) << path;
+}
+
+TEST(Cli, NanLossStopsTheRunWithStatusTwoAndKeepsTheCsv) {
+  testing::TempDir dir;
+  // A learning rate this large overflows the MLP's weights within a few steps.
+  CliResult r = RunCli({"run", SyntheticConfig(dir), "--set", "algorithm.learning_rate=1e30",
+                        "--set", "model.name=mlp", "--set", "model.hidden=16"});
+  EXPECT_EQ(r.status, kExitBadInput) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("run stopped: "));
+  std::vector<fs::path> runs(fs::directory_iterator(dir.File("runs")), {});
+  ASSERT_EQ(runs.size(), 1u);
+  std::string provenance;
+  {
+    std::ifstream in(runs[0] / "provenance.json");
+    provenance.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  EXPECT_THAT(provenance, HasSubstr("\"status\": \"failed\""));
+  EXPECT_TRUE(fs::exists(runs[0] / "convergence.csv"));
+}
+
+// Writes a gzip file holding `content`.
+void WriteGzip(const std::string& path, const std::string& content) {
+  gzFile f = gzopen(path.c_str(), "wb");
+  ASSERT_NE(f, nullptr);
+  ASSERT_EQ(gzwrite(f, content.data(), static_cast<unsigned>(content.size())),
+            static_cast<int>(content.size()));
+  gzclose(f);
+}
+
+TEST(Cli, CorruptDataFileIsOneLineNamingTheFile) {
+  testing::TempDir dir;
+  fs::create_directories(dir.File("data/mnist"));
+  // A truncated IDX image file: the header promises 60000 images, the file holds none.
+  std::string header = {0, 0, 8, 3, 0, 0, static_cast<char>(0xEA), 0x60, 0, 0, 0, 28, 0, 0, 0, 28};
+  for (const char* name : {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
+                           "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"}) {
+    WriteGzip(dir.File(std::string("data/mnist/") + name), header);
+  }
+  const std::string config = dir.File("mnist.ini");
+  testing::WriteTestFile(config, "[experiment]\nprogress = off\nout_dir = " + dir.File("runs") +
+                                     "\n[data]\ndataset = mnist\nverify = false\ndir = " +
+                                     dir.File("data") + "\n");
+  CliResult r = RunCli({"run", config});
+  EXPECT_EQ(r.status, kExitBadInput) << r.out;
+  EXPECT_TRUE(OneLine(r.err)) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("-idx"));
+
+  EXPECT_THAT(r.err, HasSubstr("train-images-idx3-ubyte.gz"));
+}
+
+TEST(Cli, BadLibsvmFilesAreOneLineNamingFileAndLine) {
+  testing::TempDir dir;
+  fs::create_directories(dir.File("data/a9a"));
+  testing::WriteTestFile(dir.File("data/a9a/a9a"), "+1 3:1 7:1\n-1 0:1\n");
+  testing::WriteTestFile(dir.File("data/a9a/a9a.t"), "+1 3:1\n");
+  const std::string config = dir.File("a9a.ini");
+  const std::string common = "[experiment]\nprogress = off\nout_dir = " + dir.File("runs") +
+                             "\n[model]\nname = logreg\n[data]\ndataset = a9a\ndir = " +
+                             dir.File("data") + "\n";
+  // Verification on (the default): the content is not a9a's.
+  testing::WriteTestFile(config, common);
+  CliResult r = RunCli({"run", config});
+  EXPECT_EQ(r.status, kExitBadInput);
+  EXPECT_TRUE(OneLine(r.err)) << r.err;
+  EXPECT_THAT(r.err, AllOf(HasSubstr("a9a/a9a"), HasSubstr("sha256 mismatch")));
+  // Verification off: the parser finds index 0 on line 2 (LIBSVM indices start at 1), named as file:line.
+  testing::WriteTestFile(config, common + "verify = false\n");
+  r = RunCli({"run", config});
+  EXPECT_EQ(r.status, kExitBadInput);
+  EXPECT_TRUE(OneLine(r.err)) << r.err;
+  EXPECT_THAT(r.err, AllOf(HasSubstr("a9a/a9a:2:"), HasSubstr("index 0")));
+}
+
+TEST(Cli, DataFetchFromAFileUrl) {
+  testing::TempDir dir;
+  // a9a's files are small enough to copy; the source is the reference data folder.
+  ASGD_REQUIRE_DATA();
+  const std::string source = "file://" + testing::DataDir() + "/a9a";
+  CliResult r = RunCli({"data", "fetch", "a9a", "--dir", dir.File("out"), "--url", source});
+  ASSERT_EQ(r.status, kExitOk) << r.err;
+  EXPECT_TRUE(fs::exists(dir.File("out/a9a/a9a")));
+
+  r = RunCli({"data", "fetch", "a9a", "--dir", dir.File("out2"), "--url",
+              "file://" + dir.File("nowhere")});
+  EXPECT_EQ(r.status, kExitBadInput);
+  EXPECT_TRUE(OneLine(r.err)) << r.err;
+  EXPECT_FALSE(fs::exists(dir.File("out2/a9a/a9a")));
+
+  r = RunCli({"data", "fetch", "imagenet", "--dir", dir.File("out3")});
+  EXPECT_EQ(r.status, kExitBadInput);
+  EXPECT_THAT(r.err, HasSubstr("imagenet"));
+}
+
+}  // namespace
+}  // namespace asgd::experiments

@@ -1,0 +1,102 @@
+// The experiment config: defaults, types, ranges, overrides and the messages users see.
+#include "experiments/config.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "experiments/config_keys.h"
+
+namespace asgd::experiments {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+// The message of the ConfigError that parsing `ini` with `overrides` throws.
+std::string ErrorOf(const std::string& ini, const std::vector<std::string>& overrides = {}) {
+  try {
+    Config::FromString(ini, overrides, ExperimentSchema(), "test.ini");
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "no ConfigError for:\n" << ini;
+  return "";
+}
+
+TEST(Config, EveryKeyHasAValidDefaultAndADescription) {
+  const Schema& schema = ExperimentSchema();
+  ASSERT_GT(schema.keys().size(), 30u);
+  for (const KeySpec& key : schema.keys()) {
+    EXPECT_FALSE(key.doc.empty()) << key.name;
+    EXPECT_EQ(ValidateValue(key, key.default_value), "") << key.name;
+  }
+  Config defaults = Config::Defaults(schema);
+  EXPECT_EQ(defaults.String("algorithm.name"), "sgd");
+  EXPECT_EQ(defaults.Int("algorithm.batch_size"), 64);
+  EXPECT_FALSE(defaults.IsExplicit("algorithm.batch_size"));
+}
+
+TEST(Config, ReadsTypedValuesAndOverridesWin) {
+  Config c = Config::FromString(
+      "[algorithm]\nlearning_rate = 0.5\nbatch_size = 32\n[model]\nhidden = 10,20\n"
+      "[data]\nverify = no\n",
+      {"algorithm.batch_size=16"}, ExperimentSchema());
+  EXPECT_DOUBLE_EQ(c.Double("algorithm.learning_rate"), 0.5);
+  EXPECT_EQ(c.Int("algorithm.batch_size"), 16);
+  EXPECT_EQ(c.IntList("model.hidden"), (std::vector<int64_t>{10, 20}));
+  EXPECT_FALSE(c.Bool("data.verify"));
+  EXPECT_TRUE(c.IsExplicit("algorithm.learning_rate"));
+  EXPECT_TRUE(c.IsExplicit("algorithm.batch_size"));
+}
+
+TEST(Config, UnknownKeyNamesItAndSuggestsTheClosest) {
+  EXPECT_THAT(ErrorOf("[algorithm]\nlearning_rat = 0.1\n"),
+              AllOf(HasSubstr("algorithm.learning_rat"), HasSubstr("algorithm.learning_rate")));
+  EXPECT_THAT(ErrorOf("", {"algorithm.bach_size=3"}),
+              AllOf(HasSubstr("algorithm.bach_size"), HasSubstr("algorithm.batch_size")));
+}
+
+TEST(Config, WrongTypeNamesKeyValueAndExpectation) {
+  std::string msg = ErrorOf("[algorithm]\nbatch_size = many\n");
+  EXPECT_THAT(msg, AllOf(HasSubstr("algorithm.batch_size"), HasSubstr("many"),
+                         HasSubstr("integer")));
+  EXPECT_EQ(msg.find('\n'), std::string::npos) << "one line: " << msg;
+  EXPECT_THAT(ErrorOf("[algorithm]\nlearning_rate = fast\n"),
+              AllOf(HasSubstr("algorithm.learning_rate"), HasSubstr("fast"), HasSubstr("number")));
+  EXPECT_THAT(ErrorOf("[data]\nverify = perhaps\n"),
+              AllOf(HasSubstr("data.verify"), HasSubstr("perhaps")));
+}
+
+TEST(Config, OutOfRangeNamesTheBound) {
+  EXPECT_THAT(ErrorOf("[algorithm]\nlearning_rate = 0\n"),
+              AllOf(HasSubstr("algorithm.learning_rate"), HasSubstr("> 0")));
+  EXPECT_THAT(ErrorOf("[algorithm]\nlearning_rate = nan\n"), HasSubstr("algorithm.learning_rate"));
+  EXPECT_THAT(ErrorOf("[algorithm]\nmomentum = 1\n"), HasSubstr("algorithm.momentum"));
+  EXPECT_THAT(ErrorOf("[algorithm]\nbatch_size = 0\n"), HasSubstr("algorithm.batch_size"));
+  EXPECT_THAT(ErrorOf("[model]\nhidden = 10,-1\n"), HasSubstr("model.hidden"));
+  EXPECT_THAT(ErrorOf("[model]\nname = transformer\n"),
+              AllOf(HasSubstr("model.name"), HasSubstr("transformer"), HasSubstr("mlp")));
+}
+
+TEST(Config, MalformedOverrideAndMissingFile) {
+  EXPECT_THAT(ErrorOf("", {"algorithm.learning_rate"}), HasSubstr("section.key=value"));
+  try {
+    Config::FromFile("/nonexistent/asgd.ini", {}, ExperimentSchema());
+    FAIL() << "no error for a missing file";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("/nonexistent/asgd.ini"));
+  }
+}
+
+TEST(Config, ResolvedIniParsesBackToTheSameValues) {
+  Config c = Config::FromString("[algorithm]\nlearning_rate = 0.25\n[model]\nname = softmax\n",
+                                {"experiment.seed=7"}, ExperimentSchema());
+  Config back = Config::FromString(c.ResolvedIni(), {}, ExperimentSchema());
+  for (const KeySpec& key : ExperimentSchema().keys()) {
+    EXPECT_EQ(back.Raw(key.name), c.Raw(key.name)) << key.name;
+  }
+}
+
+}  // namespace
+}  // namespace asgd::experiments
