@@ -1,0 +1,341 @@
+// PsClient against real ShardServers, over inproc://, ipc:// and tcp:// on loopback:
+// exactness of scattered pushes and gathered pulls, asynchronous requests, versions and
+// staleness, and the failure cases a worker must survive (timeouts, error replies, a
+// client or handle going away with requests in flight).
+#include "transport/ps_client.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+#include <limits>
+#include <thread>
+
+#include "core/error.h"
+#include "core/param_layout.h"
+#include "tests/support/test_util.h"
+#include "transport/shard_server.h"
+
+namespace asgd::transport {
+namespace {
+
+using ::testing::HasSubstr;
+using namespace std::chrono_literals;
+
+// Several tensors of uneven sizes, so placements produce several ranges per shard.
+ParamLayout TestLayout() {
+  ParamLayout layout;
+  layout.Add("a", {7, 5});
+  layout.Add("b", {5});
+  layout.Add("c", {13, 11});
+  layout.Add("d", {1});
+  layout.Add("e", {40});
+  return layout;
+}
+
+// Initial values: small integers, so every sum below is exact in float32.
+std::vector<float> Initial(int64_t n) {
+  std::vector<float> v(static_cast<std::size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[static_cast<std::size_t>(i)] = static_cast<float>(i % 17);
+  return v;
+}
+
+std::vector<float> Delta(int64_t n, int worker, int step) {
+  std::vector<float> v(static_cast<std::size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    v[static_cast<std::size_t>(i)] = static_cast<float>((i + worker * 3 + step) % 5) - 2.0f;
+  }
+  return v;
+}
+
+// A running parameter server: one ShardServer thread per shard.
+struct TestServers {
+  std::shared_ptr<Context> context = NewContext();
+  Placement placement;
+  MemoryStalenessSink sink;
+  testing::TempDir dir;
+  std::vector<std::unique_ptr<ShardServer>> servers;  // last: stopped before the rest goes
+
+  TestServers(const std::string& scheme, int shards, PlacementPolicy policy,
+              std::span<const float> initial) {
+    PlacementOptions po;
+    po.policy = policy;
+    placement = Placement::Build(TestLayout(), shards, po);
+    ServerOptions base;
+    base.staleness_sink = &sink;
+    static std::atomic<int> unique{0};
+    const int tag = unique++;
+    servers = StartShardServers(
+        context, placement, initial, [](uint32_t) { return NewAddRule(); },
+        [&](int s) -> std::string {
+          if (scheme == "inproc") {
+            return "inproc://client-test-" + std::to_string(tag) + "-" + std::to_string(s);
+          }
+          if (scheme == "ipc") return "ipc://" + dir.File("ps-" + std::to_string(s));
+          return "tcp://127.0.0.1:*";
+        },
+        base);
+  }
+  std::unique_ptr<PsClient> Client(uint32_t id = 0, ClientOptions options = {}) {
+    options.id = id;
+    options.timeout = 10s;
+    return std::make_unique<PsClient>(context, Endpoints(servers), placement, options);
+  }
+};
+
+struct Case {
+  std::string scheme;
+  int shards;
+  PlacementPolicy policy;
+};
+
+std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
+  return info.param.scheme + "_" + std::to_string(info.param.shards) + "_" +
+         std::string(PlacementPolicyName(info.param.policy));
+}
+
+class ClientExactness : public ::testing::TestWithParam<Case> {};
+
+// Three workers push concurrently, each several times, with several requests in flight;
+// the final parameters must equal the initial ones plus every push, element for element.
+TEST_P(ClientExactness, FinalEqualsInitialPlusEveryPush) {
+  const Case& c = GetParam();
+  const int64_t n = TestLayout().size();
+  const std::vector<float> initial = Initial(n);
+  TestServers ps(c.scheme, c.shards, c.policy, initial);
+  constexpr int kWorkers = 3, kSteps = 6;
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int w = 0; w < kWorkers; ++w) {
+    threads.emplace_back([&, w] {
+      auto client = ps.Client(static_cast<uint32_t>(w));
+      std::vector<std::vector<float>> deltas;
+      for (int s = 0; s < kSteps; ++s) deltas.push_back(Delta(n, w, s));
+      std::vector<RequestHandle> inflight;
+      for (int s = 0; s < kSteps; ++s) {
+        PushOptions po;
+        po.clock = s;
+        inflight.push_back(client->Push(deltas[static_cast<std::size_t>(s)], po));
+      }
+      // Waited in reverse order: replies are matched by id, not by arrival.
+      for (auto it = inflight.rbegin(); it != inflight.rend(); ++it) {
+        if (!it->Wait().ok()) ++failures;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  ASSERT_EQ(failures.load(), 0);
+
+  std::vector<float> expected = initial;
+  for (int w = 0; w < kWorkers; ++w) {
+    for (int s = 0; s < kSteps; ++s) {
+      const std::vector<float> d = Delta(n, w, s);
+      for (std::size_t i = 0; i < d.size(); ++i) expected[i] += d[i];
+    }
+  }
+  auto reader = ps.Client(99);
+  std::vector<float> got(static_cast<std::size_t>(n), -1.0f);
+  ASSERT_TRUE(reader->PullAndWait(got).ok());
+  EXPECT_EQ(got, expected);
+  int nonempty = 0;
+  for (int s = 0; s < c.shards; ++s) {
+    if (ps.placement.shard_size(s) == 0) continue;
+    ++nonempty;
+    EXPECT_EQ(reader->pulled_versions()[static_cast<std::size_t>(s)],
+              static_cast<uint64_t>(kWorkers * kSteps))
+        << "shard " << s;
+  }
+  // One staleness record per push per shard that owns something.
+  EXPECT_EQ(ps.sink.size(), static_cast<std::size_t>(kWorkers * kSteps * nonempty));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Endpoints, ClientExactness,
+    ::testing::Values(Case{"inproc", 1, PlacementPolicy::kEvenSplit},
+                      Case{"inproc", 3, PlacementPolicy::kGreedyBytes},
+                      Case{"inproc", 4, PlacementPolicy::kPartitionLarge},
+                      Case{"inproc", 7, PlacementPolicy::kRoundRobin},  // more shards than tensors
+                      Case{"ipc", 2, PlacementPolicy::kEvenSplit},
+                      Case{"ipc", 3, PlacementPolicy::kRoundRobin},
+                      Case{"tcp", 2, PlacementPolicy::kEvenSplit},
+                      Case{"tcp", 3, PlacementPolicy::kPartitionLarge}),
+    CaseName);
+
+TEST(Client, PushPullIsAtomicAndReturnsTheValuesAfterThePush) {
+  const int64_t n = TestLayout().size();
+  const std::vector<float> initial = Initial(n);
+  TestServers ps("inproc", 3, PlacementPolicy::kGreedyBytes, initial);
+  auto client = ps.Client();
+  const std::vector<float> d = Delta(n, 0, 0);
+  std::vector<float> out(static_cast<std::size_t>(n));
+  RequestHandle h = client->PushPull(d, out);
+  ASSERT_TRUE(h.Wait().ok());
+  for (std::size_t i = 0; i < out.size(); ++i) ASSERT_EQ(out[i], initial[i] + d[i]) << i;
+  for (const ShardResult& r : h.results()) {
+    EXPECT_EQ(r.version, 1u);
+    EXPECT_EQ(r.outcome, PushOutcome::kApplied);
+  }
+}
+
+TEST(Client, ShardRequestsAddressPartOfOneShard) {
+  const int64_t n = TestLayout().size();
+  TestServers ps("inproc", 2, PlacementPolicy::kEvenSplit, Initial(n));
+  auto client = ps.Client();
+  const std::vector<float> ones(5, 1.0f);
+  ASSERT_TRUE(client->PushShard(1, 3, ones).Wait().ok());
+  std::vector<float> part(7);
+  ASSERT_TRUE(client->PullShard(1, 2, part).Wait().ok());
+  const std::vector<float> shard1 = ps.placement.Gather(1, Initial(n));
+  for (std::size_t i = 0; i < part.size(); ++i) {
+    const float added = (i >= 1 && i <= 5) ? 1.0f : 0.0f;
+    EXPECT_EQ(part[i], shard1[i + 2] + added) << i;
+  }
+}
+
+// Staleness = version at arrival - version the push was computed from (DESIGN.md §4).
+TEST(Client, PushesCarryPulledVersionsAndServersRecordStaleness) {
+  const int64_t n = TestLayout().size();
+  TestServers ps("inproc", 1, PlacementPolicy::kEvenSplit, Initial(n));
+  auto a = ps.Client(0), b = ps.Client(1);
+  std::vector<float> buf(static_cast<std::size_t>(n));
+  const std::vector<float> d = Delta(n, 0, 0);
+  ASSERT_TRUE(a->PullAndWait(buf).ok());  // a computes from version 0
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(b->PushAndWait(d).ok());  // arrive at 0, 1, 2
+  PushOptions po;
+  po.clock = 41;
+  ASSERT_TRUE(a->PushAndWait(d, po).ok());  // arrives at version 3
+  const auto records = ps.sink.records();
+  ASSERT_EQ(records.size(), 4u);
+  EXPECT_EQ(records[0].staleness, 0);
+  EXPECT_EQ(records[2].staleness, 2);  // b never pulled: computed from 0
+  EXPECT_EQ(records[3].worker, 0u);
+  EXPECT_EQ(records[3].step, 41);
+  EXPECT_EQ(records[3].pulled_version, 0u);
+  EXPECT_EQ(records[3].applied_version, 3u);
+  EXPECT_EQ(records[3].staleness, 3);
+  // Explicit versions override the pulled ones.
+  const uint64_t v[1] = {4};
+  po.versions = v;
+  ASSERT_TRUE(a->PushAndWait(d, po).ok());
+  EXPECT_EQ(ps.sink.records().back().staleness, 0);
+}
+
+TEST(Client, NonFinitePushIsARemoteErrorAndChangesNothing) {
+  const int64_t n = TestLayout().size();
+  const std::vector<float> initial = Initial(n);
+  TestServers ps("inproc", 2, PlacementPolicy::kEvenSplit, initial);
+  auto client = ps.Client();
+  std::vector<float> d(static_cast<std::size_t>(n), 1.0f);
+  d.back() = std::numeric_limits<float>::quiet_NaN();
+  Status st = client->PushAndWait(d);
+  EXPECT_EQ(st.code(), StatusCode::kRemoteError);
+  EXPECT_EQ(st.error_code(), ErrorCode::kNonFinite);
+  EXPECT_THAT(st.message(), HasSubstr("shard 1"));
+  std::vector<float> got(static_cast<std::size_t>(n));
+  ASSERT_TRUE(client->PullAndWait(got).ok());
+  // Shard 0 applied its (finite) part; shard 1 refused and is unchanged.
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const bool on_shard0 = static_cast<int64_t>(i) < ps.placement.shard_size(0);
+    EXPECT_EQ(got[i], initial[i] + (on_shard0 ? 1.0f : 0.0f)) << i;
+  }
+  EXPECT_EQ(ps.servers[1]->stats().errors_for(ErrorCode::kNonFinite), 1u);
+}
+
+// No server at the address: waiting is a timeout value, and dropping the handle returns
+// the buffer to the caller promptly (the queued message is dropped by a reset).
+TEST(Client, MissingServerIsATimeoutAndTheBufferComesBack) {
+  testing::TempDir dir;
+  auto context = NewContext();
+  ParamLayout layout;
+  layout.Add("w", {1000});
+  Placement placement = Placement::Build(layout, 1);
+  ClientOptions options;
+  options.release_grace = 20ms;
+  PsClient client(context, {"ipc://" + dir.File("nobody")}, placement, options);
+  std::vector<float> values(1000, 1.0f);
+  {
+    RequestHandle h = client.Push(values);
+    const auto t0 = std::chrono::steady_clock::now();
+    Status st = h.Wait(150ms);
+    EXPECT_TRUE(st.timed_out()) << st.ToString();
+    EXPECT_THAT(st.message(), HasSubstr("nobody"));
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
+    EXPECT_FALSE(h.done());
+  }  // abandoned here: the destructor returns only once ZeroMQ let go of `values`
+  EXPECT_EQ(client.stats().timeouts, 1u);
+  EXPECT_GE(client.stats().resets, 1u);
+  // The client still works for other requests.
+  std::vector<float> out(1000);
+  EXPECT_TRUE(client.Pull(out).Wait(50ms).timed_out());
+}
+
+TEST(Client, WaitForServersWaitsForLateServersAndChecksSizes) {
+  const int64_t n = TestLayout().size();
+  auto context = NewContext();
+  Placement placement = Placement::Build(TestLayout(), 2);
+  PsClient client(context, {"inproc://late-0", "inproc://late-1"}, placement);
+  std::vector<std::unique_ptr<ShardServer>> servers;
+  std::thread starter([&] {
+    std::this_thread::sleep_for(100ms);
+    const std::vector<float> init = Initial(n);
+    servers = StartShardServers(context, placement, init, [](uint32_t) { return NewAddRule(); },
+                                [](int s) { return "inproc://late-" + std::to_string(s); });
+  });
+  Status st = client.WaitForServers(10s);
+  starter.join();
+  EXPECT_TRUE(st.ok()) << st.ToString();
+
+  // A client whose placement disagrees with the servers' sizes is told so.
+  ParamLayout other;
+  other.Add("w", {n + 2});
+  PsClient wrong(context, Endpoints(servers), Placement::Build(other, 2));
+  st = wrong.WaitForServers(5s);
+  EXPECT_EQ(st.code(), StatusCode::kBadReply);
+  EXPECT_THAT(st.message(), HasSubstr("placement"));
+}
+
+TEST(Client, BarrierHoldsEveryoneUntilTheLastArrives) {
+  TestServers ps("tcp", 2, PlacementPolicy::kEvenSplit, Initial(TestLayout().size()));
+  auto a = ps.Client(0), b = ps.Client(1), c = ps.Client(2);
+  RequestHandle ha = a->Barrier(7, 3);
+  RequestHandle hb = b->Barrier(7, 3);
+  EXPECT_TRUE(ha.Wait(100ms).timed_out());
+  RequestHandle hc = c->Barrier(7, 3);
+  EXPECT_TRUE(hc.Wait().ok());
+  EXPECT_TRUE(ha.Wait().ok());
+  EXPECT_TRUE(hb.Wait().ok());
+}
+
+TEST(Client, HandleOutlivingItsClientReportsAborted) {
+  TestServers ps("inproc", 1, PlacementPolicy::kEvenSplit, Initial(TestLayout().size()));
+  RequestHandle h;
+  {
+    auto a = ps.Client(0);
+    h = a->Barrier(1, 2);  // never completes: only one participant
+  }
+  Status st = h.Wait(10ms);
+  EXPECT_EQ(st.code(), StatusCode::kAborted);
+}
+
+TEST(Client, StopServersStopsEveryShard) {
+  TestServers ps("inproc", 3, PlacementPolicy::kEvenSplit, Initial(TestLayout().size()));
+  auto client = ps.Client();
+  ASSERT_TRUE(client->StopServers().Wait().ok());
+  for (auto& s : ps.servers) {
+    s->Join();
+    EXPECT_FALSE(s->serving());
+  }
+}
+
+TEST(Client, WrongSizedBuffersAreBugs) {
+  TestServers ps("inproc", 1, PlacementPolicy::kEvenSplit, Initial(TestLayout().size()));
+  auto client = ps.Client();
+  std::vector<float> small(3);
+  EXPECT_THROW(client->Push(small), InvariantError);
+  EXPECT_THROW(client->Pull(small), InvariantError);
+  EXPECT_THROW(client->PullShard(0, TestLayout().size() - 1, small), InvariantError);
+}
+
+}  // namespace
+}  // namespace asgd::transport

@@ -1,0 +1,225 @@
+#include "transport/cluster_spec.h"
+
+#include <nlohmann/json.hpp>
+
+#include <set>
+
+#include "core/check.h"
+#include "core/error.h"
+#include "core/strings.h"
+#include "transport/endpoint.h"
+
+namespace asgd::transport {
+
+namespace {
+
+constexpr const char* kEntryExpected =
+    "HOST:PORT with a port in [1, 65535], or a tcp://, ipc:// or inproc:// address";
+
+// Checks one entry; returns "" if fine, else why not.
+std::string EntryProblem(std::string_view entry) {
+  if (entry.empty()) return "an empty entry";
+  if (entry.find_first_of(" \t\r\n,") != std::string_view::npos) return "blanks inside an entry";
+  if (entry.find("://") != std::string_view::npos) {
+    try {
+      ParseEndpoint(entry);
+      return "";
+    } catch (const ConfigError& e) {
+      return e.what();
+    }
+  }
+  const std::size_t colon = entry.rfind(':');
+  if (colon == std::string_view::npos) return "no ':PORT'";
+  if (colon == 0) return "no host before ':'";
+  auto port = ParseInt64(entry.substr(colon + 1));
+  if (!port || *port < 1 || *port > 65535) return "a port outside [1, 65535]";
+  return "";
+}
+
+std::vector<std::string> ParseList(std::string_view key, std::string_view text) {
+  std::vector<std::string> out;
+  if (Trim(text).empty()) return out;
+  const std::vector<std::string> fields = Split(text, ',');
+  for (std::size_t i = 0; i < fields.size(); ++i) {
+    const std::string entry(Trim(fields[i]));
+    const std::string problem = EntryProblem(entry);
+    if (!problem.empty()) {
+      throw ConfigError(std::string(key), std::string(text),
+                        internal::StrCat("a comma-separated list of ", kEntryExpected,
+                                         "; entry ", i + 1, " '", entry, "' has ", problem));
+    }
+    out.push_back(entry);
+  }
+  return out;
+}
+
+std::string Address(const std::string& entry) {
+  return entry.find("://") != std::string::npos ? entry : "tcp://" + entry;
+}
+
+}  // namespace
+
+ClusterSpec ClusterSpec::FromStrings(std::string_view ps, std::string_view worker,
+                                     std::string_view coordinator, std::string_view evaluator) {
+  ClusterSpec spec;
+  spec.ps = ParseList("cluster.ps", ps);
+  if (spec.ps.empty()) {
+    throw ConfigError("cluster.ps", std::string(ps), "at least one HOST:PORT entry");
+  }
+  spec.worker = ParseList("cluster.worker", worker);
+  for (auto [key, text, field] :
+       {std::tuple{"cluster.coordinator", coordinator, &spec.coordinator},
+        std::tuple{"cluster.evaluator", evaluator, &spec.evaluator}}) {
+    const auto list = ParseList(key, text);
+    if (list.size() > 1) {
+      throw ConfigError(key, std::string(text), "a single HOST:PORT entry");
+    }
+    if (!list.empty()) *field = list[0];
+  }
+  spec.Validate();
+  return spec;
+}
+
+ClusterSpec ClusterSpec::FromTfConfig(std::string_view text) {
+  using nlohmann::json;
+  const std::string value(text);
+  json doc;
+  try {
+    doc = json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw ConfigError("TF_CONFIG", value, std::string("valid JSON (") + e.what() + ")");
+  }
+  if (!doc.is_object()) throw ConfigError("TF_CONFIG", value, "a JSON object");
+  for (const auto& [k, v] : doc.items()) {
+    if (k != "cluster" && k != "task" && k != "environment" && k != "rpc_layer") {
+      throw ConfigError("TF_CONFIG." + k, v.dump(),
+                        "only the keys cluster, task (and TensorFlow's environment, rpc_layer)");
+    }
+  }
+  if (!doc.contains("cluster") || !doc["cluster"].is_object()) {
+    throw ConfigError("TF_CONFIG.cluster", doc.contains("cluster") ? doc["cluster"].dump() : "",
+                      "an object mapping job names (chief, ps, worker, evaluator) to lists of "
+                      "HOST:PORT strings");
+  }
+  ClusterSpec spec;
+  for (const auto& [job, list] : doc["cluster"].items()) {
+    const std::string key = "TF_CONFIG.cluster." + job;
+    std::vector<std::string>* dest = nullptr;
+    std::vector<std::string> single;
+    if (job == "ps") {
+      dest = &spec.ps;
+    } else if (job == "worker") {
+      dest = &spec.worker;
+    } else if (job == "chief" || job == "master" || job == "evaluator") {
+      dest = &single;
+    } else {
+      throw ConfigError(key, list.dump(), "a job named chief, master, ps, worker or evaluator");
+    }
+    if (!list.is_array()) throw ConfigError(key, list.dump(), "a list of HOST:PORT strings");
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      const std::string entry_key = key + "[" + std::to_string(i) + "]";
+      if (!list[i].is_string()) throw ConfigError(entry_key, list[i].dump(), kEntryExpected);
+      const std::string entry = list[i].get<std::string>();
+      const std::string problem = EntryProblem(entry);
+      if (!problem.empty()) {
+        throw ConfigError(entry_key, entry, std::string(kEntryExpected) + " (it has " + problem + ")");
+      }
+      dest->push_back(entry);
+    }
+    if (dest == &single) {
+      if (single.size() > 1) throw ConfigError(key, list.dump(), "a list of one HOST:PORT");
+      if (!single.empty()) (job == "evaluator" ? spec.evaluator : spec.coordinator) = single[0];
+    }
+  }
+  if (spec.ps.empty()) {
+    throw ConfigError("TF_CONFIG.cluster.ps",
+                      doc["cluster"].contains("ps") ? doc["cluster"]["ps"].dump() : "",
+                      "at least one HOST:PORT entry");
+  }
+  if (doc.contains("task")) {
+    const json& task = doc["task"];
+    if (!task.is_object()) throw ConfigError("TF_CONFIG.task", task.dump(), "an object");
+    if (task.contains("type")) {
+      if (!task["type"].is_string()) {
+        throw ConfigError("TF_CONFIG.task.type", task["type"].dump(),
+                          "one of chief, ps, worker, evaluator");
+      }
+      std::string type = task["type"].get<std::string>();
+      if (type == "chief" || type == "master") type = "coordinator";
+      spec.task_type = type;
+    }
+    if (task.contains("index")) {
+      const json& index = task["index"];
+      if (!index.is_number_integer() || index.get<int64_t>() < 0 ||
+          index.get<int64_t>() > 1'000'000) {
+        throw ConfigError("TF_CONFIG.task.index", index.dump(), "an integer >= 0");
+      }
+      spec.task_index = static_cast<int>(index.get<int64_t>());
+    }
+  }
+  try {
+    spec.Validate();
+  } catch (const ConfigError& e) {
+    if (e.key() == "cluster.task") {
+      throw ConfigError("TF_CONFIG.task", doc["task"].dump(),
+                        "a task type and an index that the cluster has");
+    }
+    throw;
+  }
+  return spec;
+}
+
+std::string ClusterSpec::PsAddress(int i) const {
+  ASGD_CHECK(i >= 0 && i < num_ps(), "ps index ", i, " of ", num_ps());
+  return Address(ps[static_cast<std::size_t>(i)]);
+}
+
+std::string ClusterSpec::WorkerAddress(int i) const {
+  ASGD_CHECK(i >= 0 && i < num_workers(), "worker index ", i, " of ", num_workers());
+  return Address(worker[static_cast<std::size_t>(i)]);
+}
+
+std::string ClusterSpec::PsBindAddress(int i, std::string_view bind_host) const {
+  const std::string address = PsAddress(i);
+  if (!StartsWith(address, "tcp://")) return address;
+  const std::size_t colon = address.rfind(':');
+  return "tcp://" + std::string(bind_host) + address.substr(colon);
+}
+
+void ClusterSpec::Validate() const {
+  std::set<std::string> seen;
+  auto check = [&](const char* key, const std::string& entry) {
+    const std::string problem = EntryProblem(entry);
+    if (!problem.empty()) {
+      throw ConfigError(key, entry, std::string(kEntryExpected) + " (it has " + problem + ")");
+    }
+    if (!seen.insert(Address(entry)).second) {
+      throw ConfigError(key, entry, "an address no other task uses");
+    }
+  };
+  if (ps.empty()) throw ConfigError("cluster.ps", "", "at least one HOST:PORT entry");
+  for (const auto& e : ps) check("cluster.ps", e);
+  for (const auto& e : worker) check("cluster.worker", e);
+  if (!coordinator.empty()) check("cluster.coordinator", coordinator);
+  if (!evaluator.empty()) check("cluster.evaluator", evaluator);
+  if (task_type.empty()) return;
+  int count = 0;
+  if (task_type == "ps") {
+    count = num_ps();
+  } else if (task_type == "worker") {
+    count = num_workers();
+  } else if (task_type == "coordinator") {
+    count = coordinator.empty() ? 0 : 1;
+  } else if (task_type == "evaluator") {
+    count = evaluator.empty() ? 0 : 1;
+  } else {
+    throw ConfigError("cluster.task", task_type, "one of ps, worker, coordinator, evaluator");
+  }
+  if (task_index < 0 || task_index >= count) {
+    throw ConfigError("cluster.task", task_type + " " + std::to_string(task_index),
+                      internal::StrCat("an index in [0, ", count, ") for ", task_type,
+                                       " (the cluster has ", count, ")"));
+  }
+}
+
+}  // namespace asgd::transport

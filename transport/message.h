@@ -1,0 +1,171 @@
+// The wire protocol (DESIGN.md §5): message layout, header codec and validation.
+//
+// A message is a multipart ZeroMQ message:
+//
+//   frame 0      header: one MessagePack array (below)
+//   frame 1..n   payload: raw little-endian float32 bytes, n = header.frames
+//
+// Payload frames are sent zero-copy from the caller's buffer (see zero_copy.h). A push
+// of a shard that owns several non-contiguous ranges of the flat vector sends one frame
+// per range, each pointing straight into the caller's flat buffer; the receiver treats
+// the frames as one run of `count` elements in shard-local order, starting at the
+// shard-local element `offset`. Frame boundaries carry no meaning beyond that.
+//
+// The header is a MessagePack array of exactly kHeaderFields elements, in this order:
+//
+//   #  field          type    meaning
+//   0  protocol       uint    kProtocolVersion
+//   1  op             uint    Op
+//   2  flags          uint    kFlag* bits (kFlagReply on every reply)
+//   3  role           uint    sender's Role
+//   4  sender         uint    sender id (worker index, shard id for replies)
+//   5  shard          uint    the shard addressed (requests) or answering (replies)
+//   6  request_id     uint    chosen by the client, echoed in the reply
+//   7  version        uint    parameter version: push = version the worker computed from
+//                             (its last pull); pull reply = version read; push reply =
+//                             version after the push was handled
+//   8  clock          int     worker clock (step); barrier: barrier id
+//   9  dtype          uint    DType of the payload (kNone when there is none)
+//  10  offset         uint    first shard-local element addressed
+//  11  count          uint    number of elements addressed
+//  12  payload_bytes  uint    total bytes over all payload frames
+//  13  frames         uint    number of payload frames that follow the header
+//  14  code           uint    ErrorCode (error replies), kNone otherwise
+//  15  aux            uint    op-specific: push reply = PushOutcome; register reply = shard
+//                             size in elements; barrier = number of participants
+//  16  message        str     one-line error text (error replies), empty otherwise
+//
+// A fixed-position array keeps the header small (about 20-40 bytes) and lets the decoder
+// check every field's type and range before it looks at a payload byte.
+//
+// Thread safety: all functions here are pure and may be called from any thread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "transport/status.h"
+
+namespace asgd::transport {
+
+inline constexpr uint32_t kProtocolVersion = 1;
+inline constexpr uint32_t kHeaderFields = 17;
+// An encoded header never exceeds this many bytes.
+inline constexpr std::size_t kMaxHeaderBytes = 512;
+// Longest error message carried on the wire; longer ones are cut.
+inline constexpr std::size_t kMaxErrorMessageBytes = 300;
+// Most payload frames one message may carry (one per range of a shard).
+inline constexpr uint32_t kMaxPayloadFrames = 4096;
+
+enum class Op : uint8_t {
+  kPush = 1,       // apply a payload to the shard
+  kPull = 2,       // read values and the version
+  kPushPull = 3,   // push then reply with a rule-chosen payload, atomically
+  kRegister = 4,   // announce a worker; reply carries the shard size
+  kHeartbeat = 5,  // liveness; answered at once
+  kBarrier = 6,    // held until `aux` participants arrived with the same barrier id
+  kError = 7,      // reply only: code + message
+  kClock = 8,      // a worker finished clock `clock` (SSP, rounds); the rule may hold it
+  kStop = 9,       // ask the server to stop after replying
+  kCheckpoint = 10,  // reserved: snapshot/restore over the wire
+};
+// One past the largest Op value; ops in [1, kOpEnd) are known.
+inline constexpr uint32_t kOpEnd = 11;
+std::string_view OpName(Op op);
+// True when requests with this op carry a payload.
+bool OpRequestHasPayload(Op op);
+
+enum class Role : uint8_t {
+  kUnknown = 0,
+  kCoordinator = 1,
+  kPs = 2,
+  kWorker = 3,
+  kEvaluator = 4,
+};
+inline constexpr uint32_t kRoleEnd = 5;
+std::string_view RoleName(Role role);
+
+// Element types. Only kFloat32 is served today; the others are reserved so that a peer
+// speaking a newer protocol gets a clear "bad dtype" reply rather than garbage.
+enum class DType : uint8_t { kNone = 0, kFloat32 = 1, kFloat16 = 2, kBFloat16 = 3, kFloat64 = 4 };
+inline constexpr uint32_t kDTypeEnd = 5;
+std::string_view DTypeName(DType dtype);
+
+inline constexpr uint32_t kFlagReply = 1u << 0;
+inline constexpr uint32_t kKnownFlags = kFlagReply;
+
+// What a server did with a push (carried in the push reply's aux field).
+enum class PushOutcome : uint8_t {
+  kApplied = 0,   // changed the shard
+  kAccepted = 1,  // taken in (e.g. buffered for aggregation) but not applied yet
+  kDropped = 2,   // ignored as stale (e.g. a synchronous round already moved on); counted
+};
+std::string_view PushOutcomeName(PushOutcome outcome);
+
+struct Header {
+  uint32_t protocol = kProtocolVersion;
+  Op op = Op::kHeartbeat;
+  uint32_t flags = 0;
+  Role role = Role::kUnknown;
+  uint32_t sender = 0;
+  uint32_t shard = 0;
+  uint64_t request_id = 0;
+  uint64_t version = 0;
+  int64_t clock = 0;
+  DType dtype = DType::kNone;
+  uint64_t offset = 0;
+  uint64_t count = 0;
+  uint64_t payload_bytes = 0;
+  uint32_t frames = 0;
+  ErrorCode code = ErrorCode::kNone;
+  uint64_t aux = 0;
+  std::string message;
+
+  bool is_reply() const { return (flags & kFlagReply) != 0; }
+  bool operator==(const Header&) const = default;
+};
+
+// Encodes h into out and returns the number of bytes written. message is cut to
+// kMaxErrorMessageBytes. REQUIRES: out.size() >= kMaxHeaderBytes.
+std::size_t EncodeHeader(const Header& h, std::span<std::byte> out);
+
+// The result of decoding or validating: kNone, or a code and a one-line reason naming
+// the field and the values involved.
+struct DecodeError {
+  ErrorCode code = ErrorCode::kNone;
+  std::string detail;
+  bool ok() const { return code == ErrorCode::kNone; }
+};
+
+// Decodes one header frame into *out and validates each field on its own: the array
+// shape, every field's type, protocol version, op, role, dtype and flag values, lengths
+// (count * element size == payload_bytes, frames <= kMaxPayloadFrames, a payload only
+// for ops that carry one, count and offset + count without overflow). Never reads past
+// frame.size() and never allocates more than the message string.
+// On failure *out may be partly filled: out->request_id is set whenever the frame was
+// well-formed enough to read it (so the error reply can be matched), else 0.
+DecodeError DecodeHeader(std::span<const std::byte> frame, Header* out);
+
+// Checks the payload frames that followed a decoded header: their number equals
+// h.frames, each is a whole number of elements (and not empty), and their sizes sum to
+// h.payload_bytes. max_payload_bytes bounds what this receiver accepts at all.
+DecodeError CheckPayloadFrames(const Header& h, std::span<const std::size_t> frame_sizes,
+                               uint64_t max_payload_bytes);
+
+// Checks a request against the shard that received it: shard id, and
+// [offset, offset + count) inside [0, shard_size).
+DecodeError CheckRequestForShard(const Header& h, uint32_t shard, uint64_t shard_size);
+
+// Bytes per element of dtype (0 for kNone and unknown values).
+std::size_t DTypeSize(DType dtype);
+
+// Decodes a whole multipart message as a server would: the header, then the payload
+// frames against it, then (if shard_size >= 0) the shard checks. Exposed for the fuzz
+// target and tests; the server runs the same three steps.
+DecodeError DecodeMessage(std::span<const std::span<const std::byte>> frames, Header* out,
+                          uint64_t max_payload_bytes, uint32_t shard, int64_t shard_size);
+
+}  // namespace asgd::transport

@@ -1,0 +1,933 @@
+#include "transport/shard_server.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <new>
+#include <thread>
+#include <unordered_map>
+
+#include "core/aligned.h"
+#include "core/check.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/rng.h"
+#include "core/thread_annotations.h"
+#include "transport/endpoint.h"
+#include "transport/zmq_util.h"
+
+namespace asgd::transport {
+
+namespace {
+
+using internal::Bytes;
+using internal::HeaderMessage;
+
+// The shard's values, shared with zero-copy reply frames. The server holds one
+// reference to the blocks it owns; every reply frame pointing into a block holds one
+// more, dropped by ZeroMQ's free callback (on whichever thread closes the frame). The
+// last reference frees the block, so a frame may outlive the server safely.
+struct ValueBlock {
+  std::atomic<int64_t> refs{1};
+  int64_t capacity = 0;
+  float* data = nullptr;
+
+  explicit ValueBlock(int64_t n) : capacity(n) {
+    const std::size_t bytes = static_cast<std::size_t>(std::max<int64_t>(n, 1)) * sizeof(float);
+    data = static_cast<float*>(::operator new(bytes, std::align_val_t{kBufferAlignment}));
+  }
+  ~ValueBlock() { ::operator delete(data, std::align_val_t{kBufferAlignment}); }
+
+  void Ref() { refs.fetch_add(1, std::memory_order_relaxed); }
+  void Unref() {
+    if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+  }
+  // Only the server references the block. Only the serving thread adds references, so
+  // the answer cannot turn false behind its back; acquire orders every reader's last
+  // access before the writes that follow.
+  bool exclusive() const { return refs.load(std::memory_order_acquire) == 1; }
+
+  static void FreeFrame(void* /*data*/, void* hint) { static_cast<ValueBlock*>(hint)->Unref(); }
+};
+
+void FreeReplyBuffer(void* data, void* /*hint*/) { ReplyBuffer::Free(static_cast<float*>(data)); }
+
+// A reply held by the rule (ServerCall::Defer) or by a barrier.
+struct Held {
+  std::string routing_id;
+  Header request;  // the request's header (op, ids, range); message empty
+  PushOutcome outcome = PushOutcome::kApplied;
+};
+
+std::atomic<uint64_t> g_control_counter{0};
+
+}  // namespace
+
+class ShardServer::Impl final : public ShardContext {
+ public:
+  Impl(std::shared_ptr<Context> context, ServerOptions options, std::vector<float> initial,
+       std::unique_ptr<ServerRule> rule);
+  ~Impl() override;
+
+  // ShardContext (called by the rule on the serving thread, with mu_ held).
+  uint32_t shard() const override { return options_.shard; }
+  int64_t size() const override { return size_; }
+  uint64_t version() const override { return version_; }
+  void AdvanceVersion(uint64_t by) override { version_ += by; }
+  std::span<const float> values() const override {
+    return {current_->data, static_cast<std::size_t>(size_)};
+  }
+  std::span<float> mutable_values() override;
+  Duration Now() const override { return clock_->Now(); }
+  void Release(uint64_t token) override { ReleaseHeld(token, nullptr); }
+  void Release(uint64_t token, ReplyBuffer payload) override { ReleaseHeld(token, &payload); }
+  void Fail(uint64_t token, std::string message) override;
+  std::size_t held() const override { return held_.size(); }
+
+  void Run();
+  // Sets serving_ (throws if already serving or failed for good); Serve() then serves
+  // until stopped and clears it.
+  void MarkServing();
+  void Serve();
+  void Start();
+  void Stop();
+  void Join();
+  bool serving() const { return serving_.load(std::memory_order_acquire); }
+  ShardStats stats() const;
+  ShardSnapshot Snapshot() const;
+  void Restore(const ShardSnapshot& snapshot);
+
+  const std::string& endpoint() const { return bound_; }
+  const std::string& rule_name() const { return rule_name_; }
+
+ private:
+  // Counters written by the serving thread only, read by anyone.
+  struct Counters {
+    std::atomic<uint64_t> requests{0}, pushes_applied{0}, pushes_accepted{0}, pushes_dropped{0},
+        pulls{0}, push_pulls{0}, clocks{0}, registrations{0}, barriers{0}, errors{0},
+        staleness_sum{0}, staleness_max{0}, bytes_received{0}, bytes_sent{0}, replies_sent{0},
+        replies_dropped{0}, copies_on_write{0};
+    std::array<std::atomic<uint64_t>, 16> errors_by_code{};
+  };
+  static void Bump(std::atomic<uint64_t>& c, uint64_t by = 1) {
+    c.store(c.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
+  }
+
+  bool ReceiveOne(bool block);
+  void Handle(std::size_t nparts, bool too_many_frames) ASGD_REQUIRES(mu_);
+  void HandleValid(const Header& h, std::size_t nparts) ASGD_REQUIRES(mu_);
+  bool BuildPayload(const Header& h, std::size_t nparts, Payload* out);
+  void ReleasePayloadFrames(std::size_t nparts);
+
+  // Every reply goes through here: counts bytes and messages, treats an undeliverable
+  // reply as a counted outcome (the peer went away), never as an error.
+  void SendReply(zmq::message_t& routing, const Header& h, zmq::message_t* payload);
+  void SendError(zmq::message_t& routing, const Header& request, ErrorCode code,
+                 const std::string& detail);
+  void SendAck(zmq::message_t& routing, const Header& request, uint64_t aux);
+  void SendValues(zmq::message_t& routing, const Header& request, ReplyBuffer* rule_payload,
+                  uint64_t aux);
+  void ReleaseHeld(uint64_t token, ReplyBuffer* payload);
+  void FailAllHeld(ErrorCode code, const std::string& why) ASGD_REQUIRES(mu_);
+  void Record(const Header& h, PushOutcome outcome, uint64_t applied_version, int64_t staleness);
+  void Tick();
+
+  std::shared_ptr<Context> context_;
+  ServerOptions options_;
+  std::unique_ptr<Endpoint> endpoint_;
+  std::string bound_;
+  std::string control_address_;
+  uint64_t control_secret_ = 0;
+  std::unique_ptr<Clock> owned_clock_;
+  const Clock* clock_ = nullptr;
+  const int64_t size_;
+  uint64_t max_payload_bytes_ = 0;
+  std::string rule_name_;
+
+  // Serving-thread state. The socket belongs to the serving thread once Run() starts.
+  zmq::socket_t socket_;
+  std::vector<zmq::message_t> parts_;
+  AlignedVector<float> scratch_;  // payload frames that arrived misaligned
+  std::vector<Payload::Piece> pieces_;
+
+  mutable std::mutex mu_;
+  std::unique_ptr<ServerRule> rule_ ASGD_GUARDED_BY(mu_);
+  ValueBlock* current_ ASGD_GUARDED_BY(mu_) = nullptr;
+  std::vector<ValueBlock*> spares_ ASGD_GUARDED_BY(mu_);
+  uint64_t version_ ASGD_GUARDED_BY(mu_) = 0;
+  std::unordered_map<uint64_t, Held> held_ ASGD_GUARDED_BY(mu_);
+  uint64_t next_token_ ASGD_GUARDED_BY(mu_) = 1;
+  // barrier id -> (participants, tokens)
+  std::map<int64_t, std::pair<uint64_t, std::vector<uint64_t>>> barriers_ ASGD_GUARDED_BY(mu_);
+  bool rule_started_ ASGD_GUARDED_BY(mu_) = false;
+
+  Counters counters_;
+  std::atomic<uint64_t> version_published_{0};
+  std::atomic<uint64_t> held_published_{0};
+
+  std::atomic<bool> stop_requested_{false};
+  std::atomic<bool> serving_{false};
+  std::atomic<bool> finished_{false};  // a fatal error ended serving for good
+  std::mutex thread_mu_;
+  std::thread thread_ ASGD_GUARDED_BY(thread_mu_);
+  std::exception_ptr error_ ASGD_GUARDED_BY(thread_mu_);
+};
+
+ShardServer::Impl::Impl(std::shared_ptr<Context> context, ServerOptions options,
+                        std::vector<float> initial, std::unique_ptr<ServerRule> rule)
+    : context_(std::move(context)),
+      options_(std::move(options)),
+      size_(static_cast<int64_t>(initial.size())) {
+  ASGD_CHECK(context_ != nullptr, "ShardServer needs a Context");
+  ASGD_CHECK(rule != nullptr, "ShardServer needs a ServerRule");
+  if (options_.endpoint.empty()) {
+    throw ConfigError("server.endpoint", "", "an address such as tcp://127.0.0.1:5000");
+  }
+  if (options_.request_hwm < 0 || options_.reply_hwm < 0) {
+    throw ConfigError("server.hwm", std::to_string(std::min(options_.request_hwm, options_.reply_hwm)),
+                      "a message count >= 0");
+  }
+  endpoint_ = ParseEndpoint(options_.endpoint, "server.endpoint");
+  if (options_.clock == nullptr) {
+    owned_clock_ = NewSystemClock();
+    clock_ = owned_clock_.get();
+  } else {
+    clock_ = options_.clock;
+  }
+  max_payload_bytes_ = options_.max_payload_bytes != 0
+                           ? options_.max_payload_bytes
+                           : std::max<uint64_t>(static_cast<uint64_t>(size_) * 4, 4096);
+  rule_name_ = rule->Name();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    rule_ = std::move(rule);
+    current_ = new ValueBlock(size_);
+    if (size_ > 0) std::memcpy(current_->data, initial.data(), initial.size() * sizeof(float));
+  }
+
+
+  try {
+    socket_ = zmq::socket_t(context_->zmq_context(), zmq::socket_type::router);
+    const SocketTuning tuning = endpoint_->Tuning();
+    internal::ConfigureSocket(socket_, options_.reply_hwm, options_.request_hwm,
+                              tuning.send_buffer_bytes, tuning.receive_buffer_bytes);
+    // An undeliverable reply (peer gone) is reported to us instead of silently dropped.
+    socket_.set(zmq::sockopt::router_mandatory, 1);
+    // A frame larger than any valid request makes ZeroMQ drop that connection before it
+    // allocates the frame (ipc/tcp). Header frames are far below the floor of 4 KiB.
+    socket_.set(zmq::sockopt::maxmsgsize,
+                static_cast<int64_t>(std::max<uint64_t>(max_payload_bytes_, 4096)));
+  } catch (const zmq::error_t& e) {
+    internal::ThrowZmqError(e, "creating the server socket for", options_.endpoint);
+  }
+  bound_ = endpoint_->Bind(socket_.handle(), options_.bind_retry);
+  // Stop() wakes the blocking receive through a private inproc endpoint of the same
+  // socket, carrying a secret only this process knows; so the request path is a plain
+  // blocking receive, with no poller and no wake-up descriptor.
+  const uint64_t n = g_control_counter.fetch_add(1);
+  control_secret_ = SplitMix64(reinterpret_cast<uintptr_t>(this) ^ (n << 32) ^
+                               static_cast<uint64_t>(clock_->Now().count()));
+  control_address_ = "inproc://asgd-shard-control-" + std::to_string(n);
+  try {
+    socket_.bind(control_address_);
+  } catch (const zmq::error_t& e) {
+    internal::ThrowZmqError(e, "bind", control_address_);
+  }
+  ASGD_LOG(kDebug, "shard ", options_.shard, " (", rule_name_, ", ", size_,
+           " floats) bound to ", bound_);
+}
+
+ShardServer::Impl::~Impl() {
+  Stop();
+  try {
+    Join();
+  } catch (const std::exception& e) {
+    ASGD_LOG(kError, "shard ", options_.shard, " at ", bound_, " ended with an error: ", e.what());
+  }
+  socket_.close();
+  std::lock_guard<std::mutex> lock(mu_);
+  // Reply frames still in flight keep their blocks alive through their own references.
+  if (current_ != nullptr) current_->Unref();
+  for (ValueBlock* b : spares_) b->Unref();
+  spares_.clear();
+}
+
+std::span<float> ShardServer::Impl::mutable_values() {
+  if (!current_->exclusive()) {
+    // A pull reply still references these values: write into another block.
+    ValueBlock* next = nullptr;
+    for (auto it = spares_.begin(); it != spares_.end(); ++it) {
+      if ((*it)->exclusive() && (*it)->capacity >= size_) {
+        next = *it;
+        spares_.erase(it);
+        break;
+      }
+    }
+    if (next == nullptr) next = new ValueBlock(size_);
+    std::memcpy(next->data, current_->data, static_cast<std::size_t>(size_) * sizeof(float));
+    if (static_cast<int>(spares_.size()) < options_.spare_buffers) {
+      spares_.push_back(current_);
+    } else {
+      current_->Unref();
+    }
+    current_ = next;
+    Bump(counters_.copies_on_write);
+  }
+  return {current_->data, static_cast<std::size_t>(size_)};
+}
+
+void ShardServer::Impl::MarkServing() {
+  if (serving_.exchange(true)) throw InvariantError("shard server is already serving");
+  if (finished_.load()) {
+    serving_.store(false);
+    throw InvariantError("shard server ended with an error and cannot serve again");
+  }
+}
+
+void ShardServer::Impl::Run() {
+  MarkServing();
+  Serve();
+}
+
+void ShardServer::Impl::Serve() {
+  try {
+    Duration tick = Duration::zero();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!rule_started_) {
+        rule_->Start(*this);
+        rule_started_ = true;
+      }
+      tick = rule_->TickInterval();
+    }
+    using Steady = std::chrono::steady_clock;
+    auto next_tick = Steady::now() + tick;
+    int timeout_ms = -1;
+    socket_.set(zmq::sockopt::rcvtimeo, -1);
+    while (!stop_requested_.load()) {
+      if (tick > Duration::zero()) {
+        const auto left = std::chrono::ceil<std::chrono::milliseconds>(next_tick - Steady::now());
+        const int ms = static_cast<int>(std::max<int64_t>(0, left.count()));
+        if (ms != timeout_ms) {
+          socket_.set(zmq::sockopt::rcvtimeo, ms);
+          timeout_ms = ms;
+        }
+      }
+      ReceiveOne(/*block=*/true);
+      if (tick > Duration::zero() && Steady::now() >= next_tick) {
+        Tick();
+        next_tick = Steady::now() + tick;
+      }
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    FailAllHeld(ErrorCode::kShuttingDown, "shard server is stopping");
+  } catch (...) {
+    finished_.store(true);
+    try {
+      std::lock_guard<std::mutex> lock(mu_);
+      FailAllHeld(ErrorCode::kShuttingDown, "shard server stopped after an error");
+    } catch (...) {
+    }
+    serving_.store(false);
+    throw;
+  }
+  serving_.store(false);
+}
+
+bool ShardServer::Impl::ReceiveOne(bool block) {
+  std::size_t n = 0;
+  bool too_many = false;
+  uint64_t bytes = 0;
+  for (;;) {
+    if (n == parts_.size()) parts_.emplace_back();
+    zmq::message_t& m = parts_[n];
+    zmq::recv_result_t r;
+    try {
+      r = socket_.recv(m, n == 0 && !block ? zmq::recv_flags::dontwait : zmq::recv_flags::none);
+    } catch (const zmq::error_t& e) {
+      if (e.num() == EINTR && n == 0) return false;
+      if (e.num() == EINTR) continue;
+      internal::ThrowZmqError(e, "receive on", bound_);
+    }
+    if (!r) {
+      if (n == 0) return false;  // timeout or nothing queued
+      continue;                  // cannot happen mid-message; be safe
+    }
+    bytes += m.size();
+    ++n;
+    if (!m.more()) break;
+    if (n >= kMaxPayloadFrames + 2) {
+      // Drain the rest of an oversized message without keeping it.
+      zmq::message_t sink;
+      do {
+        (void)socket_.recv(sink);
+        bytes += sink.size();
+      } while (sink.more());
+      too_many = true;
+      break;
+    }
+  }
+  internal::AnnotateReceive();
+  Bump(counters_.bytes_received, bytes);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Handle(n, too_many);
+    version_published_.store(version_, std::memory_order_relaxed);
+    held_published_.store(held_.size(), std::memory_order_relaxed);
+  }
+  for (std::size_t i = 0; i < n; ++i) parts_[i].rebuild();
+  pieces_.clear();
+  return true;
+}
+
+void ShardServer::Impl::Handle(std::size_t nparts, bool too_many_frames) {
+  Bump(counters_.requests);
+  zmq::message_t& routing = parts_[0];
+  Header h;
+  if (nparts < 2) {
+    SendError(routing, h, ErrorCode::kTruncated, "message has no header frame");
+    return;
+  }
+  const DecodeError decoded = DecodeHeader(Bytes(parts_[1]), &h);
+  if (!decoded.ok()) {
+    SendError(routing, h, decoded.code, decoded.detail);
+    return;
+  }
+  if (h.op == Op::kStop && h.aux == control_secret_ && !h.is_reply()) {
+    stop_requested_.store(true);  // from Stop(): no reply, the sender is gone
+    return;
+  }
+  if (h.is_reply()) {
+    SendError(routing, h, ErrorCode::kUnknownOp,
+              std::string("got a ") + std::string(OpName(h.op)) + " reply, expected a request");
+    return;
+  }
+  if (too_many_frames) {
+    SendError(routing, h, ErrorCode::kBadFrames,
+              ::asgd::internal::StrCat("message has more than ", kMaxPayloadFrames, " payload frames"));
+    return;
+  }
+  std::size_t sizes_small[16];
+  std::vector<std::size_t> sizes_big;
+  std::span<std::size_t> sizes;
+  if (nparts - 2 <= std::size(sizes_small)) {
+    sizes = std::span<std::size_t>(sizes_small, nparts - 2);
+  } else {
+    sizes_big.resize(nparts - 2);
+    sizes = sizes_big;
+  }
+  for (std::size_t i = 2; i < nparts; ++i) sizes[i - 2] = parts_[i].size();
+  DecodeError e = CheckPayloadFrames(h, sizes, max_payload_bytes_);
+  if (e.ok()) e = CheckRequestForShard(h, options_.shard, static_cast<uint64_t>(size_));
+  if (!e.ok()) {
+    SendError(routing, h, e.code, e.detail);
+    return;
+  }
+  try {
+    HandleValid(h, nparts);
+  } catch (const std::exception& ex) {
+    // A bug in the rule or the server: answer, then end serving with the error.
+    SendError(routing, h, ErrorCode::kInternal,
+              ::asgd::internal::StrCat("shard ", options_.shard, " failed: ", ex.what()));
+    throw;
+  }
+}
+
+bool ShardServer::Impl::BuildPayload(const Header& h, std::size_t nparts, Payload* out) {
+  pieces_.clear();
+  // ZeroMQ may hand us a small frame at any byte offset inside its receive buffer;
+  // such frames are copied to aligned scratch (large frames have their own allocation).
+  std::size_t misaligned = 0;
+  for (std::size_t i = 2; i < nparts; ++i) {
+    if (reinterpret_cast<uintptr_t>(parts_[i].data()) % alignof(float) != 0) {
+      misaligned += parts_[i].size() / sizeof(float);
+    }
+  }
+  if (misaligned > scratch_.size()) scratch_.resize(misaligned);
+  std::size_t scratch_at = 0;
+  int64_t at = static_cast<int64_t>(h.offset);
+  for (std::size_t i = 2; i < nparts; ++i) {
+    const std::size_t count = parts_[i].size() / sizeof(float);
+    const float* f;
+    if (reinterpret_cast<uintptr_t>(parts_[i].data()) % alignof(float) != 0) {
+      std::memcpy(scratch_.data() + scratch_at, parts_[i].data(), parts_[i].size());
+      f = scratch_.data() + scratch_at;
+      scratch_at += count;
+    } else {
+      f = static_cast<const float*>(parts_[i].data());
+    }
+    pieces_.push_back({at, std::span<const float>(f, count)});
+    at += static_cast<int64_t>(count);
+  }
+  if (options_.reject_non_finite && !rule_->ChecksNonFinite()) {
+    for (const Payload::Piece& piece : pieces_) {
+      const int64_t bad = FindNonFinite(piece.values);
+      if (bad >= 0) {
+        const float v = piece.values[static_cast<std::size_t>(bad)];
+        SendError(parts_[0], h, ErrorCode::kNonFinite,
+                  ::asgd::internal::StrCat(OpName(h.op), " payload holds ", v != v ? "NaN" : "Inf",
+                                   " at shard-local element ", piece.offset + bad,
+                                   "; the shard is unchanged"));
+        return false;
+      }
+    }
+  }
+  *out = Payload(static_cast<int64_t>(h.offset), pieces_);
+  return true;
+}
+
+void ShardServer::Impl::ReleasePayloadFrames(std::size_t nparts) {
+  // Over inproc:// this hands the client's buffer back before the reply is sent.
+  for (std::size_t i = 2; i < nparts; ++i) parts_[i].rebuild();
+}
+
+namespace {
+
+RequestInfo InfoFrom(const Header& h) {
+  RequestInfo info;
+  info.op = h.op;
+  info.role = h.role;
+  info.worker = h.sender;
+  info.request_id = h.request_id;
+  info.version = h.version;
+  info.clock = h.clock;
+  info.offset = static_cast<int64_t>(h.offset);
+  info.count = static_cast<int64_t>(h.count);
+  info.aux = h.aux;
+  return info;
+}
+
+Header RequestCopy(const Header& h) {
+  Header c = h;
+  c.message.clear();
+  return c;
+}
+
+}  // namespace
+
+void ShardServer::Impl::HandleValid(const Header& h, std::size_t nparts) {
+  zmq::message_t& routing = parts_[0];
+  switch (h.op) {
+    case Op::kPush:
+    case Op::kPushPull: {
+      Payload payload;
+      if (!BuildPayload(h, nparts, &payload)) return;
+      const uint64_t arrival = version_;
+      const auto staleness = static_cast<int64_t>(arrival - h.version);
+      ServerCall call(next_token_++, InfoFrom(h), std::move(payload), staleness);
+      PushOutcome outcome;
+      try {
+        outcome = h.op == Op::kPush ? rule_->OnPush(*this, call) : rule_->OnPushPull(*this, call);
+      } catch (const InputError& ex) {
+        ReleasePayloadFrames(nparts);
+        SendError(routing, h, ErrorCode::kRejectedByRule, ex.what());
+        return;
+      }
+      ReleasePayloadFrames(nparts);
+      switch (outcome) {
+        case PushOutcome::kApplied: Bump(counters_.pushes_applied); break;
+        case PushOutcome::kAccepted: Bump(counters_.pushes_accepted); break;
+        case PushOutcome::kDropped: Bump(counters_.pushes_dropped); break;
+      }
+      if (h.op == Op::kPushPull) Bump(counters_.push_pulls);
+      if (outcome != PushOutcome::kDropped) Record(h, outcome, arrival, staleness);
+      if (call.deferred()) {
+        held_[call.token()] =
+            Held{std::string(static_cast<const char*>(routing.data()), routing.size()),
+                 RequestCopy(h), outcome};
+        return;
+      }
+      if (h.op == Op::kPush) {
+        SendAck(routing, h, static_cast<uint64_t>(outcome));
+      } else {
+        ReplyBuffer rb = call.TakeReplyPayload();
+        SendValues(routing, h, rb.empty() ? nullptr : &rb, static_cast<uint64_t>(outcome));
+      }
+      return;
+    }
+    case Op::kPull:
+    case Op::kClock: {
+      ServerCall call(next_token_++, InfoFrom(h), Payload(), 0);
+      if (h.op == Op::kPull) {
+        rule_->OnPull(*this, call);
+        Bump(counters_.pulls);
+      } else {
+        rule_->OnClock(*this, call);
+        Bump(counters_.clocks);
+      }
+      if (call.deferred()) {
+        held_[call.token()] =
+            Held{std::string(static_cast<const char*>(routing.data()), routing.size()),
+                 RequestCopy(h), PushOutcome::kApplied};
+        return;
+      }
+      if (h.op == Op::kPull) {
+        ReplyBuffer rb = call.TakeReplyPayload();
+        SendValues(routing, h, rb.empty() ? nullptr : &rb, 0);
+      } else {
+        SendAck(routing, h, 0);
+      }
+      return;
+    }
+    case Op::kRegister:
+      Bump(counters_.registrations);
+      SendAck(routing, h, static_cast<uint64_t>(size_));
+      return;
+    case Op::kHeartbeat:
+      SendAck(routing, h, static_cast<uint64_t>(size_));
+      return;
+    case Op::kBarrier: {
+      if (h.aux == 0) {
+        SendError(routing, h, ErrorCode::kMalformedHeader, "barrier with 0 participants");
+        return;
+      }
+      auto& [participants, tokens] = barriers_[h.clock];
+      if (tokens.empty()) participants = h.aux;
+      if (participants != h.aux) {
+        SendError(routing, h, ErrorCode::kMalformedHeader,
+                  ::asgd::internal::StrCat("barrier ", h.clock, " has ", participants,
+                                   " participants, request says ", h.aux));
+        return;
+      }
+      const uint64_t token = next_token_++;
+      held_[token] = Held{std::string(static_cast<const char*>(routing.data()), routing.size()),
+                          RequestCopy(h), PushOutcome::kApplied};
+      tokens.push_back(token);
+      Bump(counters_.barriers);
+      if (tokens.size() >= participants) {
+        const std::vector<uint64_t> release = std::move(tokens);
+        barriers_.erase(h.clock);
+        for (uint64_t t : release) ReleaseHeld(t, nullptr);
+      }
+      return;
+    }
+    case Op::kStop:
+      if (!options_.allow_remote_stop) {
+        SendError(routing, h, ErrorCode::kUnknownOp, "remote stop is disabled on this server");
+        return;
+      }
+      SendAck(routing, h, 0);
+      stop_requested_.store(true);
+      return;
+    case Op::kCheckpoint:
+    case Op::kError:
+      break;
+  }
+  SendError(routing, h, ErrorCode::kUnknownOp,
+            ::asgd::internal::StrCat("op ", OpName(h.op), " is not served by shard servers"));
+}
+
+namespace {
+
+Header ReplyHeaderFor(const Header& request, uint32_t shard, uint64_t version) {
+  Header r;
+  r.op = request.op;
+  r.flags = kFlagReply;
+  r.role = Role::kPs;
+  r.sender = shard;
+  r.shard = shard;
+  r.request_id = request.request_id;
+  r.version = version;
+  r.clock = request.clock;
+  r.offset = request.offset;
+  r.count = request.count;
+  return r;
+}
+
+}  // namespace
+
+void ShardServer::Impl::SendReply(zmq::message_t& routing, const Header& h,
+                                  zmq::message_t* payload) {
+  zmq::message_t header = HeaderMessage(h);
+  const uint64_t bytes = routing.size() + header.size() + (payload ? payload->size() : 0);
+  try {
+    internal::AnnotateSend();
+    if (!socket_.send(routing, zmq::send_flags::sndmore | zmq::send_flags::dontwait)) {
+      Bump(counters_.replies_dropped);  // the peer's reply queue is full
+      return;
+    }
+    (void)socket_.send(header, payload ? zmq::send_flags::sndmore | zmq::send_flags::dontwait
+                                       : zmq::send_flags::dontwait);
+    if (payload) (void)socket_.send(*payload, zmq::send_flags::dontwait);
+  } catch (const zmq::error_t& e) {
+    if (e.num() == EHOSTUNREACH) {
+      Bump(counters_.replies_dropped);  // the peer disconnected
+      return;
+    }
+    internal::ThrowZmqError(e, "reply on", bound_);
+  }
+  Bump(counters_.replies_sent);
+  Bump(counters_.bytes_sent, bytes);
+}
+
+void ShardServer::Impl::SendError(zmq::message_t& routing, const Header& request, ErrorCode code,
+                                  const std::string& detail) {
+  Header r = ReplyHeaderFor(request, options_.shard, version_);
+  r.op = Op::kError;
+  r.code = code;
+  r.offset = 0;
+  r.count = 0;
+  r.message = detail;
+  Bump(counters_.errors);
+  const auto i = static_cast<std::size_t>(code);
+  if (i < counters_.errors_by_code.size()) Bump(counters_.errors_by_code[i]);
+  ASGD_LOG(kDebug, "shard ", options_.shard, ": error reply ", ErrorCodeName(code), ": ", detail);
+  SendReply(routing, r, nullptr);
+}
+
+void ShardServer::Impl::SendAck(zmq::message_t& routing, const Header& request, uint64_t aux) {
+  Header r = ReplyHeaderFor(request, options_.shard, version_);
+  r.offset = 0;
+  r.count = 0;
+  r.aux = aux;
+  SendReply(routing, r, nullptr);
+}
+
+void ShardServer::Impl::SendValues(zmq::message_t& routing, const Header& request,
+                                   ReplyBuffer* rule_payload, uint64_t aux) {
+  Header r = ReplyHeaderFor(request, options_.shard, version_);
+  r.aux = aux;
+  if (request.count == 0) {
+    SendReply(routing, r, nullptr);
+    return;
+  }
+  const std::size_t bytes = static_cast<std::size_t>(request.count) * sizeof(float);
+  r.dtype = DType::kFloat32;
+  r.payload_bytes = bytes;
+  r.frames = 1;
+  zmq::message_t payload;
+  if (rule_payload != nullptr) {
+    ASGD_CHECK_EQ(rule_payload->count(), static_cast<int64_t>(request.count),
+                  "rule ", rule_name_, " replied with a payload of the wrong size");
+    payload = zmq::message_t(rule_payload->Release(), bytes, &FreeReplyBuffer, nullptr);
+  } else {
+    current_->Ref();
+    payload = zmq::message_t(current_->data + request.offset, bytes, &ValueBlock::FreeFrame,
+                             current_);
+  }
+  SendReply(routing, r, &payload);
+}
+
+void ShardServer::Impl::ReleaseHeld(uint64_t token, ReplyBuffer* payload) {
+  auto it = held_.find(token);
+  if (it == held_.end()) return;
+  Held held = std::move(it->second);
+  held_.erase(it);
+  zmq::message_t routing(held.routing_id.data(), held.routing_id.size());
+  switch (held.request.op) {
+    case Op::kPull:
+    case Op::kPushPull:
+      SendValues(routing, held.request, payload, static_cast<uint64_t>(held.outcome));
+      return;
+    case Op::kPush:
+      SendAck(routing, held.request, static_cast<uint64_t>(held.outcome));
+      return;
+    default:
+      SendAck(routing, held.request, 0);
+      return;
+  }
+}
+
+void ShardServer::Impl::Fail(uint64_t token, std::string message) {
+  auto it = held_.find(token);
+  if (it == held_.end()) return;
+  Held held = std::move(it->second);
+  held_.erase(it);
+  zmq::message_t routing(held.routing_id.data(), held.routing_id.size());
+  SendError(routing, held.request, ErrorCode::kRejectedByRule, message);
+}
+
+void ShardServer::Impl::FailAllHeld(ErrorCode code, const std::string& why) {
+  std::vector<uint64_t> tokens;
+  tokens.reserve(held_.size());
+  for (const auto& [token, held] : held_) tokens.push_back(token);
+  std::sort(tokens.begin(), tokens.end());
+  for (uint64_t token : tokens) {
+    Held held = std::move(held_[token]);
+    held_.erase(token);
+    zmq::message_t routing(held.routing_id.data(), held.routing_id.size());
+    SendError(routing, held.request, code, why);
+  }
+  barriers_.clear();
+  held_published_.store(0, std::memory_order_relaxed);
+}
+
+void ShardServer::Impl::Record(const Header& h, PushOutcome outcome, uint64_t applied_version,
+                               int64_t staleness) {
+  if (staleness > 0) {
+    const auto s = static_cast<uint64_t>(staleness);
+    Bump(counters_.staleness_sum, s);
+    if (s > counters_.staleness_max.load(std::memory_order_relaxed)) {
+      counters_.staleness_max.store(s, std::memory_order_relaxed);
+    }
+  }
+  if (options_.staleness_sink != nullptr) {
+    StalenessRecord r;
+    r.worker = h.sender;
+    r.shard = options_.shard;
+    r.step = h.clock;
+    r.pulled_version = h.version;
+    r.applied_version = applied_version;
+    r.staleness = staleness;
+    r.wall_time_s = clock_->NowSeconds();
+    r.outcome = outcome;
+    options_.staleness_sink->Record(r);
+  }
+}
+
+void ShardServer::Impl::Tick() {
+  std::lock_guard<std::mutex> lock(mu_);
+  rule_->OnTick(*this);
+  version_published_.store(version_, std::memory_order_relaxed);
+  held_published_.store(held_.size(), std::memory_order_relaxed);
+}
+
+void ShardServer::Impl::Start() {
+  std::lock_guard<std::mutex> lock(thread_mu_);
+  if (thread_.joinable()) throw InvariantError("shard server already started");
+  // serving() is true from here on, not only once the thread got going, so that a caller
+  // polling serving() after Start() waits for the server rather than racing it.
+  MarkServing();
+  thread_ = std::thread([this] {
+    try {
+      Serve();
+    } catch (...) {
+      std::lock_guard<std::mutex> l(thread_mu_);
+      error_ = std::current_exception();
+    }
+  });
+}
+
+void ShardServer::Impl::Stop() {
+  stop_requested_.store(true);
+  if (!serving_.load()) return;  // Run() checks the flag before it blocks
+  try {
+    zmq::socket_t s(context_->zmq_context(), zmq::socket_type::dealer);
+    s.set(zmq::sockopt::linger, 1000);
+    s.connect(control_address_);
+    Header h;
+    h.op = Op::kStop;
+    h.role = Role::kPs;
+    h.shard = options_.shard;
+    h.aux = control_secret_;
+    internal::AnnotateSend();
+    (void)s.send(HeaderMessage(h), zmq::send_flags::dontwait);
+  } catch (const zmq::error_t& e) {
+    ASGD_LOG(kWarning, "shard ", options_.shard, ": stop signal failed: ", e.what());
+  }
+}
+
+void ShardServer::Impl::Join() {
+  std::thread t;
+  {
+    std::lock_guard<std::mutex> lock(thread_mu_);
+    t = std::move(thread_);
+  }
+  if (t.joinable()) t.join();
+  std::exception_ptr error;
+  {
+    std::lock_guard<std::mutex> lock(thread_mu_);
+    std::swap(error, error_);
+  }
+  if (error) std::rethrow_exception(error);
+}
+
+ShardStats ShardServer::Impl::stats() const {
+  ShardStats s;
+  auto get = [](const std::atomic<uint64_t>& c) { return c.load(std::memory_order_relaxed); };
+  s.version = version_published_.load(std::memory_order_relaxed);
+  s.requests = get(counters_.requests);
+  s.pushes_applied = get(counters_.pushes_applied);
+  s.pushes_accepted = get(counters_.pushes_accepted);
+  s.pushes_dropped = get(counters_.pushes_dropped);
+  s.pulls = get(counters_.pulls);
+  s.push_pulls = get(counters_.push_pulls);
+  s.clocks = get(counters_.clocks);
+  s.registrations = get(counters_.registrations);
+  s.barriers = get(counters_.barriers);
+  s.errors = get(counters_.errors);
+  for (std::size_t i = 0; i < s.errors_by_code.size(); ++i) {
+    s.errors_by_code[i] = get(counters_.errors_by_code[i]);
+  }
+  s.staleness_sum = get(counters_.staleness_sum);
+  s.staleness_max = get(counters_.staleness_max);
+  s.bytes_received = get(counters_.bytes_received);
+  s.bytes_sent = get(counters_.bytes_sent);
+  s.replies_sent = get(counters_.replies_sent);
+  s.replies_dropped = get(counters_.replies_dropped);
+  s.held = held_published_.load(std::memory_order_relaxed);
+  s.copies_on_write = get(counters_.copies_on_write);
+  return s;
+}
+
+ShardSnapshot ShardServer::Impl::Snapshot() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  ShardSnapshot s;
+  s.shard = options_.shard;
+  s.version = version_;
+  s.values.assign(current_->data, current_->data + size_);
+  s.rule_state = rule_->SaveState();
+  return s;
+}
+
+void ShardServer::Impl::Restore(const ShardSnapshot& snapshot) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ASGD_CHECK_EQ(snapshot.shard, options_.shard, "snapshot of another shard");
+  ASGD_CHECK_EQ(static_cast<int64_t>(snapshot.values.size()), size_, "snapshot size");
+  rule_->LoadState(snapshot.rule_state);  // may throw InputError; nothing changed yet
+  std::span<float> v = mutable_values();
+  if (size_ > 0) std::memcpy(v.data(), snapshot.values.data(), v.size_bytes());
+  version_ = snapshot.version;
+  version_published_.store(version_, std::memory_order_relaxed);
+}
+
+// ---- ShardServer -----------------------------------------------------------------
+
+ShardServer::ShardServer(std::shared_ptr<Context> context, ServerOptions options,
+                         std::vector<float> initial_values, std::unique_ptr<ServerRule> rule)
+    : impl_(std::make_unique<Impl>(std::move(context), std::move(options),
+                                   std::move(initial_values), std::move(rule))) {}
+ShardServer::~ShardServer() = default;
+const std::string& ShardServer::endpoint() const { return impl_->endpoint(); }
+uint32_t ShardServer::shard() const { return impl_->shard(); }
+int64_t ShardServer::size() const { return impl_->size(); }
+const std::string& ShardServer::rule_name() const { return impl_->rule_name(); }
+void ShardServer::Run() { impl_->Run(); }
+void ShardServer::Start() { impl_->Start(); }
+void ShardServer::Stop() { impl_->Stop(); }
+void ShardServer::Join() { impl_->Join(); }
+void ShardServer::Shutdown() {
+  impl_->Stop();
+  impl_->Join();
+}
+bool ShardServer::serving() const { return impl_->serving(); }
+ShardStats ShardServer::stats() const { return impl_->stats(); }
+ShardSnapshot ShardServer::Snapshot() const { return impl_->Snapshot(); }
+void ShardServer::Restore(const ShardSnapshot& snapshot) { impl_->Restore(snapshot); }
+
+std::vector<std::unique_ptr<ShardServer>> StartShardServers(
+    std::shared_ptr<Context> context, const Placement& placement, std::span<const float> initial,
+    const ServerRuleFactory& rule_for, const std::function<std::string(int)>& endpoint_for,
+    const ServerOptions& base) {
+  std::vector<std::unique_ptr<ShardServer>> servers;
+  for (int s = 0; s < placement.num_shards(); ++s) {
+    ServerOptions o = base;
+    o.shard = static_cast<uint32_t>(s);
+    o.endpoint = endpoint_for(s);
+    servers.push_back(std::make_unique<ShardServer>(
+        context, o, placement.Gather(s, initial), rule_for(static_cast<uint32_t>(s))));
+  }
+  for (auto& server : servers) server->Start();
+  return servers;
+}
+
+std::vector<std::string> Endpoints(const std::vector<std::unique_ptr<ShardServer>>& servers) {
+  std::vector<std::string> out;
+  out.reserve(servers.size());
+  for (const auto& s : servers) out.push_back(s->endpoint());
+  return out;
+}
+
+}  // namespace asgd::transport

@@ -1,0 +1,170 @@
+// A parameter-server shard (DESIGN.md §1, §4, §6).
+//
+// A ShardServer owns one shard of the flat parameter vector (its ranges concatenated in
+// shard-local order, see placement.h) and a version counter (updates applied). It serves
+// push, pull, push-pull, clock, register, heartbeat, barrier and stop requests on one
+// ZeroMQ ROUTER socket, on one thread: that thread receives a request, validates it,
+// calls the ServerRule in place and sends the reply. There is no queue and no other
+// thread between the socket and the rule; over inproc:// a push payload is read straight
+// from the client's buffer.
+//
+// Pull replies are sent zero-copy from the shard's values. While such a reply is still
+// referenced (by ZeroMQ, or on inproc:// by the client reading it), the next write to
+// the values copies them first into a spare buffer (copy-on-write), so a reply always
+// shows the values at the version it reports, and pulls cost no copy on the server.
+//
+// Bad input never changes the shard: every request is decoded and checked (message.h)
+// before the rule sees it; a bad one gets an error reply (ErrorCode + one-line message)
+// and increments errors_by_code, and the server keeps serving.
+//
+// Thread safety: Start, Stop, Join, stats, Snapshot and Restore may be called from any
+// thread. Run serves on the calling thread. Every rule call happens on the serving thread
+// under the shard's mutex, which Snapshot and Restore also take.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/clock.h"
+#include "transport/context.h"
+#include "transport/placement.h"
+#include "transport/server_rule.h"
+#include "transport/staleness.h"
+#include "transport/status.h"
+
+namespace asgd::transport {
+
+struct ServerOptions {
+  // Address to bind: "inproc://NAME", "ipc://PATH", "tcp://HOST:PORT" (endpoint.h). A
+  // port or path of "*" picks a free one; endpoint() reports it. Required.
+  std::string endpoint;
+  // This shard's index; requests naming another shard get kWrongShard. Default 0.
+  uint32_t shard = 0;
+  // How long binding retries while the address is in use. Default 5 s.
+  std::chrono::milliseconds bind_retry{5000};
+  // Largest payload one request may carry, in bytes; larger claims get kTooLarge and
+  // larger frames make ZeroMQ drop the connection. 0 (default): the shard's size in
+  // bytes (a valid request never needs more), at least 4 KiB.
+  uint64_t max_payload_bytes = 0;
+  // Reject pushes holding NaN or Inf with kNonFinite (unless the rule checks itself,
+  // ServerRule::ChecksNonFinite). Default true.
+  bool reject_non_finite = true;
+  // Whether a stop request from a peer stops the server (a coordinator stopping its
+  // shards). Stop() always works. Default true.
+  bool allow_remote_stop = true;
+  // ZeroMQ high-water marks, in messages: requests queued towards this server, and
+  // replies queued towards one peer (further replies to a peer that does not read are
+  // dropped and counted in replies_dropped). Default 10000 each.
+  int request_hwm = 10000;
+  int reply_hwm = 10000;
+  // Retired value buffers kept for copy-on-write reuse. Default 2.
+  int spare_buffers = 2;
+  // Time source for staleness records (wall_time_s) and ShardContext::Now(). Not owned;
+  // must outlive the server. Default (nullptr): a system clock owned by the server.
+  const Clock* clock = nullptr;
+  // Receives one record per applied or accepted push. Not owned; must outlive the
+  // server. Default (nullptr): records are only counted.
+  StalenessSink* staleness_sink = nullptr;
+};
+
+// Counters, readable from any thread while the server runs.
+struct ShardStats {
+  uint64_t version = 0;          // updates applied
+  uint64_t requests = 0;         // messages received, valid or not
+  uint64_t pushes_applied = 0;   // push and push-pull outcomes, per PushOutcome
+  uint64_t pushes_accepted = 0;
+  uint64_t pushes_dropped = 0;   // dropped as stale by the rule
+  uint64_t pulls = 0;
+  uint64_t push_pulls = 0;
+  uint64_t clocks = 0;
+  uint64_t registrations = 0;
+  uint64_t barriers = 0;
+  uint64_t errors = 0;           // error replies sent
+  std::array<uint64_t, 16> errors_by_code{};  // by ErrorCode value
+  uint64_t staleness_sum = 0;    // over staleness records (negative ones count as 0)
+  uint64_t staleness_max = 0;
+  uint64_t bytes_received = 0;   // all frames of all requests
+  uint64_t bytes_sent = 0;       // all frames of all replies
+  uint64_t replies_sent = 0;
+  uint64_t replies_dropped = 0;  // peer gone or its reply queue full
+  uint64_t held = 0;             // replies deferred right now
+  uint64_t copies_on_write = 0;  // writes that found the values referenced by a reply
+
+  uint64_t errors_for(ErrorCode code) const {
+    auto i = static_cast<std::size_t>(code);
+    return i < errors_by_code.size() ? errors_by_code[i] : 0;
+  }
+};
+
+// Everything needed to restore a shard: for checkpoints.
+struct ShardSnapshot {
+  uint32_t shard = 0;
+  uint64_t version = 0;
+  std::vector<float> values;
+  std::string rule_state;  // ServerRule::SaveState()
+};
+
+class ShardServer {
+ public:
+  // Creates the socket and binds it (so endpoint() is known and bind errors surface
+  // here, as IoError or ConfigError). Serving starts with Run() or Start().
+  // REQUIRES: rule != nullptr.
+  ShardServer(std::shared_ptr<Context> context, ServerOptions options,
+              std::vector<float> initial_values, std::unique_ptr<ServerRule> rule);
+  // Stops and joins a server started with Start(). REQUIRES: Run() is not executing on
+  // another thread.
+  ~ShardServer();
+  ShardServer(const ShardServer&) = delete;
+  ShardServer& operator=(const ShardServer&) = delete;
+
+  // The bound address, with the real port or path; give this to clients.
+  const std::string& endpoint() const;
+  uint32_t shard() const;
+  int64_t size() const;
+  const std::string& rule_name() const;
+
+  // Serves on the calling thread until Stop() or a stop request, then answers held
+  // replies with kShuttingDown and returns. Rethrows an error the rule or ZeroMQ raised
+  // (after which the server does not serve again). REQUIRES: not already serving.
+  void Run();
+  // Run() on a new thread.
+  void Start();
+  // Asks the serving loop to end; returns at once. Idempotent; thread-safe.
+  void Stop();
+  // Waits for the thread from Start(), then rethrows its error if any.
+  void Join();
+  // Stop() + Join().
+  void Shutdown();
+  // True from Start() (or the start of Run()) until serving has ended.
+  bool serving() const;
+
+  ShardStats stats() const;
+  ShardSnapshot Snapshot() const;
+  // Replaces values, version and rule state. Throws InvariantError if the sizes or the
+  // shard differ, InputError if the rule cannot read its state.
+  void Restore(const ShardSnapshot& snapshot);
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Starts one ShardServer per shard of placement (threads, via Start()), shard s holding
+// placement.Gather(s, initial) and rule_for(s), bound to endpoint_for(s) (e.g.
+// "inproc://ps-3", "ipc://DIR/ps-3", "tcp://127.0.0.1:*"). base supplies the other
+// options. Returns them in shard order; destroy them to stop them.
+std::vector<std::unique_ptr<ShardServer>> StartShardServers(
+    std::shared_ptr<Context> context, const Placement& placement, std::span<const float> initial,
+    const ServerRuleFactory& rule_for, const std::function<std::string(int)>& endpoint_for,
+    const ServerOptions& base = {});
+
+// The bound endpoints of servers, in order (for PsClient).
+std::vector<std::string> Endpoints(const std::vector<std::unique_ptr<ShardServer>>& servers);
+
+}  // namespace asgd::transport
