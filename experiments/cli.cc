@@ -11,6 +11,7 @@
 #include "datasets/fetch.h"
 #include "datasets/locate.h"
 #include "experiments/config_keys.h"
+#include "experiments/roles.h"
 #include "experiments/run_dir.h"
 #include "experiments/runner.h"
 
@@ -28,6 +29,10 @@ constexpr const char* kUsage =
     "                     download mnist | fashion-mnist | a9a and verify its SHA-256\n"
     "  data find NAME [--dir DIR]\n"
     "                     print the folder a dataset would be loaded from\n"
+    "  ps --config C --task I [--set ...]\n"
+    "                     serve shard I of the parameter server ([cluster] or TF_CONFIG)\n"
+    "  worker --config C --task I [--set ...]\n"
+    "                     run worker I against the shard servers\n"
     "  version            print the build description\n"
     "  help               this text\n"
     "\n"
@@ -90,6 +95,56 @@ int RunCommand(const std::vector<std::string>& args, std::ostream& out) {
   request.data_dirs = DataSearchDirs(config.String("data.dir"));
   RunResult result = RunExperiment(config, request, out);
   return result.exit_status;
+}
+
+// `asgd ps` and `asgd worker`: one role of a multi-process run.
+int RoleCommand(const std::string& role, const std::vector<std::string>& args,
+                std::ostream& out) {
+  po::options_description desc("Options");
+  const std::string task_doc =
+      "this process's index among the " + role + " tasks (default: TF_CONFIG's task.index)";
+  desc.add_options()("help,h", "describe this command")(
+      "config", po::value<std::string>(), "the experiment config (INI); also positional")(
+      "task", po::value<int>(), task_doc.c_str())(
+      "set", po::value<std::vector<std::string>>()->composing(),
+      "override one key: --set section.key=value (repeatable)");
+  po::positional_options_description pos;
+  pos.add("config", 1);
+  auto vm = Parse(args, desc, pos, role);
+  const std::string usage =
+      role == "ps"
+          ? "usage: asgd ps --config CONFIG --task I [--set section.key=value ...]\n\n"
+            "Serves shard I of the parameter vector on the address [cluster] ps lists at\n"
+            "position I (or TF_CONFIG's cluster.ps), bound to [cluster] bind_host, until\n"
+            "worker 0 stops the servers or the process gets SIGINT/SIGTERM."
+          : "usage: asgd worker --config CONFIG --task I [--set section.key=value ...]\n\n"
+            "Runs worker I against the shard servers of [cluster] ps (or TF_CONFIG).\n"
+            "With algorithm.name = ps_check, pushes small integers and verifies the\n"
+            "servers' sum exactly (exit 1 on a mismatch).";
+  if (vm.count("help")) {
+    out << Help(usage, desc);
+    return kExitOk;
+  }
+  if (!vm.count("config")) {
+    throw InputError("asgd " + role + ": missing --config (see `asgd " + role + " --help`)");
+  }
+  const std::string path = vm["config"].as<std::string>();
+  std::vector<std::string> overrides;
+  if (vm.count("set")) overrides = vm["set"].as<std::vector<std::string>>();
+  Config config = Config::FromFile(path, overrides, ExperimentSchema());
+  LogLevel level = LogLevel::kInfo;
+  ParseLogLevel(config.String("experiment.log_level"), &level);
+  SetLogLevel(level);
+  RoleRequest request;
+  if (vm.count("task")) {
+    const int task = vm["task"].as<int>();
+    if (task < 0) throw ConfigError("--task", std::to_string(task), "an index >= 0");
+    request.task = task;
+  }
+  const char* tf_config = std::getenv("TF_CONFIG");
+  if (tf_config != nullptr) request.tf_config = tf_config;
+  request.data_dirs = DataSearchDirs(config.String("data.dir"));
+  return role == "ps" ? RunPsRole(config, request, out) : RunWorkerRole(config, request, out);
 }
 
 std::string DefaultDataDir() {
@@ -155,7 +210,8 @@ int Dispatch(const std::vector<std::string>& args, std::ostream& out) {
   }
   if (command == "run") return RunCommand(rest, out);
   if (command == "data") return DataCommand(rest, out);
-  std::string guess = ClosestMatch(command, {"run", "data", "version", "help"});
+  if (command == "ps" || command == "worker") return RoleCommand(command, rest, out);
+  std::string guess = ClosestMatch(command, {"run", "data", "ps", "worker", "version", "help"});
   throw InputError("asgd: unknown command " + QuoteForMessage(command) +
                    (guess.empty() ? "" : " (did you mean " + guess + "?)") +
                    "; run `asgd help` for the list");

@@ -138,7 +138,9 @@ Schema BuildSchema() {
             "pixels"));
 
   // [algorithm]
-  s.Add(Choice("algorithm.name", "sgd", {"sgd"}, "the training strategy"));
+  s.Add(Choice("algorithm.name", "sgd", {"sgd", "ps_check"},
+               "the training strategy; ps_check is not training but a check of a deployed "
+               "parameter server: workers push small integers and verify the sum exactly"));
   s.Add(Choice("algorithm.optimizer", "sgd", {"sgd", "momentum", "nesterov", "adagrad", "adam"},
                "local optimizer used by each worker's steps"));
   s.Add(Num("algorithm.learning_rate", "0.05", 0, true, std::nullopt, false,
@@ -156,6 +158,25 @@ Schema BuildSchema() {
   s.Add(Int("algorithm.batch_size", 64, 1, 1 << 20, "mini-batch size of each worker step",
             "examples"));
   s.Add(Int("algorithm.workers", 1, 1, 1024, "number of workers"));
+  s.Add(Int("algorithm.check_pushes", 20, 1, 1000000,
+            "ps_check: pushes each worker makes before the sum is verified", "pushes"));
+
+  // [cluster]
+  s.Add(Str("cluster.ps", "",
+            "shard servers, one per shard, comma-separated: host:port (tcp), ipc://PATH or "
+            "tcp://host:port; empty = take the cluster from $TF_CONFIG"));
+  s.Add(Str("cluster.worker", "", "worker tasks, comma-separated, as cluster.ps"));
+  s.Add(Choice("cluster.placement", "even", {"even", "round_robin", "greedy", "partition"},
+               "how the flat parameter vector is split over the shards: even contiguous "
+               "pieces, whole tensors round-robin, whole tensors greedily by bytes, or the "
+               "largest tensor partitioned along its first axis"));
+  s.Add(Str("cluster.bind_host", "127.0.0.1",
+            "interface a tcp shard server binds (\"*\" = every interface)", false));
+  s.Add(Num("cluster.timeout_s", "60", 0, true, std::nullopt, false,
+            "how long a worker waits for the servers to come up, and for any one reply",
+            "seconds"));
+  s.Add(Bool("cluster.stop_servers", true,
+             "when the workers are done, worker 0 stops the shard servers"));
 
   // [metrics]
   s.Add(Num("metrics.eval_every_epochs", "0.5", 0, true, std::nullopt, false,

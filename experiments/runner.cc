@@ -52,6 +52,11 @@ RunResult RunExperiment(const Config& config, const RunRequest& request, std::os
   SetLogLevel(level);
 
   const auto seed = static_cast<uint64_t>(config.Int("experiment.seed"));
+  if (config.String("algorithm.name") == "ps_check") {
+    throw ConfigError("algorithm.name", "ps_check",
+                      "a training strategy for `asgd run`; ps_check runs as processes: "
+                      "`asgd ps` and `asgd worker`");
+  }
   if (config.Int("algorithm.workers") != 1) {
     throw ConfigError("algorithm.workers", config.Raw("algorithm.workers"),
                       "1 for algorithm.name = sgd (the sequential baseline)");

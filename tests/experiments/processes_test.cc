@@ -1,0 +1,158 @@
+// `asgd ps` and `asgd worker` as real processes on loopback: 2 shard servers and 3
+// workers over tcp (cluster from the config) and over ipc (cluster from TF_CONFIG) must
+// end with the parameters equal to the initial values plus every push, exactly; a dead
+// or mismatched peer is one line and exit status 2. Every process is ended by PID.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <memory>
+#include <thread>
+#include <string>
+#include <vector>
+
+#include "core/check.h"
+#include "tests/support/subprocess.h"
+#include "tests/support/test_util.h"
+
+namespace asgd::experiments {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::Subprocess;
+using namespace std::chrono_literals;
+
+const std::string kAsgd = std::string(ASGD_BINARY_DIR) + "/asgd";
+constexpr auto kProcessTimeout = 90s;
+
+// Ports below Linux's ephemeral range, spread by PID so concurrent test runs differ.
+int BasePort(int slot) { return 20000 + static_cast<int>(::getpid() % 2000) * 5 + slot * 10000 / 2; }
+
+std::string CheckConfig(const testing::TempDir& dir, const std::string& cluster) {
+  const std::string path = dir.File("check.ini");
+  testing::WriteTestFile(path,
+                         "[experiment]\nseed = 3\nlog_level = warning\n"
+                         "[data]\ndataset = synthetic\nsynthetic_features = 20\n"
+                         "synthetic_classes = 3\n[model]\nname = mlp\nhidden = 40,24\n"
+                         "[algorithm]\nname = ps_check\ncheck_pushes = 25\n"
+                         "[cluster]\n" + cluster);
+  return path;
+}
+
+// Starts 2 ps and 3 worker processes and checks every one ends well.
+void RunCluster(const testing::TempDir& dir, const std::string& config,
+                const std::vector<std::string>& ps_env,
+                const std::vector<std::vector<std::string>>& worker_env, bool pass_task) {
+  std::vector<std::unique_ptr<Subprocess>> ps, workers;
+  for (int i = 0; i < 2; ++i) {
+    std::vector<std::string> argv = {kAsgd, "ps", "--config", config};
+    if (pass_task) argv.insert(argv.end(), {"--task", std::to_string(i)});
+    std::vector<std::string> env;
+    if (!ps_env.empty()) env.push_back(ps_env[static_cast<std::size_t>(i)]);
+    ps.push_back(std::make_unique<Subprocess>(argv, dir.File("ps" + std::to_string(i)), env));
+  }
+  for (int i = 0; i < 3; ++i) {
+    std::vector<std::string> argv = {kAsgd, "worker", "--config", config};
+    if (pass_task) argv.insert(argv.end(), {"--task", std::to_string(i)});
+    std::vector<std::string> env;
+    if (!worker_env.empty()) env = worker_env[static_cast<std::size_t>(i)];
+    workers.push_back(
+        std::make_unique<Subprocess>(argv, dir.File("worker" + std::to_string(i)), env));
+  }
+  for (std::size_t i = 0; i < workers.size(); ++i) {
+    const auto status = workers[i]->Wait(kProcessTimeout);
+    ASSERT_TRUE(status.has_value()) << "worker " << i << " hung:\n" << workers[i]->Output();
+    EXPECT_EQ(*status, 0) << workers[i]->Output();
+    EXPECT_THAT(workers[i]->Output(), HasSubstr("plus 3 x 25 pushes exactly"));
+  }
+  // Worker 0 stopped the servers.
+  for (std::size_t i = 0; i < ps.size(); ++i) {
+    const auto status = ps[i]->Wait(kProcessTimeout);
+    ASSERT_TRUE(status.has_value()) << "ps " << i << " did not stop:\n" << ps[i]->Output();
+    EXPECT_EQ(*status, 0) << ps[i]->Output();
+    EXPECT_THAT(ps[i]->Output(), HasSubstr("stopped at version 75"));  // 3 workers x 25
+    EXPECT_THAT(ps[i]->Output(), HasSubstr("0 error replies"));
+  }
+}
+
+TEST(Processes, TwoShardsThreeWorkersOverTcpAreExact) {
+  testing::TempDir dir;
+  const int port = BasePort(0);
+  const std::string cluster = ::asgd::internal::StrCat(
+      "placement = greedy\nps = 127.0.0.1:", port, ",127.0.0.1:", port + 1,
+      "\nworker = 127.0.0.1:", port + 2, ",127.0.0.1:", port + 3, ",127.0.0.1:", port + 4, "\n");
+  RunCluster(dir, CheckConfig(dir, cluster), {}, {}, /*pass_task=*/true);
+}
+
+TEST(Processes, TwoShardsThreeWorkersOverIpcFromTfConfigAreExact) {
+  testing::TempDir dir;
+  const std::string config = CheckConfig(dir, "placement = partition\n");
+  const std::string cluster =
+      "{\"ps\": [\"ipc://" + dir.File("ps0") + ".sock\", \"ipc://" + dir.File("ps1") +
+      ".sock\"], \"worker\": [\"ipc://" + dir.File("w0") + ".sock\", \"ipc://" +
+      dir.File("w1") + ".sock\", \"ipc://" + dir.File("w2") + ".sock\"]}";
+  auto tf = [&](const std::string& type, int index) {
+    return "TF_CONFIG={\"cluster\": " + cluster + ", \"task\": {\"type\": \"" + type +
+           "\", \"index\": " + std::to_string(index) + "}}";
+  };
+  RunCluster(dir, config, {tf("ps", 0), tf("ps", 1)},
+             {{tf("worker", 0)}, {tf("worker", 1)}, {tf("worker", 2)}}, /*pass_task=*/false);
+}
+
+TEST(Processes, WorkerWithoutServersIsOneLineAndExitTwo) {
+  testing::TempDir dir;
+  const int port = BasePort(1);
+  const std::string config = CheckConfig(
+      dir, ::asgd::internal::StrCat("ps = 127.0.0.1:", port, "\nworker = 127.0.0.1:",
+                            port + 1, "\n"));
+  Subprocess worker({kAsgd, "worker", "--config", config, "--set", "cluster.timeout_s=0.5",
+                     "--task", "0"},
+                    dir.File("worker"));
+  const auto status = worker.Wait(kProcessTimeout);
+  ASSERT_TRUE(status.has_value());
+  EXPECT_EQ(*status, 2);
+  const std::string out = worker.Output();
+  EXPECT_THAT(out, HasSubstr("waiting for the shard servers"));
+  EXPECT_THAT(out, HasSubstr(std::to_string(port)));
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
+}
+
+TEST(Processes, PsStopsCleanlyOnSigterm) {
+  testing::TempDir dir;
+  const std::string config =
+      CheckConfig(dir, "ps = ipc://" + dir.File("ps.sock") + "\nworker = ipc://" +
+                           dir.File("w.sock") + "\n");
+  Subprocess ps({kAsgd, "ps", "--config", config, "--task", "0"}, dir.File("ps"));
+  for (int i = 0; i < 500 && ps.Output().find("serving") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_THAT(ps.Output(), HasSubstr("serving"));
+  ps.Signal(SIGTERM);
+  const auto status = ps.Wait(kProcessTimeout);
+  ASSERT_TRUE(status.has_value());
+  EXPECT_EQ(*status, 0) << ps.Output();
+  EXPECT_THAT(ps.Output(), HasSubstr("stopped at version 0"));
+}
+
+// A worker whose model differs from the servers' learns it when it registers.
+TEST(Processes, MismatchedModelIsDetectedAtRegistration) {
+  testing::TempDir dir;
+  const std::string config =
+      CheckConfig(dir, "ps = ipc://" + dir.File("ps.sock") + "\nworker = ipc://" +
+                           dir.File("w.sock") + "\n");
+  Subprocess ps({kAsgd, "ps", "--config", config, "--task", "0"}, dir.File("ps"));
+  Subprocess worker({kAsgd, "worker", "--config", config, "--task", "0", "--set",
+                     "model.hidden=40,25"},
+                    dir.File("worker"));
+  const auto status = worker.Wait(kProcessTimeout);
+  ASSERT_TRUE(status.has_value());
+  EXPECT_EQ(*status, 2) << worker.Output();
+  EXPECT_THAT(worker.Output(), HasSubstr("placement"));
+  ps.Signal(SIGTERM);
+  EXPECT_EQ(ps.Wait(kProcessTimeout), std::optional<int>(0)) << ps.Output();
+}
+
+}  // namespace
+}  // namespace asgd::experiments
