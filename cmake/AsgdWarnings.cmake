@@ -10,6 +10,13 @@ function(asgd_set_warnings target)
     $<$<AND:$<COMPILE_LANGUAGE:CUDA>,$<BOOL:${ASGD_WERROR}>>:-Werror=all-warnings>)
 endfunction()
 
+# No contraction of a*b+c into fused multiply-adds behind our back: with it, the same
+# update written in two places (a worker's optimizer, a server rule) may round
+# differently, and the strategies' bit-exact equivalences (algorithms.md §7) would hold
+# or not depending on how the compiler scheduled an expression. Eigen's GEMM kernels use
+# FMA intrinsics explicitly and are not affected.
+add_compile_options($<$<COMPILE_LANGUAGE:CXX>:-ffp-contract=off>)
+
 if(ASGD_NATIVE)
   include(CheckCXXCompilerFlag)
   check_cxx_compiler_flag("-march=native" ASGD_HAS_MARCH_NATIVE)

@@ -1,0 +1,87 @@
+// downpour — DOWNPOUR SGD (Dean et al., "Large Scale Distributed Deep Networks", NIPS
+// 2012), in two of the forms algorithms.md §3.3 lists:
+//
+//   server_optimizer = add (default; D2, the EASGD paper's / dist-keras / MPIT form):
+//     the worker takes local optimizer steps, pushes the accumulated update every n_push
+//     (= algorithm.window) steps and fetches the centre every n_fetch steps; the server
+//     adds the push.
+//   server_optimizer = adagrad (D1/D4, DistBelief's server-side Adagrad as in TFG):
+//     the worker pushes the window's summed raw gradients Δ; the server keeps a per-
+//     element accumulator A (starting at server_initial_accumulator, TensorFlow's 0.1)
+//     and applies A ← A + Δ²; θ̃ ← θ̃ − γ·Δ/√A with γ = server_learning_rate.
+//
+// Conventions: the window check comes after the step (every push covers n_push steps;
+// dist-keras's first commit covers n_push − 1); a partial window at the end is dropped;
+// when a push and a fetch fall on the same step they are one atomic push-pull.
+#include <cmath>
+#include <cstring>
+
+#include "algorithms/builtin_strategies.h"
+#include "algorithms/windowed_worker.h"
+#include "core/error.h"
+
+namespace asgd::algorithms {
+namespace {
+
+class AdagradRule final : public transport::ServerRule {
+ public:
+  AdagradRule(double learning_rate, double initial_accumulator)
+      : lr_(static_cast<float>(learning_rate)), init_(static_cast<float>(initial_accumulator)) {}
+  std::string Name() const override { return "adagrad"; }
+  void Start(transport::ShardContext& ctx) override {
+    acc_.assign(static_cast<std::size_t>(ctx.size()), init_);
+  }
+  transport::PushOutcome OnPush(transport::ShardContext& ctx, transport::ServerCall& call) override {
+    auto values = ctx.mutable_values();
+    for (const auto& piece : call.payload().pieces()) {
+      const auto at = static_cast<std::size_t>(piece.offset);
+      for (std::size_t i = 0; i < piece.values.size(); ++i) {
+        const float g = piece.values[i];
+        float& a = acc_[at + i];
+        a += g * g;
+        values[at + i] -= lr_ * g / std::sqrt(a);
+      }
+    }
+    ctx.AdvanceVersion();
+    return transport::PushOutcome::kApplied;
+  }
+  std::string SaveState() const override {
+    return std::string(reinterpret_cast<const char*>(acc_.data()), acc_.size() * sizeof(float));
+  }
+  void LoadState(std::string_view state) override {
+    if (state.size() != acc_.size() * sizeof(float)) {
+      throw InputError("adagrad server state: " + std::to_string(state.size()) +
+                       " bytes, expected " + std::to_string(acc_.size() * sizeof(float)));
+    }
+    std::memcpy(acc_.data(), state.data(), state.size());
+  }
+
+ private:
+  float lr_, init_;
+  std::vector<float> acc_;
+};
+
+}  // namespace
+
+Strategy DownpourStrategy() {
+  Strategy s;
+  s.name = "downpour";
+  s.description = "DOWNPOUR: push the window's update every n_push steps, fetch every n_fetch";
+  s.worker_rule = [](const StrategyOptions& o) -> std::unique_ptr<WorkerRule> {
+    WindowedWorker::Mode mode;
+    mode.push_gradients = o.server_optimizer == "adagrad";
+    return std::make_unique<WindowedWorker>(mode);
+  };
+  s.server_rule = [](const StrategyOptions& o, uint32_t) -> std::unique_ptr<transport::ServerRule> {
+    if (o.server_optimizer == "adagrad") {
+      return std::make_unique<AdagradRule>(o.server_learning_rate, o.server_initial_accumulator);
+    }
+    if (o.server_optimizer != "add") {
+      throw ConfigError("algorithm.server_optimizer", o.server_optimizer, "add or adagrad");
+    }
+    return transport::NewAddRule();
+  };
+  return s;
+}
+
+}  // namespace asgd::algorithms

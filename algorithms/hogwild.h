@@ -1,0 +1,72 @@
+// hogwild — lock-free shared-memory SGD (Recht, Ré, Wright, Niu, "Hogwild!", NIPS 2011;
+// algorithms.md §3.2).
+//
+// Worker threads share one parameter vector with no lock: each reads it (element by
+// element, relaxed atomic loads, so reads may mix versions), computes a mini-batch
+// gradient at what it read and adds −η·g into the vector with per-element relaxed atomic
+// adds. Nothing is lost (θ_final − θ_init = Σ pushed updates up to float rounding order),
+// but reads may be torn across elements, as the paper allows. The per-epoch backoff β is
+// algorithm.lr_decay.
+//
+// Staleness: pushes by other threads between a worker's read and its write (the paper's
+// delay τ), from a shared push counter; one record per push. Sparse updates for LIBSVM
+// data (touching only the example's coordinates) are not implemented yet: the update is
+// dense, with zeros off the support.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "algorithms/strategy.h"
+#include "core/clock.h"
+#include "transport/staleness.h"
+
+namespace asgd::algorithms {
+
+class HogwildStore {
+ public:
+  HogwildStore(std::span<const float> initial, const Clock* clock,
+               transport::StalenessSink* sink);
+  int64_t size() const { return static_cast<int64_t>(n_); }
+  // A copy (relaxed loads: a consistent snapshot only when no thread writes).
+  std::vector<float> values() const;
+  uint64_t version() const { return version_.load(std::memory_order_acquire); }
+
+  void Read(std::span<float> out) const;
+  // Adds update element by element (atomic, relaxed); returns the version at the write.
+  uint64_t Add(std::span<const float> update);
+  void Record(uint32_t worker, int64_t step, uint64_t pulled, uint64_t applied);
+
+  int64_t records() const { return records_.load(); }
+  int64_t staleness_sum() const { return staleness_sum_.load(); }
+
+ private:
+  std::size_t n_;
+  std::unique_ptr<float[]> values_;
+  std::atomic<uint64_t> version_{0};
+  std::atomic<int64_t> records_{0};
+  std::atomic<int64_t> staleness_sum_{0};
+  const Clock* clock_;
+  transport::StalenessSink* sink_;
+};
+
+class HogwildClient final : public ParamClient {
+ public:
+  HogwildClient(HogwildStore* store, uint32_t worker) : store_(store), worker_(worker) {}
+  int64_t size() const override { return store_->size(); }
+  Status Pull(std::span<float> out) override;
+  Status Push(std::span<const float> update, int64_t step) override;
+  Status PushPull(std::span<const float> update, std::span<float> out, int64_t step) override;
+  Status SendClock(int64_t) override { return Status::Ok(); }
+  int64_t dropped_pushes() const override { return 0; }
+
+ private:
+  HogwildStore* store_;
+  uint32_t worker_;
+  uint64_t pulled_ = 0;
+};
+
+}  // namespace asgd::algorithms

@@ -1,0 +1,98 @@
+// An in-memory parameter store that runs the same ServerRule objects as a ShardServer,
+// without sockets: for deterministic tests of every strategy (exact staleness, bit-exact
+// equivalences) and for runs that want the rules without the transport.
+//
+// One store holds the whole flat vector as one shard. Every request runs the rule under
+// the store's mutex, so requests are serialised exactly as on a ShardServer's thread. A
+// rule that defers a reply (synchronous rounds, SSP) blocks the calling thread until the
+// rule releases it; tests that use deferring rules run one thread per worker.
+//
+// Staleness is computed as on the ShardServer: version at arrival minus the version the
+// client last pulled; every applied or accepted push yields one StalenessRecord.
+//
+// Thread safety: MemoryStore is thread-safe; a MemoryClient is used by one thread.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <vector>
+
+#include "algorithms/strategy.h"
+#include "core/clock.h"
+#include "transport/staleness.h"
+
+namespace asgd::algorithms {
+
+class MemoryStore {
+ public:
+  // clock and sink are not owned and may be null (then: a system clock; records are
+  // only counted). REQUIRES: rule != nullptr.
+  MemoryStore(std::vector<float> initial, std::unique_ptr<transport::ServerRule> rule,
+              const Clock* clock = nullptr, transport::StalenessSink* sink = nullptr);
+  ~MemoryStore();
+  MemoryStore(const MemoryStore&) = delete;
+  MemoryStore& operator=(const MemoryStore&) = delete;
+
+  int64_t size() const { return static_cast<int64_t>(size_); }
+  // A copy of the values and the version, read atomically.
+  std::vector<float> values() const;
+  uint64_t version() const;
+  // Pushes applied, accepted and dropped; staleness records produced.
+  struct Stats {
+    uint64_t applied = 0, accepted = 0, dropped = 0, records = 0, rejected = 0;
+    int64_t staleness_sum = 0, staleness_max = 0;
+  };
+  Stats stats() const;
+  // Fails every held request (kShuttingDown) and every later one.
+  void Shutdown();
+
+  // The requests a MemoryClient makes. `version` is what the client last pulled.
+  struct Result {
+    Status status;
+    uint64_t version = 0;  // after the request (pull: the version read)
+    transport::PushOutcome outcome = transport::PushOutcome::kApplied;
+  };
+  Result Request(transport::Op op, uint32_t worker, int64_t step, uint64_t version,
+                 std::span<const float> update, std::span<float> out);
+
+ private:
+  class Context;
+  struct Held;
+
+  mutable std::mutex mu_;
+  std::condition_variable released_;
+  std::size_t size_;
+  std::unique_ptr<Context> ctx_;
+  std::unique_ptr<transport::ServerRule> rule_;
+  std::unique_ptr<Clock> own_clock_;
+  const Clock* clock_;
+  transport::StalenessSink* sink_;
+  Stats stats_;
+  bool shut_down_ = false;
+  uint64_t next_token_ = 1;
+};
+
+// A worker's client of a MemoryStore.
+class MemoryClient final : public ParamClient {
+ public:
+  MemoryClient(MemoryStore* store, uint32_t worker) : store_(store), worker_(worker) {}
+  int64_t size() const override { return store_->size(); }
+  Status Pull(std::span<float> out) override;
+  Status Push(std::span<const float> update, int64_t step) override;
+  Status PushPull(std::span<const float> update, std::span<float> out, int64_t step) override;
+  Status SendClock(int64_t clock) override;
+  int64_t dropped_pushes() const override { return dropped_; }
+  uint64_t pulled_version() const { return pulled_version_; }
+
+ private:
+  MemoryStore* store_;
+  uint32_t worker_;
+  uint64_t pulled_version_ = 0;
+  int64_t dropped_ = 0;
+};
+
+}  // namespace asgd::algorithms

@@ -1,0 +1,51 @@
+#include "algorithms/windowed_worker.h"
+
+#include <algorithm>
+
+#include "core/check.h"
+
+namespace asgd::algorithms {
+
+Status WindowedWorker::Start(WorkerEnv& env) {
+  ASGD_CHECK(env.ps != nullptr && env.optimizer != nullptr && env.gradient, "incomplete env");
+  ASGD_CHECK(env.options.window >= 1 && env.options.fetch_window >= 1, "windows must be >= 1");
+  const auto n = static_cast<std::size_t>(env.ps->size());
+  theta_.assign(n, 0.0f);
+  grad_.assign(n, 0.0f);
+  accum_.assign(n, 0.0f);
+  in_window_ = 0;
+  steps_ = 0;
+  return env.ps->Pull(theta_);
+}
+
+StepResult WindowedWorker::Step(WorkerEnv& env) {
+  StepResult r;
+  r.loss = env.gradient(theta_, grad_);
+  const auto lr = static_cast<float>(env.options.learning_rate * env.learning_rate_scale);
+  if (mode_.push_gradients) {
+    for (std::size_t i = 0; i < grad_.size(); ++i) accum_[i] += grad_[i];
+    env.optimizer->Step(theta_, grad_, lr);
+  } else {
+    env.optimizer->Step(theta_, grad_, lr, accum_);
+  }
+  ++in_window_;
+  ++steps_;
+  const int64_t w = window(env);
+  const bool push_due = in_window_ == w;
+  const bool fetch_due = steps_ % fetch_window(env) == 0;
+  if (push_due) {
+    if (mode_.normalise) {
+      const float inv = 1.0f / static_cast<float>(w);
+      for (float& a : accum_) a *= inv;
+    }
+    r.status = fetch_due ? env.ps->PushPull(accum_, theta_, steps_) : env.ps->Push(accum_, steps_);
+    r.pushes = 1;
+    std::fill(accum_.begin(), accum_.end(), 0.0f);
+    in_window_ = 0;
+  } else if (fetch_due) {
+    r.status = env.ps->Pull(theta_);
+  }
+  return r;
+}
+
+}  // namespace asgd::algorithms

@@ -1,0 +1,54 @@
+// The worker loop shared by the asynchronous window strategies (async_sgd, downpour,
+// agn, dynsgd): local optimizer steps on a local copy, the applied updates accumulated
+// exactly (Optimizer::Step's `applied`), a push every W steps, a fetch of the centre
+// every n_fetch steps.
+//
+//   Start:  θ ← pull; a ← 0
+//   Step:   g ← ∇L_B(θ); θ ← θ + u with u the local optimizer's update; a ← a + u;
+//           after W steps:  push a·scale (scale 1 for DOWNPOUR/DynSGD, 1/W for AGN),
+//                           a ← 0, and if the fetch is due at the same step, the push and
+//                           the pull are one atomic push-pull (θ ← the centre after it);
+//           after n_fetch steps (if not done with the push): θ ← pull.
+//   Finish: a partial window is dropped (dist-keras semantics: every push covers exactly W
+//           local steps, algorithms.md §3.3 (e)5 and §3.4 (b)5).
+//
+// The window check comes after the step, so the first push also covers W steps (unlike
+// dist-keras's DOWNPOUR, whose first commit covers W − 1; algorithms.md §3.3).
+//
+// With push_gradients (DOWNPOUR with a server-side optimizer, DistBelief/TFG form) the
+// push is the sum of the window's raw gradients instead of the applied updates.
+#pragma once
+
+#include <vector>
+
+#include "algorithms/strategy.h"
+
+namespace asgd::algorithms {
+
+class WindowedWorker : public WorkerRule {
+ public:
+  struct Mode {
+    bool normalise = false;       // push a/W (AGN) instead of a
+    bool push_gradients = false;  // push the window's summed raw gradients
+    bool single_step = false;     // W = n_fetch = 1 whatever the options say (async_sgd)
+  };
+  explicit WindowedWorker(Mode mode) : mode_(mode) {}
+
+  Status Start(WorkerEnv& env) override;
+  StepResult Step(WorkerEnv& env) override;
+
+ private:
+  int64_t window(const WorkerEnv& env) const {
+    return mode_.single_step ? 1 : env.options.window;
+  }
+  int64_t fetch_window(const WorkerEnv& env) const {
+    return mode_.single_step ? 1 : env.options.fetch_window;
+  }
+
+  Mode mode_;
+  std::vector<float> theta_, grad_, accum_;
+  int64_t in_window_ = 0;  // local steps since the last push
+  int64_t steps_ = 0;      // local steps since Start
+};
+
+}  // namespace asgd::algorithms
