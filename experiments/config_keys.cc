@@ -138,9 +138,11 @@ Schema BuildSchema() {
             "pixels"));
 
   // [algorithm]
-  s.Add(Choice("algorithm.name", "sgd", {"sgd", "ps_check"},
-               "the training strategy; ps_check is not training but a check of a deployed "
-               "parameter server: workers push small integers and verify the sum exactly"));
+  s.Add(Choice("algorithm.name", "sgd",
+               {"sgd", "async_sgd", "hogwild", "downpour", "agn", "adag", "dynsgd", "ps_check"},
+               "the training strategy (sgd = the sequential baseline; adag = agn, dist-keras's "
+               "name); ps_check is not training but a check of a deployed parameter server: "
+               "workers push small integers and verify the sum exactly"));
   s.Add(Choice("algorithm.optimizer", "sgd", {"sgd", "momentum", "nesterov", "adagrad", "adam"},
                "local optimizer used by each worker's steps"));
   s.Add(Num("algorithm.learning_rate", "0.05", 0, true, std::nullopt, false,
@@ -158,6 +160,17 @@ Schema BuildSchema() {
   s.Add(Int("algorithm.batch_size", 64, 1, 1 << 20, "mini-batch size of each worker step",
             "examples"));
   s.Add(Int("algorithm.workers", 1, 1, 1024, "number of workers"));
+  s.Add(Int("algorithm.window", 1, 1, 1000000,
+            "communication window W: local steps per push (DOWNPOUR n_push, AGN λ, DynSGD)",
+            "steps"));
+  s.Add(Int("algorithm.fetch_window", 0, 0, 1000000,
+            "downpour: local steps between fetches of the centre (n_fetch); 0 = the window",
+            "steps"));
+  s.Add(Choice("algorithm.server_optimizer", "add", {"add", "adagrad"},
+               "downpour: what the server does with a push: add it, or (DistBelief) treat it "
+               "as summed gradients and take an Adagrad step"));
+  s.Add(Num("algorithm.server_learning_rate", "0.01", 0, true, std::nullopt, false,
+            "downpour with server_optimizer = adagrad: the server's learning rate γ"));
   s.Add(Int("algorithm.check_pushes", 20, 1, 1000000,
             "ps_check: pushes each worker makes before the sum is verified", "pushes"));
 
@@ -175,6 +188,11 @@ Schema BuildSchema() {
   s.Add(Num("cluster.timeout_s", "60", 0, true, std::nullopt, false,
             "how long a worker waits for the servers to come up, and for any one reply",
             "seconds"));
+  s.Add(Choice("cluster.transport", "inproc", {"inproc", "memory"},
+               "a run in one process: shard servers over ZeroMQ inproc:// (the same code as "
+               "across machines), or the in-memory store (no sockets)"));
+  s.Add(Int("cluster.shards", 1, 1, 256,
+            "a run in one process over inproc: number of parameter-server shards"));
   s.Add(Bool("cluster.stop_servers", true,
              "when the workers are done, worker 0 stops the shard servers"));
 

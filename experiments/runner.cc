@@ -14,6 +14,7 @@
 #include "datasets/sampler.h"
 #include "experiments/csv.h"
 #include "experiments/evaluation.h"
+#include "experiments/parallel_runner.h"
 #include "experiments/progress.h"
 #include "experiments/run_dir.h"
 #include "experiments/setup.h"
@@ -57,6 +58,7 @@ RunResult RunExperiment(const Config& config, const RunRequest& request, std::os
                       "a training strategy for `asgd run`; ps_check runs as processes: "
                       "`asgd ps` and `asgd worker`");
   }
+  if (config.String("algorithm.name") != "sgd") return RunParallel(config, request, out);
   if (config.Int("algorithm.workers") != 1) {
     throw ConfigError("algorithm.workers", config.Raw("algorithm.workers"),
                       "1 for algorithm.name = sgd (the sequential baseline)");

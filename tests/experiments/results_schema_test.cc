@@ -44,12 +44,13 @@ std::vector<std::string> TableNames(const std::string& doc, const std::string& h
 }
 
 // Runs a tiny synthetic experiment and returns its run folder.
-fs::path RunTiny(const testing::TempDir& dir) {
+fs::path RunTiny(const testing::TempDir& dir, const std::string& algorithm = "") {
   testing::WriteTestFile(dir.File("tiny.ini"),
                          "[experiment]\nname = schema\nepochs = 1\nprogress = off\n"
                          "log_level = error\nout_dir = " + dir.File("runs") +
                              "\n[data]\ndataset = synthetic\nsynthetic_train = 1000\n"
-                             "synthetic_test = 200\n[model]\nname = mlp\nhidden = 8\n");
+                             "synthetic_test = 200\n[model]\nname = mlp\nhidden = 8\n" +
+                             algorithm);
   std::ostringstream out, err;
   EXPECT_EQ(Main({"run", dir.File("tiny.ini")}, out, err), kExitOk) << err.str();
   std::vector<fs::path> runs(fs::directory_iterator(dir.File("runs")), {});
@@ -74,10 +75,35 @@ TEST(ResultsSchema, ConvergenceColumnsAreExactlyTheDocumentedOnes) {
   EXPECT_GE(rows, 2);
 }
 
+TEST(ResultsSchema, StalenessColumnsAreExactlyTheDocumentedOnes) {
+  testing::TempDir dir;
+  fs::path run = RunTiny(dir, "[algorithm]\nname = agn\nworkers = 3\nwindow = 2\n");
+  std::ifstream in(run / "staleness.csv");
+  std::string header;
+  ASSERT_TRUE(std::getline(in, header));
+  EXPECT_EQ(ParseCsvLine(header), TableNames(Readme(), "### staleness.csv"));
+  std::string line;
+  int rows = 0;
+  while (std::getline(in, line)) {
+    ++rows;
+    EXPECT_EQ(ParseCsvLine(line).size(), ParseCsvLine(header).size()) << line;
+  }
+  EXPECT_GE(rows, 5);  // about 16 steps over 3 workers, a push every 2
+  auto provenance = nlohmann::json::parse(ReadFile((run / "provenance.json").string()));
+  const std::string doc = Readme();
+  const size_t row = doc.find("| `provenance.json` |");
+  const std::string documented = doc.substr(row, doc.find('\n', row) - row);
+  for (const auto& [key, value] : provenance.items()) {
+    EXPECT_NE(documented.find("`" + key + "`"), std::string::npos) << key << " is undocumented";
+  }
+  EXPECT_TRUE(provenance.contains("mean_staleness"));
+}
+
 TEST(ResultsSchema, RunFolderHoldsTheDocumentedFiles) {
   testing::TempDir dir;
   fs::path run = RunTiny(dir);
   for (const std::string& file : TableNames(Readme(), "## A run folder")) {
+    if (file == "staleness.csv") continue;  // distributed strategies only
     EXPECT_TRUE(fs::exists(run / file)) << file;
   }
   // config.ini is the resolved config: it names keys the file never set.
