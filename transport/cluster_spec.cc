@@ -23,10 +23,15 @@ std::string EntryProblem(std::string_view entry) {
   if (entry.find("://") != std::string_view::npos) {
     try {
       ParseEndpoint(entry);
-      return "";
     } catch (const ConfigError& e) {
       return e.what();
     }
+    // A wildcard is for binding (ParseEndpoint accepts it); a cluster entry is where
+    // peers connect, and nobody can connect to "any free port".
+    if ((StartsWith(entry, "tcp://") && EndsWith(entry, ":*")) || entry == "ipc://*") {
+      return "a wildcard port or path";
+    }
+    return "";
   }
   const std::size_t colon = entry.rfind(':');
   if (colon == std::string_view::npos) return "no ':PORT'";
@@ -55,6 +60,57 @@ std::vector<std::string> ParseList(std::string_view key, std::string_view text) 
 
 std::string Address(const std::string& entry) {
   return entry.find("://") != std::string::npos ? entry : "tcp://" + entry;
+}
+
+// The keys errors name: the [cluster] config keys, or the TF_CONFIG paths the user wrote.
+struct SpecKeys {
+  const char* ps;
+  const char* worker;
+  const char* coordinator;
+  const char* evaluator;
+  const char* task;
+};
+constexpr SpecKeys kConfigKeys{"cluster.ps", "cluster.worker", "cluster.coordinator",
+                               "cluster.evaluator", "cluster.task"};
+constexpr SpecKeys kTfConfigKeys{"TF_CONFIG.cluster.ps", "TF_CONFIG.cluster.worker",
+                                 "TF_CONFIG.cluster.chief", "TF_CONFIG.cluster.evaluator",
+                                 "TF_CONFIG.task"};
+
+void ValidateSpec(const ClusterSpec& spec, const SpecKeys& keys) {
+  std::set<std::string> seen;
+  auto check = [&](const char* key, const std::string& entry) {
+    const std::string problem = EntryProblem(entry);
+    if (!problem.empty()) {
+      throw ConfigError(key, entry, std::string(kEntryExpected) + " (it has " + problem + ")");
+    }
+    if (!seen.insert(Address(entry)).second) {
+      throw ConfigError(key, entry, "an address no other task uses");
+    }
+  };
+  if (spec.ps.empty()) throw ConfigError(keys.ps, "", "at least one HOST:PORT entry");
+  for (const auto& e : spec.ps) check(keys.ps, e);
+  for (const auto& e : spec.worker) check(keys.worker, e);
+  if (!spec.coordinator.empty()) check(keys.coordinator, spec.coordinator);
+  if (!spec.evaluator.empty()) check(keys.evaluator, spec.evaluator);
+  const std::string& type = spec.task_type;
+  if (type.empty()) return;
+  int count = 0;
+  if (type == "ps") {
+    count = spec.num_ps();
+  } else if (type == "worker") {
+    count = spec.num_workers();
+  } else if (type == "coordinator") {
+    count = spec.coordinator.empty() ? 0 : 1;
+  } else if (type == "evaluator") {
+    count = spec.evaluator.empty() ? 0 : 1;
+  } else {
+    throw ConfigError(keys.task, type, "one of ps, worker, coordinator (chief), evaluator");
+  }
+  if (spec.task_index < 0 || spec.task_index >= count) {
+    throw ConfigError(keys.task, type + " " + std::to_string(spec.task_index),
+                      internal::StrCat("an index in [0, ", count, ") for ", type,
+                                       " (the cluster has ", count, ")"));
+  }
 }
 
 }  // namespace
@@ -128,7 +184,12 @@ ClusterSpec ClusterSpec::FromTfConfig(std::string_view text) {
     }
     if (dest == &single) {
       if (single.size() > 1) throw ConfigError(key, list.dump(), "a list of one HOST:PORT");
-      if (!single.empty()) (job == "evaluator" ? spec.evaluator : spec.coordinator) = single[0];
+      std::string& field = job == "evaluator" ? spec.evaluator : spec.coordinator;
+      if (!single.empty() && !field.empty()) {
+        // chief and master are two names for the one coordinator.
+        throw ConfigError(key, list.dump(), "either chief or master, not both");
+      }
+      if (!single.empty()) field = single[0];
     }
   }
   if (spec.ps.empty()) {
@@ -157,15 +218,7 @@ ClusterSpec ClusterSpec::FromTfConfig(std::string_view text) {
       spec.task_index = static_cast<int>(index.get<int64_t>());
     }
   }
-  try {
-    spec.Validate();
-  } catch (const ConfigError& e) {
-    if (e.key() == "cluster.task") {
-      throw ConfigError("TF_CONFIG.task", doc["task"].dump(),
-                        "a task type and an index that the cluster has");
-    }
-    throw;
-  }
+  ValidateSpec(spec, kTfConfigKeys);
   return spec;
 }
 
@@ -186,40 +239,6 @@ std::string ClusterSpec::PsBindAddress(int i, std::string_view bind_host) const 
   return "tcp://" + std::string(bind_host) + address.substr(colon);
 }
 
-void ClusterSpec::Validate() const {
-  std::set<std::string> seen;
-  auto check = [&](const char* key, const std::string& entry) {
-    const std::string problem = EntryProblem(entry);
-    if (!problem.empty()) {
-      throw ConfigError(key, entry, std::string(kEntryExpected) + " (it has " + problem + ")");
-    }
-    if (!seen.insert(Address(entry)).second) {
-      throw ConfigError(key, entry, "an address no other task uses");
-    }
-  };
-  if (ps.empty()) throw ConfigError("cluster.ps", "", "at least one HOST:PORT entry");
-  for (const auto& e : ps) check("cluster.ps", e);
-  for (const auto& e : worker) check("cluster.worker", e);
-  if (!coordinator.empty()) check("cluster.coordinator", coordinator);
-  if (!evaluator.empty()) check("cluster.evaluator", evaluator);
-  if (task_type.empty()) return;
-  int count = 0;
-  if (task_type == "ps") {
-    count = num_ps();
-  } else if (task_type == "worker") {
-    count = num_workers();
-  } else if (task_type == "coordinator") {
-    count = coordinator.empty() ? 0 : 1;
-  } else if (task_type == "evaluator") {
-    count = evaluator.empty() ? 0 : 1;
-  } else {
-    throw ConfigError("cluster.task", task_type, "one of ps, worker, coordinator, evaluator");
-  }
-  if (task_index < 0 || task_index >= count) {
-    throw ConfigError("cluster.task", task_type + " " + std::to_string(task_index),
-                      internal::StrCat("an index in [0, ", count, ") for ", task_type,
-                                       " (the cluster has ", count, ")"));
-  }
-}
+void ClusterSpec::Validate() const { ValidateSpec(*this, kConfigKeys); }
 
 }  // namespace asgd::transport

@@ -50,7 +50,14 @@ std::unique_ptr<Endpoint> ParseEndpoint(std::string_view address, std::string_vi
     if (name.empty()) throw bad(std::string(kExpected) + " (inproc name is empty)");
     return NewInprocEndpoint(name);
   }
-  if (StartsWith(address, "ipc://")) return NewIpcEndpoint(address.substr(6));
+  if (StartsWith(address, "ipc://")) {
+    // NewIpcEndpoint names no key; the caller's key tells the user which setting to fix.
+    const std::string_view path = address.substr(6);
+    if (path.empty() || path.size() > kMaxIpcPathBytes) {
+      throw bad(internal::StrCat("ipc://PATH with a path of 1 to ", kMaxIpcPathBytes, " bytes"));
+    }
+    return NewIpcEndpoint(path);
+  }
   std::string_view hostport = address;
   if (StartsWith(address, "tcp://")) {
     hostport = address.substr(6);

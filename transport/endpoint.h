@@ -15,6 +15,7 @@
 // the calling thread must own.
 #pragma once
 
+#include <cstddef>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -58,6 +59,9 @@ class Endpoint {
  private:
   std::string address_;
 };
+
+// Longest ipc:// path: sockaddr_un.sun_path holds 108 bytes on Linux, NUL included.
+inline constexpr std::size_t kMaxIpcPathBytes = 107;
 
 // inproc://name: threads in one process sharing a Context. REQUIRES: name not empty.
 std::unique_ptr<Endpoint> NewInprocEndpoint(std::string_view name);

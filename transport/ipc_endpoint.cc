@@ -22,11 +22,10 @@ class IpcEndpoint final : public Endpoint {
 }  // namespace
 
 std::unique_ptr<Endpoint> NewIpcEndpoint(std::string_view path) {
-  // sockaddr_un.sun_path holds 108 bytes including the terminating NUL.
-  constexpr std::size_t kMaxPath = 107;
-  if (path.empty() || path.size() > kMaxPath) {
+  if (path.empty() || path.size() > kMaxIpcPathBytes) {
     throw ConfigError("endpoint", "ipc://" + std::string(path),
-                      "ipc://PATH with a path of 1 to 107 bytes");
+                      "ipc://PATH with a path of 1 to " + std::to_string(kMaxIpcPathBytes) +
+                          " bytes");
   }
   return std::make_unique<IpcEndpoint>(path);
 }

@@ -172,9 +172,13 @@ struct HeaderVisitor : msgpack::null_visitor {
     return false;
   }
   bool WrongType(const char* type) {
-    if (depth == 0) return Fail(std::string("header is a msgpack ") + type + ", expected an array");
-    return Fail(internal::StrCat("header field ", index, " (", FieldName(static_cast<uint32_t>(index)),
-                                 ") is a ", type));
+    if (depth == 0) {
+      return Fail(internal::StrCat("header is a msgpack ", type, ", expected an array"));
+    }
+    const bool vowel = type[0] != '\0' && std::strchr("aeiou", type[0]) != nullptr;
+    const char* article = vowel ? "an " : "a ";
+    return Fail(internal::StrCat("header field ", index, " (",
+                                 FieldName(static_cast<uint32_t>(index)), ") is ", article, type));
   }
   bool InField() const { return depth == 1 && index >= 0; }
 
@@ -200,7 +204,11 @@ struct HeaderVisitor : msgpack::null_visitor {
     }
     return true;
   }
+  // msgpack-c reports every signed format (int 8..64) here, whatever the value's sign.
+  // MessagePack lets an encoder write a non-negative value in a signed format (several
+  // do), so only a value below zero is negative.
   bool visit_negative_integer(int64_t v) {
+    if (v >= 0) return visit_positive_integer(static_cast<uint64_t>(v));
     if (!InField()) return WrongType("integer");
     if (index >= static_cast<int64_t>(kHeaderFields)) return true;
     if (index != kFClock) {

@@ -126,13 +126,15 @@ Placement Placement::FromRanges(int64_t total_elements, std::vector<std::vector<
   Placement p;
   p.total_ = total_elements;
   p.shards_ = std::move(shards);
+  // Validate first: the ranges may come from a peer, and summing unchecked counts could
+  // overflow. Once every range lies inside [0, total) exactly once, no sum can.
+  p.Validate();
   p.sizes_.reserve(p.shards_.size());
   for (const auto& ranges : p.shards_) {
     int64_t size = 0;
     for (const Range& r : ranges) size += r.count;
     p.sizes_.push_back(size);
   }
-  p.Validate();
   return p;
 }
 
@@ -185,8 +187,11 @@ void Placement::Validate() const {
   std::vector<Range> all;
   for (std::size_t s = 0; s < shards_.size(); ++s) {
     for (const Range& r : shards_[s]) {
-      ASGD_CHECK(r.begin >= 0 && r.count > 0 && r.end() <= total_, "shard ", s, " range [",
-                 r.begin, ",", r.end(), ") outside [0,", total_, ") or empty");
+      // Written so that no sum can overflow: begin + count is formed only once both are
+      // known to lie inside [0, total].
+      ASGD_CHECK(r.begin >= 0 && r.count > 0 && r.begin <= total_ && r.count <= total_ - r.begin,
+                 "shard ", s, " range begin ", r.begin, " count ", r.count, " outside [0,",
+                 total_, ") or empty");
       all.push_back(r);
     }
   }

@@ -145,7 +145,9 @@ class ServerCall {
   uint64_t token() const { return token_; }
 
   // Holds the reply: the server sends nothing now and keeps the request's return
-  // address under the returned token until ShardContext::Release/Fail(token).
+  // address under the returned token until ShardContext::Release/Fail(token). The token
+  // is registered when the call returns, so a rule cannot release the call it is
+  // handling: to answer it now, do not defer it.
   uint64_t Defer() {
     deferred_ = true;
     return token_;

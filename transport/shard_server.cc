@@ -200,13 +200,6 @@ ShardServer::Impl::Impl(std::shared_ptr<Context> context, ServerOptions options,
                            ? options_.max_payload_bytes
                            : std::max<uint64_t>(static_cast<uint64_t>(size_) * 4, 4096);
   rule_name_ = rule->Name();
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    rule_ = std::move(rule);
-    current_ = new ValueBlock(size_);
-    if (size_ > 0) std::memcpy(current_->data, initial.data(), initial.size() * sizeof(float));
-  }
-
 
   try {
     socket_ = zmq::socket_t(context_->zmq_context(), zmq::socket_type::router);
@@ -234,6 +227,15 @@ ShardServer::Impl::Impl(std::shared_ptr<Context> context, ServerOptions options,
     socket_.bind(control_address_);
   } catch (const zmq::error_t& e) {
     internal::ThrowZmqError(e, "bind", control_address_);
+  }
+  // The value block is a raw, reference-counted pointer that only ~Impl releases, and
+  // ~Impl does not run when the constructor throws: allocate it after the last step that
+  // can throw (a bind refused), or a failed construction leaks the shard's values.
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    rule_ = std::move(rule);
+    current_ = new ValueBlock(size_);
+    if (size_ > 0) std::memcpy(current_->data, initial.data(), initial.size() * sizeof(float));
   }
   ASGD_LOG(kDebug, "shard ", options_.shard, " (", rule_name_, ", ", size_,
            " floats) bound to ", bound_);
@@ -640,6 +642,10 @@ Header ReplyHeaderFor(const Header& request, uint32_t shard, uint64_t version) {
 
 void ShardServer::Impl::SendReply(zmq::message_t& routing, const Header& h,
                                   zmq::message_t* payload) {
+  // Publish before the reply leaves (not only after the request was handled): a peer
+  // that reads stats() once it has this reply must see the version the reply reports.
+  version_published_.store(version_, std::memory_order_relaxed);
+  held_published_.store(held_.size(), std::memory_order_relaxed);
   zmq::message_t header = HeaderMessage(h);
   const uint64_t bytes = routing.size() + header.size() + (payload ? payload->size() : 0);
   try {
