@@ -142,6 +142,10 @@ class ServerCall {
   const RequestInfo& info() const { return info_; }
   const Payload& payload() const { return payload_; }
   int64_t staleness() const { return staleness_; }
+  // Restates the push's staleness in the unit the algorithm counts (SSP: clocks ahead of
+  // the slowest worker, DESIGN.md §4); the staleness record carries the value the call
+  // holds when the rule returns. Default: PS updates, as computed by the server.
+  void set_staleness(int64_t staleness) { staleness_ = staleness; }
   uint64_t token() const { return token_; }
 
   // Holds the reply: the server sends nothing now and keeps the request's return

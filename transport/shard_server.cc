@@ -93,6 +93,11 @@ class ShardServer::Impl final : public ShardContext {
   void Serve();
   void Start();
   void Stop();
+  void Close();
+  bool closed() const { return closing_.load(); }
+  // Sends a control message (op, the secret) to the serving loop through the private
+  // endpoint, so that a blocked receive wakes up.
+  void SignalControl(Op op);
   void Join();
   bool serving() const { return serving_.load(std::memory_order_acquire); }
   ShardStats stats() const;
@@ -168,6 +173,7 @@ class ShardServer::Impl final : public ShardContext {
   std::atomic<uint64_t> held_published_{0};
 
   std::atomic<bool> stop_requested_{false};
+  std::atomic<bool> closing_{false};  // Close() was called
   std::atomic<bool> serving_{false};
   std::atomic<bool> finished_{false};  // a fatal error ended serving for good
   std::mutex thread_mu_;
@@ -397,9 +403,15 @@ void ShardServer::Impl::Handle(std::size_t nparts, bool too_many_frames) {
     SendError(routing, h, decoded.code, decoded.detail);
     return;
   }
-  if (h.op == Op::kStop && h.aux == control_secret_ && !h.is_reply()) {
-    stop_requested_.store(true);  // from Stop(): no reply, the sender is gone
-    return;
+  if (h.aux == control_secret_ && !h.is_reply() && h.role == Role::kPs) {
+    if (h.op == Op::kStop) {
+      stop_requested_.store(true);  // from Stop(): no reply, the sender is gone
+      return;
+    }
+    if (h.op == Op::kHeartbeat) {  // from Close(): let the held replies go
+      FailAllHeld(ErrorCode::kShuttingDown, "shard server closed: the run is over");
+      return;
+    }
   }
   if (h.is_reply()) {
     SendError(routing, h, ErrorCode::kUnknownOp,
@@ -511,6 +523,12 @@ Header RequestCopy(const Header& h) {
 
 void ShardServer::Impl::HandleValid(const Header& h, std::size_t nparts) {
   zmq::message_t& routing = parts_[0];
+  if (closing_.load() && (h.op == Op::kPush || h.op == Op::kPushPull || h.op == Op::kClock ||
+                          h.op == Op::kBarrier)) {
+    SendError(routing, h, ErrorCode::kShuttingDown,
+              ::asgd::internal::StrCat("shard ", options_.shard, " is closed: the run is over"));
+    return;
+  }
   switch (h.op) {
     case Op::kPush:
     case Op::kPushPull: {
@@ -534,7 +552,8 @@ void ShardServer::Impl::HandleValid(const Header& h, std::size_t nparts) {
         case PushOutcome::kDropped: Bump(counters_.pushes_dropped); break;
       }
       if (h.op == Op::kPushPull) Bump(counters_.push_pulls);
-      if (outcome != PushOutcome::kDropped) Record(h, outcome, arrival, staleness);
+      // The rule may have restated the staleness in its own unit (set_staleness).
+      if (outcome != PushOutcome::kDropped) Record(h, outcome, arrival, call.staleness());
       if (call.deferred()) {
         held_[call.token()] =
             Held{std::string(static_cast<const char*>(routing.data()), routing.size()),
@@ -809,19 +828,30 @@ void ShardServer::Impl::Start() {
 void ShardServer::Impl::Stop() {
   stop_requested_.store(true);
   if (!serving_.load()) return;  // Run() checks the flag before it blocks
+  SignalControl(Op::kStop);
+}
+
+void ShardServer::Impl::Close() {
+  if (closing_.exchange(true)) return;
+  // Requests from now on are refused on the serving thread; the held ones are failed
+  // there when this signal arrives (or when serving ends, if it never does).
+  if (serving_.load()) SignalControl(Op::kHeartbeat);
+}
+
+void ShardServer::Impl::SignalControl(Op op) {
   try {
     zmq::socket_t s(context_->zmq_context(), zmq::socket_type::dealer);
     s.set(zmq::sockopt::linger, 1000);
     s.connect(control_address_);
     Header h;
-    h.op = Op::kStop;
+    h.op = op;
     h.role = Role::kPs;
     h.shard = options_.shard;
     h.aux = control_secret_;
     internal::AnnotateSend();
     (void)s.send(HeaderMessage(h), zmq::send_flags::dontwait);
   } catch (const zmq::error_t& e) {
-    ASGD_LOG(kWarning, "shard ", options_.shard, ": stop signal failed: ", e.what());
+    ASGD_LOG(kWarning, "shard ", options_.shard, ": ", OpName(op), " signal failed: ", e.what());
   }
 }
 
@@ -903,6 +933,8 @@ const std::string& ShardServer::rule_name() const { return impl_->rule_name(); }
 void ShardServer::Run() { impl_->Run(); }
 void ShardServer::Start() { impl_->Start(); }
 void ShardServer::Stop() { impl_->Stop(); }
+void ShardServer::Close() { impl_->Close(); }
+bool ShardServer::closed() const { return impl_->closed(); }
 void ShardServer::Join() { impl_->Join(); }
 void ShardServer::Shutdown() {
   impl_->Stop();

@@ -137,6 +137,15 @@ class ShardServer {
   void Start();
   // Asks the serving loop to end; returns at once. Idempotent; thread-safe.
   void Stop();
+  // Stops taking part in training while still serving reads: every held reply, and from
+  // then on every push, push-pull, clock and barrier request, is answered with
+  // kShuttingDown; pulls, registrations and heartbeats are still answered. For the end
+  // of a run of a synchronous strategy, whose workers may be held in a round that can no
+  // longer complete. Returns at once (the held replies leave from the serving thread).
+  // Idempotent; thread-safe.
+  void Close();
+  // True once Close() was called.
+  bool closed() const;
   // Waits for the thread from Start(), then rethrows its error if any.
   void Join();
   // Stop() + Join().

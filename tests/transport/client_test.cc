@@ -328,6 +328,56 @@ TEST(Client, StopServersStopsEveryShard) {
   }
 }
 
+// A rule that holds every push-pull's reply (as a synchronous round waiting for peers).
+class HoldEverythingRule final : public ServerRule {
+ public:
+  std::string Name() const override { return "hold"; }
+  PushOutcome OnPush(ShardContext& ctx, ServerCall& call) override {
+    AddTo(ctx.mutable_values().subspan(static_cast<std::size_t>(call.payload().offset()),
+                                       static_cast<std::size_t>(call.payload().count())),
+          call.payload().pieces()[0].values);
+    ctx.AdvanceVersion();
+    call.Defer();
+    return PushOutcome::kAccepted;
+  }
+};
+
+// Close() lets a worker held in a round that can no longer complete go (kShuttingDown),
+// refuses later updates, and still serves reads, so a run can end cleanly and read its
+// final values through the same servers.
+TEST(Client, CloseReleasesHeldRepliesAndRefusesUpdatesButServesReads) {
+  ParamLayout layout;
+  layout.Add("x", {8});
+  const std::vector<float> initial(8, 1.0f);
+  auto context = NewContext();
+  ServerOptions options;
+  options.endpoint = "tcp://127.0.0.1:*";
+  ShardServer server(context, options, initial, std::make_unique<HoldEverythingRule>());
+  server.Start();
+  PlacementOptions po;
+  const Placement placement = Placement::Build(layout, 1, po);
+  ClientOptions co;
+  co.timeout = 10s;
+  PsClient client(context, {server.endpoint()}, placement, co);
+  const std::vector<float> update(8, 2.0f);
+  std::vector<float> out(8);
+  RequestHandle held = client.PushPull(update, out);
+  EXPECT_TRUE(held.Wait(100ms).timed_out());
+  EXPECT_FALSE(server.closed());
+  server.Close();
+  EXPECT_TRUE(server.closed());
+  Status st = held.Wait();
+  EXPECT_EQ(st.error_code(), ErrorCode::kShuttingDown) << st.ToString();
+  st = client.PushAndWait(update);
+  EXPECT_EQ(st.error_code(), ErrorCode::kShuttingDown) << st.ToString();
+  ASSERT_TRUE(client.PullAndWait(out).ok());
+  EXPECT_EQ(out, std::vector<float>(8, 3.0f));  // the held push was applied, the later not
+  EXPECT_EQ(server.stats().version, 1u);
+  EXPECT_TRUE(server.serving());
+  server.Close();  // idempotent
+  server.Shutdown();
+}
+
 TEST(Client, WrongSizedBuffersAreBugs) {
   TestServers ps("inproc", 1, PlacementPolicy::kEvenSplit, Initial(TestLayout().size()));
   auto client = ps.Client();
