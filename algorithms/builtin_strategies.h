@@ -10,5 +10,15 @@ Strategy HogwildStrategy();   // hogwild.cc
 Strategy DownpourStrategy();  // downpour.cc
 Strategy AgnStrategy();       // agn.cc
 Strategy DynSgdStrategy();    // dynsgd.cc
+Strategy AdagDistanceStrategy();    // adag_distance.cc
+Strategy SyncSgdStrategy();         // sync_sgd.cc
+Strategy SagnStrategy();            // sagn.cc
+Strategy EasgdStrategy();           // easgd.cc
+Strategy AeasgdStrategy();          // aeasgd.cc
+Strategy AeamsgdStrategy();         // aeamsgd.cc
+Strategy StalenessAwareStrategy();  // staleness_aware.cc
+Strategy SspStrategy();             // ssp.cc
+Strategy ModelAveragingStrategy();  // model_averaging.cc
+Strategy DcAsgdStrategy();          // dc_asgd.cc
 
 }  // namespace asgd::algorithms

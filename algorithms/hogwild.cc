@@ -28,6 +28,28 @@ void HogwildStore::Read(std::span<float> out) const {
   }
 }
 
+void HogwildStore::ReadAt(std::span<const int64_t> indices, std::span<float> out) const {
+  ASGD_CHECK_EQ(out.size(), n_, "hogwild read size");
+  for (const int64_t j : indices) {
+    ASGD_CHECK(j >= 0 && static_cast<std::size_t>(j) < n_, "hogwild index ", j);
+    const auto i = static_cast<std::size_t>(j);
+    out[i] = std::atomic_ref<float>(values_[i]).load(std::memory_order_relaxed);
+  }
+}
+
+uint64_t HogwildStore::AddAt(std::span<const int64_t> indices, std::span<const float> update) {
+  ASGD_CHECK_EQ(indices.size(), update.size(), "hogwild sparse update");
+  for (std::size_t k = 0; k < indices.size(); ++k) {
+    ASGD_CHECK(indices[k] >= 0 && static_cast<std::size_t>(indices[k]) < n_, "hogwild index ",
+               indices[k]);
+    if (update[k] != 0.0f) {
+      std::atomic_ref<float>(values_[static_cast<std::size_t>(indices[k])])
+          .fetch_add(update[k], std::memory_order_relaxed);
+    }
+  }
+  return version_.fetch_add(1, std::memory_order_acq_rel);
+}
+
 uint64_t HogwildStore::Add(std::span<const float> update) {
   ASGD_CHECK_EQ(update.size(), n_, "hogwild update size");
   for (std::size_t i = 0; i < n_; ++i) {
@@ -60,18 +82,86 @@ Status HogwildClient::Pull(std::span<float> out) {
   return Status::Ok();
 }
 
-Status HogwildClient::Push(std::span<const float> update, int64_t step) {
+namespace {
+
+// A NaN or Inf never reaches the shared vector (as on a ShardServer).
+Status CheckFinite(std::span<const float> update, uint32_t worker) {
   const int64_t bad = transport::FindNonFinite(update);
-  if (bad >= 0) {
-    return Status(transport::StatusCode::kRemoteError,
-                  internal::StrCat("hogwild: update of worker ", worker_, " holds ",
-                                   update[static_cast<std::size_t>(bad)], " at element ", bad),
-                  transport::ErrorCode::kNonFinite);
-  }
+  if (bad < 0) return Status::Ok();
+  return Status(transport::StatusCode::kRemoteError,
+                internal::StrCat("hogwild: update of worker ", worker, " holds ",
+                                 update[static_cast<std::size_t>(bad)], " at element ", bad),
+                transport::ErrorCode::kNonFinite);
+}
+
+}  // namespace
+
+Status HogwildClient::Push(std::span<const float> update, int64_t step) {
+  Status st = CheckFinite(update, worker_);
+  if (!st.ok()) return st;
   const uint64_t applied = store_->Add(update);
   store_->Record(worker_, step, pulled_, applied);
   return Status::Ok();
 }
+
+Status HogwildClient::PullSparse(std::span<const int64_t> indices, std::span<float> out) {
+  pulled_ = store_->version();
+  store_->ReadAt(indices, out);
+  return Status::Ok();
+}
+
+Status HogwildClient::PushSparse(std::span<const int64_t> indices, std::span<const float> values,
+                                 int64_t step) {
+  Status st = CheckFinite(values, worker_);
+  if (!st.ok()) return st;
+  const uint64_t applied = store_->AddAt(indices, values);
+  store_->Record(worker_, step, pulled_, applied);
+  return Status::Ok();
+}
+
+namespace {
+
+// Dense: WindowedWorker with W = 1 (read, optimizer step, add the update). Sparse (the
+// runner set env.sparse_gradient): read the batch's coordinates, add −η·g at them.
+class HogwildWorker final : public WorkerRule {
+ public:
+  Status Start(WorkerEnv& env) override {
+    sparse_ = static_cast<bool>(env.sparse_gradient);
+    if (!sparse_) return dense_.Start(env);
+    steps_ = 0;
+    return Status::Ok();  // nothing to read until a batch says which coordinates
+  }
+  StepResult Step(WorkerEnv& env) override {
+    if (!sparse_) return dense_.Step(env);
+    StepResult r;
+    ParamClient* ps = env.ps;
+    const SparseReader read = [&](std::span<const int64_t> indices, std::span<float> params) {
+      return ps->PullSparse(indices, params);
+    };
+    Status st;
+    r.loss = env.sparse_gradient(read, &grad_, &st);
+    if (!st.ok()) {
+      r.status = st;
+      return r;
+    }
+    const auto lr = static_cast<float>(env.options.learning_rate * env.learning_rate_scale);
+    for (float& g : grad_.values) g *= -lr;
+    r.status = ps->PushSparse(grad_.indices, grad_.values, ++steps_);
+    r.pushes = 1;
+    return r;
+  }
+  std::span<const float> local_params() const override {
+    return sparse_ ? std::span<const float>() : dense_.local_params();
+  }
+
+ private:
+  WindowedWorker dense_{WindowedWorker::Mode{.single_step = true}};
+  bool sparse_ = false;
+  SparseUpdate grad_;
+  int64_t steps_ = 0;
+};
+
+}  // namespace
 
 Status HogwildClient::PushPull(std::span<const float> update, std::span<float> out, int64_t step) {
   Status st = Push(update, step);
@@ -84,10 +174,9 @@ Strategy HogwildStrategy() {
   s.name = "hogwild";
   s.description = "Hogwild!: lock-free threads adding into one shared vector";
   s.shared_memory = true;
+  s.supports_sparse = true;
   s.worker_rule = [](const StrategyOptions&) -> std::unique_ptr<WorkerRule> {
-    WindowedWorker::Mode mode;
-    mode.single_step = true;
-    return std::make_unique<WindowedWorker>(mode);
+    return std::make_unique<HogwildWorker>();
   };
   // Over a parameter server (no shared memory) hogwild is async_sgd.
   s.server_rule = [](const StrategyOptions&, uint32_t) { return transport::NewAddRule(); };

@@ -8,10 +8,14 @@
 // but reads may be torn across elements, as the paper allows. The per-epoch backoff β is
 // algorithm.lr_decay.
 //
+// Sparse models (logistic regression on LIBSVM data, with the plain sgd optimizer and no
+// weight decay): a worker reads only the coordinates its mini-batch touches, and adds
+// −η·g at those coordinates only, as the paper's sparse SVM/logistic experiments do.
+// Other models and optimizers take the dense path: read everything, add the optimizer's
+// update (zeros are skipped, so a coordinate no update touches is never written).
+//
 // Staleness: pushes by other threads between a worker's read and its write (the paper's
-// delay τ), from a shared push counter; one record per push. Sparse updates for LIBSVM
-// data (touching only the example's coordinates) are not implemented yet: the update is
-// dense, with zeros off the support.
+// delay τ), from a shared push counter; one record per push.
 #pragma once
 
 #include <atomic>
@@ -36,8 +40,12 @@ class HogwildStore {
   uint64_t version() const { return version_.load(std::memory_order_acquire); }
 
   void Read(std::span<float> out) const;
+  // out[i] = values[i] for i in indices (relaxed loads). REQUIRES: indices < size().
+  void ReadAt(std::span<const int64_t> indices, std::span<float> out) const;
   // Adds update element by element (atomic, relaxed); returns the version at the write.
   uint64_t Add(std::span<const float> update);
+  // values[indices[i]] += update[i] (atomic, relaxed); returns the version at the write.
+  uint64_t AddAt(std::span<const int64_t> indices, std::span<const float> update);
   void Record(uint32_t worker, int64_t step, uint64_t pulled, uint64_t applied);
 
   int64_t records() const { return records_.load(); }
@@ -62,6 +70,10 @@ class HogwildClient final : public ParamClient {
   Status PushPull(std::span<const float> update, std::span<float> out, int64_t step) override;
   Status SendClock(int64_t) override { return Status::Ok(); }
   int64_t dropped_pushes() const override { return 0; }
+  // Only the listed coordinates are read or written.
+  Status PullSparse(std::span<const int64_t> indices, std::span<float> out) override;
+  Status PushSparse(std::span<const int64_t> indices, std::span<const float> values,
+                    int64_t step) override;
 
  private:
   HogwildStore* store_;

@@ -190,16 +190,17 @@ MemoryStore::Result MemoryStore::Request(Op op, uint32_t worker, int64_t step, u
       case PushOutcome::kDropped: ++stats_.dropped; break;
     }
     if (result.outcome != PushOutcome::kDropped) {
+      const int64_t recorded = call.staleness();  // the rule may restate it (SSP: clocks)
       ++stats_.records;
-      stats_.staleness_sum += std::max<int64_t>(0, staleness);
-      stats_.staleness_max = std::max(stats_.staleness_max, staleness);
+      stats_.staleness_sum += std::max<int64_t>(0, recorded);
+      stats_.staleness_max = std::max(stats_.staleness_max, recorded);
       if (sink_ != nullptr) {
         transport::StalenessRecord r;
         r.worker = worker;
         r.step = step;
         r.pulled_version = version;
         r.applied_version = arrival;
-        r.staleness = staleness;
+        r.staleness = recorded;
         r.wall_time_s = std::chrono::duration<double>(clock_->Now()).count();
         r.outcome = result.outcome;
         sink_->Record(r);

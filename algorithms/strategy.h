@@ -51,11 +51,35 @@ class ParamClient {
   virtual Status SendClock(int64_t clock) = 0;
   // Pushes this client's pushes dropped as stale so far (synchronous rules).
   virtual int64_t dropped_pushes() const = 0;
+
+  // Sparse forms, for updates that touch few coordinates (Hogwild on LIBSVM data).
+  // indices: flat-vector coordinates, unique and increasing. PullSparse writes
+  // out[indices[i]] (out has size() elements; other entries may be written too);
+  // PushSparse adds values[i] at indices[i]. The defaults go through the dense calls;
+  // the shared-vector client touches only the listed coordinates.
+  virtual Status PullSparse(std::span<const int64_t> indices, std::span<float> out);
+  virtual Status PushSparse(std::span<const int64_t> indices, std::span<const float> values,
+                            int64_t step);
 };
 
 // The mini-batch gradient the worker's model computes: loss and gradient at params on
 // the worker's next mini-batch (draws it). Examples of the batch are added to *samples.
 using GradientFn = std::function<float(std::span<const float> params, std::span<float> grad)>;
+
+// A sparse gradient: only the listed coordinates (unique, increasing) may be non-zero.
+struct SparseUpdate {
+  std::vector<int64_t> indices;
+  std::vector<float> values;
+};
+// Reads the parameters at the given coordinates into params[indices[i]].
+using SparseReader = std::function<Status(std::span<const int64_t> indices, std::span<float> params)>;
+// The sparse form of GradientFn, for models whose mini-batch gradient touches few
+// coordinates (logistic regression on LIBSVM data): draws the next batch, reads the
+// parameters it needs through `read` (only those) and writes the gradient at the
+// coordinates it touches into *grad. Returns the loss, or NaN with *status set if the
+// read failed.
+using SparseGradientFn = std::function<float(const SparseReader& read, SparseUpdate* grad,
+                                             Status* status)>;
 
 // Per-worker settings from the config, read by the worker rules that use them.
 struct WorkerOptions {
@@ -73,6 +97,9 @@ struct WorkerEnv {
   int num_workers = 1;
   ParamClient* ps = nullptr;       // not owned
   GradientFn gradient;             // the worker's model on its data shard
+  // Set by the runner when the model has sparse gradients and the strategy can use them
+  // (hogwild with plain SGD); empty otherwise.
+  SparseGradientFn sparse_gradient;
   Optimizer* optimizer = nullptr;  // local optimizer, not owned
   const Clock* clock = nullptr;    // not owned
   WorkerOptions options;
@@ -102,12 +129,34 @@ class WorkerRule {
     (void)env;
     return Status::Ok();
   }
+  // The worker's own copy of the parameters as of its last Step (elastic averaging's
+  // x^i, a window's local trajectory), for tests and for evaluating local models. Empty
+  // for a rule that keeps none.
+  virtual std::span<const float> local_params() const { return {}; }
 };
 
 struct StrategyOptions {
   WorkerOptions worker;
   int num_workers = 1;
-  // dynsgd: none. downpour: "add" or "adagrad" (DistBelief's server-side Adagrad).
+  // Synchronous rounds (sync_sgd, sagn): N, the pushes a round applies; 0 = every worker.
+  // With N < workers the slowest workers' pushes of each round are dropped (backups).
+  int replicas_to_aggregate = 0;
+  // sync_sgd, sagn: "mean" (TensorFlow's SyncReplicasOptimizer) or "sum" of a round's
+  // pushes.
+  std::string aggregation = "mean";
+  // Elastic averaging: moving rate α = ηρ; 0 = the paper's β/n with β = 0.9.
+  double elastic_alpha = 0.0;
+  // dc_asgd: λ of the delay compensation g + λ·g⊙g⊙(w − w_bak). MXNet's default 0.04.
+  double dc_lambda = 0.04;
+  // adag_distance: γ of the damping 1/(D²/γ + 1). Hermans' experiments: 1e-4.
+  double adag_gamma = 1e-4;
+  // staleness_aware: n of n-softsync; an update averages c = max(1, workers / n) pushes.
+  int softsync = 0;  // 0 = workers (update on every push)
+  // ssp: the staleness bound S in clocks (0 = BSP).
+  int ssp_bound = 3;
+  // aeamsgd: the Nesterov momentum δ of the local step (algorithm.momentum).
+  double worker_momentum = 0.9;
+  // downpour: "add" or "adagrad" (DistBelief's server-side Adagrad).
   std::string server_optimizer = "add";
   // Server-side Adagrad's learning rate γ and initial accumulator (DistBelief form).
   double server_learning_rate = 0.01;
@@ -120,11 +169,25 @@ struct Strategy {
   std::string description;  // one line, with the source
   // Runs on threads that share one vector without a store (hogwild).
   bool shared_memory = false;
+  // Workers wait for each other (rounds, clocks): a worker that stops early would block
+  // the others, so the runner shuts the store down when the run ends.
+  bool synchronous = false;
+  // The worker rule uses WorkerEnv::sparse_gradient when the runner provides it.
+  bool supports_sparse = false;
   std::function<std::unique_ptr<WorkerRule>(const StrategyOptions&)> worker_rule;
   // Per shard; shard = 0 for the in-memory store.
   std::function<std::unique_ptr<transport::ServerRule>(const StrategyOptions&, uint32_t shard)>
       server_rule;
 };
+
+// N for synchronous rounds: replicas_to_aggregate, or every worker.
+inline int Replicas(const StrategyOptions& o) {
+  return o.replicas_to_aggregate > 0 ? o.replicas_to_aggregate : o.num_workers;
+}
+// α for elastic averaging: elastic_alpha, or 0.9 / workers (Zhang et al. 2015, β = 0.9).
+inline double ElasticAlpha(const StrategyOptions& o) {
+  return o.elastic_alpha > 0 ? o.elastic_alpha : 0.9 / o.num_workers;
+}
 
 // The registry. Throws ConfigError("algorithm.name", name, "one of ...") if unknown.
 const Strategy& FindStrategy(const std::string& name);

@@ -1,5 +1,6 @@
-// The worker loop shared by the asynchronous window strategies (async_sgd, downpour,
-// agn, dynsgd): local optimizer steps on a local copy, the applied updates accumulated
+// The worker loop shared by the window strategies (async_sgd, hogwild's dense path,
+// downpour, agn, dynsgd, adag_distance, and the synchronous sync_sgd and sagn): local
+// optimizer steps on a local copy, the applied updates accumulated
 // exactly (Optimizer::Step's `applied`), a push every W steps, a fetch of the centre
 // every n_fetch steps.
 //
@@ -31,18 +32,22 @@ class WindowedWorker : public WorkerRule {
     bool normalise = false;       // push a/W (AGN) instead of a
     bool push_gradients = false;  // push the window's summed raw gradients
     bool single_step = false;     // W = n_fetch = 1 whatever the options say (async_sgd)
+    bool fetch_at_push = false;   // n_fetch = W whatever the options say: every push is a
+                                  // push-pull (synchronous rounds answer with the centre)
   };
   explicit WindowedWorker(Mode mode) : mode_(mode) {}
 
   Status Start(WorkerEnv& env) override;
   StepResult Step(WorkerEnv& env) override;
+  std::span<const float> local_params() const override { return theta_; }
 
  private:
   int64_t window(const WorkerEnv& env) const {
     return mode_.single_step ? 1 : env.options.window;
   }
   int64_t fetch_window(const WorkerEnv& env) const {
-    return mode_.single_step ? 1 : env.options.fetch_window;
+    if (mode_.single_step) return 1;
+    return mode_.fetch_at_push ? env.options.window : env.options.fetch_window;
   }
 
   Mode mode_;

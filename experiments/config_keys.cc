@@ -2,6 +2,8 @@
 // without asking; where they come from the literature the comment says so.
 #include "experiments/config_keys.h"
 
+#include "algorithms/strategy.h"
+
 namespace asgd::experiments {
 namespace {
 
@@ -59,6 +61,18 @@ KeySpec Bool(std::string name, bool def, std::string doc) {
   k.type = KeyType::kBool;
   k.default_value = def ? "true" : "false";
   k.doc = std::move(doc);
+  return k;
+}
+
+KeySpec DoubleList(std::string name, std::string def, double min, std::string doc) {
+  KeySpec k;
+  k.name = std::move(name);
+  k.type = KeyType::kDoubleList;
+  k.default_value = std::move(def);
+  k.min = min;
+  k.min_exclusive = true;
+  k.doc = std::move(doc);
+  k.allow_empty = true;
   return k;
 }
 
@@ -138,17 +152,32 @@ Schema BuildSchema() {
             "pixels"));
 
   // [algorithm]
-  s.Add(Choice("algorithm.name", "sgd",
-               {"sgd", "async_sgd", "hogwild", "downpour", "agn", "adag", "dynsgd", "ps_check"},
+  std::vector<std::string> names = {"sgd"};
+  for (const std::string& n : algorithms::StrategyNames()) names.push_back(n);
+  names.push_back("ps_check");
+  s.Add(Choice("algorithm.name", "sgd", names,
                "the training strategy (sgd = the sequential baseline; adag = agn, dist-keras's "
-               "name); ps_check is not training but a check of a deployed parameter server: "
-               "workers push small integers and verify the sum exactly"));
+               "name; README.md lists each with its source); ps_check is not training but a "
+               "check of a deployed parameter server: workers push small integers and verify "
+               "the sum exactly"));
   s.Add(Choice("algorithm.optimizer", "sgd", {"sgd", "momentum", "nesterov", "adagrad", "adam"},
                "local optimizer used by each worker's steps"));
   s.Add(Num("algorithm.learning_rate", "0.05", 0, true, std::nullopt, false,
             "learning rate η of the local optimizer"));
   s.Add(Num("algorithm.lr_decay", "1", 0, true, 1, false,
             "multiply the learning rate by this after every epoch (Hogwild's backoff β)"));
+  s.Add(DoubleList("algorithm.worker_learning_rates", "", 0,
+                   "per-worker learning rates η_k, one per worker, replacing learning_rate for "
+                   "each worker's local steps (sync_sgd's \"different learning rates\" variant); "
+                   "empty = learning_rate for all"));
+  s.Add(Bool("algorithm.linear_scaling", false,
+             "linear scaling rule (Goyal et al. 2017): multiply the learning rate by the number "
+             "of mini-batches one update aggregates (sync_sgd, sagn: replicas_to_aggregate; "
+             "other distributed strategies: workers)"));
+  s.Add(Num("algorithm.warmup_epochs", "0", 0, false, std::nullopt, false,
+            "with linear_scaling: ramp the rate linearly from learning_rate to the scaled rate "
+            "over this many epochs (Goyal et al.: 5); 0 = the scaled rate from the start",
+            "epochs"));
   s.Add(Num("algorithm.momentum", "0.9", 0, false, 1, true, "momentum μ (momentum, nesterov)"));
   s.Add(Num("algorithm.beta1", "0.9", 0, false, 1, true, "Adam β1"));
   s.Add(Num("algorithm.beta2", "0.999", 0, false, 1, true, "Adam β2"));
@@ -171,6 +200,27 @@ Schema BuildSchema() {
                "as summed gradients and take an Adagrad step"));
   s.Add(Num("algorithm.server_learning_rate", "0.01", 0, true, std::nullopt, false,
             "downpour with server_optimizer = adagrad: the server's learning rate γ"));
+  s.Add(Int("algorithm.replicas_to_aggregate", 0, 0, 1024,
+            "sync_sgd, sagn: N, the fresh pushes one round applies; with N < workers the "
+            "slowest workers' pushes of each round are dropped and counted (backup workers); "
+            "0 = every worker"));
+  s.Add(Choice("algorithm.aggregation", "mean", {"mean", "sum"},
+               "sync_sgd, sagn: combine a round's pushes by their mean (TensorFlow's "
+               "SyncReplicasOptimizer) or their sum"));
+  s.Add(Num("algorithm.elastic_alpha", "0", 0, false, 1, false,
+            "easgd, aeasgd, aeamsgd: the moving rate α = ηρ of the elastic exchange; 0 = the "
+            "paper's β/workers with β = 0.9 (Zhang et al. 2015)"));
+  s.Add(Num("algorithm.dc_lambda", "0.04", 0, false, std::nullopt, false,
+            "dc_asgd: λ of the delay compensation g + λ·g⊙g⊙(w − w_bak) (MXNet's default 0.04)"));
+  s.Add(Num("algorithm.adag_gamma", "1e-4", 0, true, std::nullopt, false,
+            "adag_distance: γ of the damping 1/(D²/γ + 1) (Hermans' experiments: 1e-4)"));
+  s.Add(Int("algorithm.softsync", 0, 0, 1024,
+            "staleness_aware: n of n-softsync, the server updates after max(1, workers/n) "
+            "gradients; 0 = workers (an update per gradient)"));
+  s.Add(Int("algorithm.ssp_bound", 3, 0, 1000000,
+            "ssp: the staleness bound S: no worker runs more than S clocks ahead of the "
+            "slowest (0 = BSP)",
+            "clocks"));
   s.Add(Int("algorithm.check_pushes", 20, 1, 1000000,
             "ps_check: pushes each worker makes before the sum is verified", "pushes"));
 

@@ -1,5 +1,6 @@
 #include "experiments/parallel_runner.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <iostream>
@@ -9,6 +10,7 @@
 
 #include "algorithms/hogwild.h"
 #include "algorithms/memory_store.h"
+#include "algorithms/schedule.h"
 #include "algorithms/strategy.h"
 #include "core/aligned.h"
 #include "core/check.h"
@@ -21,6 +23,7 @@
 #include "experiments/csv.h"
 #include "experiments/evaluation.h"
 #include "experiments/progress.h"
+#include "experiments/ps_param_client.h"
 #include "experiments/run_dir.h"
 #include "experiments/setup.h"
 #include "models/factory.h"
@@ -77,42 +80,6 @@ class CsvStalenessSink final : public tp::StalenessSink {
   int64_t count_ = 0, sum_ = 0, max_ = 0;
 };
 
-// The ZeroMQ client as the strategies' ParamClient.
-class PsParamClient final : public alg::ParamClient {
- public:
-  explicit PsParamClient(std::unique_ptr<tp::PsClient> client) : client_(std::move(client)) {}
-  int64_t size() const override { return client_->placement().total_elements(); }
-  alg::Status Pull(std::span<float> out) override { return client_->PullAndWait(out); }
-  alg::Status Push(std::span<const float> update, int64_t step) override {
-    tp::PushOptions o;
-    o.clock = step;
-    tp::RequestHandle h = client_->Push(update, o);
-    return Finish(h);
-  }
-  alg::Status PushPull(std::span<const float> update, std::span<float> out,
-                       int64_t step) override {
-    tp::PushOptions o;
-    o.clock = step;
-    tp::RequestHandle h = client_->PushPull(update, out, o);
-    return Finish(h);
-  }
-  alg::Status SendClock(int64_t clock) override { return client_->SendClock(clock).Wait(); }
-  int64_t dropped_pushes() const override { return dropped_; }
-
- private:
-  alg::Status Finish(tp::RequestHandle& h) {
-    alg::Status st = h.Wait();
-    if (st.ok()) {
-      for (const tp::ShardResult& r : h.results()) {
-        if (r.outcome == tp::PushOutcome::kDropped) ++dropped_;
-      }
-    }
-    return st;
-  }
-  std::unique_ptr<tp::PsClient> client_;
-  int64_t dropped_ = 0;
-};
-
 // Shared progress of all workers.
 struct Shared {
   std::atomic<int64_t> samples{0};
@@ -142,17 +109,12 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
   const algorithms::OptimizerOptions optimizer_options = BuildOptimizerOptions(config);
   (void)algorithms::NewOptimizer(optimizer_options, n_params);  // validate before the folder
 
-  alg::StrategyOptions so;
-  so.num_workers = workers;
-  so.worker.learning_rate = config.Double("algorithm.learning_rate");
-  so.worker.window = config.Int("algorithm.window");
-  so.worker.fetch_window = config.Int("algorithm.fetch_window") > 0
-                               ? config.Int("algorithm.fetch_window")
-                               : so.worker.window;
-  so.server_optimizer = config.String("algorithm.server_optimizer");
-  so.server_learning_rate = config.Double("algorithm.server_learning_rate");
-  so.server_initial_accumulator = config.Double("algorithm.initial_accumulator");
+  const alg::StrategyOptions so = BuildStrategyOptions(config);
   (void)strategy.server_rule(so, 0);  // validates the server options
+  const alg::ScheduleOptions schedule = BuildScheduleOptions(config);
+  // Hogwild on a sparse model with plain SGD touches only the batch's coordinates.
+  const bool sparse = strategy.supports_sparse && model->HasSparseGradient() &&
+                      optimizer_options.name == "sgd" && optimizer_options.weight_decay == 0;
 
   const int64_t batch_size = config.Int("algorithm.batch_size");
   const auto shards_of_data = datasets::PartitionIndices(train.num_examples, workers,
@@ -178,7 +140,6 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
   const double eval_every_s = config.Double("metrics.eval_every_s");
   const int64_t eval_examples = config.Int("metrics.eval_examples");
   const double lr0 = config.Double("algorithm.learning_rate");
-  const double lr_decay = config.Double("algorithm.lr_decay");
   const std::string transport_kind = config.String("cluster.transport");
   const int num_shards = static_cast<int>(config.Int("cluster.shards"));
 
@@ -201,7 +162,8 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
   std::string store_description;
   if (strategy.shared_memory) {
     hogwild = std::make_unique<alg::HogwildStore>(initial, clock.get(), &staleness);
-    store_description = "one shared vector (lock-free)";
+    store_description = sparse ? "one shared vector (lock-free, sparse updates)"
+                               : "one shared vector (lock-free)";
   } else if (transport_kind == "memory") {
     memory = std::make_unique<alg::MemoryStore>(
         std::vector<float>(initial.begin(), initial.end()), strategy.server_rule(so, 0),
@@ -228,8 +190,18 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
     if (memory) return std::make_unique<alg::MemoryClient>(memory.get(), id);
     tp::ClientOptions co;
     co.id = id;
+    co.role = id < static_cast<uint32_t>(workers) ? tp::Role::kWorker : tp::Role::kEvaluator;
+    co.timeout = std::chrono::milliseconds(
+        static_cast<int64_t>(config.Double("cluster.timeout_s") * 1000.0));
     return std::make_unique<PsParamClient>(
         std::make_unique<tp::PsClient>(context, tp::Endpoints(servers), placement, co));
+  };
+  // Synchronous strategies hold workers in rounds: at the end the store is closed, so
+  // that a worker waiting for peers that already stopped is answered (kShuttingDown).
+  // Closed shard servers still answer pulls: the final evaluation reads through them.
+  auto close_store = [&] {
+    if (memory) memory->Shutdown();
+    for (auto& server : servers) server->Close();
   };
 
   ASGD_LOG(kInfo, "run ", run.id(), ": ", name, " with ", workers, " workers on ",
@@ -243,9 +215,8 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
     shared.stop.store(true);
   };
   auto lr_scale_at = [&](int64_t samples) {
-    const auto epochs = static_cast<double>(
-        static_cast<int64_t>(static_cast<double>(samples) / static_cast<double>(train.num_examples)));
-    return std::pow(lr_decay, epochs);
+    return alg::LearningRateScale(
+        schedule, static_cast<double>(samples) / static_cast<double>(train.num_examples));
   };
 
   // ---- the evaluator: the main thread ---------------------------------------------------
@@ -311,9 +282,16 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
   evaluate(false);
 
   // ---- workers ----------------------------------------------------------------------
+  std::atomic<int64_t> dropped{0};
   std::vector<std::thread> threads;
   for (int w = 0; w < workers; ++w) {
     threads.emplace_back([&, w] {
+      std::unique_ptr<alg::ParamClient> client;
+      // After the run ended, a synchronous worker's pending request is answered with
+      // kShuttingDown: that is the end of its last round, not a failure.
+      auto stopped = [&](const alg::Status& st) {
+        return shared.stop.load() && st.error_code() == tp::ErrorCode::kShuttingDown;
+      };
       try {
         std::unique_ptr<models::Model> local = model->Clone();
         datasets::SamplerOptions sopt;
@@ -321,7 +299,7 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
         sopt.seed = DeriveSeed(seed, "sampler", static_cast<uint64_t>(w));
         datasets::BatchSampler sampler(train, shards_of_data[static_cast<std::size_t>(w)], sopt);
         auto optimizer = algorithms::NewOptimizer(optimizer_options, n_params);
-        auto client = make_client(static_cast<uint32_t>(w));
+        client = make_client(static_cast<uint32_t>(w));
         int64_t last_batch = 0;
         alg::WorkerEnv env;
         env.worker = w;
@@ -330,20 +308,47 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
         env.optimizer = optimizer.get();
         env.clock = clock.get();
         env.options = so.worker;
+        env.options.learning_rate = WorkerLearningRate(config, w);
         env.gradient = [&](std::span<const float> params, std::span<float> grad) {
           datasets::BatchView batch = sampler.Next();
           last_batch = batch.size;
           return local->LossAndGradient(params, batch, grad);
         };
+        AlignedVector<float> sparse_params;
+        models::SparseGradient sparse_grad;
+        std::vector<int64_t> touched;
+        if (sparse) {
+          sparse_params.assign(static_cast<std::size_t>(n_params), 0.0f);
+          env.sparse_gradient = [&](const alg::SparseReader& read, alg::SparseUpdate* grad,
+                                    alg::Status* status) -> float {
+            datasets::BatchView batch = sampler.Next();
+            last_batch = batch.size;
+            // The coordinates the batch touches: its features and the bias (the last).
+            touched.assign(batch.indices + batch.indptr[0], batch.indices + batch.indptr[batch.size]);
+            touched.push_back(n_params - 1);
+            std::sort(touched.begin(), touched.end());
+            touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+            *status = read(touched, sparse_params);
+            if (!status->ok()) return std::nanf("");
+            const float loss = local->LossAndSparseGradient(sparse_params, batch, &sparse_grad);
+            grad->indices.swap(sparse_grad.indices);
+            grad->values.swap(sparse_grad.values);
+            return loss;
+          };
+        }
         auto rule = strategy.worker_rule(so);
         alg::Status st = rule->Start(env);
-        if (!st.ok()) return fail(StrCat("worker ", w, ": first pull: ", st.ToString()));
+        if (!st.ok()) {
+          if (!stopped(st)) fail(StrCat("worker ", w, ": first pull: ", st.ToString()));
+          return;
+        }
         while (!shared.stop.load(std::memory_order_relaxed)) {
           const int64_t done = shared.samples.load(std::memory_order_relaxed);
           if (static_cast<double>(done) >= total_samples) break;
           if (max_steps > 0 && shared.steps.load(std::memory_order_relaxed) >= max_steps) break;
           env.learning_rate_scale = lr_scale_at(done);
           alg::StepResult r = rule->Step(env);
+          if (stopped(r.status)) break;
           if (!std::isfinite(r.loss)) {
             return fail(StrCat("training loss is ", std::isnan(r.loss) ? "NaN" : "infinite",
                                " on worker ", w, "; lower algorithm.learning_rate (now ",
@@ -358,10 +363,11 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
           shared.loss_count += last_batch;
         }
         st = rule->Finish(env);
-        if (!st.ok()) fail(StrCat("worker ", w, ": finishing: ", st.ToString()));
+        if (!st.ok() && !stopped(st)) fail(StrCat("worker ", w, ": finishing: ", st.ToString()));
       } catch (const std::exception& e) {
         fail(StrCat("worker ", w, ": ", e.what()));
       }
+      if (client) dropped.fetch_add(client->dropped_pushes());
     });
   }
 
@@ -393,6 +399,7 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
     clock->SleepFor(std::chrono::milliseconds(5));
   }
   shared.stop.store(true);
+  if (strategy.synchronous) close_store();
   for (auto& t : threads) t.join();
   const double wall = seconds();
   {
@@ -418,7 +425,8 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
       {"wall_time_s", CsvCell(result.wall_time_s)},
       {"mean_staleness", CsvCell(staleness.mean())},
       {"max_staleness", std::to_string(staleness.max())},
-      {"staleness_records", std::to_string(staleness.count())}};
+      {"staleness_records", std::to_string(staleness.count())},
+      {"dropped_pushes", std::to_string(dropped.load())}};
   if (time_to_target >= 0) extra["time_to_target_s"] = CsvCell(time_to_target);
   run.Finish(result.status, reason, extra);
   if (failed) {
@@ -426,14 +434,15 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
     out << "run stopped: " << reason << "\nrun folder: " << run.path() << "\n";
     return result;
   }
-  char line[256];
+  char line[320];
   std::snprintf(line, sizeof(line),
                 "final test accuracy: %.4f (loss %.4f) after %.2f epochs, %lld pushes, %.1f s "
-                "(%s)\nmean staleness: %.2f (max %lld) over %lld pushes\n",
+                "(%s)\nmean staleness: %.2f (max %lld) over %lld pushes%s\n",
                 result.final_test_accuracy, result.final_test_loss,
                 static_cast<double>(result.samples) / static_cast<double>(train.num_examples),
                 static_cast<long long>(result.updates), wall, reason.c_str(), staleness.mean(),
-                static_cast<long long>(staleness.max()), static_cast<long long>(staleness.count()));
+                static_cast<long long>(staleness.max()), static_cast<long long>(staleness.count()),
+                dropped.load() > 0 ? StrCat("; ", dropped.load(), " dropped as stale").c_str() : "");
   out << line << "run folder: " << run.path() << "\n";
   return result;
 }

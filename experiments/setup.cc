@@ -1,5 +1,7 @@
 #include "experiments/setup.h"
 
+#include "core/check.h"
+#include "core/error.h"
 #include "core/rng.h"
 
 namespace asgd::experiments {
@@ -56,6 +58,63 @@ algorithms::OptimizerOptions BuildOptimizerOptions(const Config& config) {
   o.initial_accumulator = config.Double("algorithm.initial_accumulator");
   o.weight_decay = config.Double("algorithm.weight_decay");
   return o;
+}
+
+algorithms::StrategyOptions BuildStrategyOptions(const Config& config) {
+  algorithms::StrategyOptions so;
+  const int workers = static_cast<int>(config.Int("algorithm.workers"));
+  so.num_workers = workers;
+  so.worker.learning_rate = config.Double("algorithm.learning_rate");
+  so.worker.window = config.Int("algorithm.window");
+  so.worker.fetch_window = config.Int("algorithm.fetch_window") > 0
+                               ? config.Int("algorithm.fetch_window")
+                               : so.worker.window;
+  so.replicas_to_aggregate = static_cast<int>(config.Int("algorithm.replicas_to_aggregate"));
+  if (so.replicas_to_aggregate > workers) {
+    throw ConfigError("algorithm.replicas_to_aggregate", config.Raw("algorithm.replicas_to_aggregate"),
+                      internal::StrCat("at most algorithm.workers (", workers, "); 0 = all"));
+  }
+  so.aggregation = config.String("algorithm.aggregation");
+  so.elastic_alpha = config.Double("algorithm.elastic_alpha");
+  so.dc_lambda = config.Double("algorithm.dc_lambda");
+  so.adag_gamma = config.Double("algorithm.adag_gamma");
+  so.softsync = static_cast<int>(config.Int("algorithm.softsync"));
+  if (so.softsync > workers) {
+    throw ConfigError("algorithm.softsync", config.Raw("algorithm.softsync"),
+                      internal::StrCat("at most algorithm.workers (", workers, "); 0 = workers"));
+  }
+  so.ssp_bound = static_cast<int>(config.Int("algorithm.ssp_bound"));
+  so.worker_momentum = config.Double("algorithm.momentum");
+  so.server_optimizer = config.String("algorithm.server_optimizer");
+  so.server_learning_rate = config.Double("algorithm.server_learning_rate");
+  so.server_initial_accumulator = config.Double("algorithm.initial_accumulator");
+  const std::vector<double> rates = config.DoubleList("algorithm.worker_learning_rates");
+  if (!rates.empty() && static_cast<int>(rates.size()) != workers) {
+    throw ConfigError("algorithm.worker_learning_rates", config.Raw("algorithm.worker_learning_rates"),
+                      internal::StrCat("one rate per worker (", workers, "), or empty"));
+  }
+  return so;
+}
+
+algorithms::ScheduleOptions BuildScheduleOptions(const Config& config) {
+  algorithms::ScheduleOptions o;
+  o.decay = config.Double("algorithm.lr_decay");
+  if (config.Bool("algorithm.linear_scaling")) {
+    const std::string name = config.String("algorithm.name");
+    const auto workers = static_cast<double>(config.Int("algorithm.workers"));
+    const auto replicas = static_cast<double>(config.Int("algorithm.replicas_to_aggregate"));
+    const bool rounds = name == "sync_sgd" || name == "sagn";
+    o.scale = rounds && replicas > 0 ? replicas : workers;
+    o.warmup_epochs = config.Double("algorithm.warmup_epochs");
+  }
+  return o;
+}
+
+double WorkerLearningRate(const Config& config, int worker) {
+  const std::vector<double> rates = config.DoubleList("algorithm.worker_learning_rates");
+  if (rates.empty()) return config.Double("algorithm.learning_rate");
+  ASGD_CHECK(worker >= 0 && static_cast<std::size_t>(worker) < rates.size(), "worker ", worker);
+  return rates[static_cast<std::size_t>(worker)];
 }
 
 }  // namespace asgd::experiments

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "algorithms/hogwild.h"
+#include "tests/algorithms/strategy_harness.h"
 #include "algorithms/memory_store.h"
 #include "algorithms/strategy.h"
 #include "core/error.h"
@@ -17,96 +18,7 @@
 namespace asgd::algorithms {
 namespace {
 
-// f(θ) = ½ Σ h_i (θ_i − c_i)²: gradient h ⊙ (θ − c). Deterministic, no data.
-struct Quadratic {
-  std::vector<float> h, c;
-  explicit Quadratic(int n) {
-    for (int i = 0; i < n; ++i) {
-      h.push_back(0.5f + 0.25f * static_cast<float>(i % 4));
-      c.push_back(static_cast<float>(i) - 3.0f);
-    }
-  }
-  GradientFn Fn() const {
-    return [this](std::span<const float> p, std::span<float> g) {
-      float loss = 0;
-      for (std::size_t i = 0; i < p.size(); ++i) {
-        const float d = p[i] - c[i];
-        g[i] = h[i] * d;
-        loss += 0.5f * h[i] * d * d;
-      }
-      return loss;
-    };
-  }
-};
-
-constexpr int kDim = 6;
-const std::vector<float> kInit = {1.0f, -2.0f, 0.5f, 4.0f, 0.0f, 3.0f};
-
-// The sequential reference: `steps` optimizer steps from kInit.
-std::vector<float> Sequential(const Quadratic& q, const std::string& opt, double lr, int steps) {
-  std::vector<float> theta = kInit, g(kDim);
-  OptimizerOptions oo;
-  oo.name = opt;
-  auto o = NewOptimizer(oo, kDim);
-  auto fn = q.Fn();
-  for (int s = 0; s < steps; ++s) {
-    fn(theta, g);
-    o->Step(theta, g, static_cast<float>(lr));
-  }
-  return theta;
-}
-
-// n workers of one strategy against one MemoryStore, stepped round-robin.
-struct Harness {
-  Quadratic q{kDim};
-  transport::MemoryStalenessSink sink;
-  std::unique_ptr<MemoryStore> store;
-  std::vector<std::unique_ptr<MemoryClient>> clients;
-  std::vector<std::unique_ptr<Optimizer>> optimizers;
-  std::vector<std::unique_ptr<WorkerRule>> rules;
-  std::vector<WorkerEnv> envs;
-  int64_t pushes = 0;
-
-  Harness(const std::string& name, int workers, StrategyOptions so, const std::string& opt = "sgd") {
-    const Strategy& s = FindStrategy(name);
-    so.num_workers = workers;
-    store = std::make_unique<MemoryStore>(kInit, s.server_rule(so, 0), nullptr, &sink);
-    envs.resize(static_cast<std::size_t>(workers));
-    for (int w = 0; w < workers; ++w) {
-      clients.push_back(std::make_unique<MemoryClient>(store.get(), static_cast<uint32_t>(w)));
-      OptimizerOptions oo;
-      oo.name = opt;
-      optimizers.push_back(NewOptimizer(oo, kDim));
-      rules.push_back(s.worker_rule(so));
-      WorkerEnv& e = envs[static_cast<std::size_t>(w)];
-      e.worker = w;
-      e.num_workers = workers;
-      e.ps = clients.back().get();
-      e.gradient = q.Fn();
-      e.optimizer = optimizers.back().get();
-      e.options = so.worker;
-      EXPECT_TRUE(rules.back()->Start(e).ok());
-    }
-  }
-  // `rounds` round-robin rounds of one Step per worker.
-  void Run(int rounds) {
-    for (int r = 0; r < rounds; ++r) {
-      for (std::size_t w = 0; w < rules.size(); ++w) {
-        StepResult res = rules[w]->Step(envs[w]);
-        ASSERT_TRUE(res.status.ok()) << res.status.ToString();
-        pushes += res.pushes;
-      }
-    }
-  }
-};
-
-StrategyOptions Options(double lr, int64_t window, int64_t fetch = 0) {
-  StrategyOptions o;
-  o.worker.learning_rate = lr;
-  o.worker.window = window;
-  o.worker.fetch_window = fetch > 0 ? fetch : window;
-  return o;
-}
+using namespace ::asgd::algorithms::testing;  // NOLINT: the fixtures of this suite
 
 // algorithms.md §7.4: DOWNPOUR(W=1) ≡ AGN(W=1) ≡ DynSGD(n=1) ≡ async_sgd(n=1) ≡ SGD, bit
 // for bit (the pushed update is the optimizer's own −η·g).
@@ -317,6 +229,59 @@ TEST(Hogwild, OneThreadIsSgdAndThreadsLoseNothing) {
   }
   EXPECT_EQ(store.version(), static_cast<uint64_t>(kThreads * kPushes));
   EXPECT_EQ(sink.size(), static_cast<std::size_t>(kThreads * kPushes));
+}
+
+// §3.2: on sparse data a Hogwild worker reads only the coordinates its batch touches and
+// adds −η·g at those only; every other coordinate is never read or written.
+TEST(Hogwild, SparseStepsTouchOnlyTheirCoordinates) {
+  constexpr int kSize = 10;
+  std::vector<float> init(kSize);
+  for (int i = 0; i < kSize; ++i) init[static_cast<std::size_t>(i)] = static_cast<float>(i);
+  transport::MemoryStalenessSink sink;
+  HogwildStore store(init, nullptr, &sink);
+  HogwildClient client(&store, 0);
+  auto opt = MakeOptimizer("sgd");
+  WorkerEnv env;
+  env.ps = &client;
+  env.optimizer = opt.get();
+  env.options = Options(0.5, 1).worker;
+  env.gradient = [](std::span<const float>, std::span<float>) -> float {
+    ADD_FAILURE() << "the dense gradient was used";
+    return 0.0f;
+  };
+  std::vector<float> seen(kSize, -1.0f);  // what the sparse gradient got to read
+  env.sparse_gradient = [&](const SparseReader& read, SparseUpdate* g, Status* st) {
+    const std::vector<int64_t> touched = {2, 7, 9};
+    std::vector<float> params(kSize, -1.0f);
+    *st = read(touched, params);
+    seen = params;
+    g->indices = touched;
+    g->values = {1.0f, -2.0f, 4.0f};
+    return 0.25f;
+  };
+  auto rule = FindStrategy("hogwild").worker_rule(Options(0.5, 1));
+  ASSERT_TRUE(rule->Start(env).ok());
+  StepResult r = rule->Step(env);
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_EQ(r.loss, 0.25f);
+  EXPECT_EQ(r.pushes, 1);
+  for (int i = 0; i < kSize; ++i) {
+    const bool touched = i == 2 || i == 7 || i == 9;
+    EXPECT_EQ(seen[static_cast<std::size_t>(i)], touched ? init[static_cast<std::size_t>(i)] : -1.0f) << i;
+  }
+  const std::vector<float> want = {0, 1, 2 - 0.5f, 3, 4, 5, 6, 7 + 1.0f, 8, 9 - 2.0f};
+  EXPECT_EQ(store.values(), want);
+  EXPECT_EQ(store.version(), 1u);
+  EXPECT_EQ(sink.size(), 1u);
+  // A NaN never reaches the shared vector.
+  env.sparse_gradient = [](const SparseReader&, SparseUpdate* g, Status*) {
+    g->indices = {0};
+    g->values = {std::nanf("")};
+    return 0.0f;
+  };
+  r = rule->Step(env);
+  EXPECT_EQ(r.status.error_code(), transport::ErrorCode::kNonFinite);
+  EXPECT_EQ(store.values(), want);
 }
 
 }  // namespace

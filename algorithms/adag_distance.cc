@@ -1,0 +1,68 @@
+// adag_distance — Asynchronous Distributed Adaptive Gradients, the distance-damped server
+// rule of Hermans' thesis (chapter "ADAG"; dist-keras's Experimental trainer;
+// algorithms.md §3.5). Not dist-keras's "ADAG", which is AGN.
+//
+// Worker: AGN (W local steps, push a/W, continue from the centre). Server: stores the
+// centre each worker last received (bookkeeping option 2 of the thesis: memory grows with
+// the workers) and applies a push Δ from worker k element-wise as
+//   D = θ̃_now − θ̃_pulled(k);  f = 1 / (D²/γ + 1);  θ̃ ← θ̃ + f ⊙ Δ
+// with γ = algorithm.adag_gamma (the thesis's experiments: 1e-4). f = 1 exactly where
+// the centre has not moved since the pull, so one worker is AGN exactly.
+#include "algorithms/builtin_strategies.h"
+#include "algorithms/received_copies.h"
+#include "algorithms/windowed_worker.h"
+
+namespace asgd::algorithms {
+namespace {
+
+class DistanceRule final : public transport::ServerRule {
+ public:
+  explicit DistanceRule(double gamma) : inv_gamma_(static_cast<float>(1.0 / gamma)) {}
+  std::string Name() const override { return "adag_distance"; }
+  void OnPull(transport::ShardContext& ctx, transport::ServerCall& call) override {
+    pulled_.Remember(call.info().worker, ctx.values());
+  }
+  transport::PushOutcome OnPush(transport::ShardContext& ctx, transport::ServerCall& call) override {
+    const std::span<const float> pulled = pulled_.Of(call.info().worker);
+    auto values = ctx.mutable_values();
+    for (const auto& piece : call.payload().pieces()) {
+      for (std::size_t i = 0; i < piece.values.size(); ++i) {
+        const auto at = static_cast<std::size_t>(piece.offset) + i;
+        const float d = pulled.empty() ? 0.0f : values[at] - pulled[at];
+        const float f = 1.0f / (d * d * inv_gamma_ + 1.0f);
+        values[at] += f * piece.values[i];
+      }
+    }
+    ctx.AdvanceVersion();
+    return transport::PushOutcome::kApplied;
+  }
+  transport::PushOutcome OnPushPull(transport::ShardContext& ctx,
+                                    transport::ServerCall& call) override {
+    const transport::PushOutcome out = OnPush(ctx, call);
+    pulled_.Remember(call.info().worker, ctx.values());  // the reply carries these values
+    return out;
+  }
+
+ private:
+  float inv_gamma_;
+  ReceivedCopies pulled_;
+};
+
+}  // namespace
+
+Strategy AdagDistanceStrategy() {
+  Strategy s;
+  s.name = "adag_distance";
+  s.description = "ADAG (Hermans): AGN pushes damped by 1/(D²/γ + 1), D the centre's drift";
+  s.worker_rule = [](const StrategyOptions&) -> std::unique_ptr<WorkerRule> {
+    WindowedWorker::Mode mode;
+    mode.normalise = true;
+    return std::make_unique<WindowedWorker>(mode);
+  };
+  s.server_rule = [](const StrategyOptions& o, uint32_t) -> std::unique_ptr<transport::ServerRule> {
+    return std::make_unique<DistanceRule>(o.adag_gamma);
+  };
+  return s;
+}
+
+}  // namespace asgd::algorithms

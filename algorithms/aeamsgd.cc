@@ -1,0 +1,27 @@
+// aeamsgd — asynchronous elastic averaging with Nesterov momentum (Zhang et al. 2015,
+// Alg. 2 "EAMSGD"; algorithms.md §3.13); the mechanics are in elastic.h. As aeasgd, with
+// the local step v ← δv − η·g(x + δv); x ← x + v (δ = algorithm.momentum; the paper uses
+// 0.99). The look-ahead is at x + δv: dist-keras's EAMSGDWorker evaluates at x − δv, a
+// sign error that a test guards against. The local optimizer setting is not used.
+#include "algorithms/builtin_strategies.h"
+#include "algorithms/elastic.h"
+
+namespace asgd::algorithms {
+
+Strategy AeamsgdStrategy() {
+  Strategy s;
+  s.name = "aeamsgd";
+  s.description = "asynchronous elastic averaging with Nesterov momentum";
+  s.worker_rule = [](const StrategyOptions& o) -> std::unique_ptr<WorkerRule> {
+    ElasticWorker::Mode mode;
+    mode.nesterov = true;
+    mode.momentum = o.worker_momentum;
+    return std::make_unique<ElasticWorker>(mode);
+  };
+  s.server_rule = [](const StrategyOptions& o, uint32_t) {
+    return NewElasticRule(ElasticAlpha(o));
+  };
+  return s;
+}
+
+}  // namespace asgd::algorithms

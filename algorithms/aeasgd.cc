@@ -1,0 +1,25 @@
+// aeasgd — asynchronous Elastic Averaging SGD (Zhang et al. 2015, Alg. 1; algorithms.md
+// §3.12); the mechanics are in elastic.h. Every W local steps (from t = 0) a worker sends
+// x; the server computes E = α(x − x̃), x̃ ← x̃ + E atomically (the paper's master update,
+// unlike dist-keras's separate pull and commit) and replies E; the worker applies
+// x ← x − E, then its local step with the gradient taken before the exchange.
+// α = algorithm.elastic_alpha, default 0.9/n.
+#include "algorithms/builtin_strategies.h"
+#include "algorithms/elastic.h"
+
+namespace asgd::algorithms {
+
+Strategy AeasgdStrategy() {
+  Strategy s;
+  s.name = "aeasgd";
+  s.description = "asynchronous elastic averaging: exchange with the centre every W steps";
+  s.worker_rule = [](const StrategyOptions&) -> std::unique_ptr<WorkerRule> {
+    return std::make_unique<ElasticWorker>(ElasticWorker::Mode{});
+  };
+  s.server_rule = [](const StrategyOptions& o, uint32_t) {
+    return NewElasticRule(ElasticAlpha(o));
+  };
+  return s;
+}
+
+}  // namespace asgd::algorithms

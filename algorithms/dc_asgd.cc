@@ -1,0 +1,69 @@
+// dc_asgd — delay-compensated asynchronous SGD (Zheng, Meng, Wang, Chen, Yu, Ma, Liu,
+// ICML 2017, arXiv 1609.08326; algorithms.md §3.16), the non-adaptive form (MXNet's
+// DCASGD optimizer).
+//
+// Worker: pushes its raw gradient g (computed at the parameters it last received) and
+// continues from the reply. Server: keeps, per worker m, the values w_bak(m) that worker
+// last received (its pull or push-pull reply), and on a push applies
+//   w ← w − η·(g + λ·g⊙g⊙(w − w_bak(m)))
+// with η = algorithm.learning_rate (the base rate: the server does not follow the run's
+// per-epoch schedule) and λ = algorithm.dc_lambda (MXNet's default 0.04). Memory: one
+// backup copy per worker on each shard (n + 1 copies of the shard's range).
+// λ = 0 is async SGD; one worker (w = w_bak always) is SGD exactly, for any λ.
+#include "algorithms/builtin_strategies.h"
+#include "algorithms/gradient_worker.h"
+#include "algorithms/received_copies.h"
+
+namespace asgd::algorithms {
+namespace {
+
+class DcRule final : public transport::ServerRule {
+ public:
+  DcRule(double lr, double lambda) : lr_(static_cast<float>(lr)), lambda_(static_cast<float>(lambda)) {}
+  std::string Name() const override { return "dc_asgd"; }
+  void OnPull(transport::ShardContext& ctx, transport::ServerCall& call) override {
+    backup_.Remember(call.info().worker, ctx.values());
+  }
+  transport::PushOutcome OnPush(transport::ShardContext& ctx, transport::ServerCall& call) override {
+    const std::span<const float> backup = backup_.Of(call.info().worker);
+    auto values = ctx.mutable_values();
+    for (const auto& piece : call.payload().pieces()) {
+      for (std::size_t i = 0; i < piece.values.size(); ++i) {
+        const auto at = static_cast<std::size_t>(piece.offset) + i;
+        const float g = piece.values[i];
+        // A worker that never pulled has no backup: no compensation (w − w_bak = 0).
+        const float drift = backup.empty() ? 0.0f : values[at] - backup[at];
+        values[at] -= lr_ * (g + lambda_ * g * g * drift);
+      }
+    }
+    ctx.AdvanceVersion();
+    return transport::PushOutcome::kApplied;
+  }
+  transport::PushOutcome OnPushPull(transport::ShardContext& ctx,
+                                    transport::ServerCall& call) override {
+    const transport::PushOutcome out = OnPush(ctx, call);
+    backup_.Remember(call.info().worker, ctx.values());  // the reply carries these values
+    return out;
+  }
+
+ private:
+  float lr_, lambda_;
+  ReceivedCopies backup_;
+};
+
+}  // namespace
+
+Strategy DcAsgdStrategy() {
+  Strategy s;
+  s.name = "dc_asgd";
+  s.description = "delay-compensated async SGD: g + λ·g⊙g⊙(w − w_bak) applied at the server";
+  s.worker_rule = [](const StrategyOptions&) -> std::unique_ptr<WorkerRule> {
+    return std::make_unique<GradientWorker>();
+  };
+  s.server_rule = [](const StrategyOptions& o, uint32_t) -> std::unique_ptr<transport::ServerRule> {
+    return std::make_unique<DcRule>(o.worker.learning_rate, o.dc_lambda);
+  };
+  return s;
+}
+
+}  // namespace asgd::algorithms

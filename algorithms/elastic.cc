@@ -1,0 +1,100 @@
+#include "algorithms/elastic.h"
+
+#include "core/check.h"
+
+namespace asgd::algorithms {
+namespace {
+
+class ElasticRule final : public transport::ServerRule {
+ public:
+  explicit ElasticRule(double alpha) : alpha_(static_cast<float>(alpha)) {}
+  std::string Name() const override { return "elastic"; }
+  transport::PushOutcome OnPush(transport::ShardContext& ctx, transport::ServerCall& call) override {
+    // A plain push (not an exchange) carries x as well; treat it the same way.
+    return Exchange(ctx, call, nullptr);
+  }
+  transport::PushOutcome OnPushPull(transport::ShardContext& ctx,
+                                    transport::ServerCall& call) override {
+    transport::ReplyBuffer e(call.info().count);
+    Exchange(ctx, call, &e);
+    call.ReplyWith(std::move(e));
+    return transport::PushOutcome::kApplied;
+  }
+
+ private:
+  transport::PushOutcome Exchange(transport::ShardContext& ctx, transport::ServerCall& call,
+                                  transport::ReplyBuffer* reply) {
+    auto values = ctx.mutable_values();
+    const int64_t base = call.payload().offset();
+    for (const auto& piece : call.payload().pieces()) {
+      for (std::size_t i = 0; i < piece.values.size(); ++i) {
+        const auto at = static_cast<std::size_t>(piece.offset) + i;
+        const float e = alpha_ * (piece.values[i] - values[at]);
+        values[at] += e;
+        if (reply != nullptr) reply->values()[at - static_cast<std::size_t>(base)] = e;
+      }
+    }
+    ctx.AdvanceVersion();
+    return transport::PushOutcome::kApplied;
+  }
+  float alpha_;
+};
+
+}  // namespace
+
+std::unique_ptr<transport::ServerRule> NewElasticRule(double alpha) {
+  return std::make_unique<ElasticRule>(alpha);
+}
+
+Status ElasticWorker::Start(WorkerEnv& env) {
+  ASGD_CHECK(env.ps != nullptr && env.optimizer != nullptr && env.gradient, "incomplete env");
+  const auto n = static_cast<std::size_t>(env.ps->size());
+  x_.assign(n, 0.0f);
+  grad_.assign(n, 0.0f);
+  look_.assign(n, 0.0f);
+  e_.assign(n, 0.0f);
+  v_.assign(n, 0.0f);
+  t_ = 0;
+  Status st = env.ps->Pull(x_);
+  centre_ = x_;
+  return st;
+}
+
+StepResult ElasticWorker::Step(WorkerEnv& env) {
+  StepResult r;
+  const auto lr = static_cast<float>(env.options.learning_rate * env.learning_rate_scale);
+  const auto delta = static_cast<float>(mode_.momentum);
+  // The gradient at the pre-exchange point (plus the look-ahead for Nesterov).
+  if (mode_.nesterov) {
+    for (std::size_t i = 0; i < x_.size(); ++i) look_[i] = x_[i] + delta * v_[i];
+    r.loss = env.gradient(look_, grad_);
+  } else {
+    r.loss = env.gradient(x_, grad_);
+  }
+  if (t_ % env.options.window == 0) {
+    if (mode_.synchronous) {
+      const auto alpha = static_cast<float>(mode_.alpha);
+      for (std::size_t i = 0; i < x_.size(); ++i) e_[i] = alpha * (x_[i] - centre_[i]);
+      for (std::size_t i = 0; i < x_.size(); ++i) x_[i] -= e_[i];
+      r.status = env.ps->PushPull(e_, centre_, t_);  // returns with the new centre
+    } else {
+      r.status = env.ps->PushPull(x_, e_, t_);  // the server replies E
+      if (r.status.ok()) {
+        for (std::size_t i = 0; i < x_.size(); ++i) x_[i] -= e_[i];
+      }
+    }
+    r.pushes = 1;
+  }
+  if (mode_.nesterov) {
+    for (std::size_t i = 0; i < x_.size(); ++i) {
+      v_[i] = delta * v_[i] - lr * grad_[i];
+      x_[i] += v_[i];
+    }
+  } else {
+    env.optimizer->Step(x_, grad_, lr);
+  }
+  ++t_;
+  return r;
+}
+
+}  // namespace asgd::algorithms

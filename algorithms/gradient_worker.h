@@ -1,0 +1,35 @@
+// A worker that pushes raw mini-batch gradients and continues from the server's reply:
+// for the strategies whose server applies the learning rate (dc_asgd, staleness_aware).
+//   Start: θ ← pull.   Step: g ← ∇L_B(θ); θ ← push-pull(g).
+// The local optimizer is not used; the server's rule is the optimizer.
+#pragma once
+
+#include <vector>
+
+#include "algorithms/strategy.h"
+
+namespace asgd::algorithms {
+
+class GradientWorker final : public WorkerRule {
+ public:
+  Status Start(WorkerEnv& env) override {
+    theta_.assign(static_cast<std::size_t>(env.ps->size()), 0.0f);
+    grad_.assign(theta_.size(), 0.0f);
+    steps_ = 0;
+    return env.ps->Pull(theta_);
+  }
+  StepResult Step(WorkerEnv& env) override {
+    StepResult r;
+    r.loss = env.gradient(theta_, grad_);
+    r.status = env.ps->PushPull(grad_, theta_, ++steps_);
+    r.pushes = 1;
+    return r;
+  }
+  std::span<const float> local_params() const override { return theta_; }
+
+ private:
+  std::vector<float> theta_, grad_;
+  int64_t steps_ = 0;
+};
+
+}  // namespace asgd::algorithms

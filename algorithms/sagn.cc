@@ -1,0 +1,34 @@
+// sagn — synchronous AGN (TFG's SAGN/"SDAG", algorithms.md §3.10).
+//
+// Worker: as AGN, W local optimizer steps accumulating a, then push a/W (the AGN/dist-keras
+// convention rather than TFG's mean of raw gradients) as a push-pull that returns with the
+// new centre once the round is complete. Server (SyncRule): the mean (algorithm.aggregation
+// = sum: the sum) of the first N fresh window-averages, one version per round; TFG's
+// server-side Adam is not applied (the server adds; use a local adam for TFG's local
+// side). SAGN(W = 1) ≡ sync_sgd; SAGN with one worker ≡ AGN. Staleness: 0 by
+// construction; stale pushes of backup workers are dropped and counted.
+#include "algorithms/builtin_strategies.h"
+#include "algorithms/sync_rule.h"
+#include "algorithms/windowed_worker.h"
+
+namespace asgd::algorithms {
+
+Strategy SagnStrategy() {
+  Strategy s;
+  s.name = "sagn";
+  s.description = "synchronous AGN: mean of N window-normalised pushes per round";
+  s.synchronous = true;
+  s.worker_rule = [](const StrategyOptions&) -> std::unique_ptr<WorkerRule> {
+    WindowedWorker::Mode mode;
+    mode.normalise = true;
+    mode.fetch_at_push = true;
+    return std::make_unique<WindowedWorker>(mode);
+  };
+  s.server_rule = [](const StrategyOptions& o, uint32_t) -> std::unique_ptr<transport::ServerRule> {
+    return std::make_unique<SyncRule>(Replicas(o), SyncRule::FromAggregation(o.aggregation),
+                                      "sagn");
+  };
+  return s;
+}
+
+}  // namespace asgd::algorithms

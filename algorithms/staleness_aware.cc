@@ -1,0 +1,65 @@
+// staleness_aware — staleness-dependent learning rate with n-softsync aggregation (W.
+// Zhang, S. Gupta, X. Lian, J. Liu, IJCAI 2016, arXiv 1511.05950; algorithms.md §3.7).
+//
+// Worker: pushes its raw gradient and continues from the reply (no waiting: a push that
+// only fills the buffer is answered at once with the current values). Server: collects
+// c = max(1, ⌊λ/n⌋) gradients (λ workers, n = algorithm.softsync; n = λ updates on every
+// gradient, n = 1 waits for λ of them), each scaled by its own rate α₀/(s + 1), and then
+// applies θ ← θ − (1/c)·Σ_l α₀/(s_l + 1)·g_l, one version per update. s counts updates
+// applied between the worker's read and the push (fresh = 0), so this is the paper's
+// α₀/σ with σ = s + 1 (fresh = 1): the same convention as DynSGD's 1/(s + 1).
+// α₀ = algorithm.learning_rate. One worker with c = 1 is SGD exactly.
+#include "algorithms/builtin_strategies.h"
+#include "algorithms/gradient_worker.h"
+
+namespace asgd::algorithms {
+namespace {
+
+class SoftsyncRule final : public transport::ServerRule {
+ public:
+  SoftsyncRule(int c, double alpha0) : c_(c), alpha0_(alpha0) {}
+  std::string Name() const override { return "staleness_aware"; }
+  void Start(transport::ShardContext& ctx) override {
+    buffer_.assign(static_cast<std::size_t>(ctx.size()), 0.0f);
+  }
+  transport::PushOutcome OnPush(transport::ShardContext& ctx, transport::ServerCall& call) override {
+    const int64_t s = std::max<int64_t>(0, call.staleness());
+    const auto rate = static_cast<float>(alpha0_ / static_cast<double>(s + 1));
+    for (const auto& piece : call.payload().pieces()) {
+      transport::AddScaledTo(
+          std::span<float>(buffer_).subspan(static_cast<std::size_t>(piece.offset),
+                                            piece.values.size()),
+          rate, piece.values);
+    }
+    if (++count_ < c_) return transport::PushOutcome::kAccepted;
+    transport::AddScaledTo(ctx.mutable_values(), -1.0f / static_cast<float>(c_), buffer_);
+    std::fill(buffer_.begin(), buffer_.end(), 0.0f);
+    count_ = 0;
+    ctx.AdvanceVersion();
+    return transport::PushOutcome::kApplied;
+  }
+
+ private:
+  int c_;
+  double alpha0_;
+  int count_ = 0;
+  std::vector<float> buffer_;
+};
+
+}  // namespace
+
+Strategy StalenessAwareStrategy() {
+  Strategy s;
+  s.name = "staleness_aware";
+  s.description = "staleness-aware async SGD: rate α₀/(s + 1), n-softsync aggregation";
+  s.worker_rule = [](const StrategyOptions&) -> std::unique_ptr<WorkerRule> {
+    return std::make_unique<GradientWorker>();
+  };
+  s.server_rule = [](const StrategyOptions& o, uint32_t) -> std::unique_ptr<transport::ServerRule> {
+    const int n = o.softsync > 0 ? o.softsync : o.num_workers;
+    return std::make_unique<SoftsyncRule>(std::max(1, o.num_workers / n), o.worker.learning_rate);
+  };
+  return s;
+}
+
+}  // namespace asgd::algorithms

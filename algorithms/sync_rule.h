@@ -1,0 +1,54 @@
+// The server side of the synchronous strategies: rounds of N pushes computed on the same
+// version, combined in worker order once the N-th arrives.
+//
+// A push (sent as a push-pull, so the worker waits for the round) whose version is older
+// than the round's is stale: it is dropped (PushOutcome::kDropped, counted) and answered
+// at once with the current values, so its worker continues from the new version; this is
+// TensorFlow's SyncReplicasOptimizer with replicas_to_aggregate N < total replicas M
+// ("backup workers": the M − N slowest pushes of a step are dropped). Fresh pushes are
+// held (their replies deferred) until N have arrived; then the combination is applied,
+// the version advances by one and every held reply is released with the new values.
+//
+// Combinations:
+//   kMeanAdd      θ̃ ← θ̃ + (1/N) Σ u_k      sync SGD, SAGN (mean aggregation, TF's default)
+//   kSumAdd       θ̃ ← θ̃ + Σ u_k            synchronous EASGD (the elastic differences)
+//   kMeanReplace  θ̃ ← (1/N) Σ u_k          model averaging (u_k are parameters)
+// The sum is taken in worker-index order, so a round's result does not depend on the
+// order in which its pushes arrived. Convention (algorithms.md §3.9 (e)3): a round takes
+// exactly the first N fresh pushes; a worker's second push to the same round replaces
+// nothing and is dropped.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <vector>
+
+#include "transport/server_rule.h"
+
+namespace asgd::algorithms {
+
+class SyncRule final : public transport::ServerRule {
+ public:
+  enum class Combine { kMeanAdd, kSumAdd, kMeanReplace };
+  SyncRule(int replicas_to_aggregate, Combine combine, std::string name);
+  // kMeanAdd for "mean", kSumAdd for "sum" (algorithm.aggregation); ConfigError otherwise.
+  static Combine FromAggregation(const std::string& aggregation);
+
+  std::string Name() const override { return name_; }
+  void Start(transport::ShardContext& ctx) override;
+  transport::PushOutcome OnPush(transport::ShardContext& ctx, transport::ServerCall& call) override;
+  transport::PushOutcome OnPushPull(transport::ShardContext& ctx,
+                                    transport::ServerCall& call) override {
+    return OnPush(ctx, call);
+  }
+
+ private:
+  int n_;
+  Combine combine_;
+  std::string name_;
+  std::map<uint32_t, std::vector<float>> round_;  // worker -> its push, this round
+  std::vector<uint64_t> held_;
+  int64_t count_ = 0;  // shard elements
+};
+
+}  // namespace asgd::algorithms

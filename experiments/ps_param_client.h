@@ -1,0 +1,38 @@
+// The ZeroMQ parameter-server client (transport::PsClient) as the strategies'
+// ParamClient (algorithms/strategy.h): the adapter experiments/ wires between the two
+// peer layers, which never include each other's implementation headers.
+//
+// Thread safety: one per worker thread, as PsClient.
+#pragma once
+
+#include <memory>
+
+#include "algorithms/strategy.h"
+#include "transport/ps_client.h"
+
+namespace asgd::experiments {
+
+class PsParamClient final : public algorithms::ParamClient {
+ public:
+  explicit PsParamClient(std::unique_ptr<transport::PsClient> client)
+      : client_(std::move(client)) {}
+
+  int64_t size() const override { return client_->placement().total_elements(); }
+  algorithms::Status Pull(std::span<float> out) override { return client_->PullAndWait(out); }
+  algorithms::Status Push(std::span<const float> update, int64_t step) override;
+  algorithms::Status PushPull(std::span<const float> update, std::span<float> out,
+                              int64_t step) override;
+  algorithms::Status SendClock(int64_t clock) override { return client_->SendClock(clock).Wait(); }
+  // Counted per shard: a push that two shards dropped counts twice.
+  int64_t dropped_pushes() const override { return dropped_; }
+
+  transport::PsClient& client() { return *client_; }
+
+ private:
+  algorithms::Status Finish(transport::RequestHandle& handle);
+
+  std::unique_ptr<transport::PsClient> client_;
+  int64_t dropped_ = 0;
+};
+
+}  // namespace asgd::experiments

@@ -1,0 +1,176 @@
+// Test fixtures for the strategies (algorithms.md §7): a quadratic with a closed-form
+// gradient, n workers of one strategy against one MemoryStore, and two schedulers: a
+// deterministic round-robin (one thread steps every worker in turn, so staleness is
+// exact) and one thread per worker (for the synchronous strategies, whose rounds block
+// until every worker pushed).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "algorithms/memory_store.h"
+#include "algorithms/optimizer.h"
+#include "algorithms/strategy.h"
+#include "transport/staleness.h"
+
+namespace asgd::algorithms::testing {
+
+// f(θ) = ½ Σ h_i (θ_i − c_i)²: gradient h ⊙ (θ − c). Deterministic, no data.
+struct Quadratic {
+  std::vector<float> h, c;
+  explicit Quadratic(int n, float shift = 0.0f) {
+    for (int i = 0; i < n; ++i) {
+      h.push_back(0.5f + 0.25f * static_cast<float>(i % 4));
+      c.push_back(static_cast<float>(i) - 3.0f + shift);
+    }
+  }
+  GradientFn Fn() const {
+    return [this](std::span<const float> p, std::span<float> g) {
+      float loss = 0;
+      for (std::size_t i = 0; i < p.size(); ++i) {
+        const float d = p[i] - c[i];
+        g[i] = h[i] * d;
+        loss += 0.5f * h[i] * d * d;
+      }
+      return loss;
+    };
+  }
+};
+
+inline constexpr int kDim = 6;
+inline const std::vector<float> kInit = {1.0f, -2.0f, 0.5f, 4.0f, 0.0f, 3.0f};
+
+inline std::unique_ptr<Optimizer> MakeOptimizer(const std::string& name, double momentum = 0.9) {
+  OptimizerOptions oo;
+  oo.name = name;
+  oo.momentum = momentum;
+  return NewOptimizer(oo, kDim);
+}
+
+// The sequential reference: `steps` optimizer steps from kInit on q.
+inline std::vector<float> Sequential(const Quadratic& q, const std::string& opt, double lr,
+                                     int steps) {
+  std::vector<float> theta = kInit, g(kDim);
+  auto o = MakeOptimizer(opt);
+  auto fn = q.Fn();
+  for (int s = 0; s < steps; ++s) {
+    fn(theta, g);
+    o->Step(theta, g, static_cast<float>(lr));
+  }
+  return theta;
+}
+
+inline StrategyOptions Options(double lr, int64_t window, int64_t fetch = 0) {
+  StrategyOptions o;
+  o.worker.learning_rate = lr;
+  o.worker.window = window;
+  o.worker.fetch_window = fetch > 0 ? fetch : window;
+  return o;
+}
+
+// n workers of one strategy against one MemoryStore. Every worker uses q's gradient
+// unless gradients[w] is set before Start().
+struct Harness {
+  Quadratic q{kDim};
+  transport::MemoryStalenessSink sink;
+  std::unique_ptr<MemoryStore> store;
+  std::vector<std::unique_ptr<MemoryClient>> clients;
+  std::vector<std::unique_ptr<Optimizer>> optimizers;
+  std::vector<std::unique_ptr<WorkerRule>> rules;
+  std::vector<WorkerEnv> envs;
+  std::vector<GradientFn> gradients;  // per worker; empty = q's
+  std::atomic<int64_t> pushes{0};
+
+  Harness(const std::string& name, int workers, StrategyOptions so,
+          const std::string& opt = "sgd", std::vector<float> init = kInit) {
+    const Strategy& s = FindStrategy(name);
+    so.num_workers = workers;
+    store = std::make_unique<MemoryStore>(std::move(init), s.server_rule(so, 0), nullptr, &sink);
+    envs.resize(static_cast<std::size_t>(workers));
+    gradients.resize(static_cast<std::size_t>(workers));
+    for (int w = 0; w < workers; ++w) {
+      clients.push_back(std::make_unique<MemoryClient>(store.get(), static_cast<uint32_t>(w)));
+      optimizers.push_back(MakeOptimizer(opt));
+      rules.push_back(s.worker_rule(so));
+      WorkerEnv& e = envs[static_cast<std::size_t>(w)];
+      e.worker = w;
+      e.num_workers = workers;
+      e.ps = clients.back().get();
+      e.optimizer = optimizers.back().get();
+      e.options = so.worker;
+    }
+    started_ = false;
+  }
+  std::size_t size() const { return rules.size(); }
+
+  // Pulls for every worker (in worker order). Called by the Run* methods if needed.
+  void Start() {
+    if (started_) return;
+    started_ = true;
+    for (std::size_t w = 0; w < rules.size(); ++w) {
+      envs[w].gradient = gradients[w] ? gradients[w] : q.Fn();
+      ASSERT_TRUE(rules[w]->Start(envs[w]).ok());
+    }
+  }
+  // `rounds` round-robin rounds of one Step per worker, on this thread.
+  void Run(int rounds) {
+    Start();
+    for (int r = 0; r < rounds; ++r) {
+      for (std::size_t w = 0; w < rules.size(); ++w) {
+        StepResult res = rules[w]->Step(envs[w]);
+        ASSERT_TRUE(res.status.ok()) << res.status.ToString();
+        pushes += res.pushes;
+      }
+    }
+  }
+  // One thread per worker, each taking `steps` Steps (for rules that block in rounds).
+  // Each worker's Start runs on its thread too (a rule may hold first reads until every
+  // worker made one). With stop_at_version > 0, the store is shut down once it reached
+  // that version and the workers end on the shutdown (the rest of their steps are not
+  // taken).
+  void RunThreads(int steps, uint64_t stop_at_version = 0) {
+    const bool start = !started_;
+    started_ = true;
+    std::atomic<int> done{0};
+    std::vector<std::thread> threads;
+    for (std::size_t w = 0; w < rules.size(); ++w) {
+      threads.emplace_back([&, w] {
+        if (start) {
+          envs[w].gradient = gradients[w] ? gradients[w] : q.Fn();
+          const Status st = rules[w]->Start(envs[w]);
+          EXPECT_TRUE(st.ok()) << "worker " << w << ": " << st.ToString();
+        }
+        for (int i = 0; i < steps; ++i) {
+          StepResult res = rules[w]->Step(envs[w]);
+          if (res.status.error_code() == transport::ErrorCode::kShuttingDown) break;
+          EXPECT_TRUE(res.status.ok()) << "worker " << w << ": " << res.status.ToString();
+          if (!res.status.ok()) break;
+          pushes += res.pushes;
+        }
+        ++done;
+      });
+    }
+    if (stop_at_version > 0) {
+      while (store->version() < stop_at_version && done.load() < static_cast<int>(size())) {
+        std::this_thread::yield();
+      }
+      store->Shutdown();
+    }
+    for (auto& t : threads) t.join();
+  }
+  std::vector<float> local(std::size_t w) const {
+    auto l = rules[w]->local_params();
+    return {l.begin(), l.end()};
+  }
+
+ private:
+  bool started_ = false;
+};
+
+}  // namespace asgd::algorithms::testing
