@@ -76,7 +76,7 @@ void HogwildStore::Record(uint32_t worker, int64_t step, uint64_t pulled, uint64
   }
 }
 
-Status HogwildClient::Pull(std::span<float> out) {
+Status HogwildClient::DoPull(std::span<float> out) {
   pulled_ = store_->version();
   store_->Read(out);
   return Status::Ok();
@@ -96,7 +96,7 @@ Status CheckFinite(std::span<const float> update, uint32_t worker) {
 
 }  // namespace
 
-Status HogwildClient::Push(std::span<const float> update, int64_t step) {
+Status HogwildClient::DoPush(std::span<const float> update, int64_t step) {
   Status st = CheckFinite(update, worker_);
   if (!st.ok()) return st;
   const uint64_t applied = store_->Add(update);
@@ -104,13 +104,13 @@ Status HogwildClient::Push(std::span<const float> update, int64_t step) {
   return Status::Ok();
 }
 
-Status HogwildClient::PullSparse(std::span<const int64_t> indices, std::span<float> out) {
+Status HogwildClient::DoPullSparse(std::span<const int64_t> indices, std::span<float> out) {
   pulled_ = store_->version();
   store_->ReadAt(indices, out);
   return Status::Ok();
 }
 
-Status HogwildClient::PushSparse(std::span<const int64_t> indices, std::span<const float> values,
+Status HogwildClient::DoPushSparse(std::span<const int64_t> indices, std::span<const float> values,
                                  int64_t step) {
   Status st = CheckFinite(values, worker_);
   if (!st.ok()) return st;
@@ -163,10 +163,10 @@ class HogwildWorker final : public WorkerRule {
 
 }  // namespace
 
-Status HogwildClient::PushPull(std::span<const float> update, std::span<float> out, int64_t step) {
-  Status st = Push(update, step);
+Status HogwildClient::DoPushPull(std::span<const float> update, std::span<float> out, int64_t step) {
+  Status st = DoPush(update, step);
   if (!st.ok()) return st;
-  return Pull(out);
+  return DoPull(out);
 }
 
 Strategy HogwildStrategy() {

@@ -65,15 +65,17 @@ class HogwildClient final : public ParamClient {
  public:
   HogwildClient(HogwildStore* store, uint32_t worker) : store_(store), worker_(worker) {}
   int64_t size() const override { return store_->size(); }
-  Status Pull(std::span<float> out) override;
-  Status Push(std::span<const float> update, int64_t step) override;
-  Status PushPull(std::span<const float> update, std::span<float> out, int64_t step) override;
-  Status SendClock(int64_t) override { return Status::Ok(); }
   int64_t dropped_pushes() const override { return 0; }
+
+ protected:
+  Status DoPull(std::span<float> out) override;
+  Status DoPush(std::span<const float> update, int64_t step) override;
+  Status DoPushPull(std::span<const float> update, std::span<float> out, int64_t step) override;
+  Status DoSendClock(int64_t) override { return Status::Ok(); }
   // Only the listed coordinates are read or written.
-  Status PullSparse(std::span<const int64_t> indices, std::span<float> out) override;
-  Status PushSparse(std::span<const int64_t> indices, std::span<const float> values,
-                    int64_t step) override;
+  Status DoPullSparse(std::span<const int64_t> indices, std::span<float> out) override;
+  Status DoPushSparse(std::span<const int64_t> indices, std::span<const float> values,
+                      int64_t step) override;
 
  private:
   HogwildStore* store_;

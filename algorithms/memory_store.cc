@@ -230,19 +230,19 @@ MemoryStore::Result MemoryStore::Request(Op op, uint32_t worker, int64_t step, u
   return result;
 }
 
-Status MemoryClient::Pull(std::span<float> out) {
+Status MemoryClient::DoPull(std::span<float> out) {
   auto r = store_->Request(Op::kPull, worker_, 0, pulled_version_, {}, out);
   if (r.status.ok()) pulled_version_ = r.version;
   return r.status;
 }
 
-Status MemoryClient::Push(std::span<const float> update, int64_t step) {
+Status MemoryClient::DoPush(std::span<const float> update, int64_t step) {
   auto r = store_->Request(Op::kPush, worker_, step, pulled_version_, update, {});
   if (r.status.ok() && r.outcome == PushOutcome::kDropped) ++dropped_;
   return r.status;
 }
 
-Status MemoryClient::PushPull(std::span<const float> update, std::span<float> out, int64_t step) {
+Status MemoryClient::DoPushPull(std::span<const float> update, std::span<float> out, int64_t step) {
   auto r = store_->Request(Op::kPushPull, worker_, step, pulled_version_, update, out);
   if (r.status.ok()) {
     pulled_version_ = r.version;
@@ -251,7 +251,7 @@ Status MemoryClient::PushPull(std::span<const float> update, std::span<float> ou
   return r.status;
 }
 
-Status MemoryClient::SendClock(int64_t clock) {
+Status MemoryClient::DoSendClock(int64_t clock) {
   return store_->Request(Op::kClock, worker_, clock, pulled_version_, {}, {}).status;
 }
 

@@ -81,12 +81,14 @@ class MemoryClient final : public ParamClient {
  public:
   MemoryClient(MemoryStore* store, uint32_t worker) : store_(store), worker_(worker) {}
   int64_t size() const override { return store_->size(); }
-  Status Pull(std::span<float> out) override;
-  Status Push(std::span<const float> update, int64_t step) override;
-  Status PushPull(std::span<const float> update, std::span<float> out, int64_t step) override;
-  Status SendClock(int64_t clock) override;
   int64_t dropped_pushes() const override { return dropped_; }
   uint64_t pulled_version() const { return pulled_version_; }
+
+ protected:
+  Status DoPull(std::span<float> out) override;
+  Status DoPush(std::span<const float> update, int64_t step) override;
+  Status DoPushPull(std::span<const float> update, std::span<float> out, int64_t step) override;
+  Status DoSendClock(int64_t clock) override;
 
  private:
   MemoryStore* store_;

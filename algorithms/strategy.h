@@ -30,8 +30,19 @@ namespace asgd::algorithms {
 
 using transport::Status;
 
+// Parameter payload a client moved: float32 values (4 bytes each) sent in pushes and
+// received in pulls; a sparse push counts 12 bytes per (index, value). Protocol headers
+// are not counted, so the figures compare across stores and transports.
+struct Traffic {
+  int64_t bytes_pushed = 0;
+  int64_t bytes_pulled = 0;
+};
+
 // What a worker needs from the parameter store. Every call blocks until the store
 // answered (or the client's timeout passed: a Status, not an exception).
+//
+// The public calls keep the traffic counters and call the protected Do* methods, which
+// implementations override (so no implementation can forget the accounting).
 class ParamClient {
  public:
   virtual ~ParamClient() = default;
@@ -39,27 +50,42 @@ class ParamClient {
   virtual int64_t size() const = 0;
   // Reads the whole vector into out and remembers the version(s) read; the next push
   // carries them, so the store can compute staleness (DESIGN.md §4).
-  virtual Status Pull(std::span<float> out) = 0;
+  Status Pull(std::span<float> out);
   // Sends update to the store, tagged with the worker's step; the server rule decides
   // what it does with it (add, damp, aggregate, ...).
-  virtual Status Push(std::span<const float> update, int64_t step) = 0;
+  Status Push(std::span<const float> update, int64_t step);
   // Atomically pushes update and reads into out what the rule replies (by default the
   // values after the push). update and out must not overlap.
-  virtual Status PushPull(std::span<const float> update, std::span<float> out, int64_t step) = 0;
+  Status PushPull(std::span<const float> update, std::span<float> out, int64_t step);
   // Announces that the worker finished clock `clock` (SSP, synchronous rounds); returns
   // when the rule lets it go on.
-  virtual Status SendClock(int64_t clock) = 0;
-  // Pushes this client's pushes dropped as stale so far (synchronous rules).
-  virtual int64_t dropped_pushes() const = 0;
-
+  Status SendClock(int64_t clock) { return DoSendClock(clock); }
   // Sparse forms, for updates that touch few coordinates (Hogwild on LIBSVM data).
   // indices: flat-vector coordinates, unique and increasing. PullSparse writes
   // out[indices[i]] (out has size() elements; other entries may be written too);
-  // PushSparse adds values[i] at indices[i]. The defaults go through the dense calls;
-  // the shared-vector client touches only the listed coordinates.
-  virtual Status PullSparse(std::span<const int64_t> indices, std::span<float> out);
-  virtual Status PushSparse(std::span<const int64_t> indices, std::span<const float> values,
-                            int64_t step);
+  // PushSparse adds values[i] at indices[i].
+  Status PullSparse(std::span<const int64_t> indices, std::span<float> out);
+  Status PushSparse(std::span<const int64_t> indices, std::span<const float> values,
+                    int64_t step);
+
+  // Pushes this client's pushes dropped as stale so far (synchronous rules).
+  virtual int64_t dropped_pushes() const = 0;
+  // Payload moved so far (successful calls).
+  const Traffic& traffic() const { return traffic_; }
+
+ protected:
+  virtual Status DoPull(std::span<float> out) = 0;
+  virtual Status DoPush(std::span<const float> update, int64_t step) = 0;
+  virtual Status DoPushPull(std::span<const float> update, std::span<float> out, int64_t step) = 0;
+  virtual Status DoSendClock(int64_t clock) = 0;
+  // Defaults go through the dense calls; the shared-vector client touches only the listed
+  // coordinates.
+  virtual Status DoPullSparse(std::span<const int64_t> indices, std::span<float> out);
+  virtual Status DoPushSparse(std::span<const int64_t> indices, std::span<const float> values,
+                              int64_t step);
+
+ private:
+  Traffic traffic_;
 };
 
 // The mini-batch gradient the worker's model computes: loss and gradient at params on

@@ -9,6 +9,12 @@ if(NOT DEFINED ASGD_CUDA OR ASGD_CUDA)
     if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
       set(CMAKE_CUDA_ARCHITECTURES 80 90)
     endif()
+    # The shared CUDA runtime everywhere: cuBLAS is linked shared and brings libcudart.so,
+    # and one process must not hold two runtimes (CMake's default for the CUDA language
+    # adds cudart_static to every executable that links CUDA objects).
+    if(NOT DEFINED CMAKE_CUDA_RUNTIME_LIBRARY)
+      set(CMAKE_CUDA_RUNTIME_LIBRARY Shared)
+    endif()
     enable_language(CUDA)
     find_package(CUDAToolkit REQUIRED)
     set(CMAKE_CUDA_STANDARD 17)

@@ -10,7 +10,12 @@
 #include "core/strings.h"
 #include "datasets/fetch.h"
 #include "datasets/locate.h"
+#include "experiments/batch.h"
+#include "experiments/compare.h"
 #include "experiments/config_keys.h"
+#include "experiments/cluster_run.h"
+#include "experiments/command_line.h"
+#include "experiments/launch.h"
 #include "experiments/roles.h"
 #include "experiments/run_dir.h"
 #include "experiments/runner.h"
@@ -25,14 +30,23 @@ constexpr const char* kUsage =
     "Commands:\n"
     "  run CONFIG [--set section.key=value ...]\n"
     "                     train as CONFIG says; writes a run folder with CSVs\n"
+    "  compare RUN_DIR... --out DIR [--label section.key]\n"
+    "                     compare run (or sweep, suite) folders: CSV, markdown, plots\n"
+    "  sweep CONFIG --grid section.key=v1,v2 [--seeds N] [--parallel P] [--out DIR]\n"
+    "                     run CONFIG over a grid of values and seeds, then compare\n"
+    "  suite FILE [--parallel P] [--out DIR]\n"
+    "                     run the [run LABEL] entries of a suite file, then compare\n"
     "  data fetch NAME [--dir DIR] [--url BASE]\n"
     "                     download mnist | fashion-mnist | a9a and verify its SHA-256\n"
     "  data find NAME [--dir DIR]\n"
     "                     print the folder a dataset would be loaded from\n"
-    "  ps --config C --task I [--set ...]\n"
-    "                     serve shard I of the parameter server ([cluster] or TF_CONFIG)\n"
-    "  worker --config C --task I [--set ...]\n"
-    "                     run worker I against the shard servers\n"
+    "  launch CONFIG [--set ...]\n"
+    "                     run CONFIG as processes on this machine (coordinator, shards,\n"
+    "                     workers, evaluator) over tcp or ipc; one run folder\n"
+    "  coordinator|ps|worker|evaluator --config C [--task I] [--set ...]\n"
+    "                     one role of a run placed by hand ([cluster] or TF_CONFIG)\n"
+    "  task --config C [--set ...]\n"
+    "                     the role of this rank under SLURM (srun) or Open MPI (mpirun)\n"
     "  version            print the build description\n"
     "  help               this text\n"
     "\n"
@@ -40,23 +54,14 @@ constexpr const char* kUsage =
     "configuration key with its default. Exit status: 0 success, 2 bad input (one line on\n"
     "stderr says what and what was expected), 1 other failure.\n";
 
-// Parses a subcommand's arguments; unknown options are InputErrors naming them.
+// Subcommand arguments: ParseCommandLine and CommandHelp (experiments/command_line.h).
 po::variables_map Parse(const std::vector<std::string>& args, const po::options_description& desc,
                         const po::positional_options_description& pos, const std::string& command) {
-  po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(desc).positional(pos).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    throw InputError("asgd " + command + ": " + e.what() + " (see `asgd " + command + " --help`)");
-  }
-  return vm;
+  return ParseCommandLine(args, desc, pos, command);
 }
 
 std::string Help(const std::string& usage, const po::options_description& desc) {
-  std::ostringstream os;
-  os << usage << "\n" << desc;
-  return os.str();
+  return CommandHelp(usage, desc);
 }
 
 int RunCommand(const std::vector<std::string>& args, std::ostream& out) {
@@ -97,7 +102,7 @@ int RunCommand(const std::vector<std::string>& args, std::ostream& out) {
   return result.exit_status;
 }
 
-// `asgd ps` and `asgd worker`: one role of a multi-process run.
+// `asgd coordinator|ps|worker|evaluator`: one role of a multi-process run.
 int RoleCommand(const std::string& role, const std::vector<std::string>& args,
                 std::ostream& out) {
   po::options_description desc("Options");
@@ -111,16 +116,26 @@ int RoleCommand(const std::string& role, const std::vector<std::string>& args,
   po::positional_options_description pos;
   pos.add("config", 1);
   auto vm = Parse(args, desc, pos, role);
-  const std::string usage =
-      role == "ps"
-          ? "usage: asgd ps --config CONFIG --task I [--set section.key=value ...]\n\n"
+  std::string usage;
+  if (role == "ps") {
+    usage = "usage: asgd ps --config CONFIG --task I [--set section.key=value ...]\n\n"
             "Serves shard I of the parameter vector on the address [cluster] ps lists at\n"
             "position I (or TF_CONFIG's cluster.ps), bound to [cluster] bind_host, until\n"
-            "worker 0 stops the servers or the process gets SIGINT/SIGTERM."
-          : "usage: asgd worker --config CONFIG --task I [--set section.key=value ...]\n\n"
-            "Runs worker I against the shard servers of [cluster] ps (or TF_CONFIG).\n"
-            "With algorithm.name = ps_check, pushes small integers and verifies the\n"
-            "servers' sum exactly (exit 1 on a mismatch).";
+            "the coordinator (ps_check: worker 0) stops it, or SIGINT/SIGTERM.";
+  } else if (role == "worker") {
+    usage = "usage: asgd worker --config CONFIG --task I [--set section.key=value ...]\n\n"
+            "Runs worker I against the shard servers of [cluster] ps (or TF_CONFIG),\n"
+            "reporting to [cluster] coordinator. With algorithm.name = ps_check, pushes\n"
+            "small integers and verifies the servers' sum exactly (exit 1 on a mismatch).";
+  } else if (role == "coordinator") {
+    usage = "usage: asgd coordinator --config CONFIG [--set section.key=value ...]\n\n"
+            "Coordinates a training run across processes: waits for every shard, worker\n"
+            "(and the evaluator) to register at [cluster] coordinator, decides when to\n"
+            "evaluate and stop, and writes the run folder. Exit 2 if the run failed.";
+  } else {
+    usage = "usage: asgd evaluator --config CONFIG [--set section.key=value ...]\n\n"
+            "Evaluates the centre on the test set whenever the coordinator asks.";
+  }
   if (vm.count("help")) {
     out << Help(usage, desc);
     return kExitOk;
@@ -144,6 +159,12 @@ int RoleCommand(const std::string& role, const std::vector<std::string>& args,
   const char* tf_config = std::getenv("TF_CONFIG");
   if (tf_config != nullptr) request.tf_config = tf_config;
   request.data_dirs = DataSearchDirs(config.String("data.dir"));
+  request.name = config.String("experiment.name").empty() ? ConfigStem(path)
+                                                          : config.String("experiment.name");
+  request.command_line = {"asgd", role};
+  request.command_line.insert(request.command_line.end(), args.begin(), args.end());
+  if (role == "coordinator") return RunCoordinatorRole(config, request, out);
+  if (role == "evaluator") return RunEvaluatorRole(config, request, out);
   return role == "ps" ? RunPsRole(config, request, out) : RunWorkerRole(config, request, out);
 }
 
@@ -210,8 +231,18 @@ int Dispatch(const std::vector<std::string>& args, std::ostream& out) {
   }
   if (command == "run") return RunCommand(rest, out);
   if (command == "data") return DataCommand(rest, out);
-  if (command == "ps" || command == "worker") return RoleCommand(command, rest, out);
-  std::string guess = ClosestMatch(command, {"run", "data", "ps", "worker", "version", "help"});
+  if (command == "compare") return CompareCommand(rest, out);
+  if (command == "sweep") return SweepCommand(rest, out);
+  if (command == "suite") return SuiteCommand(rest, out);
+  if (command == "launch") return LaunchCommand(rest, out);
+  if (command == "task") return TaskCommand(rest, out);
+  if (command == "ps" || command == "worker" || command == "coordinator" ||
+      command == "evaluator") {
+    return RoleCommand(command, rest, out);
+  }
+  std::string guess = ClosestMatch(command, {"run", "compare", "sweep", "suite", "data", "ps",
+                                              "worker", "coordinator", "evaluator",
+                                              "launch", "task", "version", "help"});
   throw InputError("asgd: unknown command " + QuoteForMessage(command) +
                    (guess.empty() ? "" : " (did you mean " + guess + "?)") +
                    "; run `asgd help` for the list");

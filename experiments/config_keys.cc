@@ -229,6 +229,23 @@ Schema BuildSchema() {
             "shard servers, one per shard, comma-separated: host:port (tcp), ipc://PATH or "
             "tcp://host:port; empty = take the cluster from $TF_CONFIG"));
   s.Add(Str("cluster.worker", "", "worker tasks, comma-separated, as cluster.ps"));
+  s.Add(Str("cluster.coordinator", "",
+            "the coordinator (host:port, ipc://PATH or tcp://host:port) that a run's roles "
+            "register and report to; empty = TF_CONFIG's chief"));
+  s.Add(Str("cluster.evaluator", "",
+            "an evaluator task (as cluster.ps) that evaluates the centre while the workers "
+            "train; empty = the coordinator evaluates"));
+  s.Add(Num("cluster.report_interval_s", "0.1", 0, true, 60, false,
+            "how often every role reports to the coordinator (its heartbeat)", "seconds"));
+  s.Add(Num("cluster.heartbeat_timeout_s", "10", 0, true, std::nullopt, false,
+            "a role silent for this long is taken as dead and the run fails", "seconds"));
+  s.Add(Choice("cluster.launch_transport", "tcp", {"tcp", "ipc"},
+               "asgd launch: the transport between the processes it starts"));
+  s.Add(Int("cluster.base_port", 23400, 1024, 65000,
+            "asgd task (SLURM, Open MPI): rank r listens on base_port + r"));
+  s.Add(Str("cluster.hosts", "",
+            "asgd task under Open MPI on several hosts: the host of every rank, in rank order "
+            "(comma-separated); empty = every rank on 127.0.0.1"));
   s.Add(Choice("cluster.placement", "even", {"even", "round_robin", "greedy", "partition"},
                "how the flat parameter vector is split over the shards: even contiguous "
                "pieces, whole tensors round-robin, whole tensors greedily by bytes, or the "
@@ -251,6 +268,10 @@ Schema BuildSchema() {
             "evaluate on the test set after every this many epochs of training", "epochs"));
   s.Add(Num("metrics.eval_every_s", "0", 0, false, std::nullopt, false,
             "also evaluate at least this often; 0 = only by epochs", "seconds"));
+  s.Add(Int("metrics.staleness_rows", 1000000, 0, std::nullopt,
+            "rows staleness.csv holds at most (one per push per shard); later pushes are only "
+            "counted, exactly, in staleness_histogram.csv",
+            "rows"));
   s.Add(Int("metrics.eval_examples", 0, 0, std::nullopt,
             "test examples used for intermediate evaluations; 0 = all (the final one always "
             "uses all)",

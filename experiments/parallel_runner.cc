@@ -22,10 +22,12 @@
 #include "datasets/sampler.h"
 #include "experiments/csv.h"
 #include "experiments/evaluation.h"
+#include "experiments/metrics.h"
 #include "experiments/progress.h"
 #include "experiments/ps_param_client.h"
 #include "experiments/run_dir.h"
 #include "experiments/setup.h"
+#include "experiments/worker_loop.h"
 #include "models/factory.h"
 #include "transport/context.h"
 #include "transport/placement.h"
@@ -42,44 +44,6 @@ using ::asgd::internal::StrCat;
 const std::vector<std::string> kConvergenceColumns = {
     "time_s",    "epoch",     "samples",       "updates",       "train_loss",
     "test_loss", "test_accuracy", "eval_examples", "learning_rate"};
-const std::vector<std::string> kStalenessColumns = {
-    "time_s", "worker", "shard", "step", "pulled_version", "applied_version", "staleness",
-    "outcome"};
-
-// Writes staleness records as CSV rows as they come (thread-safe; shards and workers
-// call it concurrently) and keeps the sums for the summary.
-class CsvStalenessSink final : public tp::StalenessSink {
- public:
-  explicit CsvStalenessSink(std::ostream& out) : writer_(out, kStalenessColumns) {}
-  void Record(const tp::StalenessRecord& r) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    writer_.Write(r.wall_time_s, static_cast<int64_t>(r.worker), static_cast<int64_t>(r.shard),
-                  r.step, static_cast<int64_t>(r.pulled_version),
-                  static_cast<int64_t>(r.applied_version), r.staleness,
-                  std::string(tp::PushOutcomeName(r.outcome)));
-    ++count_;
-    sum_ += std::max<int64_t>(0, r.staleness);
-    max_ = std::max(max_, r.staleness);
-  }
-  int64_t count() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return count_;
-  }
-  double mean() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return count_ > 0 ? static_cast<double>(sum_) / static_cast<double>(count_) : 0.0;
-  }
-  int64_t max() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return max_;
-  }
-
- private:
-  mutable std::mutex mu_;
-  CsvWriter writer_;
-  int64_t count_ = 0, sum_ = 0, max_ = 0;
-};
-
 // Shared progress of all workers.
 struct Shared {
   std::atomic<int64_t> samples{0};
@@ -147,7 +111,7 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
   auto convergence_file = run.Open("convergence.csv");
   auto staleness_file = run.Open("staleness.csv");
   CsvWriter convergence(*convergence_file, kConvergenceColumns);
-  CsvStalenessSink staleness(*staleness_file);
+  StalenessRecorder staleness(staleness_file.get(), config.Int("metrics.staleness_rows"));
 
   AlignedVector<float> initial(static_cast<std::size_t>(n_params));
   model->Initialize(initial, DeriveSeed(seed, "init"));
@@ -282,92 +246,52 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
   evaluate(false);
 
   // ---- workers ----------------------------------------------------------------------
-  std::atomic<int64_t> dropped{0};
+  std::vector<std::unique_ptr<WorkerLoop>> loops;
+  std::vector<std::unique_ptr<alg::ParamClient>> clients;
+  for (int w = 0; w < workers; ++w) {
+    WorkerSetup ws;
+    ws.worker = w;
+    ws.num_workers = workers;
+    ws.strategy = &strategy;
+    ws.options = so;
+    ws.optimizer = optimizer_options;
+    ws.learning_rate = WorkerLearningRate(config, w);
+    ws.model = model.get();
+    ws.train = &train;
+    ws.examples = shards_of_data[static_cast<std::size_t>(w)];
+    ws.batch_size = batch_size;
+    ws.seed = seed;
+    ws.sparse = sparse;
+    ws.clock = clock.get();
+    loops.push_back(std::make_unique<WorkerLoop>(std::move(ws)));
+    clients.push_back(make_client(static_cast<uint32_t>(w)));
+  }
+  WorkerHooks hooks;
+  hooks.before_step = [&](double* lr_scale) {
+    if (shared.stop.load(std::memory_order_relaxed)) return false;
+    const int64_t done = shared.samples.load(std::memory_order_relaxed);
+    if (static_cast<double>(done) >= total_samples) return false;
+    if (max_steps > 0 && shared.steps.load(std::memory_order_relaxed) >= max_steps) return false;
+    *lr_scale = lr_scale_at(done);
+    return true;
+  };
+  hooks.after_step = [&](const alg::StepResult& r, int64_t batch) {
+    shared.samples.fetch_add(batch, std::memory_order_relaxed);
+    shared.steps.fetch_add(1, std::memory_order_relaxed);
+    shared.pushes.fetch_add(r.pushes, std::memory_order_relaxed);
+    std::lock_guard<std::mutex> lock(shared.mu);
+    shared.loss_sum += static_cast<double>(r.loss) * static_cast<double>(batch);
+    shared.loss_count += batch;
+  };
+  // After the run ended, a synchronous worker's pending request is answered with
+  // kShuttingDown: that is the end of its last round, not a failure.
+  hooks.ending = [&] { return shared.stop.load(); };
   std::vector<std::thread> threads;
   for (int w = 0; w < workers; ++w) {
     threads.emplace_back([&, w] {
-      std::unique_ptr<alg::ParamClient> client;
-      // After the run ended, a synchronous worker's pending request is answered with
-      // kShuttingDown: that is the end of its last round, not a failure.
-      auto stopped = [&](const alg::Status& st) {
-        return shared.stop.load() && st.error_code() == tp::ErrorCode::kShuttingDown;
-      };
-      try {
-        std::unique_ptr<models::Model> local = model->Clone();
-        datasets::SamplerOptions sopt;
-        sopt.batch_size = batch_size;
-        sopt.seed = DeriveSeed(seed, "sampler", static_cast<uint64_t>(w));
-        datasets::BatchSampler sampler(train, shards_of_data[static_cast<std::size_t>(w)], sopt);
-        auto optimizer = algorithms::NewOptimizer(optimizer_options, n_params);
-        client = make_client(static_cast<uint32_t>(w));
-        int64_t last_batch = 0;
-        alg::WorkerEnv env;
-        env.worker = w;
-        env.num_workers = workers;
-        env.ps = client.get();
-        env.optimizer = optimizer.get();
-        env.clock = clock.get();
-        env.options = so.worker;
-        env.options.learning_rate = WorkerLearningRate(config, w);
-        env.gradient = [&](std::span<const float> params, std::span<float> grad) {
-          datasets::BatchView batch = sampler.Next();
-          last_batch = batch.size;
-          return local->LossAndGradient(params, batch, grad);
-        };
-        AlignedVector<float> sparse_params;
-        models::SparseGradient sparse_grad;
-        std::vector<int64_t> touched;
-        if (sparse) {
-          sparse_params.assign(static_cast<std::size_t>(n_params), 0.0f);
-          env.sparse_gradient = [&](const alg::SparseReader& read, alg::SparseUpdate* grad,
-                                    alg::Status* status) -> float {
-            datasets::BatchView batch = sampler.Next();
-            last_batch = batch.size;
-            // The coordinates the batch touches: its features and the bias (the last).
-            touched.assign(batch.indices + batch.indptr[0], batch.indices + batch.indptr[batch.size]);
-            touched.push_back(n_params - 1);
-            std::sort(touched.begin(), touched.end());
-            touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
-            *status = read(touched, sparse_params);
-            if (!status->ok()) return std::nanf("");
-            const float loss = local->LossAndSparseGradient(sparse_params, batch, &sparse_grad);
-            grad->indices.swap(sparse_grad.indices);
-            grad->values.swap(sparse_grad.values);
-            return loss;
-          };
-        }
-        auto rule = strategy.worker_rule(so);
-        alg::Status st = rule->Start(env);
-        if (!st.ok()) {
-          if (!stopped(st)) fail(StrCat("worker ", w, ": first pull: ", st.ToString()));
-          return;
-        }
-        while (!shared.stop.load(std::memory_order_relaxed)) {
-          const int64_t done = shared.samples.load(std::memory_order_relaxed);
-          if (static_cast<double>(done) >= total_samples) break;
-          if (max_steps > 0 && shared.steps.load(std::memory_order_relaxed) >= max_steps) break;
-          env.learning_rate_scale = lr_scale_at(done);
-          alg::StepResult r = rule->Step(env);
-          if (stopped(r.status)) break;
-          if (!std::isfinite(r.loss)) {
-            return fail(StrCat("training loss is ", std::isnan(r.loss) ? "NaN" : "infinite",
-                               " on worker ", w, "; lower algorithm.learning_rate (now ",
-                               config.Raw("algorithm.learning_rate"), ")"));
-          }
-          if (!r.status.ok()) return fail(StrCat("worker ", w, ": ", r.status.ToString()));
-          shared.samples.fetch_add(last_batch, std::memory_order_relaxed);
-          shared.steps.fetch_add(1, std::memory_order_relaxed);
-          shared.pushes.fetch_add(r.pushes, std::memory_order_relaxed);
-          std::lock_guard<std::mutex> lock(shared.mu);
-          shared.loss_sum += static_cast<double>(r.loss) * static_cast<double>(last_batch);
-          shared.loss_count += last_batch;
-        }
-        st = rule->Finish(env);
-        if (!st.ok() && !stopped(st)) fail(StrCat("worker ", w, ": finishing: ", st.ToString()));
-      } catch (const std::exception& e) {
-        fail(StrCat("worker ", w, ": ", e.what()));
-      }
-      if (client) dropped.fetch_add(client->dropped_pushes());
+      const auto i = static_cast<std::size_t>(w);
+      const WorkerOutcome o = loops[i]->Run(*clients[i], hooks);
+      if (!o.failure.empty()) fail(o.failure);
     });
   }
 
@@ -411,6 +335,7 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
   if (!failed) evaluate(true);
   progress.Done();
   reader.reset();
+  clients.clear();
   servers.clear();
 
   result.wall_time_s = wall;
@@ -419,14 +344,47 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
   result.reason = reason;
   result.status = failed ? "failed" : "completed";
   result.exit_status = failed ? 2 : 0;
+  const StalenessRecorder::Stats st = staleness.stats();
+
+  SummaryRow summary;
+  summary.run_id = run.id();
+  summary.algorithm = name;
+  summary.model = config.String("model.name");
+  summary.dataset = config.String("data.dataset");
+  summary.workers = workers;
+  summary.ps_shards = hogwild ? 0 : memory ? 1 : num_shards;
+  summary.transport = hogwild ? "shared" : transport_kind;
+  summary.seed = static_cast<int64_t>(seed);
+  summary.epochs = static_cast<double>(result.samples) / static_cast<double>(train.num_examples);
+  summary.samples = result.samples;
+  summary.updates = result.updates;
+  summary.wall_time_s = wall;
+  summary.final_test_accuracy = result.final_test_accuracy;
+  summary.best_test_accuracy = result.best_test_accuracy;
+  summary.target_accuracy = target;
+  summary.time_to_target_s = time_to_target;
+  summary.staleness = st;
+  std::vector<WorkerMetrics> worker_metrics;
+  for (const auto& loop : loops) {
+    worker_metrics.push_back(loop->Snapshot());
+    summary.dropped_pushes += worker_metrics.back().dropped_pushes;
+    summary.bytes_pushed += worker_metrics.back().bytes_pushed;
+    summary.bytes_pulled += worker_metrics.back().bytes_pulled;
+  }
+  const int64_t dropped = summary.dropped_pushes;
+  summary.status = result.status;
+  WriteWorkers(*run.Open("workers.csv"), worker_metrics);
+  staleness.WriteHistogram(*run.Open("staleness_histogram.csv"));
+  WriteSummary(*run.Open("summary.csv"), summary);
+
   std::map<std::string, std::string> extra = {
       {"final_test_accuracy", CsvCell(result.final_test_accuracy)},
       {"updates", std::to_string(result.updates)},
       {"wall_time_s", CsvCell(result.wall_time_s)},
-      {"mean_staleness", CsvCell(staleness.mean())},
-      {"max_staleness", std::to_string(staleness.max())},
-      {"staleness_records", std::to_string(staleness.count())},
-      {"dropped_pushes", std::to_string(dropped.load())}};
+      {"mean_staleness", CsvCell(st.count > 0 ? st.mean : 0.0)},
+      {"max_staleness", std::to_string(st.max)},
+      {"staleness_records", std::to_string(st.count)},
+      {"dropped_pushes", std::to_string(dropped)}};
   if (time_to_target >= 0) extra["time_to_target_s"] = CsvCell(time_to_target);
   run.Finish(result.status, reason, extra);
   if (failed) {
@@ -440,9 +398,10 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
                 "(%s)\nmean staleness: %.2f (max %lld) over %lld pushes%s\n",
                 result.final_test_accuracy, result.final_test_loss,
                 static_cast<double>(result.samples) / static_cast<double>(train.num_examples),
-                static_cast<long long>(result.updates), wall, reason.c_str(), staleness.mean(),
-                static_cast<long long>(staleness.max()), static_cast<long long>(staleness.count()),
-                dropped.load() > 0 ? StrCat("; ", dropped.load(), " dropped as stale").c_str() : "");
+                static_cast<long long>(result.updates), wall, reason.c_str(),
+                st.count > 0 ? st.mean : 0.0, static_cast<long long>(st.max),
+                static_cast<long long>(st.count),
+                dropped > 0 ? StrCat("; ", dropped, " dropped as stale").c_str() : "");
   out << line << "run folder: " << run.path() << "\n";
   return result;
 }

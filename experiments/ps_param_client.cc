@@ -2,14 +2,14 @@
 
 namespace asgd::experiments {
 
-algorithms::Status PsParamClient::Push(std::span<const float> update, int64_t step) {
+algorithms::Status PsParamClient::DoPush(std::span<const float> update, int64_t step) {
   transport::PushOptions o;
   o.clock = step;
   transport::RequestHandle h = client_->Push(update, o);
   return Finish(h);
 }
 
-algorithms::Status PsParamClient::PushPull(std::span<const float> update, std::span<float> out,
+algorithms::Status PsParamClient::DoPushPull(std::span<const float> update, std::span<float> out,
                                            int64_t step) {
   transport::PushOptions o;
   o.clock = step;

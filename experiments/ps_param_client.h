@@ -18,15 +18,19 @@ class PsParamClient final : public algorithms::ParamClient {
       : client_(std::move(client)) {}
 
   int64_t size() const override { return client_->placement().total_elements(); }
-  algorithms::Status Pull(std::span<float> out) override { return client_->PullAndWait(out); }
-  algorithms::Status Push(std::span<const float> update, int64_t step) override;
-  algorithms::Status PushPull(std::span<const float> update, std::span<float> out,
-                              int64_t step) override;
-  algorithms::Status SendClock(int64_t clock) override { return client_->SendClock(clock).Wait(); }
   // Counted per shard: a push that two shards dropped counts twice.
   int64_t dropped_pushes() const override { return dropped_; }
 
   transport::PsClient& client() { return *client_; }
+
+ protected:
+  algorithms::Status DoPull(std::span<float> out) override { return client_->PullAndWait(out); }
+  algorithms::Status DoPush(std::span<const float> update, int64_t step) override;
+  algorithms::Status DoPushPull(std::span<const float> update, std::span<float> out,
+                                int64_t step) override;
+  algorithms::Status DoSendClock(int64_t clock) override {
+    return client_->SendClock(clock).Wait();
+  }
 
  private:
   algorithms::Status Finish(transport::RequestHandle& handle);

@@ -1,6 +1,5 @@
 #include "experiments/roles.h"
 
-#include <pthread.h>
 #include <signal.h>
 
 #include <algorithm>
@@ -13,7 +12,9 @@
 #include "core/log.h"
 #include "core/rng.h"
 #include "datasets/loader.h"
+#include "experiments/cluster_run.h"
 #include "experiments/setup.h"
+#include "experiments/signals.h"
 #include "models/factory.h"
 #include "transport/context.h"
 #include "transport/placement.h"
@@ -42,34 +43,6 @@ std::chrono::milliseconds TimeoutOf(const Config& config) {
   return std::chrono::milliseconds(
       static_cast<int64_t>(std::ceil(config.Double("cluster.timeout_s") * 1000.0)));
 }
-
-// Blocks SIGINT and SIGTERM in this thread (and the threads it starts) for its lifetime,
-// so that the serving loop can take them with sigtimedwait.
-class BlockedStopSignals {
- public:
-  BlockedStopSignals() {
-    sigemptyset(&set_);
-    sigaddset(&set_, SIGINT);
-    sigaddset(&set_, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &set_, &old_);
-  }
-  ~BlockedStopSignals() { pthread_sigmask(SIG_SETMASK, &old_, nullptr); }
-  BlockedStopSignals(const BlockedStopSignals&) = delete;
-  BlockedStopSignals& operator=(const BlockedStopSignals&) = delete;
-
-  // The signal that arrived within timeout, or 0.
-  int Wait(std::chrono::milliseconds timeout) const {
-    timespec ts{};
-    ts.tv_sec = static_cast<time_t>(timeout.count() / 1000);
-    ts.tv_nsec = static_cast<long>((timeout.count() % 1000) * 1000000);
-    const int sig = sigtimedwait(&set_, nullptr, &ts);
-    return sig > 0 ? sig : 0;
-  }
-
- private:
-  sigset_t set_{};
-  sigset_t old_{};
-};
 
 // Small integers in [-2, 2] (deltas) or [0, 16] (initial values), from a hash of the
 // seed, the worker, the step and the element: sums of them are exact in float32.
@@ -100,8 +73,9 @@ tp::ClusterSpec ResolveCluster(const Config& config, const RoleRequest& request,
                                const std::string& role) {
   tp::ClusterSpec spec;
   if (!config.String("cluster.ps").empty()) {
-    spec = tp::ClusterSpec::FromStrings(config.String("cluster.ps"),
-                                        config.String("cluster.worker"));
+    spec = tp::ClusterSpec::FromStrings(config.String("cluster.ps"), config.String("cluster.worker"),
+                                        config.String("cluster.coordinator"),
+                                        config.String("cluster.evaluator"));
   } else if (!request.tf_config.empty()) {
     spec = tp::ClusterSpec::FromTfConfig(request.tf_config);
     if (!spec.task_type.empty() && spec.task_type != role && !request.task.has_value()) {
@@ -115,6 +89,9 @@ tp::ClusterSpec ResolveCluster(const Config& config, const RoleRequest& request,
   if (request.task.has_value()) {
     spec.task_type = role;
     spec.task_index = *request.task;
+  } else if (role == "coordinator" || role == "evaluator") {
+    spec.task_type = role;  // one of each: the index is 0
+    spec.task_index = 0;
   } else if (spec.task_type.empty()) {
     throw ConfigError("--task", "", "this process's index among the " + role +
                                         " tasks (or a TF_CONFIG with a task)");
@@ -127,19 +104,15 @@ tp::ClusterSpec ResolveCluster(const Config& config, const RoleRequest& request,
 }
 
 int RunPsRole(const Config& config, const RoleRequest& request, std::ostream& out) {
+  if (config.String("algorithm.name") != "ps_check") {
+    return RunTrainingPsRole(config, request, out);
+  }
   const tp::ClusterSpec spec = ResolveCluster(config, request, "ps");
   const int shard = spec.task_index;
   const ParamLayout layout = LayoutFor(config, request.data_dirs);
   const tp::Placement placement = PlacementFor(config, layout, spec.num_ps());
   const auto seed = static_cast<uint64_t>(config.Int("experiment.seed"));
-  std::vector<float> initial;
-  if (config.String("algorithm.name") == "ps_check") {
-    initial = PsCheckInitial(layout.size(), seed);
-  } else {
-    throw ConfigError("algorithm.name", config.String("algorithm.name"),
-                      "ps_check (the distributed training strategies are not built yet; "
-                      "train in one process with `asgd run`)");
-  }
+  const std::vector<float> initial = PsCheckInitial(layout.size(), seed);
 
   BlockedStopSignals signals;  // before any thread starts, so all inherit the mask
   auto context = tp::NewContext();
@@ -169,13 +142,11 @@ int RunPsRole(const Config& config, const RoleRequest& request, std::ostream& ou
 }
 
 int RunWorkerRole(const Config& config, const RoleRequest& request, std::ostream& out) {
+  if (config.String("algorithm.name") != "ps_check") {
+    return RunTrainingWorkerRole(config, request, out);
+  }
   const tp::ClusterSpec spec = ResolveCluster(config, request, "worker");
   const int worker = spec.task_index;
-  if (config.String("algorithm.name") != "ps_check") {
-    throw ConfigError("algorithm.name", config.String("algorithm.name"),
-                      "ps_check (the distributed training strategies are not built yet; "
-                      "train in one process with `asgd run`)");
-  }
   const ParamLayout layout = LayoutFor(config, request.data_dirs);
   const int64_t n = layout.size();
   const tp::Placement placement = PlacementFor(config, layout, spec.num_ps());

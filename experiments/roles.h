@@ -26,6 +26,9 @@ struct RoleRequest {
   std::string tf_config;
   // Where datasets are looked for (to derive the model's layout).
   std::vector<std::string> data_dirs;
+  // The run's label and the command line (the coordinator's run folder records them).
+  std::string name = "run";
+  std::vector<std::string> command_line;
 };
 
 // The cluster from the config or TF_CONFIG, with this process's task filled in for

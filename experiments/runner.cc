@@ -14,6 +14,7 @@
 #include "datasets/sampler.h"
 #include "experiments/csv.h"
 #include "experiments/evaluation.h"
+#include "experiments/metrics.h"
 #include "experiments/parallel_runner.h"
 #include "experiments/progress.h"
 #include "experiments/run_dir.h"
@@ -118,6 +119,7 @@ RunResult RunExperiment(const Config& config, const RunRequest& request, std::os
   const double lr_decay = config.Double("algorithm.lr_decay");
   int64_t updates = 0;
   int64_t samples = 0;
+  Duration compute{0};  // gradient and optimizer steps
   double loss_sum = 0;
   int64_t loss_count = 0;
   double next_eval_samples = eval_every_samples;
@@ -182,6 +184,7 @@ RunResult RunExperiment(const Config& config, const RunRequest& request, std::os
       break;
     }
     datasets::BatchView batch = sampler.Next();
+    const Duration step_start = clock->Now();
     const float loss = model->LossAndGradient(params, batch, grad);
     if (!std::isfinite(loss)) {
       failed = true;
@@ -192,6 +195,7 @@ RunResult RunExperiment(const Config& config, const RunRequest& request, std::os
       break;
     }
     optimizer->Step(params, grad, static_cast<float>(lr));
+    compute += clock->Now() - step_start;
     ++updates;
     samples += batch.size;
     loss_sum += static_cast<double>(loss) * static_cast<double>(batch.size);
@@ -225,6 +229,29 @@ RunResult RunExperiment(const Config& config, const RunRequest& request, std::os
       {"updates", std::to_string(updates)},
       {"wall_time_s", CsvCell(result.wall_time_s)}};
   if (time_to_target >= 0) extra["time_to_target_s"] = CsvCell(time_to_target);
+
+  WorkerMetrics worker;
+  worker.steps = updates;
+  worker.samples = samples;
+  worker.active_s = result.wall_time_s;
+  worker.compute_s = std::chrono::duration<double>(compute).count();
+  WriteWorkers(*run.Open("workers.csv"), {worker});
+  SummaryRow summary;
+  summary.run_id = run.id();
+  summary.algorithm = "sgd";
+  summary.model = config.String("model.name");
+  summary.dataset = config.String("data.dataset");
+  summary.seed = static_cast<int64_t>(seed);
+  summary.epochs = static_cast<double>(samples) / static_cast<double>(train.num_examples);
+  summary.samples = samples;
+  summary.updates = updates;
+  summary.wall_time_s = result.wall_time_s;
+  summary.final_test_accuracy = result.final_test_accuracy;
+  summary.best_test_accuracy = result.best_test_accuracy;
+  summary.target_accuracy = stop.target_accuracy;
+  summary.time_to_target_s = time_to_target;
+  summary.status = result.status;
+  WriteSummary(*run.Open("summary.csv"), summary);
   run.Finish(result.status, reason, extra);
 
   if (failed) {

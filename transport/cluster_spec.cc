@@ -232,11 +232,27 @@ std::string ClusterSpec::WorkerAddress(int i) const {
   return Address(worker[static_cast<std::size_t>(i)]);
 }
 
-std::string ClusterSpec::PsBindAddress(int i, std::string_view bind_host) const {
-  const std::string address = PsAddress(i);
+namespace {
+
+std::string BindAddressOf(const std::string& address, std::string_view bind_host) {
   if (!StartsWith(address, "tcp://")) return address;
   const std::size_t colon = address.rfind(':');
   return "tcp://" + std::string(bind_host) + address.substr(colon);
+}
+
+}  // namespace
+
+std::string ClusterSpec::PsBindAddress(int i, std::string_view bind_host) const {
+  return BindAddressOf(PsAddress(i), bind_host);
+}
+
+std::string ClusterSpec::CoordinatorAddress() const {
+  ASGD_CHECK(!coordinator.empty(), "the cluster has no coordinator");
+  return Address(coordinator);
+}
+
+std::string ClusterSpec::CoordinatorBindAddress(std::string_view bind_host) const {
+  return BindAddressOf(CoordinatorAddress(), bind_host);
 }
 
 void ClusterSpec::Validate() const { ValidateSpec(*this, kConfigKeys); }

@@ -52,6 +52,10 @@ struct ClusterSpec {
   // to loopback unless configured otherwise; "*" binds every interface); other schemes
   // as written.
   std::string PsBindAddress(int i, std::string_view bind_host = "127.0.0.1") const;
+  // The coordinator's address, and the address it binds (as PsBindAddress). REQUIRES: a
+  // coordinator (InvariantError otherwise).
+  std::string CoordinatorAddress() const;
+  std::string CoordinatorBindAddress(std::string_view bind_host = "127.0.0.1") const;
 
   // Checks entries, duplicates and the task. FromStrings/FromTfConfig call it; call it
   // again after editing fields by hand. Throws ConfigError.

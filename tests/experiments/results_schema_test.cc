@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <sstream>
@@ -75,6 +76,75 @@ TEST(ResultsSchema, ConvergenceColumnsAreExactlyTheDocumentedOnes) {
   EXPECT_GE(rows, 2);
 }
 
+// The rows of a CSV file of the run, the header first.
+std::vector<std::vector<std::string>> CsvRows(const fs::path& file) {
+  std::ifstream in(file);
+  EXPECT_TRUE(in) << file;
+  std::vector<std::vector<std::string>> rows;
+  std::string line;
+  while (std::getline(in, line)) rows.push_back(ParseCsvLine(line));
+  return rows;
+}
+
+// summary.csv, workers.csv and staleness_histogram.csv hold exactly the documented
+// columns, rows as wide as the header, and agree with each other and with staleness.csv.
+TEST(ResultsSchema, SummaryWorkersAndHistogramAreTheDocumentedOnes) {
+  testing::TempDir dir;
+  fs::path run = RunTiny(dir, "[algorithm]\nname = agn\nworkers = 3\nwindow = 2\n"
+                              "[metrics]\nstaleness_rows = 4\n");
+  const auto summary = CsvRows(run / "summary.csv");
+  ASSERT_EQ(summary.size(), 2u);
+  EXPECT_EQ(summary[0], TableNames(Readme(), "### summary.csv"));
+  ASSERT_EQ(summary[1].size(), summary[0].size());
+  std::map<std::string, std::string> row;
+  for (std::size_t i = 0; i < summary[0].size(); ++i) row[summary[0][i]] = summary[1][i];
+  EXPECT_EQ(row["run_id"], run.filename().string());
+  EXPECT_EQ(row["algorithm"], "agn");
+  EXPECT_EQ(row["workers"], "3");
+  EXPECT_EQ(row["transport"], "inproc");
+  EXPECT_EQ(row["status"], "completed");
+
+  const auto workers = CsvRows(run / "workers.csv");
+  ASSERT_EQ(workers.size(), 4u);  // header + 3 workers
+  EXPECT_EQ(workers[0], TableNames(Readme(), "### workers.csv"));
+  int64_t samples = 0, pushes = 0, bytes = 0;
+  for (std::size_t w = 1; w < workers.size(); ++w) {
+    ASSERT_EQ(workers[w].size(), workers[0].size());
+    samples += std::stoll(workers[w][2]);
+    pushes += std::stoll(workers[w][6]);
+    bytes += std::stoll(workers[w][7]);
+  }
+  EXPECT_EQ(std::to_string(samples), row["samples"]);
+  EXPECT_EQ(std::to_string(pushes), row["updates"]);
+  EXPECT_EQ(std::to_string(bytes), row["bytes_pushed"]);
+
+  // Only 4 rows in staleness.csv, but the histogram counts every push exactly.
+  EXPECT_EQ(CsvRows(run / "staleness.csv").size(), 5u);
+  const auto histogram = CsvRows(run / "staleness_histogram.csv");
+  EXPECT_EQ(histogram[0], TableNames(Readme(), "### staleness_histogram.csv"));
+  int64_t counted = 0;
+  for (std::size_t i = 1; i < histogram.size(); ++i) counted += std::stoll(histogram[i][2]);
+  EXPECT_EQ(counted, pushes);
+  auto provenance = nlohmann::json::parse(ReadFile((run / "provenance.json").string()));
+  EXPECT_EQ(provenance["staleness_records"], std::to_string(pushes));
+}
+
+// The sequential baseline writes the same summary (no staleness: nan) and one worker.
+TEST(ResultsSchema, SequentialRunWritesSummaryAndOneWorker) {
+  testing::TempDir dir;
+  fs::path run = RunTiny(dir);
+  const auto summary = CsvRows(run / "summary.csv");
+  ASSERT_EQ(summary.size(), 2u);
+  EXPECT_EQ(summary[0], TableNames(Readme(), "### summary.csv"));
+  std::map<std::string, std::string> row;
+  for (std::size_t i = 0; i < summary[0].size(); ++i) row[summary[0][i]] = summary[1][i];
+  EXPECT_EQ(row["algorithm"], "sgd");
+  EXPECT_EQ(row["transport"], "none");
+  EXPECT_EQ(row["staleness_mean"], "nan");
+  EXPECT_EQ(CsvRows(run / "workers.csv").size(), 2u);
+  EXPECT_FALSE(fs::exists(run / "staleness.csv"));
+}
+
 TEST(ResultsSchema, StalenessColumnsAreExactlyTheDocumentedOnes) {
   testing::TempDir dir;
   fs::path run = RunTiny(dir, "[algorithm]\nname = agn\nworkers = 3\nwindow = 2\n");
@@ -103,7 +173,7 @@ TEST(ResultsSchema, RunFolderHoldsTheDocumentedFiles) {
   testing::TempDir dir;
   fs::path run = RunTiny(dir);
   for (const std::string& file : TableNames(Readme(), "## A run folder")) {
-    if (file == "staleness.csv") continue;  // distributed strategies only
+    if (file == "staleness.csv" || file == "staleness_histogram.csv") continue;  // distributed only
     EXPECT_TRUE(fs::exists(run / file)) << file;
   }
   // config.ini is the resolved config: it names keys the file never set.

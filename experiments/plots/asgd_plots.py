@@ -1,0 +1,275 @@
+#!/usr/bin/env python3
+"""Plots for `asgd compare`.
+
+    python3 asgd_plots.py --out DIR DIR/comparison.csv
+
+Reads the comparison table that `asgd compare` wrote (one row per run: label, run_dir and
+the run's summary.csv columns) and, from each run folder, convergence.csv and
+staleness_histogram.csv (results/README.md documents both). Writes into DIR:
+
+  accuracy.png          test accuracy vs training wall time, one line per run
+  accuracy_samples.png  test accuracy vs training examples processed, one line per run
+  staleness.png         share of pushes per staleness value, one line per algorithm
+                        (summed over workers and runs); skipped if no run has
+                        staleness_histogram.csv
+  throughput.png        training examples per second vs workers, one line per algorithm
+                        (mean over runs); only when some algorithm was run at two or
+                        more worker counts
+
+Every figure is FIGSIZE inches at DPI dots per inch: 800 x 500 pixels, drawn with the
+Agg backend (no display needed). Prints "wrote PATH" or "skipped NAME: why" per figure.
+
+Exit status: 0 done; 2 bad input (one line on stderr); 3 matplotlib is not installed for
+this python3 (asgd then tries the next python3 it knows).
+"""
+
+import argparse
+import csv
+import math
+import os
+import sys
+from collections import defaultdict
+
+FIGSIZE = (8.0, 5.0)  # inches
+DPI = 100  # dots per inch: FIGSIZE * DPI = 800 x 500 pixels
+MANY_LINES = 6  # beyond this many lines the legend goes to the right of the axes
+
+EXIT_BAD_INPUT = 2
+EXIT_NO_MATPLOTLIB = 3
+
+
+class BadInput(Exception):
+    pass
+
+
+def number(text):
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def read_csv(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def read_comparison(path):
+    try:
+        rows = read_csv(path)
+    except OSError as e:
+        raise BadInput(f"{path}: cannot be read: {e.strerror}")
+    needed = ["label", "run_dir", "algorithm", "workers", "seed", "samples_per_s"]
+    for i, row in enumerate(rows):
+        missing = [c for c in needed if c not in row or row[c] is None]
+        if missing:
+            raise BadInput(f"{path}:{i + 2}: expected columns {', '.join(missing)}")
+    if not rows:
+        raise BadInput(f"{path}: no runs (expected a header and one row per run)")
+    # Runs that share a label (seeds of one sweep point) get their seed appended.
+    counts = defaultdict(int)
+    for row in rows:
+        counts[row["label"]] += 1
+    seen = defaultdict(int)
+    for row in rows:
+        name = row["label"]
+        if counts[name] > 1:
+            name = f"{name} s{row['seed']}"
+            seen[name] += 1
+            if seen[name] > 1:
+                name = f"{name} #{seen[name]}"
+        row["legend"] = name
+    return rows
+
+
+def common(rows, column):
+    values = {row.get(column, "") for row in rows}
+    return values.pop() if len(values) == 1 else ""
+
+
+def subtitle(rows):
+    model, dataset = common(rows, "model"), common(rows, "dataset")
+    if model and dataset:
+        return f" ({model} on {dataset})"
+    return ""
+
+
+def new_figure(plt):
+    fig, ax = plt.subplots(figsize=FIGSIZE, dpi=DPI)
+    ax.grid(True, alpha=0.3)
+    return fig, ax
+
+
+def colors(plt, n):
+    cmap = plt.get_cmap("tab10" if n <= 10 else "tab20")
+    return [cmap(i % cmap.N) for i in range(n)]
+
+
+def markers(n):
+    """One marker for up to 10 lines; beyond, shapes that tell similar colours apart."""
+    shapes = ["o"] if n <= 10 else ["o", "s", "^", "D", "v"]
+    return [shapes[i % len(shapes)] for i in range(n)]
+
+
+def finish(fig, ax, path, lines):
+    """Places the legend, saves at the fixed size and closes the figure."""
+    if lines > MANY_LINES:
+        # Outside the axes, on the right; tight_layout counts the legend in and narrows
+        # the axes to leave it room.
+        ax.legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.01, 1.0),
+                  ncol=1 if lines <= 20 else 2, borderaxespad=0.0)
+        fig.tight_layout()
+    else:
+        ax.legend(fontsize="small", loc="best")
+        fig.tight_layout()
+    # No bbox_inches="tight": it would change the pixel size.
+    fig.savefig(path, dpi=DPI)
+
+
+def plot_accuracy(plt, rows, out_dir, x_column, name, xlabel, title):
+    curves = []
+    for row in rows:
+        path = os.path.join(row["run_dir"], "convergence.csv")
+        if not os.path.isfile(path):
+            continue
+        points = []
+        for r in read_csv(path):
+            x, y = number(r.get(x_column)), number(r.get("test_accuracy"))
+            if not math.isnan(x) and not math.isnan(y):
+                points.append((x, y))
+        if points:
+            curves.append((row["legend"], points))
+    if not curves:
+        return f"skipped {name}: no run has a convergence.csv with rows"
+    fig, ax = new_figure(plt)
+    for (legend, points), color, marker in zip(curves, colors(plt, len(curves)),
+                                               markers(len(curves))):
+        xs, ys = zip(*points)
+        ax.plot(xs, ys, marker=marker, markersize=3, linewidth=1.5, color=color, label=legend)
+    # The learning curves differ near the top: show the range the runs reach after their
+    # first evaluation (the initial parameters' accuracy, near chance, would squash it).
+    later = [y for _, points in curves for (_, y) in points[1:]]
+    if later:
+        low = min(later)
+        ax.set_ylim(max(0.0, low - 0.02 * max(0.05, 1.0 - low)), min(1.0, max(later) + 0.005))
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("test accuracy (after the first evaluation)" if later else "test accuracy")
+    ax.set_title(title + subtitle(rows))
+    path = os.path.join(out_dir, name)
+    finish(fig, ax, path, len(curves))
+    plt.close(fig)
+    return f"wrote {path}"
+
+
+def plot_staleness(plt, rows, out_dir):
+    name = "staleness.png"
+    by_algorithm = defaultdict(lambda: defaultdict(int))
+    order = []
+    for row in rows:
+        path = os.path.join(row["run_dir"], "staleness_histogram.csv")
+        if not os.path.isfile(path):
+            continue
+        algorithm = row["algorithm"]
+        for r in read_csv(path):
+            s, c = number(r.get("staleness")), number(r.get("count"))
+            if math.isnan(s) or math.isnan(c):
+                continue
+            if algorithm not in order:
+                order.append(algorithm)
+            by_algorithm[algorithm][int(s)] += int(c)
+    order = [a for a in order if sum(by_algorithm[a].values()) > 0]
+    if not order:
+        return f"skipped {name}: no run has a staleness_histogram.csv (sgd has none)"
+    fig, ax = new_figure(plt)
+    for algorithm, color, marker in zip(order, colors(plt, len(order)), markers(len(order))):
+        hist = by_algorithm[algorithm]
+        total = sum(hist.values())
+        xs = sorted(hist)
+        ys = [hist[x] / total for x in xs]
+        mean = sum(x * hist[x] for x in xs) / total
+        unit = " clocks" if algorithm == "ssp" else ""
+        ax.plot(xs, ys, marker=marker, markersize=4, linewidth=1.5, color=color, label=f"{algorithm} ({total:,} pushes, mean {mean:.2f}{unit})")
+    ax.set_xlabel("staleness (updates applied between a worker's pull and its push)")
+    ax.set_ylabel("share of pushes")
+    ax.set_ylim(bottom=0.0)
+    ax.set_title("Staleness of pushes, by algorithm" + subtitle(rows))
+    path = os.path.join(out_dir, name)
+    finish(fig, ax, path, len(order))
+    plt.close(fig)
+    return f"wrote {path}"
+
+
+def plot_throughput(plt, rows, out_dir):
+    name = "throughput.png"
+    by_algorithm = defaultdict(lambda: defaultdict(list))
+    order = []
+    for row in rows:
+        w, rate = number(row["workers"]), number(row["samples_per_s"])
+        if math.isnan(w) or math.isnan(rate):
+            continue
+        if row["algorithm"] not in order:
+            order.append(row["algorithm"])
+        by_algorithm[row["algorithm"]][int(w)].append(rate)
+    # A line needs an algorithm run at two worker counts or more; runs that differ only
+    # by algorithm (sgd's 1 worker against the others' 4) would give isolated dots.
+    if not any(len(by_algorithm[a]) > 1 for a in order):
+        return f"skipped {name}: no algorithm was run at more than one worker count"
+    workers = {w for a in order for w in by_algorithm[a]}
+    fig, ax = new_figure(plt)
+    for algorithm, color, marker in zip(order, colors(plt, len(order)), markers(len(order))):
+        points = by_algorithm[algorithm]
+        xs = sorted(points)
+        ys = [sum(points[x]) / len(points[x]) for x in xs]
+        ax.plot(xs, ys, marker=marker, markersize=5, linewidth=1.5, color=color, label=algorithm)
+    ax.set_xticks(sorted(workers))
+    ax.set_xlabel("workers")
+    ax.set_ylabel("training examples per second")
+    ax.set_ylim(bottom=0.0)
+    ax.set_title("Throughput vs workers, mean over runs" + subtitle(rows))
+    path = os.path.join(out_dir, name)
+    finish(fig, ax, path, len(order))
+    plt.close(fig)
+    return f"wrote {path}"
+
+
+def main(argv):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("comparison", help="comparison.csv written by asgd compare")
+    parser.add_argument("--out", required=True, help="folder to write the PNGs into")
+    args = parser.parse_args(argv)
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as e:
+        print(f"asgd_plots.py: matplotlib is not installed for {sys.executable} ({e})",
+              file=sys.stderr)
+        return EXIT_NO_MATPLOTLIB
+    try:
+        rows = read_comparison(args.comparison)
+        os.makedirs(args.out, exist_ok=True)
+        messages = [
+            plot_accuracy(plt, rows, args.out, "time_s", "accuracy.png",
+                          "training wall time (s)", "Test accuracy vs time"),
+            plot_accuracy(plt, rows, args.out, "samples", "accuracy_samples.png",
+                          "training examples processed (summed over workers)",
+                          "Test accuracy vs examples"),
+            plot_staleness(plt, rows, args.out),
+            plot_throughput(plt, rows, args.out),
+        ]
+    except BadInput as e:
+        print(f"asgd_plots.py: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    for m in messages:
+        if m.startswith("skipped "):
+            # A plot left from an earlier comparison into this folder would mislead.
+            stale = os.path.join(args.out, m[len("skipped "):].split(":")[0])
+            if os.path.isfile(stale):
+                os.remove(stale)
+        print(m)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,344 @@
+// `asgd sweep` and `asgd suite`: runs as child processes of the real binary on a tiny
+// synthetic config, the aggregate table against the runs' own summaries, validation
+// before anything starts, and SIGINT ending every child. Every process is ended by PID.
+#include "experiments/batch.h"
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include "core/file_util.h"
+#include "experiments/cli.h"
+#include "experiments/compare.h"
+#include "experiments/csv.h"
+#include "tests/support/subprocess.h"
+#include "tests/support/test_util.h"
+
+namespace asgd::experiments {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+using testing::Subprocess;
+using namespace std::chrono_literals;
+
+const std::string kAsgd = std::string(ASGD_BINARY_DIR) + "/asgd";
+constexpr auto kProcessTimeout = 120s;
+
+// A run of well under a second on 2 cores.
+std::string TinyConfig(const testing::TempDir& dir, const std::string& extra = "") {
+  const std::string path = dir.File("tiny.ini");
+  testing::WriteTestFile(path,
+                         "[experiment]\nname = tiny\nepochs = 2\nlog_level = warning\n"
+                         "[data]\ndataset = synthetic\nsynthetic_train = 2000\n"
+                         "synthetic_test = 400\nsynthetic_features = 16\n"
+                         "[model]\nname = mlp\nhidden = 16\n"
+                         "[algorithm]\nname = agn\nworkers = 2\nwindow = 2\n" +
+                             extra);
+  return path;
+}
+
+struct CliResult {
+  int status;
+  std::string out;
+  std::string err;
+};
+
+CliResult Cli(const std::vector<std::string>& args) {
+  std::ostringstream out, err;
+  const int status = Main(args, out, err);
+  return {status, out.str(), err.str()};
+}
+
+int Lines(const std::string& text) {
+  return static_cast<int>(std::count(text.begin(), text.end(), '\n'));
+}
+
+std::vector<std::vector<std::string>> ReadCsv(const std::string& path) {
+  std::vector<std::vector<std::string>> rows;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) rows.push_back(ParseCsvLine(line));
+  return rows;
+}
+
+std::vector<std::string> Subfolders(const std::string& dir) {
+  std::vector<std::string> out;
+  if (!fs::is_directory(dir)) return out;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.is_directory()) out.push_back(e.path().string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Processes whose parent is ppid, from /proc/<pid>/stat ("pid (comm) state ppid ...").
+std::vector<pid_t> ChildrenOf(pid_t ppid) {
+  std::vector<pid_t> children;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.empty() || !std::all_of(name.begin(), name.end(), ::isdigit)) continue;
+    std::ifstream in(e.path() / "stat");
+    std::string stat;
+    if (!std::getline(in, stat)) continue;
+    const std::size_t paren = stat.rfind(')');
+    if (paren == std::string::npos) continue;
+    std::istringstream rest(stat.substr(paren + 1));
+    char state = 0;
+    long parent = 0;
+    rest >> state >> parent;
+    if (parent == ppid) children.push_back(static_cast<pid_t>(std::stol(name)));
+  }
+  return children;
+}
+
+// True while pid exists and is not a zombie.
+bool Alive(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  if (!std::getline(in, stat)) return false;
+  const std::size_t paren = stat.rfind(')');
+  return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] != 'Z';
+}
+
+TEST(Sweep, DescribeGivesMeanSampleStdMinMaxOverNonNanValues) {
+  const SampleStats s = Describe({1.0, 2.0, std::nan(""), 4.0});
+  EXPECT_EQ(s.n, 3);
+  EXPECT_DOUBLE_EQ(s.mean, 7.0 / 3.0);
+  EXPECT_DOUBLE_EQ(s.std, std::sqrt(((1 - 7.0 / 3) * (1 - 7.0 / 3) + (2 - 7.0 / 3) * (2 - 7.0 / 3) +
+                                     (4 - 7.0 / 3) * (4 - 7.0 / 3)) /
+                                    2.0));
+  EXPECT_EQ(s.min, 1.0);
+  EXPECT_EQ(s.max, 4.0);
+  const SampleStats one = Describe({0.5});
+  EXPECT_EQ(one.mean, 0.5);
+  EXPECT_TRUE(std::isnan(one.std));
+  const SampleStats none = Describe({std::nan("")});
+  EXPECT_EQ(none.n, 0);
+  EXPECT_TRUE(std::isnan(none.mean) && std::isnan(none.min) && std::isnan(none.max));
+}
+
+TEST(Sweep, TwoPointsTwoSeedsInParallelAggregateTheirRunsSummaries) {
+  testing::TempDir dir;
+  const std::string config = TinyConfig(dir);
+  const std::string sweep = dir.File("sweep");
+  Subprocess p({kAsgd, "sweep", config, "--grid", "algorithm.learning_rate=0.05,0.1", "--seeds",
+                "2", "--parallel", "2", "--out", sweep},
+               dir.File("sweep.out"));
+  const auto status = p.Wait(kProcessTimeout);
+  ASSERT_TRUE(status.has_value()) << p.Output();
+  ASSERT_EQ(*status, 0) << p.Output();
+  const std::string out = p.Output();
+  EXPECT_THAT(out, HasSubstr("[4/4]"));
+  EXPECT_THAT(out, HasSubstr("wrote " + sweep + "/sweep.csv"));
+
+  const std::vector<std::string> runs = Subfolders(sweep + "/runs");
+  ASSERT_EQ(runs.size(), 4u) << out;
+  // Each point's runs, by the label the sweep gave them (experiment.name).
+  std::map<std::string, std::vector<RunSummary>> by_label;
+  std::set<std::string> seeds;
+  for (const auto& r : runs) {
+    const auto config_ini = ReadRunConfig(r);
+    const RunSummary s = ReadRunSummary(r);
+    by_label[config_ini.at("experiment.name")].push_back(s);
+    seeds.insert(config_ini.at("experiment.name") + "/" + s.Get("seed"));
+  }
+  EXPECT_EQ(seeds, (std::set<std::string>{"learning_rate=0.05/1", "learning_rate=0.05/2",
+                                          "learning_rate=0.1/1", "learning_rate=0.1/2"}));
+  EXPECT_TRUE(FileExists(sweep + "/logs/learning_rate_0.05-s1.log"));
+  EXPECT_TRUE(FileExists(sweep + "/logs/learning_rate_0.1-s2.log"));
+
+  const auto rows = ReadCsv(sweep + "/sweep.csv");
+  ASSERT_EQ(rows.size(), 3u);
+  const std::vector<std::string>& header = rows[0];
+  auto col = [&](const std::string& name) {
+    auto it = std::find(header.begin(), header.end(), name);
+    EXPECT_NE(it, header.end()) << name;
+    return static_cast<std::size_t>(it - header.begin());
+  };
+  EXPECT_EQ(header[0], "label");
+  EXPECT_EQ(header[1], "algorithm.learning_rate");
+  for (std::size_t i = 1; i < rows.size(); ++i) {
+    const auto& row = rows[i];
+    ASSERT_EQ(row.size(), header.size());
+    const std::string label = row[0];
+    ASSERT_EQ(by_label.count(label), 1u) << label;
+    EXPECT_EQ(label, "learning_rate=" + row[1]);
+    EXPECT_EQ(row[col("runs")], "2");
+    EXPECT_EQ(row[col("failed")], "0");
+    for (const auto& metric : SweepMetrics()) {
+      std::vector<double> values;
+      for (const auto& s : by_label[label]) values.push_back(s.Number(metric));
+      const SampleStats want = Describe(values);
+      const auto near = [](double got, double expected) {
+        if (std::isnan(expected)) return std::isnan(got);
+        return std::abs(got - expected) <= 1e-6 * std::max(1.0, std::abs(expected));
+      };
+      const auto cell = [&](const std::string& suffix) {
+        auto v = ParseCsvLine(row[col(metric + suffix)]);
+        return v[0] == "nan" ? std::nan("") : std::stod(v[0]);
+      };
+      EXPECT_TRUE(near(cell("_mean"), want.mean)) << label << " " << metric;
+      EXPECT_TRUE(near(cell("_std"), want.std)) << label << " " << metric;
+      EXPECT_TRUE(near(cell("_min"), want.min)) << label << " " << metric;
+      EXPECT_TRUE(near(cell("_max"), want.max)) << label << " " << metric;
+    }
+  }
+  EXPECT_THAT(ReadFile(sweep + "/sweep.md"), HasSubstr("| learning_rate=0.05 | 2 | 0 |"));
+  const auto comparison = ReadCsv(sweep + "/comparison.csv");
+  EXPECT_EQ(comparison.size(), 5u);
+}
+
+TEST(Sweep, AnUnknownGridKeyIsOneLineAndStartsNothing) {
+  testing::TempDir dir;
+  const std::string config = TinyConfig(dir);
+  const CliResult r = Cli(
+      {"sweep", config, "--grid", "algorithm.learning_rte=0.1,0.2", "--out", dir.File("sweep")});
+  EXPECT_EQ(r.status, kExitBadInput);
+  EXPECT_EQ(Lines(r.err), 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("algorithm.learning_rte: unknown key (did you mean "
+                               "algorithm.learning_rate?)"));
+  EXPECT_EQ(r.out, "");
+  EXPECT_FALSE(fs::exists(dir.File("sweep")));
+}
+
+TEST(Sweep, ABadGridValueIsOneLineAndStartsNothing) {
+  testing::TempDir dir;
+  const std::string config = TinyConfig(dir);
+  const CliResult r =
+      Cli({"sweep", config, "--grid", "algorithm.batch_size=16,0", "--out", dir.File("sweep")});
+  EXPECT_EQ(r.status, kExitBadInput);
+  EXPECT_EQ(Lines(r.err), 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("algorithm.batch_size = '0': expected an integer"));
+  EXPECT_FALSE(fs::exists(dir.File("sweep")));
+  // The seed is the sweep's to set.
+  const CliResult seed = Cli({"sweep", config, "--grid", "experiment.seed=1,2"});
+  EXPECT_EQ(seed.status, kExitBadInput);
+  EXPECT_THAT(seed.err, HasSubstr("--seeds"));
+}
+
+TEST(Sweep, SigintEndsEveryRunByPidAndExits) {
+  testing::TempDir dir;
+  // Runs of many seconds (bounded by max_time_s should anything go wrong).
+  const std::string config = TinyConfig(dir, "");
+  Subprocess p({kAsgd, "sweep", config, "--grid", "algorithm.learning_rate=0.05,0.1", "--parallel",
+                "2", "--set", "experiment.epochs=100000", "--set", "experiment.max_time_s=60",
+                "--out", dir.File("sweep")},
+               dir.File("sweep.out"));
+  std::vector<pid_t> children;
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (children.size() < 2 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(50ms);
+    children = ChildrenOf(p.pid());
+  }
+  ASSERT_EQ(children.size(), 2u) << p.Output();
+  std::this_thread::sleep_for(500ms);  // well into training
+  for (pid_t c : children) ASSERT_TRUE(Alive(c)) << c;
+  const auto start = std::chrono::steady_clock::now();
+  p.Signal(SIGINT);
+  const auto status = p.Wait(15s);
+  ASSERT_TRUE(status.has_value()) << "the sweep did not exit\n" << p.Output();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+  EXPECT_EQ(*status, 128 + SIGINT) << p.Output();
+  EXPECT_THAT(p.Output(), HasSubstr("SIGINT: ended 2 running run(s) by PID"));
+  for (pid_t c : children) EXPECT_FALSE(Alive(c)) << "run " << c << " outlived the sweep";
+}
+
+std::string SuiteFile(const testing::TempDir& dir, const std::string& body) {
+  const std::string path = dir.File("suite.ini");
+  testing::WriteTestFile(path, "# a test suite\n[suite]\nname = t\n\n" + body);
+  return path;
+}
+
+TEST(Suite, RunsEveryEntryAndComparesThemUnderTheirLabels) {
+  testing::TempDir dir;
+  TinyConfig(dir);
+  const std::string suite =
+      SuiteFile(dir,
+                "[run agn-fast]\nconfig = tiny.ini\nset = algorithm.learning_rate=0.1; "
+                "algorithm.window=3\n\n[run sgd]\nconfig = tiny.ini  # the same, sequential\n"
+                "set = algorithm.name=sgd; algorithm.workers=1\n");
+  Subprocess p({kAsgd, "suite", suite, "--parallel", "2", "--no-plots", "--set",
+                "experiment.epochs=1", "--out", dir.File("out")},
+               dir.File("suite.out"));
+  const auto status = p.Wait(kProcessTimeout);
+  ASSERT_TRUE(status.has_value()) << p.Output();
+  ASSERT_EQ(*status, 0) << p.Output();
+  EXPECT_TRUE(FileExists(dir.File("out/suite.ini")));
+  const auto rows = ReadCsv(dir.File("out/comparison.csv"));
+  ASSERT_EQ(rows.size(), 3u) << p.Output();
+  std::set<std::string> labels = {rows[1][0], rows[2][0]};
+  EXPECT_EQ(labels, (std::set<std::string>{"agn-fast", "sgd"}));
+  for (const auto& run : Subfolders(dir.File("out/runs"))) {
+    const auto c = ReadRunConfig(run);
+    if (c.at("experiment.name") == "sgd") {
+      EXPECT_EQ(c.at("algorithm.name"), "sgd");
+    } else {
+      EXPECT_EQ(c.at("algorithm.window"), "3");
+      EXPECT_EQ(c.at("algorithm.learning_rate"), "0.1");
+    }
+    EXPECT_EQ(c.at("experiment.epochs"), "1");
+  }
+}
+
+TEST(Suite, AMissingConfigIsOneLineNamingFileSectionAndKey) {
+  testing::TempDir dir;
+  TinyConfig(dir);
+  const std::string suite =
+      SuiteFile(dir, "[run a]\nconfig = tiny.ini\n[run b]\nconfig = missing.ini\n");
+  const CliResult r = Cli({"suite", suite, "--out", dir.File("out")});
+  EXPECT_EQ(r.status, kExitBadInput);
+  EXPECT_EQ(Lines(r.err), 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr(suite + ": [run b] config: no such file"));
+  EXPECT_THAT(r.err, HasSubstr(dir.File("missing.ini")));
+  EXPECT_FALSE(fs::exists(dir.File("out")));
+}
+
+TEST(Suite, BadKeysAreOneLineNamingFileSectionAndKey) {
+  testing::TempDir dir;
+  TinyConfig(dir);
+  CliResult r = Cli({"suite", SuiteFile(dir, "[run a]\nconfg = tiny.ini\n")});
+  EXPECT_EQ(r.status, kExitBadInput);
+  EXPECT_EQ(Lines(r.err), 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("suite.ini:6: [run a] confg: unknown key (did you mean config?)"));
+
+  r = Cli(
+      {"suite", SuiteFile(dir, "[run a]\nconfig = tiny.ini\nset = algorithm.learning_rte=1\n")});
+  EXPECT_EQ(r.status, kExitBadInput);
+  EXPECT_EQ(Lines(r.err), 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("suite.ini: [run a] config: algorithm.learning_rte: unknown key"));
+
+  r = Cli({"suite", SuiteFile(dir, "[run a]\nconfig = tiny.ini\n"), "--set", "model.nam=mlp"});
+  EXPECT_EQ(r.status, kExitBadInput);
+  EXPECT_EQ(Lines(r.err), 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("model.nam: unknown key (did you mean model.name?)"));
+
+  r = Cli({"suite", SuiteFile(dir, "[runs a]\nconfig = tiny.ini\n")});
+  EXPECT_EQ(r.status, kExitBadInput);
+  EXPECT_THAT(r.err, HasSubstr("[runs a]: unknown section (expected [suite] or [run LABEL])"));
+}
+
+TEST(Suite, TheShippedSuitesAreValid) {
+  // --dry-run validates every entry as a real run would, then lists the runs.
+  const std::map<std::string, int> suites = {
+      {"mnist.ini", 16}, {"fashion_cnn.ini", 6}, {"a9a_hogwild.ini", 3}};
+  for (const auto& [name, runs] : suites) {
+    const std::string path = std::string(ASGD_SOURCE_DIR) + "/experiments/suites/" + name;
+    const CliResult r = Cli({"suite", path, "--dry-run"});
+    EXPECT_EQ(r.status, kExitOk) << name << ": " << r.err;
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), runs + 1) << r.out;
+  }
+}
+
+}  // namespace
+}  // namespace asgd::experiments

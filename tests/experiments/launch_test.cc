@@ -1,0 +1,255 @@
+// Training runs as processes on loopback: `asgd launch` over tcp and ipc, a run under
+// `mpirun` (Open MPI) with `asgd task`, Ctrl-C leaving no process behind, a failed role
+// failing the run, and a coordinator that refuses malformed control messages without
+// falling over. Every process is ended by PID; each test times out on its own.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/file_util.h"
+#include "experiments/csv.h"
+#include "tests/support/subprocess.h"
+#include "tests/support/test_util.h"
+#include "transport/context.h"
+#include "transport/control.h"
+
+namespace asgd::experiments {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::Subprocess;
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+const std::string kAsgd = std::string(ASGD_BINARY_DIR) + "/asgd";
+constexpr auto kTimeout = 120s;
+
+// Ports below Linux's ephemeral range, spread by PID so concurrent test runs differ.
+int BasePort() { return 21000 + static_cast<int>(::getpid() % 1500) * 6; }
+
+std::string TrainingConfig(const testing::TempDir& dir, const std::string& algorithm,
+                           const std::string& extra = "") {
+  const std::string path = dir.File("train.ini");
+  testing::WriteTestFile(
+      path, "[experiment]\nname = launched\nepochs = 3\nlog_level = warning\nout_dir = " +
+                dir.File("runs") +
+                "\n[data]\ndataset = synthetic\nsynthetic_train = 3000\nsynthetic_test = 600\n"
+                "synthetic_classes = 3\nsynthetic_features = 16\n[model]\nname = mlp\n"
+                "hidden = 16\n[algorithm]\nname = " + algorithm +
+                "\nworkers = 3\nwindow = 2\nlearning_rate = 0.1\n[cluster]\nshards = 2\n"
+                "timeout_s = 20\n" + extra);
+  return path;
+}
+
+// The one run folder under dir/runs, and its summary row as column -> value.
+std::map<std::string, std::string> Summary(const testing::TempDir& dir, fs::path* run = nullptr) {
+  std::vector<fs::path> runs(fs::directory_iterator(dir.File("runs")), {});
+  EXPECT_EQ(runs.size(), 1u);
+  if (runs.empty()) return {};
+  if (run != nullptr) *run = runs[0];
+  std::ifstream in(runs[0] / "summary.csv");
+  std::string header, row;
+  std::getline(in, header);
+  std::getline(in, row);
+  const auto names = ParseCsvLine(header), cells = ParseCsvLine(row);
+  std::map<std::string, std::string> m;
+  for (std::size_t i = 0; i < names.size() && i < cells.size(); ++i) m[names[i]] = cells[i];
+  return m;
+}
+
+// The PIDs launch reported for its children ("[launch] worker 1: pid 123").
+std::vector<pid_t> ChildPids(const std::string& output) {
+  std::vector<pid_t> pids;
+  static const std::regex line(R"(\[launch\] [a-z]+( [0-9]+)?: pid ([0-9]+))");
+  for (std::sregex_iterator it(output.begin(), output.end(), line), end; it != end; ++it) {
+    pids.push_back(static_cast<pid_t>(std::stol((*it)[2])));
+  }
+  return pids;
+}
+
+// Waits (at most 60 s) until the process printed text.
+void WaitForOutput(const Subprocess& process, const std::string& text) {
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (process.Output().find(text) == std::string::npos &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(50ms);
+  }
+}
+
+bool Alive(pid_t pid) {
+  // A zombie is not running; /proc says which.
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string s;
+  if (!std::getline(stat, s)) return false;
+  const auto close = s.rfind(')');
+  return close != std::string::npos && close + 2 < s.size() && s[close + 2] != 'Z';
+}
+
+TEST(Launch, SyncSgdOverTcpMatchesTheInProcessRunExactly) {
+  testing::TempDir dir;
+  const std::string config = TrainingConfig(dir, "sync_sgd");
+  Subprocess launch({kAsgd, "launch", config}, dir.File("launch.log"));
+  const auto status = launch.Wait(kTimeout);
+  ASSERT_TRUE(status.has_value()) << "launch hung:\n" << launch.Output();
+  EXPECT_EQ(*status, 0) << launch.Output();
+  const std::string out = launch.Output();
+  EXPECT_THAT(out, HasSubstr("[coordinator] final test accuracy: "));
+  for (const char* role : {"[ps 0]", "[ps 1]", "[worker 0]", "[worker 2]", "[evaluator]"}) {
+    EXPECT_THAT(out, HasSubstr(role));
+  }
+  fs::path run;
+  auto s = Summary(dir, &run);
+  EXPECT_EQ(s["status"], "completed");
+  EXPECT_EQ(s["transport"], "tcp");
+  EXPECT_EQ(s["ps_shards"], "2");
+  EXPECT_EQ(s["workers"], "3");
+  for (const char* file : {"convergence.csv", "workers.csv", "staleness.csv",
+                           "staleness_histogram.csv", "provenance.json", "config.ini"}) {
+    EXPECT_TRUE(fs::exists(run / file)) << file;
+  }
+  // Synchronous rounds are deterministic: the same config in one process ends with the
+  // same parameters, so the same final accuracy and loss.
+  Subprocess run_here({kAsgd, "run", config, "--set", "experiment.out_dir=" + dir.File("here")},
+                      dir.File("run.log"));
+  ASSERT_EQ(run_here.Wait(kTimeout), 0) << run_here.Output();
+  const std::regex final_line(R"(final test accuracy: ([0-9.]+) \(loss ([0-9.]+)\))");
+  std::smatch a, b;
+  const std::string launched = launch.Output(), here = run_here.Output();
+  ASSERT_TRUE(std::regex_search(launched, a, final_line)) << launched;
+  ASSERT_TRUE(std::regex_search(here, b, final_line)) << here;
+  EXPECT_EQ(a[1], b[1]);
+  EXPECT_EQ(a[2], b[2]);
+  for (pid_t pid : ChildPids(out)) EXPECT_FALSE(Alive(pid)) << pid;
+}
+
+TEST(Launch, SspOverIpcTrainsAndRecordsClockStaleness) {
+  testing::TempDir dir;
+  const std::string config = TrainingConfig(dir, "ssp", "launch_transport = ipc\n");
+  Subprocess launch({kAsgd, "launch", config}, dir.File("launch.log"));
+  const auto status = launch.Wait(kTimeout);
+  ASSERT_TRUE(status.has_value()) << "launch hung:\n" << launch.Output();
+  EXPECT_EQ(*status, 0) << launch.Output();
+  auto s = Summary(dir);
+  EXPECT_EQ(s["transport"], "ipc");
+  EXPECT_GE(std::stod(s["final_test_accuracy"]), 0.85);
+  EXPECT_LE(std::stod(s["staleness_max"]), 3);  // ssp_bound's default, in clocks
+  EXPECT_GT(std::stoll(s["bytes_pushed"]), 0);
+}
+
+// Ctrl-C to launch ends the run: the coordinator writes what it has and every process
+// started is gone.
+TEST(Launch, CtrlCStopsTheRunAndLeavesNoProcess) {
+  testing::TempDir dir;
+  const std::string config = TrainingConfig(dir, "agn", "");
+  Subprocess launch({kAsgd, "launch", config, "--set", "experiment.epochs=100000"},
+                    dir.File("launch.log"));
+  // Wait until the workers train.
+  WaitForOutput(launch, "all 6 roles registered");
+  ASSERT_THAT(launch.Output(), HasSubstr("all 6 roles registered"));
+  std::this_thread::sleep_for(500ms);
+  const std::vector<pid_t> pids = ChildPids(launch.Output());
+  ASSERT_EQ(pids.size(), 7u) << launch.Output();
+  launch.Signal(SIGINT);
+  const auto status = launch.Wait(60s);
+  ASSERT_TRUE(status.has_value()) << "launch did not stop:\n" << launch.Output();
+  EXPECT_EQ(*status, 128 + SIGINT) << launch.Output();
+  for (pid_t pid : pids) EXPECT_FALSE(Alive(pid)) << "pid " << pid << " survived";
+  fs::path run;
+  auto s = Summary(dir, &run);
+  EXPECT_EQ(s["status"], "failed");
+  auto provenance = nlohmann::json::parse(ReadFile((run / "provenance.json").string()));
+  EXPECT_THAT(provenance["status_reason"].get<std::string>(), HasSubstr("SIGTERM"));
+  // Every CSV row written before the stop is there.
+  EXPECT_GE(ReadFile((run / "convergence.csv").string()).size(), 50u);
+}
+
+// A worker that dies (SIGKILL) fails the run quickly and cleanly: exit 2, one line.
+TEST(Launch, AKilledWorkerFailsTheRun) {
+  testing::TempDir dir;
+  const std::string config = TrainingConfig(dir, "async_sgd", "heartbeat_timeout_s = 2\n");
+  Subprocess launch({kAsgd, "launch", config, "--set", "experiment.epochs=100000"},
+                    dir.File("launch.log"));
+  WaitForOutput(launch, "all 6 roles registered");
+  const std::vector<pid_t> pids = ChildPids(launch.Output());
+  ASSERT_EQ(pids.size(), 7u) << launch.Output();
+  ::kill(pids.back(), SIGKILL);  // the last worker
+  const auto status = launch.Wait(60s);
+  ASSERT_TRUE(status.has_value()) << "launch did not stop:\n" << launch.Output();
+  EXPECT_EQ(*status, 2) << launch.Output();
+  EXPECT_THAT(launch.Output(), HasSubstr("[launch] worker 2 exited with status 137"));
+  for (pid_t pid : pids) EXPECT_FALSE(Alive(pid)) << "pid " << pid << " survived";
+  EXPECT_EQ(Summary(dir)["status"], "failed");
+}
+
+// Open MPI places the ranks: 1 coordinator, 1 shard, 2 workers, all `asgd task`.
+TEST(Launch, MpirunRunsOneShardAndTwoWorkers) {
+  if (::access("/usr/bin/mpirun", X_OK) != 0) {
+    GTEST_SKIP() << "mpirun not installed (Debian's openmpi-bin; ./setup.sh installs it)";
+  }
+  testing::TempDir dir;
+  const std::string config = TrainingConfig(dir, "agn");
+  Subprocess mpirun({"/usr/bin/mpirun", "--oversubscribe", "--allow-run-as-root", "-np", "4",
+                     kAsgd, "task", "--config", config, "--set", "cluster.shards=1", "--set",
+                     "cluster.base_port=" + std::to_string(BasePort())},
+                    dir.File("mpirun.log"), {"OMPI_MCA_plm_rsh_agent="});
+  const auto status = mpirun.Wait(kTimeout);
+  ASSERT_TRUE(status.has_value()) << "mpirun hung:\n" << mpirun.Output();
+  EXPECT_EQ(*status, 0) << mpirun.Output();
+  EXPECT_THAT(mpirun.Output(), HasSubstr("rank 0 of 4 is coordinator 0"));
+  EXPECT_THAT(mpirun.Output(), HasSubstr("rank 3 of 4 is worker 1"));
+  auto s = Summary(dir);
+  EXPECT_EQ(s["workers"], "2");
+  EXPECT_EQ(s["ps_shards"], "1");
+  EXPECT_GE(std::stod(s["final_test_accuracy"]), 0.85);
+}
+
+// A coordinator answers malformed and unexpected control messages with an error and
+// carries on; roles that never register fail the run after cluster.timeout_s (exit 2,
+// one line, the run folder kept).
+TEST(Launch, CoordinatorRefusesMalformedMessagesAndTimesOutMissingRoles) {
+  testing::TempDir dir;
+  const int port = BasePort() + 3;
+  const std::string config = TrainingConfig(dir, "agn");
+  const std::string cluster = "127.0.0.1:" + std::to_string(port);
+  Subprocess coordinator(
+      {kAsgd, "coordinator", "--config", config, "--set", "cluster.timeout_s=3", "--set",
+       "cluster.coordinator=" + cluster,
+       "--set", "cluster.ps=127.0.0.1:" + std::to_string(port + 1), "--set",
+       "cluster.worker=127.0.0.1:" + std::to_string(port + 2)},
+      dir.File("coordinator.log"));
+  auto context = transport::NewContext();
+  transport::ControlClient client(context, "tcp://" + cluster);
+  auto ask = [&](const std::string& text) {
+    for (int i = 0; i < 50; ++i) {  // the coordinator may not be up yet
+      if (auto reply = client.Request(text, 200ms)) return *reply;
+    }
+    return std::string("no reply");
+  };
+  for (const std::string& bad :
+       {std::string("not json"), std::string("[1,2,3]"), std::string("{\"type\": \"register\"}"),
+        std::string("{\"type\": \"register\", \"role\": \"worker\", \"task\": 7, \"pid\": 1, "
+                    "\"host\": \"x\"}"),
+        std::string("{\"type\": \"report\", \"role\": \"worker\", \"task\": 0}"),
+        std::string("{\"type\": \"dance\", \"role\": \"ps\", \"task\": 0}"),
+        std::string(100000, '{')}) {
+    const std::string reply = ask(bad);
+    EXPECT_THAT(reply, HasSubstr("\"error\"")) << bad.substr(0, 60) << " -> " << reply;
+  }
+  const auto status = coordinator.Wait(kTimeout);
+  ASSERT_TRUE(status.has_value()) << coordinator.Output();
+  EXPECT_EQ(*status, 2) << coordinator.Output();
+  EXPECT_THAT(coordinator.Output(), HasSubstr("never registered within cluster.timeout_s: ps 0, worker 0"));
+  EXPECT_EQ(Summary(dir)["status"], "failed");
+}
+
+}  // namespace
+}  // namespace asgd::experiments
