@@ -8,6 +8,7 @@
 //   │  ├─ ConfigError     a configuration key with a bad value
 //   │  └─ DataError       a data file that is missing, truncated or corrupt
 //   ├─ IoError            the operating system refused (disk full, bind failed, ...)
+//   ├─ DeviceError        an accelerator (CUDA device, driver, cuBLAS) failed a call
 //   └─ InvariantError     a broken internal invariant (a bug); see core/check.h
 //
 // Expected outcomes of asynchronous training (timeouts, stale pushes, a peer that is
@@ -63,6 +64,21 @@ class DataError : public InputError {
 class IoError : public Error {
  public:
   explicit IoError(const std::string& what) : Error(what) {}
+};
+
+// "cuda: cudaMalloc(&ptr, bytes) failed: cudaErrorMemoryAllocation (out of memory) at
+// models/cuda/device_memory.cc:41 on device 0". Neither an InputError (nothing in the
+// config can fix an out-of-memory device or a lost driver) nor an IoError (the operating
+// system did not refuse anything): a caller may want to retire a worker on a failed GPU
+// without treating the failure as a bug. device() is the CUDA ordinal, -1 if unknown.
+class DeviceError : public Error {
+ public:
+  DeviceError(const std::string& what, int device) : Error(what), device_(device) {}
+
+  int device() const { return device_; }
+
+ private:
+  int device_;
 };
 
 class InvariantError : public Error {

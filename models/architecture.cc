@@ -1,6 +1,7 @@
 #include "models/architecture.h"
 
 #include <cmath>
+#include <sstream>
 #include <string>
 
 #include "core/check.h"
@@ -91,6 +92,16 @@ ParamSpec MlpParams(const MlpArchitecture& arch) {
   return spec;
 }
 
+std::string DescribeMlp(const MlpArchitecture& arch) {
+  std::ostringstream os;
+  os << (arch.hidden.empty() ? "softmax" : "mlp") << ' ' << arch.inputs;
+  for (int64_t h : arch.hidden) os << '-' << h;
+  os << '-' << arch.classes;
+  if (!arch.hidden.empty()) os << ' ' << ActivationName(arch.activation);
+  os << " (" << MlpParams(arch).layout.size() << " params)";
+  return os.str();
+}
+
 std::string CnnArchitectureProblem(const CnnArchitecture& arch) {
   if (arch.in_channels <= 0 || arch.height <= 0 || arch.width <= 0) return "empty input image";
   if (arch.channels.empty()) return "no convolution block";
@@ -159,6 +170,18 @@ ParamSpec CnnParams(const CnnArchitecture& arch) {
   const int64_t flat = last.out_channels * last.pool_height * last.pool_width;
   AddDenseStack(&spec, flat, arch.fc, arch.activation, arch.classes);
   return spec;
+}
+
+std::string DescribeCnn(const CnnArchitecture& arch) {
+  std::ostringstream os;
+  os << "cnn " << arch.in_channels << 'x' << arch.height << 'x' << arch.width << " conv"
+     << arch.kernel << 'x' << arch.kernel << ' ';
+  for (std::size_t i = 0; i < arch.channels.size(); ++i) os << (i ? "-" : "") << arch.channels[i];
+  os << " fc ";
+  for (int64_t f : arch.fc) os << f << '-';
+  os << arch.classes << ' ' << ActivationName(arch.activation) << " ("
+     << CnnParams(arch).layout.size() << " params)";
+  return os.str();
 }
 
 ParamSpec LogRegParams(const LogRegArchitecture& arch) {

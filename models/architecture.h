@@ -76,6 +76,9 @@ struct MlpArchitecture {
   int classes = 0;
 };
 ParamSpec MlpParams(const MlpArchitecture& arch);
+// "mlp 784-256-256-10 relu (269322 params)", "softmax 784-10 (7850 params)": what
+// Model::Describe() says for this architecture on any device.
+std::string DescribeMlp(const MlpArchitecture& arch);
 
 // LeNet-5-style convolutional network. Block n (n = 1 … channels.size()):
 //   convN (kernel × kernel, stride 1) → activation → max-pool 2×2, stride 2, floor
@@ -115,6 +118,8 @@ std::vector<ConvBlockShape> CnnBlocks(const CnnArchitecture& arch);
 // architecture is well formed.
 std::string CnnArchitectureProblem(const CnnArchitecture& arch);
 ParamSpec CnnParams(const CnnArchitecture& arch);
+// "cnn 1x28x28 conv5x5 6-16 fc 120-84-10 relu (61706 params)".
+std::string DescribeCnn(const CnnArchitecture& arch);
 
 // Binary logistic regression on sparse input: fc1.weight [features, 1], fc1.bias [1], so
 // feature j's weight is element j of the flat vector and the bias is element `features`.

@@ -1,7 +1,5 @@
 #include "models/cnn.h"
 
-#include <sstream>
-
 #include "models/cpu_model.h"
 #include "models/dense_stack.h"
 
@@ -160,15 +158,7 @@ std::unique_ptr<Model> NewCpuCnnModel(const CnnArchitecture& arch) {
   info.name = "cnn";
   info.features = arch.in_channels * arch.height * arch.width;
   info.classes = arch.classes;
-  std::ostringstream os;
-  os << "cnn " << arch.in_channels << 'x' << arch.height << 'x' << arch.width << " conv"
-     << arch.kernel << 'x' << arch.kernel << ' ';
-  for (std::size_t i = 0; i < arch.channels.size(); ++i) os << (i ? "-" : "") << arch.channels[i];
-  os << " fc ";
-  for (int64_t f : arch.fc) os << f << '-';
-  os << arch.classes << ' ' << ActivationName(arch.activation) << " ("
-     << spec->layout.size() << " params)";
-  info.describe = os.str();
+  info.describe = DescribeCnn(arch);
   return std::make_unique<CpuModelImpl<CnnArchitecture, CnnNet>>(arch, std::move(spec),
                                                                  std::move(info));
 }

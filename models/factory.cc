@@ -46,7 +46,7 @@ void RefuseSparse(const ModelOptions& options, const InputSpec& input) {
   }
 }
 
-std::unique_ptr<Model> NewCnn(const ModelOptions& options, const InputSpec& input) {
+CnnArchitecture ResolveCnn(const ModelOptions& options, const InputSpec& input) {
   RefuseSparse(options, input);
   CnnArchitecture arch;
   const std::vector<int64_t>& shape = input.example_shape;
@@ -83,14 +83,14 @@ std::unique_ptr<Model> NewCnn(const ModelOptions& options, const InputSpec& inpu
                       "fewer convolution blocks or a smaller model.cnn_kernel for " +
                           ShapeToString(shape) + " images (" + problem + ")");
   }
-  return NewCpuCnnModel(arch);
+  return arch;
 }
 
 }  // namespace
 
 std::vector<std::string> ModelNames() { return {"softmax", "mlp", "cnn", "logreg"}; }
 
-std::unique_ptr<Model> NewModel(const ModelOptions& options, const InputSpec& input) {
+Architecture ResolveArchitecture(const ModelOptions& options, const InputSpec& input) {
   ASGD_CHECK_GT(input.num_features, 0, "input features");
   ASGD_CHECK_GE(input.num_classes, 2, "input classes");
   if (options.name == "softmax" || options.name == "mlp") {
@@ -108,9 +108,9 @@ std::unique_ptr<Model> NewModel(const ModelOptions& options, const InputSpec& in
       arch.hidden = options.hidden;
       arch.activation = CheckActivation(options.activation);
     }
-    return NewCpuMlpModel(arch);
+    return arch;
   }
-  if (options.name == "cnn") return NewCnn(options, input);
+  if (options.name == "cnn") return ResolveCnn(options, input);
   if (options.name == "logreg") {
     if (!input.sparse) {
       throw ConfigError("model.name", options.name,
@@ -121,11 +121,21 @@ std::unique_ptr<Model> NewModel(const ModelOptions& options, const InputSpec& in
                         "binary data for logreg; this data has " +
                             std::to_string(input.num_classes) + " classes: use softmax");
     }
-    return NewCpuLogRegModel(LogRegArchitecture{input.num_features});
+    return LogRegArchitecture{input.num_features};
   }
   std::string names;
   for (const std::string& n : ModelNames()) names += (names.empty() ? "" : ", ") + n;
   throw ConfigError("model.name", options.name, "one of " + names);
+}
+
+std::unique_ptr<Model> NewCpuModel(const Architecture& architecture) {
+  if (const auto* mlp = std::get_if<MlpArchitecture>(&architecture)) return NewCpuMlpModel(*mlp);
+  if (const auto* cnn = std::get_if<CnnArchitecture>(&architecture)) return NewCpuCnnModel(*cnn);
+  return NewCpuLogRegModel(std::get<LogRegArchitecture>(architecture));
+}
+
+std::unique_ptr<Model> NewModel(const ModelOptions& options, const InputSpec& input) {
+  return NewCpuModel(ResolveArchitecture(options, input));
 }
 
 }  // namespace asgd::models

@@ -13,8 +13,10 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <variant>
 #include <vector>
 
+#include "models/architecture.h"
 #include "models/model.h"
 
 namespace asgd::models {
@@ -67,6 +69,17 @@ struct InputSpec {
 // than 2 classes, a dense model on sparse data); throws InvariantError for an InputSpec
 // that no dataset could have (num_features <= 0, num_classes < 2).
 std::unique_ptr<Model> NewModel(const ModelOptions& options, const InputSpec& input);
+
+// The architecture that options describe for this input: the model NewModel builds,
+// without building it. Implementations on other devices (NewModelOn in models/device.h)
+// start from it, so every device accepts and refuses exactly the same options.
+// Throws as NewModel.
+using Architecture = std::variant<MlpArchitecture, CnnArchitecture, LogRegArchitecture>;
+Architecture ResolveArchitecture(const ModelOptions& options, const InputSpec& input);
+
+// A new CPU model of a resolved architecture (InvariantError for one that
+// ResolveArchitecture would not return).
+std::unique_ptr<Model> NewCpuModel(const Architecture& architecture);
 
 // The accepted values of ModelOptions::name: softmax, mlp, cnn, logreg.
 std::vector<std::string> ModelNames();

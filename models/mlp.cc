@@ -1,7 +1,5 @@
 #include "models/mlp.h"
 
-#include <sstream>
-
 #include "models/cpu_model.h"
 #include "models/dense_stack.h"
 
@@ -41,13 +39,7 @@ std::unique_ptr<Model> NewCpuMlpModel(const MlpArchitecture& arch) {
   info.name = arch.hidden.empty() ? "softmax" : "mlp";
   info.features = arch.inputs;
   info.classes = arch.classes;
-  std::ostringstream os;
-  os << info.name << ' ' << arch.inputs;
-  for (int64_t h : arch.hidden) os << '-' << h;
-  os << '-' << arch.classes;
-  if (!arch.hidden.empty()) os << ' ' << ActivationName(arch.activation);
-  os << " (" << spec->layout.size() << " params)";
-  info.describe = os.str();
+  info.describe = DescribeMlp(arch);
   return std::make_unique<CpuModelImpl<MlpArchitecture, MlpNet>>(arch, std::move(spec),
                                                                  std::move(info));
 }

@@ -1,0 +1,121 @@
+#include "models/device.h"
+
+#include <charconv>
+#include <string>
+#include <variant>
+
+#include "core/build_config.h"
+#include "core/error.h"
+
+#if ASGD_HAVE_CUDA
+#include "models/cuda/factory.h"
+#endif
+
+namespace asgd::models {
+namespace {
+
+constexpr std::string_view kCudaPrefix = "cuda:";
+
+[[noreturn]] void ThrowBadSpec(const std::string& spec) {
+  throw ConfigError(std::string(kDeviceKey), spec,
+                    "cpu, cuda or cuda:N with N a CUDA device index (0, 1, ...)");
+}
+
+// Throws unless device is usable here; `spec` is what the user wrote.
+void CheckAvailable(const Device& device, const std::string& spec) {
+  if (!device.is_cuda()) return;
+  const int count = CudaDeviceCount();
+  if (count == 0) {
+    throw ConfigError(std::string(kDeviceKey), spec,
+                      "cpu: CUDA is not available (" + CudaUnavailableReason() + ")");
+  }
+  if (device.index < 0 || device.index >= count) {
+    throw ConfigError(std::string(kDeviceKey), spec,
+                      count == 1 ? std::string("cpu or cuda:0 (1 CUDA device here)")
+                                 : "cpu or cuda:0 ... cuda:" + std::to_string(count - 1) + " (" +
+                                       std::to_string(count) + " CUDA devices here)");
+  }
+}
+
+}  // namespace
+
+std::string Device::ToString() const {
+  return is_cuda() ? std::string(kCudaPrefix) + std::to_string(index) : std::string("cpu");
+}
+
+Device ParseDevice(const std::string& spec) {
+  if (spec == "cpu") return {Device::Kind::kCpu, 0};
+  if (spec == "cuda") return {Device::Kind::kCuda, 0};
+  const std::string_view s(spec);
+  if (!s.starts_with(kCudaPrefix)) ThrowBadSpec(spec);
+  const std::string_view digits = s.substr(kCudaPrefix.size());
+  // Digits only: from_chars alone would accept a sign.
+  if (digits.empty() || digits.find_first_not_of("0123456789") != std::string_view::npos) {
+    ThrowBadSpec(spec);
+  }
+  int index = 0;
+  const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), index);
+  if (error != std::errc() || end != digits.data() + digits.size()) ThrowBadSpec(spec);
+  return {Device::Kind::kCuda, index};
+}
+
+Device ResolveDevice(const std::string& spec) {
+  const Device device = ParseDevice(spec);
+  CheckAvailable(device, spec);
+  return device;
+}
+
+int CudaDeviceCount() {
+#if ASGD_HAVE_CUDA
+  return cuda::DeviceCount();
+#else
+  return 0;
+#endif
+}
+
+std::string CudaUnavailableReason() {
+#if ASGD_HAVE_CUDA
+  return cuda::UnavailableReason();
+#else
+  return "this build of asgd has no CUDA support (configured with -DASGD_CUDA=OFF or "
+         "without nvcc)";
+#endif
+}
+
+namespace {
+
+// `spec` is the user's text for the device, for the messages.
+std::unique_ptr<Model> NewModelOnDevice(const ModelOptions& options, const InputSpec& input,
+                                        const Device& device, const std::string& spec) {
+  const Architecture architecture = ResolveArchitecture(options, input);
+  if (!device.is_cuda()) return NewCpuModel(architecture);
+  CheckAvailable(device, spec);
+  if (std::holds_alternative<LogRegArchitecture>(architecture)) {
+    throw ConfigError(std::string(kDeviceKey), spec,
+                      "cpu for model.name = " + options.name +
+                          " (sparse logistic regression has no CUDA implementation)");
+  }
+#if ASGD_HAVE_CUDA
+  if (const auto* mlp = std::get_if<MlpArchitecture>(&architecture)) {
+    return cuda::NewCudaMlpModel(*mlp, device.index);
+  }
+  return cuda::NewCudaCnnModel(std::get<CnnArchitecture>(architecture), device.index);
+#else
+  // CheckAvailable refuses every CUDA device in a build without CUDA.
+  throw ConfigError(std::string(kDeviceKey), spec, "cpu");
+#endif
+}
+
+}  // namespace
+
+std::unique_ptr<Model> NewModelOn(const ModelOptions& options, const InputSpec& input,
+                                  const std::string& device) {
+  return NewModelOnDevice(options, input, ParseDevice(device), device);
+}
+
+std::unique_ptr<Model> NewModelOn(const ModelOptions& options, const InputSpec& input,
+                                  const Device& device) {
+  return NewModelOnDevice(options, input, device, device.ToString());
+}
+
+}  // namespace asgd::models
