@@ -42,8 +42,13 @@ class DistanceRule final : public transport::ServerRule {
     pulled_.Remember(call.info().worker, ctx.values());  // the reply carries these values
     return out;
   }
+  // The per-worker copies survive a checkpoint (the values alone would lose the delay).
+  void Start(transport::ShardContext& ctx) override { size_ = static_cast<std::size_t>(ctx.size()); }
+  std::string SaveState() const override { return pulled_.Save(); }
+  void LoadState(std::string_view state) override { pulled_.Load(state, size_); }
 
  private:
+  std::size_t size_ = 0;
   float inv_gamma_;
   ReceivedCopies pulled_;
 };

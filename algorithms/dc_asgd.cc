@@ -45,8 +45,13 @@ class DcRule final : public transport::ServerRule {
     backup_.Remember(call.info().worker, ctx.values());  // the reply carries these values
     return out;
   }
+  // The backups w_bak survive a checkpoint (the values alone would lose the compensation).
+  void Start(transport::ShardContext& ctx) override { size_ = static_cast<std::size_t>(ctx.size()); }
+  std::string SaveState() const override { return backup_.Save(); }
+  void LoadState(std::string_view state) override { backup_.Load(state, size_); }
 
  private:
+  std::size_t size_ = 0;
   float lr_, lambda_;
   ReceivedCopies backup_;
 };

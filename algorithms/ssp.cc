@@ -19,6 +19,8 @@
 // update arrives, so every worker computes the next iteration at the same parameters,
 // θ + Σ_k u_k (the sum of the workers' updates, applied in arrival order). A large S
 // approaches asynchronous SGD.
+// Checkpoints save no clocks: a resumed run starts every worker at clock 0 again (and
+// holds their first reads until all have made one).
 // Staleness is counted in clocks (DESIGN.md §4): a push's record carries how many
 // iterations its worker was ahead of the slowest one when it arrived (0 ≤ s ≤ S).
 #include <algorithm>

@@ -9,8 +9,12 @@
 // applied between the worker's read and the push (fresh = 0), so this is the paper's
 // α₀/σ with σ = s + 1 (fresh = 1): the same convention as DynSGD's 1/(s + 1).
 // α₀ = algorithm.learning_rate. One worker with c = 1 is SGD exactly.
+#include <cstring>
+#include <string>
+
 #include "algorithms/builtin_strategies.h"
 #include "algorithms/gradient_worker.h"
+#include "core/error.h"
 
 namespace asgd::algorithms {
 namespace {
@@ -37,6 +41,23 @@ class SoftsyncRule final : public transport::ServerRule {
     count_ = 0;
     ctx.AdvanceVersion();
     return transport::PushOutcome::kApplied;
+  }
+  // The gradients collected towards the next update survive a checkpoint.
+  std::string SaveState() const override {
+    std::string out(reinterpret_cast<const char*>(&count_), sizeof(count_));
+    out.append(reinterpret_cast<const char*>(buffer_.data()), buffer_.size() * sizeof(float));
+    return out;
+  }
+  void LoadState(std::string_view state) override {
+    if (state.size() != sizeof(count_) + buffer_.size() * sizeof(float)) {
+      throw InputError("staleness_aware state: " + std::to_string(state.size()) + " bytes, expected " +
+                       std::to_string(sizeof(count_) + buffer_.size() * sizeof(float)));
+    }
+    int count = 0;
+    std::memcpy(&count, state.data(), sizeof(count));
+    if (count < 0 || count >= c_) throw InputError("staleness_aware state: a bad gradient count");
+    count_ = count;
+    std::memcpy(buffer_.data(), state.data() + sizeof(count_), buffer_.size() * sizeof(float));
   }
 
  private:

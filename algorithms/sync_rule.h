@@ -17,6 +17,8 @@
 // order in which its pushes arrived. Convention (algorithms.md §3.9 (e)3): a round takes
 // exactly the first N fresh pushes; a worker's second push to the same round replaces
 // nothing and is dropped.
+// Checkpoints: a round still open is not saved (its pushes are held requests, which do not
+// outlive the process); after a restore the workers push to a fresh round.
 #pragma once
 
 #include <cstdint>

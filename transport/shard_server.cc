@@ -912,6 +912,12 @@ void ShardServer::Impl::Restore(const ShardSnapshot& snapshot) {
   std::lock_guard<std::mutex> lock(mu_);
   ASGD_CHECK_EQ(snapshot.shard, options_.shard, "snapshot of another shard");
   ASGD_CHECK_EQ(static_cast<int64_t>(snapshot.values.size()), size_, "snapshot size");
+  // A rule sets up its state in Start (which serving would otherwise call later, after
+  // the restore, wiping the loaded state).
+  if (!rule_started_) {
+    rule_->Start(*this);
+    rule_started_ = true;
+  }
   rule_->LoadState(snapshot.rule_state);  // may throw InputError; nothing changed yet
   std::span<float> v = mutable_values();
   if (size_ > 0) std::memcpy(v.data(), snapshot.values.data(), v.size_bytes());

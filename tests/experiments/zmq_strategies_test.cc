@@ -20,6 +20,7 @@
 #include "core/param_layout.h"
 #include "experiments/ps_param_client.h"
 #include "tests/algorithms/strategy_harness.h"
+#include "transport/checkpoint.h"
 #include "transport/context.h"
 #include "transport/placement.h"
 #include "transport/shard_server.h"
@@ -280,6 +281,125 @@ TEST(ZmqBackupWorkers, EveryPushIsAppliedInARoundOrDropped) {
                                                  servers[1]->stats().pushes_dropped));
   for (const auto& r : sink.records()) EXPECT_EQ(r.staleness, 0);
 }
+
+}  // namespace
+}  // namespace asgd::experiments
+
+namespace asgd::experiments {
+namespace {
+
+// Checkpoints carry the strategy's server state: two workers (stepped alternately, so the
+// run is deterministic) take 19 steps between them against two shards; the shards are
+// saved through the checkpoint file format, the servers destroyed, and fresh servers on
+// the same ports restored from the files; the workers (whose clients reconnect) take the
+// other 21 steps. The shards must hold bit for bit what 20 uninterrupted steps give, with
+// the same versions, for every rule: with state (DOWNPOUR's server Adagrad accumulators,
+// DC-ASGD's and ADAG-distance's per-worker copies, staleness-aware softsync's partial
+// sums) and without. 19 is mid-window, so pushes come before the next pull.
+class CheckpointRestore : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CheckpointRestore, ContinuesBitForBit) {
+  const std::string name = GetParam();
+  const alg::Strategy& strategy = alg::FindStrategy(name);
+  alg::StrategyOptions so = alg::testing::Options(0.05, 2);
+  so.num_workers = 2;
+  so.softsync = 1;  // staleness_aware: an update sums both workers' pushes
+  so.dc_lambda = 0.5;
+  so.adag_gamma = 1.0;
+  so.server_optimizer = "adagrad";
+  auto context = tp::NewContext();
+  tp::PlacementOptions po;
+  po.policy = tp::PlacementPolicy::kEvenSplit;
+  const tp::Placement placement = tp::Placement::Build(Layout(), 2, po);
+  // endpoints: empty = any free port; else rebind those (a restarted shard on its port).
+  auto start = [&](std::span<const float> initial, const std::vector<std::string>& endpoints) {
+    return tp::StartShardServers(
+        context, placement, initial, [&](uint32_t s) { return strategy.server_rule(so, s); },
+        [&](int s) {
+          return endpoints.empty() ? std::string("tcp://127.0.0.1:*")
+                                   : endpoints[static_cast<std::size_t>(s)];
+        });
+  };
+  struct Worker {
+    std::unique_ptr<Quadratic> data;
+    std::unique_ptr<PsParamClient> client;  // kept across the restart: it reconnects
+    std::unique_ptr<alg::Optimizer> optimizer = alg::testing::MakeOptimizer("sgd");
+    std::unique_ptr<alg::WorkerRule> rule;
+    alg::WorkerEnv env;
+  };
+  using Servers = std::vector<std::unique_ptr<tp::ShardServer>>;
+  auto make_workers = [&](const Servers& servers) {
+    std::vector<std::unique_ptr<Worker>> workers;
+    for (int i = 0; i < 2; ++i) {
+      auto w = std::make_unique<Worker>();
+      w->data = std::make_unique<Quadratic>(kDim, static_cast<float>(i));  // they disagree
+      tp::ClientOptions co;
+      co.id = static_cast<uint32_t>(i);
+      co.timeout = std::chrono::seconds(20);
+      w->client = std::make_unique<PsParamClient>(
+          std::make_unique<tp::PsClient>(context, tp::Endpoints(servers), placement, co));
+      w->rule = strategy.worker_rule(so);
+      w->env.worker = i;
+      w->env.num_workers = 2;
+      w->env.ps = w->client.get();
+      w->env.optimizer = w->optimizer.get();
+      w->env.options = so.worker;
+      w->env.gradient = w->data->Fn();
+      EXPECT_TRUE(w->rule->Start(w->env).ok());
+      workers.push_back(std::move(w));
+    }
+    return workers;
+  };
+  // Who steps when: alternately, 20 steps each; the checkpoint is taken after 19 steps
+  // (odd: staleness_aware then holds one of the two gradients of its next update).
+  std::vector<int> order;
+  for (int i = 0; i < 40; ++i) order.push_back(i % 2);
+  constexpr std::size_t kCheckpointAfter = 19;
+  auto steps = [&](std::vector<std::unique_ptr<Worker>>& workers, std::size_t from, std::size_t to) {
+    for (std::size_t i = from; i < to; ++i) {
+      Worker& w = *workers[static_cast<std::size_t>(order[i])];
+      const alg::StepResult r = w.rule->Step(w.env);
+      ASSERT_TRUE(r.status.ok()) << name << " step " << i << ": " << r.status.ToString();
+    }
+  };
+  auto values = [&](const Servers& servers) {
+    std::vector<float> flat(kDim);
+    for (std::size_t s = 0; s < servers.size(); ++s) {
+      placement.Scatter(static_cast<int>(s), servers[s]->Snapshot().values, flat);
+    }
+    return flat;
+  };
+
+  Servers reference = start(kInit, {});
+  auto ref_workers = make_workers(reference);
+  steps(ref_workers, 0, order.size());
+
+  Servers first = start(kInit, {});
+  const std::vector<std::string> endpoints = tp::Endpoints(first);
+  auto workers = make_workers(first);
+  steps(workers, 0, kCheckpointAfter);
+  std::vector<tp::ShardCheckpoint> saved;
+  for (const auto& s : first) {
+    saved.push_back(tp::DecodeShardCheckpoint(tp::EncodeShardCheckpoint(s->Snapshot(), name), "f"));
+  }
+  first.clear();
+  Servers second = start(std::vector<float>(kDim, 0.0f), endpoints);
+  for (std::size_t s = 0; s < second.size(); ++s) second[s]->Restore(saved[s].snapshot);
+  // Let the clients' I/O threads see the old connections close and reconnect: a request
+  // written into a connection that is already dead is lost (and would time out).
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  steps(workers, kCheckpointAfter, order.size());
+
+  EXPECT_EQ(values(second), values(reference)) << name;
+  for (std::size_t s = 0; s < second.size(); ++s) {
+    EXPECT_EQ(second[s]->Snapshot().version, reference[s]->Snapshot().version) << name;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Strategies, CheckpointRestore,
+                         ::testing::Values("async_sgd", "downpour", "agn", "dynsgd",
+                                           "adag_distance", "aeasgd", "staleness_aware",
+                                           "dc_asgd"));
 
 }  // namespace
 }  // namespace asgd::experiments
