@@ -21,6 +21,14 @@
 // (784-256-256-10: 269322 floats; 784-1024-1024-10: 1863690 floats) per iteration;
 // bytes_per_second is the bandwidth a push (d2h) or pull (h2d) can reach.
 //
+// BM_GpuWorkerExchange/<floats>/<shards>: a GPU worker's push and pull of a device-resident
+// parameter vector through inproc shard servers (add rule): gradient device → pinned
+// host, push; pull into pinned host, → device. In the same iteration, the parts on their
+// own: the two pinned copies alone, and the same push + pull from host memory. Counters:
+//   ratio     (pinned copies + host push/pull) / GPU worker exchange: the goal is
+//             >= 0.7 (the exchange costs at most 1/0.7 of its parts)
+//   copy_ms, host_ms, exchange_ms  per iteration
+//
 //   model_cuda_bench --benchmark_min_time=0.5 --benchmark_repetitions=3
 #include <benchmark/benchmark.h>
 
@@ -32,6 +40,7 @@
 #include <string>
 #include <vector>
 
+#include "core/param_layout.h"
 #include "core/rng.h"
 #include "datasets/dataset.h"
 #include "models/architecture.h"
@@ -41,6 +50,11 @@
 #include "models/cuda/factory.h"
 #include "models/cuda/gemm.h"
 #include "models/device.h"
+#include "transport/context.h"
+#include "transport/placement.h"
+#include "transport/ps_client.h"
+#include "transport/server_rule.h"
+#include "transport/shard_server.h"
 
 namespace asgd::models::cuda {
 namespace {
@@ -246,6 +260,77 @@ void BM_ParamCopy(benchmark::State& state, bool h2d, bool pinned) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(bytes));
 }
 
+// state.range(0): floats; state.range(1): shards.
+void BM_GpuWorkerExchange(benchmark::State& state) {
+  namespace tp = ::asgd::transport;
+  const int64_t n = state.range(0);
+  const int shards = static_cast<int>(state.range(1));
+  const std::size_t bytes = static_cast<std::size_t>(n) * sizeof(float);
+  ParamLayout layout;
+  layout.Add("params", {n});
+  tp::PlacementOptions po;
+  po.policy = tp::PlacementPolicy::kEvenSplit;
+  const tp::Placement placement = tp::Placement::Build(layout, shards, po);
+  auto context = tp::NewContext();
+  const std::vector<float> initial(static_cast<std::size_t>(n), 0.0f);
+  static int unique = 0;
+  const int tag = unique++;
+  auto servers = tp::StartShardServers(
+      context, placement, initial, [](uint32_t) { return tp::NewAddRule(); },
+      [&](int s) { return "inproc://gpu-exchange-" + std::to_string(tag) + "-" + std::to_string(s); });
+  tp::ClientOptions co;
+  co.timeout = std::chrono::seconds(30);
+  tp::PsClient client(context, tp::Endpoints(servers), placement, co);
+
+  DeviceBuffer<float> d_params(n), d_grad(n);
+  ASGD_CUDA_CHECK(cudaMemset(d_grad.get(), 0, bytes));
+  PinnedBuffer<float> pinned_params(n), pinned_grad(n);
+  std::vector<float> host_params(static_cast<std::size_t>(n)), host_grad(static_cast<std::size_t>(n), 0.0f);
+  OwnedStream stream;
+  auto check = [&](const tp::Status& st) {
+    if (!st.ok()) state.SkipWithError(st.ToString().c_str());
+  };
+  auto exchange = [&] {
+    ASGD_CUDA_CHECK(cudaMemcpyAsync(pinned_grad.get(), d_grad.get(), bytes, cudaMemcpyDeviceToHost, stream.get()));
+    ASGD_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
+    check(client.Push(std::span<const float>(pinned_grad.get(), static_cast<std::size_t>(n))).Wait());
+    check(client.Pull(std::span<float>(pinned_params.get(), static_cast<std::size_t>(n))).Wait());
+    ASGD_CUDA_CHECK(cudaMemcpyAsync(d_params.get(), pinned_params.get(), bytes, cudaMemcpyHostToDevice, stream.get()));
+    ASGD_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
+  };
+  auto copies = [&] {
+    ASGD_CUDA_CHECK(cudaMemcpyAsync(pinned_grad.get(), d_grad.get(), bytes, cudaMemcpyDeviceToHost, stream.get()));
+    ASGD_CUDA_CHECK(cudaMemcpyAsync(d_params.get(), pinned_params.get(), bytes, cudaMemcpyHostToDevice, stream.get()));
+    ASGD_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
+  };
+  auto host = [&] {
+    check(client.Push(host_grad).Wait());
+    check(client.Pull(host_params).Wait());
+  };
+  exchange();
+  copies();
+  host();
+  double exchange_s = 0, copy_s = 0, host_s = 0;
+  auto timed = [](const auto& f) {
+    const auto t0 = Clock::now();
+    f();
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+  };
+  for (auto _ : state) {
+    const double e = timed(exchange);
+    exchange_s += e;
+    copy_s += timed(copies);
+    host_s += timed(host);
+    state.SetIterationTime(e);
+  }
+  const auto iters = static_cast<double>(state.iterations());
+  state.counters["ratio"] = (copy_s + host_s) / exchange_s;
+  state.counters["exchange_ms"] = 1e3 * exchange_s / iters;
+  state.counters["copy_ms"] = 1e3 * copy_s / iters;
+  state.counters["host_ms"] = 1e3 * host_s / iters;
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * 2 * static_cast<int64_t>(bytes));
+}
+
 void Register() {
   for (const ModelCase& c : Cases()) {
     for (bool host_spans : {false, true}) {
@@ -270,6 +355,13 @@ void Register() {
           ->Unit(benchmark::kMicrosecond);
     }
   }
+  benchmark::RegisterBenchmark("BM_GpuWorkerExchange", BM_GpuWorkerExchange)
+      ->Args({269322, 1})
+      ->Args({269322, 2})
+      ->Args({1863690, 1})
+      ->Args({1863690, 2})
+      ->UseManualTime()
+      ->Unit(benchmark::kMicrosecond);
 }
 
 }  // namespace

@@ -131,6 +131,7 @@ Setup MakeSetup(const Config& config, const RoleRequest& request, const std::str
   s.heartbeat_timeout = Ms(s.config.Double("cluster.heartbeat_timeout_s"));
   s.options = BuildStrategyOptions(s.config);
   (void)s.strategy->server_rule(s.options, 0);  // validates the server options
+  CheckWorkerDevices(s.config, s.workers);  // syntax only: workers resolve their own
   s.schedule = BuildScheduleOptions(s.config);
   s.optimizer = BuildOptimizerOptions(s.config);
   s.data = datasets::LoadDataset(BuildDataOptions(s.config, request.data_dirs));
@@ -704,6 +705,8 @@ class Coordinator {
     summary.ps_shards = s_.spec.num_ps();
     const std::string ps0 = s_.spec.PsAddress(0);
     summary.transport = ps0.substr(0, ps0.find(':'));
+    summary.device = s_.config.String("model.device");
+    std::replace(summary.device.begin(), summary.device.end(), ',', '+');
     summary.seed = static_cast<int64_t>(s_.seed);
     summary.epochs = Epochs();
     summary.samples = Samples();
@@ -878,6 +881,14 @@ int RunTrainingWorkerRole(const Config& config, const RoleRequest& request, std:
   Setup s = MakeSetup(config, request, "worker");
   const int w = s.spec.task_index;
   BlockedStopSignals signals;  // a worker stops when the coordinator says so
+  // The worker's model on its device (model.device), before registering: a device this
+  // process cannot use is a ConfigError here, not a failure after the run started.
+  const models::Device device = WorkerDevice(s.config, w, s.workers);
+  std::unique_ptr<models::Model> device_model;
+  if (device.is_cuda()) {
+    device_model = models::NewModelOn(BuildModelOptions(s.config), InputSpecFor(s.data.train), device);
+    ASGD_LOG(kInfo, "worker ", w, ": ", device_model->Describe());
+  }
   auto context = tp::NewContext();
   CoordinatorLink link(context, s, "worker", w);
   link.Register();
@@ -898,7 +909,7 @@ int RunTrainingWorkerRole(const Config& config, const RoleRequest& request, std:
   ws.options = s.options;
   ws.optimizer = s.optimizer;
   ws.learning_rate = WorkerLearningRate(s.config, w);
-  ws.model = s.model.get();
+  ws.model = device_model ? device_model.get() : s.model.get();
   ws.train = &s.data.train;
   ws.examples = partitions[static_cast<std::size_t>(w)];
   ws.batch_size = s.config.Int("algorithm.batch_size");

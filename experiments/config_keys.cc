@@ -150,6 +150,11 @@ Schema BuildSchema() {
                 "cnn: sizes of the fully connected hidden layers (may be empty)", true));
   s.Add(Int("model.cnn_kernel", 5, 1, 31, "cnn: side of the square convolution kernels (odd)",
             "pixels"));
+  s.Add(Str("model.device", "cpu",
+            "where workers compute: cpu; cuda (worker w on GPU w mod the visible GPUs); "
+            "cuda:N; or a comma list with one of those per worker (a mixed CPU/GPU "
+            "cluster). The evaluator computes on the CPU",
+            false));
 
   // [algorithm]
   std::vector<std::string> names = {"sgd"};

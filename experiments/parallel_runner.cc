@@ -80,6 +80,17 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
   const bool sparse = strategy.supports_sparse && model->HasSparseGradient() &&
                       optimizer_options.name == "sgd" && optimizer_options.weight_decay == 0;
 
+  // Each worker's model on its device (model.device); the evaluator's stays on the CPU.
+  std::vector<models::Device> devices;
+  std::vector<std::unique_ptr<models::Model>> worker_models;
+  for (int w = 0; w < workers; ++w) {
+    devices.push_back(WorkerDevice(config, w, workers));
+    worker_models.push_back(devices.back().is_cuda()
+                                ? models::NewModelOn(BuildModelOptions(config),
+                                                     InputSpecFor(train), devices.back())
+                                : nullptr);
+  }
+
   const int64_t batch_size = config.Int("algorithm.batch_size");
   const auto shards_of_data = datasets::PartitionIndices(train.num_examples, workers,
                                                          DeriveSeed(seed, "partition"));
@@ -169,7 +180,8 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
   };
 
   ASGD_LOG(kInfo, "run ", run.id(), ": ", name, " with ", workers, " workers on ",
-           store_description, ", ", model->Describe(), ", ", train.name, " (",
+           store_description, ", ", model->Describe(), " (workers on ", DescribeDevices(devices),
+           "), ", train.name, " (",
            train.num_examples, " examples)");
 
   Shared shared;
@@ -256,7 +268,8 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
     ws.options = so;
     ws.optimizer = optimizer_options;
     ws.learning_rate = WorkerLearningRate(config, w);
-    ws.model = model.get();
+    const auto wi = static_cast<std::size_t>(w);
+    ws.model = worker_models[wi] ? worker_models[wi].get() : model.get();
     ws.train = &train;
     ws.examples = shards_of_data[static_cast<std::size_t>(w)];
     ws.batch_size = batch_size;
@@ -350,6 +363,7 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
   summary.run_id = run.id();
   summary.algorithm = name;
   summary.model = config.String("model.name");
+  summary.device = DescribeDevices(devices);
   summary.dataset = config.String("data.dataset");
   summary.workers = workers;
   summary.ps_shards = hogwild ? 0 : memory ? 1 : num_shards;

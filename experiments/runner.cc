@@ -71,6 +71,13 @@ RunResult RunExperiment(const Config& config, const RunRequest& request, std::os
   const datasets::Dataset& test = data.test;
   std::unique_ptr<models::Model> model =
       models::NewModel(BuildModelOptions(config), InputSpecFor(train));
+  // The gradient's model on model.device (the evaluation stays on the CPU model).
+  const models::Device device = WorkerDevice(config, 0, 1);
+  std::unique_ptr<models::Model> device_model;
+  if (device.is_cuda()) {
+    device_model = models::NewModelOn(BuildModelOptions(config), InputSpecFor(train), device);
+  }
+  models::Model& trainer = device_model ? *device_model : *model;
   const int64_t n_params = model->layout().size();
   std::unique_ptr<algorithms::Optimizer> optimizer =
       algorithms::NewOptimizer(BuildOptimizerOptions(config), n_params);
@@ -95,7 +102,7 @@ RunResult RunExperiment(const Config& config, const RunRequest& request, std::os
   const int64_t eval_examples = config.Int("metrics.eval_examples");
 
   RunDir run = RunDir::Create(config, request.name, request.command_line);
-  ASGD_LOG(kInfo, "run ", run.id(), ": ", model->Describe(), ", ", train.name, " (",
+  ASGD_LOG(kInfo, "run ", run.id(), ": ", trainer.Describe(), ", ", train.name, " (",
            train.num_examples, " examples), ", test.name, " (", test.num_examples, ")");
   auto convergence_file = run.Open("convergence.csv");
   CsvWriter convergence(*convergence_file, kConvergenceColumns);
@@ -185,7 +192,7 @@ RunResult RunExperiment(const Config& config, const RunRequest& request, std::os
     }
     datasets::BatchView batch = sampler.Next();
     const Duration step_start = clock->Now();
-    const float loss = model->LossAndGradient(params, batch, grad);
+    const float loss = trainer.LossAndGradient(params, batch, grad);
     if (!std::isfinite(loss)) {
       failed = true;
       reason = "training loss is " + std::string(std::isnan(loss) ? "NaN" : "infinite") +
@@ -240,6 +247,7 @@ RunResult RunExperiment(const Config& config, const RunRequest& request, std::os
   summary.run_id = run.id();
   summary.algorithm = "sgd";
   summary.model = config.String("model.name");
+  summary.device = device.ToString();
   summary.dataset = config.String("data.dataset");
   summary.seed = static_cast<int64_t>(seed);
   summary.epochs = static_cast<double>(samples) / static_cast<double>(train.num_examples);

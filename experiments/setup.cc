@@ -1,5 +1,7 @@
 #include "experiments/setup.h"
 
+#include <algorithm>
+
 #include "core/check.h"
 #include "core/error.h"
 #include "core/rng.h"
@@ -115,6 +117,67 @@ double WorkerLearningRate(const Config& config, int worker) {
   if (rates.empty()) return config.Double("algorithm.learning_rate");
   ASGD_CHECK(worker >= 0 && static_cast<std::size_t>(worker) < rates.size(), "worker ", worker);
   return rates[static_cast<std::size_t>(worker)];
+}
+
+namespace {
+
+// The per-worker specs of model.device (one spec: every worker's).
+std::vector<std::string> DeviceSpecs(const Config& config, int workers) {
+  const std::string value = config.String("model.device");
+  std::vector<std::string> specs;
+  std::size_t from = 0;
+  while (true) {
+    const std::size_t comma = value.find(',', from);
+    specs.push_back(value.substr(from, comma == std::string::npos ? std::string::npos : comma - from));
+    if (comma == std::string::npos) break;
+    from = comma + 1;
+  }
+  if (specs.size() > 1 && specs.size() != static_cast<std::size_t>(workers)) {
+    throw ConfigError("model.device", value,
+                      internal::StrCat("one device for all workers or a list of ", workers,
+                                       " (one per worker), not ", specs.size()));
+  }
+  for (const std::string& spec : specs) {
+    try {
+      (void)models::ParseDevice(spec);
+    } catch (const ConfigError&) {
+      throw ConfigError("model.device", value,
+                        "cpu, cuda or cuda:N (N a CUDA device index), or a comma list of "
+                        "those, one per worker");
+    }
+  }
+  return specs;
+}
+
+}  // namespace
+
+void CheckWorkerDevices(const Config& config, int workers) { (void)DeviceSpecs(config, workers); }
+
+models::Device WorkerDevice(const Config& config, int worker, int workers) {
+  const std::vector<std::string> specs = DeviceSpecs(config, workers);
+  ASGD_CHECK(worker >= 0 && worker < workers, "worker ", worker, " of ", workers);
+  const std::string& spec = specs.size() == 1 ? specs[0] : specs[static_cast<std::size_t>(worker)];
+  if (spec == "cuda") {
+    (void)models::ResolveDevice(spec);  // ConfigError without a usable device
+    return models::ResolveDevice(
+        internal::StrCat("cuda:", worker % models::CudaDeviceCount()));
+  }
+  return models::ResolveDevice(spec);
+}
+
+std::string DescribeDevices(const std::vector<models::Device>& devices) {
+  std::vector<std::string> distinct;
+  for (const models::Device& d : devices) {
+    const std::string s = d.ToString();
+    if (std::find(distinct.begin(), distinct.end(), s) == distinct.end()) distinct.push_back(s);
+  }
+  if (distinct.empty()) return "cpu";
+  std::string out = distinct[0];
+  for (std::size_t i = 1; i < distinct.size(); ++i) {
+    out += '+';
+    out += distinct[i];
+  }
+  return out;
 }
 
 }  // namespace asgd::experiments

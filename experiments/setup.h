@@ -10,6 +10,7 @@
 #include "algorithms/strategy.h"
 #include "datasets/loader.h"
 #include "experiments/config.h"
+#include "models/device.h"
 #include "models/factory.h"
 
 namespace asgd::experiments {
@@ -29,5 +30,17 @@ algorithms::StrategyOptions BuildStrategyOptions(const Config& config);
 algorithms::ScheduleOptions BuildScheduleOptions(const Config& config);
 // Worker w's base learning rate: algorithm.worker_learning_rates[w], or learning_rate.
 double WorkerLearningRate(const Config& config, int worker);
+
+// model.device: "cpu"; "cuda" (worker w on cuda:(w mod the visible devices)); "cuda:N";
+// or a comma list with one of those per worker ("cuda:0,cuda:1,cpu,cpu": a mixed
+// cluster). CheckWorkerDevices checks the syntax and the list's length only (ConfigError
+// naming model.device), so a launcher without GPUs can validate a cluster whose workers
+// run where they are; WorkerDevice also checks that the device is usable in this process
+// (ConfigError: CUDA not built in, no driver or device, or cuda:N out of range).
+void CheckWorkerDevices(const Config& config, int workers);
+models::Device WorkerDevice(const Config& config, int worker, int workers);
+// The summary's device column: "cpu", "cuda:0", or the workers' distinct devices in
+// order, joined by '+' ("cuda:0+cuda:1+cpu").
+std::string DescribeDevices(const std::vector<models::Device>& devices);
 
 }  // namespace asgd::experiments

@@ -12,6 +12,7 @@
 
 #include "core/file_util.h"
 #include "experiments/cli.h"
+#include "models/device.h"
 #include "tests/support/test_util.h"
 
 namespace asgd::experiments {
@@ -128,6 +129,85 @@ TEST(Parallel, BadStrategyOptionsAreConfigErrors) {
     EXPECT_THAT(o.err, HasSubstr(c.expected)) << c.algorithm;
     EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;  // one line
     EXPECT_FALSE(fs::exists(dir.File("runs"))) << "a run folder for a config that never ran";
+  }
+}
+
+// model.device: a spec that is wrong, a list of the wrong length, or a GPU that this
+// process cannot use is one line and status 2 before any run folder exists.
+TEST(Parallel, BadDevicesAreConfigErrors) {
+  std::vector<std::pair<std::string, std::string>> cases = {
+      {"gpu", "model.device = 'gpu': expected cpu, cuda or cuda:N"},
+      {"cuda:x", "model.device = 'cuda:x'"},
+      {"cpu,cpu", "expected one device for all workers or a list of 3 (one per worker), not 2"},
+      {"cpu,,cpu", "model.device = 'cpu,,cpu'"},
+  };
+  if (models::CudaDeviceCount() == 0) {
+    cases.push_back({"cuda", "model.device = 'cuda': expected cpu: CUDA is not available"});
+    cases.push_back({"cpu,cuda:0,cpu", "CUDA is not available"});
+  } else {
+    cases.push_back({"cuda:99", "model.device = 'cuda:99'"});
+  }
+  for (const auto& [device, expected] : cases) {
+    testing::TempDir dir;
+    Outcome o = RunConfig(dir, std::string(kSynthetic) + "[algorithm]\nname = agn\nworkers = 3\n",
+                          {"model.device=" + device});
+    EXPECT_EQ(o.status, 2) << device;
+    EXPECT_THAT(o.err, HasSubstr(expected)) << device;
+    EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+    EXPECT_FALSE(fs::exists(dir.File("runs"))) << device;
+  }
+}
+
+// The summary's device column names where the workers computed.
+std::string SummaryDevice(const testing::TempDir& dir) {
+  for (const auto& e : fs::directory_iterator(dir.File("runs"))) {
+    std::istringstream in(ReadFile((e.path() / "summary.csv").string()));
+    std::string header, row;
+    std::getline(in, header);
+    std::getline(in, row);
+    const auto column = [](const std::string& line, int i) {
+      std::istringstream cells(line);
+      std::string cell;
+      for (int k = 0; k <= i; ++k) std::getline(cells, cell, ',');
+      return cell;
+    };
+    for (int i = 0; i < 40; ++i) {
+      if (column(header, i) == "device") return column(row, i);
+    }
+  }
+  return "";
+}
+
+TEST(Parallel, PerWorkerDeviceListOfCpus) {
+  testing::TempDir dir;
+  Outcome o = RunConfig(dir, std::string(kSynthetic) + "[algorithm]\nname = agn\nworkers = 2\n",
+                        {"model.device=cpu,cpu"});
+  ASSERT_EQ(o.status, 0) << o.err;
+  EXPECT_EQ(SummaryDevice(dir), "cpu");
+}
+
+// A mixed cluster, one GPU worker and one CPU worker (DynSGD's heterogeneous setting),
+// trains as well as two CPU workers, and the GPU worker alone too (the sequential
+// baseline). Needs a CUDA device.
+TEST(Parallel, GpuWorkersTrain) {
+  if (models::CudaDeviceCount() == 0) {
+    GTEST_SKIP() << "no CUDA device: " << models::CudaUnavailableReason();
+  }
+  {
+    testing::TempDir dir;
+    Outcome o = RunConfig(dir, std::string(kSynthetic) + "[algorithm]\nname = dynsgd\nworkers = 2\n",
+                          {"model.device=cuda:0,cpu"});
+    ASSERT_EQ(o.status, 0) << o.err;
+    EXPECT_GE(std::stod(o.provenance["final_test_accuracy"].get<std::string>()), 0.9);
+    EXPECT_EQ(SummaryDevice(dir), "cuda:0+cpu");
+  }
+  {
+    testing::TempDir dir;
+    Outcome o = RunConfig(dir, std::string(kSynthetic) + "[algorithm]\nname = sgd\n",
+                          {"model.device=cuda"});
+    ASSERT_EQ(o.status, 0) << o.err;
+    EXPECT_GE(std::stod(o.provenance["final_test_accuracy"].get<std::string>()), 0.9);
+    EXPECT_EQ(SummaryDevice(dir), "cuda:0");
   }
 }
 
