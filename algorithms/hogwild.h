@@ -38,6 +38,8 @@ class HogwildStore {
   // A copy (relaxed loads: a consistent snapshot only when no thread writes).
   std::vector<float> values() const;
   uint64_t version() const { return version_.load(std::memory_order_acquire); }
+  // A resumed run's version (the checkpoint's); call before any worker runs.
+  void RestoreVersion(uint64_t version) { version_.store(version, std::memory_order_release); }
 
   void Read(std::span<float> out) const;
   // out[i] = values[i] for i in indices (relaxed loads). REQUIRES: indices < size().

@@ -33,6 +33,7 @@ class MemoryStore::Context final : public transport::ShardContext {
   int64_t size() const override { return static_cast<int64_t>(values_.size()); }
   uint64_t version() const override { return version_; }
   void AdvanceVersion(uint64_t by) override { version_ += by; }
+  void SetVersion(uint64_t version) { version_ = version; }
   std::span<const float> values() const override { return values_; }
   std::span<float> mutable_values() override { return values_; }
   Duration Now() const override { return clock_->Now(); }
@@ -84,6 +85,25 @@ class MemoryStore::Context final : public transport::ShardContext {
   const Clock* clock_;
   std::map<uint64_t, Held> held_;
 };
+
+transport::ShardSnapshot MemoryStore::Snapshot(const std::function<void()>& while_held) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  transport::ShardSnapshot s;
+  s.version = ctx_->version();
+  const auto v = ctx_->values();
+  s.values.assign(v.begin(), v.end());
+  s.rule_state = rule_->SaveState();
+  if (while_held) while_held();
+  return s;
+}
+
+void MemoryStore::Restore(const transport::ShardSnapshot& snapshot) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ASGD_CHECK_EQ(snapshot.values.size(), size_, "snapshot size");
+  rule_->LoadState(snapshot.rule_state);  // may throw InputError; nothing changed yet
+  std::copy(snapshot.values.begin(), snapshot.values.end(), ctx_->mutable_values().begin());
+  ctx_->SetVersion(snapshot.version);
+}
 
 MemoryStore::MemoryStore(std::vector<float> initial, std::unique_ptr<transport::ServerRule> rule,
                          const Clock* clock, transport::StalenessSink* sink)

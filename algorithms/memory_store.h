@@ -15,6 +15,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -23,6 +24,7 @@
 
 #include "algorithms/strategy.h"
 #include "core/clock.h"
+#include "transport/shard_server.h"
 #include "transport/staleness.h"
 
 namespace asgd::algorithms {
@@ -49,6 +51,14 @@ class MemoryStore {
   Stats stats() const;
   // Fails every held request (kShuttingDown) and every later one.
   void Shutdown();
+
+  // Checkpoints, as ShardServer's (shard 0: the whole vector). Snapshot runs while_held
+  // (if any) under the store's lock, so that staleness records, which pushes make under
+  // the same lock, can be read consistently with the values. Restore replaces values,
+  // version and rule state; InvariantError for a snapshot of another size, InputError if
+  // the rule cannot read its state (nothing changed then).
+  transport::ShardSnapshot Snapshot(const std::function<void()>& while_held = {}) const;
+  void Restore(const transport::ShardSnapshot& snapshot);
 
   // The requests a MemoryClient makes. `version` is what the client last pulled.
   struct Result {

@@ -59,9 +59,12 @@ void CommitTempFile(const std::string& tmp, const std::string& path) {
   FsyncPath(dir.empty() ? "." : dir, true);
 }
 
-void WriteFileAtomic(const std::string& path, std::string_view contents) {
+void WriteFileAtomic(const std::string& path, std::string_view contents, int mode) {
   std::string tmp = TempPathFor(path);
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // The temporary has its final mode from the start: a secret is never readable by others,
+  // not even before the rename.
+  int fd =
+      ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, static_cast<mode_t>(mode));
   if (fd < 0) throw IoError("cannot create " + tmp + ": " + Errno());
   const char* p = contents.data();
   std::size_t left = contents.size();

@@ -14,7 +14,8 @@ namespace asgd {
 // Throws DataError if the file cannot be read.
 std::string ReadFile(const std::string& path);
 // Throws IoError on failure; the target is then unchanged and no temporary is left.
-void WriteFileAtomic(const std::string& path, std::string_view contents);
+// mode: the new file's permission bits (less the umask), e.g. 0600 for a secret.
+void WriteFileAtomic(const std::string& path, std::string_view contents, int mode = 0644);
 // A temporary path next to `path` for writers that stream (then CommitTempFile).
 std::string TempPathFor(const std::string& path);
 // fsyncs tmp, renames it to path and fsyncs the directory. Throws IoError.

@@ -15,6 +15,7 @@
 #include "experiments/config_keys.h"
 #include "experiments/cluster_run.h"
 #include "experiments/command_line.h"
+#include "experiments/keys.h"
 #include "experiments/launch.h"
 #include "experiments/roles.h"
 #include "experiments/run_dir.h"
@@ -47,6 +48,8 @@ constexpr const char* kUsage =
     "                     one role of a run placed by hand ([cluster] or TF_CONFIG)\n"
     "  task --config C [--set ...]\n"
     "                     the role of this rank under SLURM (srun) or Open MPI (mpirun)\n"
+    "  keys generate DIR [--clients N] [--force]\n"
+    "                     CURVE keys for a run as processes (cluster.curve, keys_dir)\n"
     "  version            print the build description\n"
     "  help               this text\n"
     "\n"
@@ -70,14 +73,17 @@ int RunCommand(const std::vector<std::string>& args, std::ostream& out) {
       "help-config", "list every configuration key with its default and meaning")(
       "set", po::value<std::vector<std::string>>()->composing(),
       "override one key: --set section.key=value (repeatable)")(
-      "config", po::value<std::string>(), "the experiment config (INI)");
+      "config", po::value<std::string>(), "the experiment config (INI)")(
+      "resume", po::value<std::string>(),
+      "continue the run in this folder from its newest valid checkpoint, appending to its "
+      "CSVs (CONFIG must train the same data, model, algorithm and shards)");
   po::positional_options_description pos;
   pos.add("config", 1);
   auto vm = Parse(args, desc, pos, "run");
   const std::string usage =
-      "usage: asgd run CONFIG [--set section.key=value ...]\n\n"
+      "usage: asgd run CONFIG [--set section.key=value ...] [--resume RUN_DIR]\n\n"
       "Trains as CONFIG says and writes a run folder (config.ini, provenance.json,\n"
-      "convergence.csv) under [experiment] out_dir.";
+      "convergence.csv) under [experiment] out_dir; with --resume, continues RUN_DIR.";
   if (vm.count("help")) {
     out << Help(usage, desc);
     return kExitOk;
@@ -91,6 +97,7 @@ int RunCommand(const std::vector<std::string>& args, std::ostream& out) {
   std::vector<std::string> overrides;
   if (vm.count("set")) overrides = vm["set"].as<std::vector<std::string>>();
   Config config = Config::FromFile(path, overrides, ExperimentSchema());
+  RefuseCurveInOneProcess(config);
 
   RunRequest request;
   request.name = config.String("experiment.name").empty() ? ConfigStem(path)
@@ -98,6 +105,7 @@ int RunCommand(const std::vector<std::string>& args, std::ostream& out) {
   request.command_line = {"asgd", "run"};
   request.command_line.insert(request.command_line.end(), args.begin(), args.end());
   request.data_dirs = DataSearchDirs(config.String("data.dir"));
+  if (vm.count("resume")) request.resume_dir = vm["resume"].as<std::string>();
   RunResult result = RunExperiment(config, request, out);
   return result.exit_status;
 }
@@ -236,13 +244,14 @@ int Dispatch(const std::vector<std::string>& args, std::ostream& out) {
   if (command == "suite") return SuiteCommand(rest, out);
   if (command == "launch") return LaunchCommand(rest, out);
   if (command == "task") return TaskCommand(rest, out);
+  if (command == "keys") return KeysCommand(rest, out);
   if (command == "ps" || command == "worker" || command == "coordinator" ||
       command == "evaluator") {
     return RoleCommand(command, rest, out);
   }
   std::string guess = ClosestMatch(command, {"run", "compare", "sweep", "suite", "data", "ps",
                                               "worker", "coordinator", "evaluator",
-                                              "launch", "task", "version", "help"});
+                                              "launch", "task", "keys", "version", "help"});
   throw InputError("asgd: unknown command " + QuoteForMessage(command) +
                    (guess.empty() ? "" : " (did you mean " + guess + "?)") +
                    "; run `asgd help` for the list");

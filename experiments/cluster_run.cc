@@ -27,6 +27,7 @@
 #include "experiments/cli.h"
 #include "experiments/csv.h"
 #include "experiments/evaluation.h"
+#include "experiments/keys.h"
 #include "experiments/metrics.h"
 #include "experiments/progress.h"
 #include "experiments/ps_param_client.h"
@@ -89,6 +90,7 @@ struct Setup {
   uint64_t seed = 0;
   int workers = 0;
   milliseconds timeout{60000}, report_interval{100}, heartbeat_timeout{10000};
+  tp::CurveOptions curve;  // cluster.curve: this process's keys (experiments/keys.h)
 
   std::vector<float> Initial() const {
     AlignedVector<float> v(static_cast<std::size_t>(model->layout().size()));
@@ -132,6 +134,13 @@ Setup MakeSetup(const Config& config, const RoleRequest& request, const std::str
   s.options = BuildStrategyOptions(s.config);
   (void)s.strategy->server_rule(s.options, 0);  // validates the server options
   CheckWorkerDevices(s.config, s.workers);  // syntax only: workers resolve their own
+  for (const char* key : {"experiment.checkpoint_every_steps", "experiment.checkpoint_every_s"}) {
+    if (s.config.Double(key) > 0) {
+      throw ConfigError(key, s.config.Raw(key),
+                        "0 in a multi-process run (checkpoints are saved by `asgd run`, the "
+                        "in-process runner, only)");
+    }
+  }
   s.schedule = BuildScheduleOptions(s.config);
   s.optimizer = BuildOptimizerOptions(s.config);
   s.data = datasets::LoadDataset(BuildDataOptions(s.config, request.data_dirs));
@@ -140,6 +149,7 @@ Setup MakeSetup(const Config& config, const RoleRequest& request, const std::str
   tp::PlacementOptions po;
   po.policy = tp::ParsePlacementPolicy(s.config.String("cluster.placement"));
   s.placement = tp::Placement::Build(s.model->layout(), s.spec.num_ps(), po);
+  s.curve = CurveFromConfig(s.config, /*serves=*/role == "ps" || role == "coordinator");
   return s;
 }
 
@@ -197,7 +207,8 @@ WorkerMetrics MetricsFrom(const json& j, int worker) {
 class CoordinatorLink {
  public:
   CoordinatorLink(std::shared_ptr<tp::Context> context, const Setup& setup, std::string role, int task)
-      : client_(std::move(context), setup.CoordinatorAddress()),
+      : client_(std::move(context), setup.CoordinatorAddress(),
+                tp::ControlOptions{.curve = setup.curve}),
         client_address_(setup.CoordinatorAddress()),
         role_(std::move(role)),
         task_(task),
@@ -262,6 +273,7 @@ class CentreEvaluator {
     co.role = tp::Role::kEvaluator;
     co.id = static_cast<uint32_t>(setup.workers);
     co.timeout = setup.timeout;
+    co.curve = setup.curve;
     client_ = tp::PsClient::FromCluster(std::move(context), setup.spec, setup.placement, co);
   }
   tp::Status WaitForServers() { return client_->WaitForServers(setup_.timeout); }
@@ -295,7 +307,8 @@ class Coordinator {
     BlockedStopSignals signals;  // before the ZeroMQ context starts its threads
     context_ = tp::NewContext();
     const std::string bind = s_.spec.CoordinatorBindAddress(s_.config.String("cluster.bind_host"));
-    server_ = std::make_unique<tp::ControlServer>(context_, bind);
+    server_ = std::make_unique<tp::ControlServer>(context_, bind,
+                                                  tp::ControlOptions{.curve = s_.curve});
     Expect();
     run_ = std::make_unique<RunDir>(RunDir::Create(s_.config, request_.name, request_.command_line));
     convergence_file_ = run_->Open("convergence.csv");
@@ -837,6 +850,7 @@ int RunTrainingPsRole(const Config& config, const RoleRequest& request, std::ost
   options.endpoint = s.spec.PsBindAddress(shard, s.config.String("cluster.bind_host"));
   options.clock = &wall;
   options.staleness_sink = &records;
+  options.curve = s.curve;
   tp::ShardServer server(context, options, s.placement.Gather(shard, s.Initial()),
                          s.strategy->server_rule(s.options, static_cast<uint32_t>(shard)));
   server.Start();
@@ -896,6 +910,7 @@ int RunTrainingWorkerRole(const Config& config, const RoleRequest& request, std:
   tp::ClientOptions co;
   co.id = static_cast<uint32_t>(w);
   co.timeout = s.timeout;
+  co.curve = s.curve;
   PsParamClient client(tp::PsClient::FromCluster(context, s.spec, s.placement, co));
   const tp::Status servers = client.client().WaitForServers(s.timeout);
   if (!servers.ok()) throw InputError(StrCat("worker ", w, ": the shard servers: ", servers.ToString()));

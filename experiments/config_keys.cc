@@ -103,6 +103,14 @@ Schema BuildSchema() {
             "stop after this many parameter updates; 0 = no limit", "updates"));
   s.Add(Num("experiment.max_time_s", "0", 0, false, std::nullopt, false,
             "stop after this much wall time; 0 = no limit", "seconds"));
+  s.Add(Int("experiment.checkpoint_every_steps", 0, 0, std::nullopt,
+            "save a checkpoint (run folder checkpoints/) every this many parameter updates; "
+            "0 = not by updates; `asgd run CONFIG --resume RUN_DIR` continues from the newest",
+            "updates"));
+  s.Add(Num("experiment.checkpoint_every_s", "0", 0, false, std::nullopt, false,
+            "save a checkpoint every this much training time; 0 = not by time", "seconds"));
+  s.Add(Int("experiment.checkpoint_keep", 2, 1, std::nullopt,
+            "how many complete checkpoints to keep (older ones are removed)"));
   s.Add(Num("experiment.target_accuracy", "0", 0, false, 1, false,
             "test accuracy whose first crossing is reported as time_to_target_s; 0 = none"));
   s.Add(Bool("experiment.stop_at_target", false,
@@ -257,6 +265,18 @@ Schema BuildSchema() {
                "largest tensor partitioned along its first axis"));
   s.Add(Str("cluster.bind_host", "127.0.0.1",
             "interface a tcp shard server binds (\"*\" = every interface)", false));
+  s.Add(Bool("cluster.curve", false,
+             "encrypt every connection of a run as processes with ZeroMQ CURVE and let the "
+             "servers (ps, coordinator) accept only the client keys listed in keys_dir's "
+             "authorized_clients; not for asgd run (one process)"));
+  s.Add(Str("cluster.keys_dir", "",
+            "with curve: the folder `asgd keys generate DIR` wrote (server.key, server.pub, "
+            "client.key, authorized_clients; relative to the working directory); required "
+            "when curve is true"));
+  s.Add(Str("cluster.client_key", "client.key",
+            "with curve: this process's client key pair, a file in keys_dir (or a path); "
+            "after `asgd keys generate --clients N`, client-I.key",
+            false));
   s.Add(Num("cluster.timeout_s", "60", 0, true, std::nullopt, false,
             "how long a worker waits for the servers to come up, and for any one reply",
             "seconds"));

@@ -25,6 +25,7 @@
 #include "experiments/cluster_run.h"
 #include "experiments/command_line.h"
 #include "experiments/config_keys.h"
+#include "experiments/keys.h"
 #include "experiments/run_dir.h"
 #include "experiments/signals.h"
 
@@ -121,6 +122,8 @@ int LaunchCommand(const std::vector<std::string>& args, std::ostream& out) {
   }
   const int workers = static_cast<int>(config.Int("algorithm.workers"));
   const int shards = static_cast<int>(config.Int("cluster.shards"));
+  // Missing or malformed CURVE key files: one line and exit 2 before any process starts.
+  (void)CurveFromConfig(config, /*serves=*/true);
 
   // The cluster: as the config says, or generated on this machine.
   std::vector<std::string> cluster_sets;

@@ -1,5 +1,6 @@
 #include "experiments/metrics.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -36,15 +37,21 @@ const std::vector<std::string>& SummaryColumns() {
   return c;
 }
 
-StalenessRecorder::StalenessRecorder(std::ostream* rows, int64_t max_rows, double time_offset_s)
-    : rows_out_(rows), max_rows_(max_rows), time_offset_s_(time_offset_s) {
-  if (rows_out_ != nullptr) rows_ = std::make_unique<CsvWriter>(*rows_out_, StalenessColumns());
+StalenessRecorder::StalenessRecorder(std::ostream* rows, int64_t max_rows, double time_offset_s,
+                                     int64_t existing_rows)
+    : rows_out_(rows),
+      max_rows_(max_rows),
+      time_offset_s_(time_offset_s),
+      existing_rows_(std::max<int64_t>(0, existing_rows)) {
+  if (rows_out_ != nullptr) {
+    rows_ = std::make_unique<CsvWriter>(*rows_out_, StalenessColumns(), existing_rows < 0);
+  }
 }
 
 void StalenessRecorder::Record(const transport::StalenessRecord& r) {
   std::lock_guard<std::mutex> lock(mu_);
   ++histogram_[r.worker][r.staleness];
-  if (rows_ && rows_->rows() < max_rows_) {
+  if (rows_ && existing_rows_ + rows_->rows() < max_rows_) {
     rows_->Write(r.wall_time_s + time_offset_s_, static_cast<int64_t>(r.worker),
                  static_cast<int64_t>(r.shard), r.step, static_cast<int64_t>(r.pulled_version),
                  static_cast<int64_t>(r.applied_version), r.staleness,
@@ -59,7 +66,7 @@ void StalenessRecorder::AddCounts(uint32_t worker, int64_t staleness, int64_t co
 
 int64_t StalenessRecorder::rows_written() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return rows_ ? rows_->rows() : 0;
+  return existing_rows_ + (rows_ ? rows_->rows() : 0);
 }
 
 std::map<uint32_t, std::map<int64_t, int64_t>> StalenessRecorder::histogram() const {
@@ -144,6 +151,18 @@ void WriteSummary(std::ostream& out, const SummaryRow& r) {
               CsvCell(PerSecond(static_cast<double>(r.updates), r.wall_time_s)),
               CsvCell(PerSecond(static_cast<double>(r.samples), r.wall_time_s)),
               CsvCell(r.bytes_pushed), CsvCell(r.bytes_pulled), CsvCell(r.status)});
+}
+
+void AddWorkerMetrics(WorkerMetrics& into, const WorkerMetrics& before) {
+  into.steps += before.steps;
+  into.samples += before.samples;
+  into.pushes += before.pushes;
+  into.active_s += before.active_s;
+  into.compute_s += before.compute_s;
+  into.wait_s += before.wait_s;
+  into.bytes_pushed += before.bytes_pushed;
+  into.bytes_pulled += before.bytes_pulled;
+  into.dropped_pushes += before.dropped_pushes;
 }
 
 }  // namespace asgd::experiments

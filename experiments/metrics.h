@@ -31,7 +31,10 @@ const std::vector<std::string>& SummaryColumns();
 class StalenessRecorder final : public transport::StalenessSink {
  public:
   // rows may be null (no rows written). time_offset_s is added to each record's time.
-  StalenessRecorder(std::ostream* rows, int64_t max_rows, double time_offset_s = 0.0);
+  // existing_rows >= 0: rows appends to a file that holds that many rows (and its
+  // header) already, which count towards max_rows (a resumed run).
+  StalenessRecorder(std::ostream* rows, int64_t max_rows, double time_offset_s = 0.0,
+                    int64_t existing_rows = -1);
   void Record(const transport::StalenessRecord& record) override;
 
   struct Stats {
@@ -54,6 +57,7 @@ class StalenessRecorder final : public transport::StalenessSink {
   std::unique_ptr<CsvWriter> rows_ ASGD_GUARDED_BY(mu_);
   int64_t max_rows_;
   double time_offset_s_;
+  int64_t existing_rows_;
   std::map<uint32_t, std::map<int64_t, int64_t>> histogram_ ASGD_GUARDED_BY(mu_);
 };
 
@@ -74,6 +78,9 @@ struct WorkerMetrics {
   int64_t dropped_pushes = 0;
 };
 void WriteWorkers(std::ostream& out, const std::vector<WorkerMetrics>& workers);
+// Adds `before`'s counters and times to `into` (a resumed run's worker: the part before
+// the checkpoint and the part after).
+void AddWorkerMetrics(WorkerMetrics& into, const WorkerMetrics& before);
 
 // summary.csv's one row.
 struct SummaryRow {

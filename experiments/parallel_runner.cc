@@ -20,6 +20,7 @@
 #include "datasets/loader.h"
 #include "datasets/partition.h"
 #include "datasets/sampler.h"
+#include "experiments/checkpoint.h"
 #include "experiments/csv.h"
 #include "experiments/evaluation.h"
 #include "experiments/metrics.h"
@@ -118,11 +119,41 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
   const std::string transport_kind = config.String("cluster.transport");
   const int num_shards = static_cast<int>(config.Int("cluster.shards"));
 
-  RunDir run = RunDir::Create(config, request.name, request.command_line);
-  auto convergence_file = run.Open("convergence.csv");
-  auto staleness_file = run.Open("staleness.csv");
-  CsvWriter convergence(*convergence_file, kConvergenceColumns);
-  StalenessRecorder staleness(staleness_file.get(), config.Int("metrics.staleness_rows"));
+  const int64_t checkpoint_every_steps = config.Int("experiment.checkpoint_every_steps");
+  const double checkpoint_every_s = config.Double("experiment.checkpoint_every_s");
+  const std::string config_hash = TrainingConfigHash(config);
+  // A resumed run: its newest valid checkpoint, verified before anything is touched.
+  const bool resuming = !request.resume_dir.empty();
+  LoadedCheckpoint resume;
+  if (resuming) {
+    resume = LoadNewestCheckpoint(request.resume_dir, config_hash);
+    const std::size_t want = strategy.shared_memory || transport_kind == "memory"
+                                 ? 1 : static_cast<std::size_t>(num_shards);
+    if (resume.shards.size() != want) {
+      throw DataError(resume.dir, StrCat("holds ", resume.shards.size(), " shards, the run has ", want));
+    }
+  }
+
+  RunDir run = resuming ? RunDir::Resume(request.resume_dir, request.command_line)
+                        : RunDir::Create(config, request.name, request.command_line);
+  if (resuming) {
+    // The CSVs as they were at the checkpoint; this run appends to them.
+    TruncateCsv(run.File("convergence.csv"), resume.manifest.convergence_rows);
+    TruncateCsv(run.File("staleness.csv"), resume.manifest.staleness_rows);
+    ASGD_LOG(kInfo, "resuming ", run.id(), " from ", resume.dir, " (update ",
+             resume.manifest.step, ", ", resume.manifest.samples, " samples, ",
+             resume.manifest.time_s, " s)");
+  }
+  auto convergence_file = resuming ? run.OpenAppend("convergence.csv") : run.Open("convergence.csv");
+  auto staleness_file = resuming ? run.OpenAppend("staleness.csv") : run.Open("staleness.csv");
+  CsvWriter convergence(*convergence_file, kConvergenceColumns, !resuming);
+  const double time_base = resuming ? resume.manifest.time_s : 0.0;  // training time so far
+  StalenessRecorder staleness(staleness_file.get(), config.Int("metrics.staleness_rows"), time_base,
+                              resuming ? resume.manifest.staleness_rows : -1);
+  for (const auto& [worker, counts] : resume.manifest.staleness_histogram) {
+    for (const auto& [s, count] : counts) staleness.AddCounts(worker, s, count);
+  }
+  int64_t convergence_rows = resuming ? resume.manifest.convergence_rows : 0;
 
   AlignedVector<float> initial(static_cast<std::size_t>(n_params));
   model->Initialize(initial, DeriveSeed(seed, "init"));
@@ -135,14 +166,23 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
   std::vector<std::unique_ptr<tp::ShardServer>> servers;
   tp::Placement placement;
   std::string store_description;
+  if (resuming && resume.shards.size() == 1 && (strategy.shared_memory || transport_kind == "memory")) {
+    const auto& v = resume.shards[0].values;
+    if (static_cast<int64_t>(v.size()) != n_params) {
+      throw DataError(resume.dir, StrCat("holds ", v.size(), " parameters, the model has ", n_params));
+    }
+    std::copy(v.begin(), v.end(), initial.begin());
+  }
   if (strategy.shared_memory) {
     hogwild = std::make_unique<alg::HogwildStore>(initial, clock.get(), &staleness);
+    if (resuming) hogwild->RestoreVersion(resume.shards[0].version);
     store_description = sparse ? "one shared vector (lock-free, sparse updates)"
                                : "one shared vector (lock-free)";
   } else if (transport_kind == "memory") {
     memory = std::make_unique<alg::MemoryStore>(
         std::vector<float>(initial.begin(), initial.end()), strategy.server_rule(so, 0),
         clock.get(), &staleness);
+    if (resuming) memory->Restore(resume.shards[0]);
     store_description = "the in-memory store";
   } else {
     context = tp::NewContext();
@@ -157,6 +197,16 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
         context, placement, initial,
         [&](uint32_t s) { return strategy.server_rule(so, s); },
         [&](int s) { return prefix + std::to_string(s); }, base);
+    if (resuming) {
+      for (std::size_t s = 0; s < servers.size(); ++s) {
+        if (resume.shards[s].values.size() != static_cast<std::size_t>(placement.shard_size(static_cast<int>(s)))) {
+          throw DataError(resume.dir, StrCat("shard ", s, " holds ", resume.shards[s].values.size(),
+                                             " values, the placement gives it ",
+                                             placement.shard_size(static_cast<int>(s))));
+        }
+        servers[s]->Restore(resume.shards[s]);
+      }
+    }
     store_description = StrCat(num_shards, " shard server", num_shards > 1 ? "s" : "",
                                " over inproc://");
   }
@@ -214,7 +264,14 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
   RunResult result;
   result.run_dir = run.path();
   double time_to_target = -1;
-  auto seconds = [&] { return std::chrono::duration<double>(clock->Now()).count(); };
+  auto seconds = [&] { return time_base + std::chrono::duration<double>(clock->Now()).count(); };
+  if (resuming) {
+    shared.samples.store(resume.manifest.samples);
+    shared.steps.store(resume.manifest.steps);
+    shared.pushes.store(resume.manifest.step);
+    result.best_test_accuracy = resume.manifest.best_test_accuracy;
+    time_to_target = resume.manifest.time_to_target_s;
+  }
   auto evaluate = [&](bool full) {
     const double t = seconds();
     const int64_t samples = shared.samples.load();
@@ -236,6 +293,7 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
     const double epoch = static_cast<double>(samples) / static_cast<double>(train.num_examples);
     convergence.Write(t, epoch, samples, shared.pushes.load(), train_loss, r.mean_loss(),
                       r.accuracy(), r.count, lr0 * lr_scale_at(samples));
+    ++convergence_rows;
     ProgressState ps;
     ps.epoch = epoch;
     ps.target_epochs = config.Double("experiment.epochs");
@@ -273,7 +331,9 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
     ws.train = &train;
     ws.examples = shards_of_data[static_cast<std::size_t>(w)];
     ws.batch_size = batch_size;
-    ws.seed = seed;
+    // A resumed run draws fresh batches (not a replay of those before the checkpoint).
+    ws.seed = resuming ? DeriveSeed(seed, "resume", static_cast<uint64_t>(resume.manifest.resumes + 1))
+                       : seed;
     ws.sparse = sparse;
     ws.clock = clock.get();
     loops.push_back(std::make_unique<WorkerLoop>(std::move(ws)));
@@ -308,10 +368,83 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
     });
   }
 
+  // ---- checkpoints ---------------------------------------------------------------
+  Checkpointer checkpointer(run.path(), static_cast<int>(config.Int("experiment.checkpoint_keep")));
+  const int64_t base_pushes = shared.pushes.load();
+  int64_t next_checkpoint_step = checkpoint_every_steps > 0 ? base_pushes + checkpoint_every_steps : 0;
+  double last_checkpoint_s = seconds();
+  auto save_checkpoint = [&] {
+    CheckpointManifest m;
+    m.algorithm = name;
+    m.config_hash = config_hash;
+    m.resumes = resuming ? resume.manifest.resumes + 1 : 0;
+    m.convergence_rows = convergence_rows;
+    m.best_test_accuracy = result.best_test_accuracy;
+    m.time_to_target_s = time_to_target;
+    std::vector<tp::ShardSnapshot> shards;
+    // The counters and the staleness records are read while every shard is held, so they
+    // describe exactly the pushes the snapshots contain (the workers' own counters may
+    // run a step ahead: they are for workers.csv, not for the model).
+    auto read_counters = [&] {
+      m.step = shared.pushes.load();
+      m.steps = shared.steps.load();
+      m.samples = shared.samples.load();
+      m.time_s = seconds();
+      m.staleness_rows = staleness.rows_written();
+      m.staleness_histogram = staleness.histogram();
+    };
+    if (hogwild) {
+      read_counters();  // lock-free: a copy taken while workers may write (Hogwild's own view)
+      tp::ShardSnapshot snap;
+      snap.version = hogwild->version();
+      snap.values = hogwild->values();
+      shards.push_back(std::move(snap));
+    } else if (memory) {
+      shards.push_back(memory->Snapshot(read_counters));
+    } else {
+      shards = tp::SnapshotTogether(servers, read_counters);
+    }
+    for (const auto& loop : loops) m.workers.push_back(loop->Snapshot());
+    for (std::size_t i = 0; i < m.workers.size() && i < resume.manifest.workers.size(); ++i) {
+      AddWorkerMetrics(m.workers[i], resume.manifest.workers[i]);
+    }
+    if (!strategy.synchronous) {
+      // The pushes the snapshots contain, from their records (one per push per shard):
+      // the workers' own counters lag by a push still in flight when it was taken.
+      int64_t total = 0;
+      const auto per_push = static_cast<int64_t>(shards.size());
+      for (auto& w : m.workers) {
+        int64_t records = 0;
+        const auto it = m.staleness_histogram.find(static_cast<uint32_t>(w.worker));
+        if (it != m.staleness_histogram.end()) {
+          for (const auto& entry : it->second) records += entry.second;
+        }
+        w.pushes = records / per_push;
+        total += w.pushes;
+      }
+      m.step = total;
+    }
+    const std::string dir = checkpointer.Save(std::move(m), shards);
+    ASGD_LOG(kInfo, "checkpoint: ", dir);
+  };
+
   double next_eval_samples = eval_every_samples;
   double last_eval_s = seconds();
   std::string reason;
   for (;;) {
+    if ((checkpoint_every_steps > 0 && shared.pushes.load() >= next_checkpoint_step) ||
+        (checkpoint_every_s > 0 && seconds() - last_checkpoint_s >= checkpoint_every_s)) {
+      if (checkpoint_every_steps > 0) {
+        while (next_checkpoint_step <= shared.pushes.load()) next_checkpoint_step += checkpoint_every_steps;
+      }
+      try {
+        save_checkpoint();
+      } catch (const IoError& e) {
+        // The run goes on; the previous checkpoints are intact.
+        ASGD_LOG(kError, "checkpoint failed: ", e.what());
+      }
+      last_checkpoint_s = seconds();
+    }
     const int64_t samples = shared.samples.load();
     if (shared.stop.load()) break;
     if (static_cast<double>(samples) >= total_samples) {
@@ -346,6 +479,14 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
   const bool failed = reason == shared.failure && !shared.failure.empty();
   if (reason.empty()) reason = "reached target accuracy " + config.Raw("experiment.target_accuracy");
   if (!failed) evaluate(true);
+  // A finished run's last checkpoint: `--resume` with more epochs extends it.
+  if (!failed && (checkpoint_every_steps > 0 || checkpoint_every_s > 0)) {
+    try {
+      save_checkpoint();
+    } catch (const IoError& e) {
+      ASGD_LOG(kError, "checkpoint failed: ", e.what());
+    }
+  }
   progress.Done();
   reader.reset();
   clients.clear();
@@ -381,6 +522,10 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
   std::vector<WorkerMetrics> worker_metrics;
   for (const auto& loop : loops) {
     worker_metrics.push_back(loop->Snapshot());
+    const std::size_t i = worker_metrics.size() - 1;
+    if (i < resume.manifest.workers.size()) {
+      AddWorkerMetrics(worker_metrics.back(), resume.manifest.workers[i]);
+    }
     summary.dropped_pushes += worker_metrics.back().dropped_pushes;
     summary.bytes_pushed += worker_metrics.back().bytes_pushed;
     summary.bytes_pulled += worker_metrics.back().bytes_pulled;

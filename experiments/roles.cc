@@ -13,6 +13,7 @@
 #include "core/rng.h"
 #include "datasets/loader.h"
 #include "experiments/cluster_run.h"
+#include "experiments/keys.h"
 #include "experiments/setup.h"
 #include "experiments/signals.h"
 #include "models/factory.h"
@@ -119,6 +120,7 @@ int RunPsRole(const Config& config, const RoleRequest& request, std::ostream& ou
   tp::ServerOptions options;
   options.shard = static_cast<uint32_t>(shard);
   options.endpoint = spec.PsBindAddress(shard, config.String("cluster.bind_host"));
+  options.curve = CurveFromConfig(config, /*serves=*/true);
   tp::ShardServer server(context, options, placement.Gather(shard, initial), tp::NewAddRule());
   out << "ps " << shard << ": serving " << placement.shard_size(shard) << " of "
       << layout.size() << " parameters at " << server.endpoint() << std::endl;
@@ -159,6 +161,7 @@ int RunWorkerRole(const Config& config, const RoleRequest& request, std::ostream
   tp::ClientOptions options;
   options.id = static_cast<uint32_t>(worker);
   options.timeout = timeout;
+  options.curve = CurveFromConfig(config, /*serves=*/false);
   auto client = tp::PsClient::FromCluster(context, spec, placement, options);
   auto check = [&](const tp::Status& st, const std::string& what) {
     if (!st.ok()) {

@@ -86,9 +86,44 @@ RunDir RunDir::Create(const Config& config, const std::string& name,
   return run;
 }
 
+RunDir RunDir::Resume(const std::string& path, const std::vector<std::string>& command_line) {
+  RunDir run;
+  run.path_ = path;
+  while (run.path_.size() > 1 && run.path_.back() == '/') run.path_.pop_back();
+  const std::size_t slash = run.path_.rfind('/');
+  run.id_ = slash == std::string::npos ? run.path_ : run.path_.substr(slash + 1);
+  nlohmann::json p;
+  try {
+    p = nlohmann::json::parse(ReadFile(run.File("provenance.json")));
+  } catch (const nlohmann::json::exception& e) {
+    throw DataError(run.File("provenance.json"), std::string("not JSON (") + e.what() + ")");
+  }
+  if (!p.is_object()) throw DataError(run.File("provenance.json"), "not a JSON object");
+  nlohmann::json resumed = p.contains("resumed") && p["resumed"].is_array() ? p["resumed"]
+                                                                          : nlohmann::json::array();
+  resumed.push_back({{"time", WallTimeIso8601()},
+                     {"command_line", command_line},
+                     {"git_commit", GitCommit()},
+                     {"host", HostName()},
+                     {"previous_status", p.value("status", "")}});
+  p["resumed"] = resumed;
+  p["status"] = "running";
+  p.erase("end_time");
+  p.erase("status_reason");
+  run.provenance_ = p.dump(2);
+  WriteFileAtomic(run.File("provenance.json"), run.provenance_ + "\n");
+  return run;
+}
+
 std::unique_ptr<std::ofstream> RunDir::Open(const std::string& name) const {
   auto out = std::make_unique<std::ofstream>(File(name), std::ios::out | std::ios::trunc);
   if (!*out) throw IoError("cannot write " + File(name) + ": " + std::strerror(errno));
+  return out;
+}
+
+std::unique_ptr<std::ofstream> RunDir::OpenAppend(const std::string& name) const {
+  auto out = std::make_unique<std::ofstream>(File(name), std::ios::out | std::ios::app);
+  if (!*out) throw IoError("cannot append to " + File(name) + ": " + std::strerror(errno));
   return out;
 }
 

@@ -29,8 +29,15 @@ class RunDir {
   const std::string& path() const { return path_; }
   std::string File(const std::string& name) const { return path_ + "/" + name; }
 
+  // An existing run folder continued by `asgd run --resume`: provenance.json gets a
+  // "resumed" entry (time, command line, commit, host) and status "running" again.
+  // Throws DataError if its provenance.json is unreadable, IoError.
+  static RunDir Resume(const std::string& path, const std::vector<std::string>& command_line);
+
   // Opens a file of the run for writing (truncating). Throws IoError.
   std::unique_ptr<std::ofstream> Open(const std::string& name) const;
+  // Opens a file of the run for appending (a resumed run's CSVs). Throws IoError.
+  std::unique_ptr<std::ofstream> OpenAppend(const std::string& name) const;
 
   // Rewrites provenance.json with the end time, status ("completed", "stopped",
   // "failed") and a reason, plus any extra string fields.

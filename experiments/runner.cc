@@ -60,6 +60,18 @@ RunResult RunExperiment(const Config& config, const RunRequest& request, std::os
                       "`asgd ps` and `asgd worker`");
   }
   if (config.String("algorithm.name") != "sgd") return RunParallel(config, request, out);
+  // The sequential baseline does not checkpoint (its runs are the short references).
+  for (const char* key : {"experiment.checkpoint_every_steps", "experiment.checkpoint_every_s"}) {
+    if (config.Double(key) > 0) {
+      throw ConfigError(key, config.Raw(key),
+                        "0 for algorithm.name = sgd (the sequential baseline does not checkpoint; "
+                        "distributed strategies do)");
+    }
+  }
+  if (!request.resume_dir.empty()) {
+    throw ConfigError("--resume", request.resume_dir,
+                      "a run of a distributed strategy (sgd runs do not checkpoint)");
+  }
   if (config.Int("algorithm.workers") != 1) {
     throw ConfigError("algorithm.workers", config.Raw("algorithm.workers"),
                       "1 for algorithm.name = sgd (the sequential baseline)");

@@ -14,6 +14,9 @@ struct RunRequest {
   std::string name;                       // the run's label (folder name part)
   std::vector<std::string> command_line;  // recorded in provenance.json
   std::vector<std::string> data_dirs;     // data search path, in order
+  // A run folder to continue from its newest checkpoint (`asgd run --resume`); empty:
+  // a new run.
+  std::string resume_dir;
 };
 
 struct RunResult {

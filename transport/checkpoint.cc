@@ -49,7 +49,7 @@ class Reader {
  private:
   void Need(uint64_t n, const char* field) const {
     if (n > rest_.size()) {
-      Fail(internal::StrCat("truncated: ", field, " needs ", n, " bytes, ", rest_.size(), " left"));
+      Fail(::asgd::internal::StrCat("truncated: ", field, " needs ", n, " bytes, ", rest_.size(), " left"));
     }
   }
   std::string_view rest_;
@@ -96,19 +96,19 @@ ShardCheckpoint DecodeShardCheckpoint(std::string_view bytes, std::string_view w
   (void)in.Bytes(sizeof(kMagic), "magic");
   const auto format = in.Get<uint32_t>("format");
   if (format != kCheckpointFormat) {
-    in.Fail(internal::StrCat("format ", format, ", expected ", kCheckpointFormat));
+    in.Fail(::asgd::internal::StrCat("format ", format, ", expected ", kCheckpointFormat));
   }
   ShardCheckpoint c;
   c.snapshot.shard = in.Get<uint32_t>("shard");
   c.snapshot.version = in.Get<uint64_t>("version");
   const auto count = in.Get<uint64_t>("count");
   const auto name_len = in.Get<uint32_t>("rule name length");
-  if (name_len > kMaxRuleName) in.Fail(internal::StrCat("rule name of ", name_len, " bytes"));
+  if (name_len > kMaxRuleName) in.Fail(::asgd::internal::StrCat("rule name of ", name_len, " bytes"));
   c.rule_name = std::string(in.Bytes(name_len, "rule name"));
   const auto state_len = in.Get<uint64_t>("rule state length");
   c.snapshot.rule_state = std::string(in.Bytes(state_len, "rule state"));
   if (count > in.left() / sizeof(float) || in.left() != count * sizeof(float)) {
-    in.Fail(internal::StrCat("claims ", count, " values but holds ", in.left(), " bytes of them"));
+    in.Fail(::asgd::internal::StrCat("claims ", count, " values but holds ", in.left(), " bytes of them"));
   }
   const std::string_view values = in.Bytes(count * sizeof(float), "values");
   c.snapshot.values.resize(static_cast<std::size_t>(count));

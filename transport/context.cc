@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "transport/zap_handler.h"
 
 namespace asgd::transport {
 
@@ -28,8 +29,14 @@ Context::Context(const ContextOptions& options) {
 }
 
 // zmq::context_t's destructor terminates the context (retrying on EINTR); it returns
-// once every socket made from it is closed.
-Context::~Context() = default;
+// once every socket made from it is closed. The ZAP handler's sockets close first.
+Context::~Context() { zap_.reset(); }
+
+internal::ZapHandler& Context::zap_handler() {
+  std::lock_guard<std::mutex> lock(zap_mu_);
+  if (zap_ == nullptr) zap_ = std::make_unique<internal::ZapHandler>(*ctx_);
+  return *zap_;
+}
 
 std::shared_ptr<Context> NewContext(const ContextOptions& options) {
   return std::make_shared<Context>(options);

@@ -8,12 +8,17 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 
 namespace zmq {
 class context_t;  // zmq.hpp stays out of interface headers
 }
 
 namespace asgd::transport {
+
+namespace internal {
+class ZapHandler;  // transport/zap_handler.h
+}
 
 struct ContextOptions {
   // ZeroMQ I/O threads. They move bytes for ipc:// and tcp:// (so a send returns before
@@ -36,9 +41,15 @@ class Context {
 
   // The cppzmq context, for transport internals.
   zmq::context_t& zmq_context() const { return *ctx_; }
+  // The context's ZAP handler for CURVE servers (curve.h), started on first use.
+  // Thread-safe. Throws IoError if it cannot start.
+  internal::ZapHandler& zap_handler();
 
  private:
   std::unique_ptr<zmq::context_t> ctx_;
+  std::mutex zap_mu_;
+  // Declared after ctx_, so destroyed (its sockets closed) before the context ends.
+  std::unique_ptr<internal::ZapHandler> zap_;
 };
 
 std::shared_ptr<Context> NewContext(const ContextOptions& options = {});

@@ -1,7 +1,9 @@
 #include "transport/control.h"
 
 #include "core/check.h"
+#include "core/error.h"
 #include "transport/endpoint.h"
+#include "transport/zap_handler.h"
 #include "transport/zmq_util.h"
 
 namespace asgd::transport {
@@ -16,7 +18,8 @@ std::string Text(const zmq::message_t& m) { return std::string(static_cast<const
 void Tune(zmq::socket_t& s, const Endpoint& e, const ControlOptions& o) {
   const SocketTuning t = e.Tuning();
   internal::ConfigureSocket(s, 1000, 1000, t.send_buffer_bytes, t.receive_buffer_bytes);
-  s.set(zmq::sockopt::maxmsgsize, o.max_message_bytes);
+  s.set(zmq::sockopt::maxmsgsize,
+        o.max_message_bytes + (o.curve.enabled ? internal::kCurveFrameOverhead : 0));
 }
 
 }  // namespace
@@ -26,6 +29,12 @@ class ControlServer::Impl {
   Impl(std::shared_ptr<Context> context, const std::string& address, ControlOptions options)
       : context_(std::move(context)) {
     const auto endpoint = ParseEndpoint(address, "cluster.coordinator");
+    CheckCurveServer(options.curve);
+    if (options.curve.enabled && endpoint->Scheme() == "inproc") {
+      throw ConfigError("cluster.coordinator", address,
+                        "an ipc:// or tcp:// address for a CURVE server (inproc:// connections "
+                        "are never authenticated)");
+    }
     try {
       socket_ = zmq::socket_t(context_->zmq_context(), zmq::socket_type::router);
       Tune(socket_, *endpoint, options);
@@ -34,7 +43,12 @@ class ControlServer::Impl {
     } catch (const zmq::error_t& e) {
       internal::ThrowZmqError(e, "creating the control socket for", address);
     }
+    if (options.curve.enabled) {
+      curve_ = std::make_unique<internal::CurveServerSecurity>(*context_, socket_, options.curve,
+                                                               "the control channel");
+    }
     bound_ = endpoint->Bind(socket_.handle(), options.bind_retry);
+    if (curve_ != nullptr) curve_->SetAddress(bound_);
   }
 
   std::optional<Request> Receive(std::chrono::milliseconds timeout) {
@@ -81,6 +95,7 @@ class ControlServer::Impl {
  private:
   std::shared_ptr<Context> context_;
   zmq::socket_t socket_;
+  std::unique_ptr<internal::CurveServerSecurity> curve_;  // with options.curve.enabled
   std::string bound_;
 };
 
@@ -102,6 +117,7 @@ class ControlClient::Impl {
       : context_(std::move(context)),
         endpoint_(ParseEndpoint(address, "cluster.coordinator")),
         options_(options) {
+    CheckCurveClient(options_.curve);
     Connect();
   }
 
@@ -136,6 +152,7 @@ class ControlClient::Impl {
     try {
       socket_ = zmq::socket_t(context_->zmq_context(), zmq::socket_type::dealer);
       Tune(socket_, *endpoint_, options_);
+      if (options_.curve.enabled) internal::ConfigureCurveClient(socket_, options_.curve);
     } catch (const zmq::error_t& e) {
       internal::ThrowZmqError(e, "creating the control socket for", endpoint_->address());
     }

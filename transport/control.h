@@ -24,6 +24,7 @@
 #include <string>
 
 #include "transport/context.h"
+#include "transport/curve.h"
 
 namespace asgd::transport {
 
@@ -32,6 +33,11 @@ struct ControlOptions {
   int64_t max_message_bytes = int64_t{64} << 20;
   // How long binding retries while the address is in use. Default 5 s.
   std::chrono::milliseconds bind_retry{5000};
+  // CURVE encryption and authentication (curve.h): the server's key pair and the
+  // authorized client keys for a ControlServer, the server's public key and a key pair
+  // for a ControlClient; checked at construction. A refused client's requests time out
+  // (nullopt). Default off: plain ZeroMQ.
+  CurveOptions curve;
 };
 
 class ControlServer {

@@ -10,6 +10,7 @@
 #include "core/log.h"
 #include "core/strings.h"
 #include "transport/endpoint.h"
+#include "transport/zap_handler.h"
 #include "transport/zero_copy.h"
 #include "transport/zmq_util.h"
 
@@ -111,6 +112,7 @@ ClientCore::ClientCore(std::shared_ptr<Context> context, std::vector<std::string
                        Placement placement, ClientOptions options)
     : context_(std::move(context)), placement_(std::move(placement)), options_(options) {
   ASGD_CHECK(context_ != nullptr, "PsClient needs a Context");
+  CheckCurveClient(options_.curve);
   if (static_cast<int>(endpoints.size()) != placement_.num_shards()) {
     throw ConfigError("cluster.ps", ::asgd::Join(endpoints, ","),
                       ::asgd::internal::StrCat(placement_.num_shards(),
@@ -162,6 +164,7 @@ void ClientCore::Connect(Shard& s) {
     const SocketTuning tuning = s.parsed->Tuning();
     ConfigureSocket(s.socket, options_.send_hwm, options_.receive_hwm, tuning.send_buffer_bytes,
                     tuning.receive_buffer_bytes);
+    if (options_.curve.enabled) ConfigureCurveClient(s.socket, options_.curve);
     s.rcvtimeo = -2;
   } catch (const zmq::error_t& e) {
     ThrowZmqError(e, "creating the client socket for", s.endpoint);

@@ -39,6 +39,7 @@
 #include "core/clock.h"
 #include "transport/cluster_spec.h"
 #include "transport/context.h"
+#include "transport/curve.h"
 #include "transport/message.h"
 #include "transport/placement.h"
 #include "transport/status.h"
@@ -59,6 +60,10 @@ struct ClientOptions {
   // How long an abandoned request waits for ZeroMQ to release its buffers before the
   // connection to the shard is reset to drop the queued message. Default 100 ms.
   std::chrono::milliseconds release_grace{100};
+  // CURVE encryption and authentication (curve.h): the servers' public key and this
+  // client's key pair, checked by the constructor (CheckCurveClient). A server that
+  // refuses the key never answers: requests time out. Default off: plain ZeroMQ.
+  CurveOptions curve;
 };
 
 struct PushOptions {

@@ -16,6 +16,7 @@
 #include "core/rng.h"
 #include "core/thread_annotations.h"
 #include "transport/endpoint.h"
+#include "transport/zap_handler.h"
 #include "transport/zmq_util.h"
 
 namespace asgd::transport {
@@ -102,6 +103,8 @@ class ShardServer::Impl final : public ShardContext {
   bool serving() const { return serving_.load(std::memory_order_acquire); }
   ShardStats stats() const;
   ShardSnapshot Snapshot() const;
+  std::mutex& state_mutex() const { return mu_; }  // for SnapshotTogether
+  ShardSnapshot SnapshotLocked() const ASGD_REQUIRES(mu_);
   void Restore(const ShardSnapshot& snapshot);
 
   const std::string& endpoint() const { return bound_; }
@@ -142,6 +145,7 @@ class ShardServer::Impl final : public ShardContext {
   std::shared_ptr<Context> context_;
   ServerOptions options_;
   std::unique_ptr<Endpoint> endpoint_;
+  std::unique_ptr<internal::CurveServerSecurity> curve_;  // with options_.curve.enabled
   std::string bound_;
   std::string control_address_;
   uint64_t control_secret_ = 0;
@@ -196,6 +200,12 @@ ShardServer::Impl::Impl(std::shared_ptr<Context> context, ServerOptions options,
                       "a message count >= 0");
   }
   endpoint_ = ParseEndpoint(options_.endpoint, "server.endpoint");
+  CheckCurveServer(options_.curve);
+  if (options_.curve.enabled && endpoint_->Scheme() == "inproc") {
+    throw ConfigError("server.curve", "enabled",
+                      "an ipc:// or tcp:// endpoint for a CURVE server (inproc:// connections "
+                      "are never authenticated)");
+  }
   if (options_.clock == nullptr) {
     owned_clock_ = NewSystemClock();
     clock_ = owned_clock_.get();
@@ -217,11 +227,17 @@ ShardServer::Impl::Impl(std::shared_ptr<Context> context, ServerOptions options,
     // A frame larger than any valid request makes ZeroMQ drop that connection before it
     // allocates the frame (ipc/tcp). Header frames are far below the floor of 4 KiB.
     socket_.set(zmq::sockopt::maxmsgsize,
-                static_cast<int64_t>(std::max<uint64_t>(max_payload_bytes_, 4096)));
+                static_cast<int64_t>(std::max<uint64_t>(max_payload_bytes_, 4096)) +
+                    (options_.curve.enabled ? internal::kCurveFrameOverhead : 0));
   } catch (const zmq::error_t& e) {
     internal::ThrowZmqError(e, "creating the server socket for", options_.endpoint);
   }
+  if (options_.curve.enabled) {
+    curve_ = std::make_unique<internal::CurveServerSecurity>(
+        *context_, socket_, options_.curve, ::asgd::internal::StrCat("shard ", options_.shard));
+  }
   bound_ = endpoint_->Bind(socket_.handle(), options_.bind_retry);
+  if (curve_ != nullptr) curve_->SetAddress(bound_);
   // Stop() wakes the blocking receive through a private inproc endpoint of the same
   // socket, carrying a secret only this process knows; so the request path is a plain
   // blocking receive, with no poller and no wake-up descriptor.
@@ -895,11 +911,16 @@ ShardStats ShardServer::Impl::stats() const {
   s.replies_dropped = get(counters_.replies_dropped);
   s.held = held_published_.load(std::memory_order_relaxed);
   s.copies_on_write = get(counters_.copies_on_write);
+  s.auth_refused = curve_ != nullptr ? curve_->refused() : 0;
   return s;
 }
 
 ShardSnapshot ShardServer::Impl::Snapshot() const {
   std::lock_guard<std::mutex> lock(mu_);
+  return SnapshotLocked();
+}
+
+ShardSnapshot ShardServer::Impl::SnapshotLocked() const {
   ShardSnapshot s;
   s.shard = options_.shard;
   s.version = version_;
@@ -949,6 +970,20 @@ void ShardServer::Shutdown() {
 bool ShardServer::serving() const { return impl_->serving(); }
 ShardStats ShardServer::stats() const { return impl_->stats(); }
 ShardSnapshot ShardServer::Snapshot() const { return impl_->Snapshot(); }
+
+// Every shard's mu_ is held (by `locks`) while SnapshotLocked runs.
+std::vector<ShardSnapshot> SnapshotTogether(const std::vector<std::unique_ptr<ShardServer>>& servers,
+                                            const std::function<void()>& while_held)
+    ASGD_NO_THREAD_SAFETY_ANALYSIS {
+  std::vector<std::unique_lock<std::mutex>> locks;
+  locks.reserve(servers.size());
+  for (const auto& server : servers) locks.emplace_back(server->impl_->state_mutex());
+  std::vector<ShardSnapshot> snapshots;
+  snapshots.reserve(servers.size());
+  for (const auto& server : servers) snapshots.push_back(server->impl_->SnapshotLocked());
+  if (while_held) while_held();
+  return snapshots;
+}
 void ShardServer::Restore(const ShardSnapshot& snapshot) { impl_->Restore(snapshot); }
 
 std::vector<std::unique_ptr<ShardServer>> StartShardServers(

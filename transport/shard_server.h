@@ -33,6 +33,7 @@
 
 #include "core/clock.h"
 #include "transport/context.h"
+#include "transport/curve.h"
 #include "transport/placement.h"
 #include "transport/server_rule.h"
 #include "transport/staleness.h"
@@ -71,6 +72,9 @@ struct ServerOptions {
   // Receives one record per applied or accepted push. Not owned; must outlive the
   // server. Default (nullptr): records are only counted.
   StalenessSink* staleness_sink = nullptr;
+  // CURVE encryption and client authentication (curve.h); checked by the constructor
+  // (CheckCurveServer). Default off: plain ZeroMQ.
+  CurveOptions curve;
 };
 
 // Counters, readable from any thread while the server runs.
@@ -95,6 +99,8 @@ struct ShardStats {
   uint64_t replies_dropped = 0;  // peer gone or its reply queue full
   uint64_t held = 0;             // replies deferred right now
   uint64_t copies_on_write = 0;  // writes that found the values referenced by a reply
+  uint64_t auth_refused = 0;     // connections refused by CURVE (ServerOptions::curve), or
+                                 // that ended during its handshake
 
   uint64_t errors_for(ErrorCode code) const {
     auto i = static_cast<std::size_t>(code);
@@ -160,9 +166,19 @@ class ShardServer {
   void Restore(const ShardSnapshot& snapshot);
 
  private:
+  friend std::vector<ShardSnapshot> SnapshotTogether(
+      const std::vector<std::unique_ptr<ShardServer>>& servers,
+      const std::function<void()>& while_held);
   class Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// Snapshots of every server at one instant: each shard's lock is taken (in order) and
+// held while all are copied and while_held runs, so no push is applied to one shard and
+// not another meanwhile, and whatever pushes update under those locks (a staleness sink's
+// records) can be read consistently with the snapshots. Workers' requests wait meanwhile.
+std::vector<ShardSnapshot> SnapshotTogether(const std::vector<std::unique_ptr<ShardServer>>& servers,
+                                            const std::function<void()>& while_held);
 
 // Starts one ShardServer per shard of placement (threads, via Start()), shard s holding
 // placement.Gather(s, initial) and rule_for(s), bound to endpoint_for(s) (e.g.

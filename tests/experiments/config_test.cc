@@ -89,6 +89,36 @@ TEST(Config, MalformedOverrideAndMissingFile) {
   }
 }
 
+// Regression (config_fuzz): a key or line holding a control character went raw into the
+// message, and a '\r' there returned the cursor and hid the start of the line.
+TEST(Config, ControlCharactersFromTheInputAreEscapedInMessages) {
+  for (const std::string& msg :
+       {ErrorOf("[model]\nna\rme = mlp\n"), ErrorOf("", {"model.na\rme=mlp"})}) {
+    EXPECT_EQ(msg.find_first_of("\r\n"), std::string::npos) << msg;
+    EXPECT_THAT(msg, HasSubstr("'model.na\\rme': unknown key")) << msg;
+  }
+  const std::string line = ErrorOf("[model]\nhid\rden\n");
+  EXPECT_EQ(line.find_first_of("\r\n"), std::string::npos) << line;
+  EXPECT_THAT(line, AllOf(HasSubstr("test.ini"), HasSubstr("hid\\rden")));
+  // Printable names are shown as they are.
+  EXPECT_THAT(ErrorOf("[model]\nnme = mlp\n"), HasSubstr(": model.nme: unknown key"));
+}
+
+// Regression (config_fuzz): --set could give a value that config.ini cannot hold; '#'
+// came back cut short ("a#b" as "a") and a line break made config.ini unparseable.
+TEST(Config, ValuesAConfigFileCannotHoldAreRefused) {
+  EXPECT_THAT(ErrorOf("", {"experiment.name=run#2"}),
+              AllOf(HasSubstr("experiment.name = 'run#2'"), HasSubstr("without '#'")));
+  const std::string msg = ErrorOf("", {"cluster.ps=a:1\nb:2"});
+  EXPECT_THAT(msg, AllOf(HasSubstr("cluster.ps = 'a:1\\nb:2'"), HasSubstr("line break")));
+  EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  // In a file, '#' starts a comment as before.
+  Config c = Config::FromString("[experiment]\nname = run # 2\n", {}, ExperimentSchema());
+  EXPECT_EQ(c.String("experiment.name"), "run");
+  Config back = Config::FromString(c.ResolvedIni(), {}, ExperimentSchema());
+  EXPECT_EQ(back.String("experiment.name"), "run");
+}
+
 TEST(Config, ResolvedIniParsesBackToTheSameValues) {
   Config c = Config::FromString("[algorithm]\nlearning_rate = 0.25\n[model]\nname = softmax\n",
                                 {"experiment.seed=7"}, ExperimentSchema());

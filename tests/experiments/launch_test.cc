@@ -145,6 +145,30 @@ TEST(Launch, SspOverIpcTrainsAndRecordsClockStaleness) {
   EXPECT_GT(std::stoll(s["bytes_pushed"]), 0);
 }
 
+// CURVE on: keys from `asgd keys generate`, every connection (control channel and shards)
+// encrypted and authenticated, and the run trains as without.
+TEST(Launch, CurveClusterTrainsOverTcp) {
+  testing::TempDir dir;
+  Subprocess keys({kAsgd, "keys", "generate", dir.File("keys")}, dir.File("keys.log"));
+  ASSERT_EQ(keys.Wait(30s), 0) << keys.Output();
+  const std::string config = TrainingConfig(dir, "agn");
+  Subprocess launch({kAsgd, "launch", config, "--set", "cluster.curve=true", "--set",
+                     "cluster.keys_dir=" + dir.File("keys")},
+                    dir.File("launch.log"));
+  const auto status = launch.Wait(60s);
+  ASSERT_TRUE(status.has_value()) << "launch hung:\n" << launch.Output();
+  EXPECT_EQ(*status, 0) << launch.Output();
+  const std::string out = launch.Output();
+  EXPECT_THAT(out, HasSubstr("[coordinator] final test accuracy: "));
+  EXPECT_THAT(out, ::testing::Not(HasSubstr("refused")));
+  auto s = Summary(dir);
+  EXPECT_EQ(s["status"], "completed");
+  EXPECT_EQ(s["transport"], "tcp");
+  EXPECT_GE(std::stod(s["final_test_accuracy"]), 0.85);
+  EXPECT_GT(std::stoll(s["bytes_pushed"]), 0);
+  for (pid_t pid : ChildPids(out)) EXPECT_FALSE(Alive(pid)) << pid;
+}
+
 // Ctrl-C to launch ends the run: the coordinator writes what it has and every process
 // started is gone.
 TEST(Launch, CtrlCStopsTheRunAndLeavesNoProcess) {
