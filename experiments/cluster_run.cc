@@ -362,6 +362,7 @@ class Coordinator {
     sample_budgets_.assign(workers_.size(), 0);
     step_budgets_.assign(workers_.size(), 0);
     for (int i = 0; i < s_.workers; ++i) workers_[static_cast<std::size_t>(i)].worker = i;
+    retired_.assign(workers_.size(), WorkerMetrics{});
   }
 
   static std::string Name(const Key& k) { return StrCat(k.first, " ", k.second); }
@@ -373,20 +374,31 @@ class Coordinator {
   double Elapsed() const {
     return started_ ? std::chrono::duration<double>(Steady::now() - start_).count() : 0.0;
   }
+  // Worker w's account over all its processes: those that were lost and replaced by a
+  // restarted worker (retired_) and the current one.
+  WorkerMetrics Total(std::size_t w) const {
+    WorkerMetrics m = workers_[w];
+    AddWorkerMetrics(m, retired_[w]);
+    return m;
+  }
   int64_t Samples() const {
     int64_t n = 0;
-    for (const auto& w : workers_) n += w.samples;
+    for (std::size_t w = 0; w < workers_.size(); ++w) n += Total(w).samples;
     return n;
   }
   int64_t Updates() const {
     int64_t n = 0;
-    for (const auto& w : workers_) n += w.pushes;
+    for (std::size_t w = 0; w < workers_.size(); ++w) n += Total(w).pushes;
     return n;
   }
   int64_t Steps() const {
     int64_t n = 0;
-    for (const auto& w : workers_) n += w.steps;
+    for (std::size_t w = 0; w < workers_.size(); ++w) n += Total(w).steps;
     return n;
+  }
+  bool WorkerLost(std::size_t w) const {
+    const auto it = roles_.find(Key{"worker", static_cast<int>(w)});
+    return it != roles_.end() && it->second.dead;
   }
   double Epochs() const {
     return static_cast<double>(Samples()) / static_cast<double>(s_.data.train.num_examples);
@@ -404,7 +416,19 @@ class Coordinator {
       Role& role = it->second;
       if (type == "register") {
         const int64_t pid = Int(msg, "pid");
-        if (role.registered && role.pid != pid) {
+        if (role.registered && role.pid != pid && key.first == "worker" && role.dead) {
+          // A restarted worker takes the lost one's place: what the lost process did
+          // stays counted; the new one starts from the centre with its own counters.
+          const auto w = static_cast<std::size_t>(key.second);
+          AddWorkerMetrics(retired_[w], workers_[w]);
+          workers_[w] = WorkerMetrics{};
+          workers_[w].worker = key.second;
+          role.dead = false;
+          role.done = false;
+          ++rejoined_workers_;
+          ASGD_LOG(kWarning, "coordinator: ", Name(key), " rejoined (pid ", pid, ", was ",
+                   role.pid, ")");
+        } else if (role.registered && role.pid != pid) {
           throw InputError(StrCat(Name(key), " is already registered (pid ", role.pid, ")"));
         }
         role.registered = true;
@@ -415,6 +439,15 @@ class Coordinator {
         reply = {{"ok", true}, {"run_id", run_->id()}};
       } else if (type == "report") {
         if (!role.registered) throw InputError(StrCat(Name(key), " reports before registering"));
+        if (role.dead && key.first == "worker") {
+          // Silent longer than the timeout (stopped, swapped out, partitioned), now back:
+          // a straggler. Its pushes meanwhile are the strategy's to judge (stale, dropped).
+          role.dead = false;
+          ++returned_stragglers_;
+          ASGD_LOG(kWarning, "coordinator: ", Describe(key), " is back after ",
+                   Fixed(std::chrono::duration<double>(Steady::now() - role.last_seen).count(), 1),
+                   " s of silence (a straggler)");
+        }
         role.last_seen = Steady::now();
         if (key.first == "worker") reply = WorkerReport(key.second, role, msg);
         if (key.first == "ps") reply = PsReport(role, msg);
@@ -447,22 +480,32 @@ class Coordinator {
     // left), so the run ends within about a batch per worker of its epochs or max_steps,
     // however fast the workers run between reports.
     const auto i = static_cast<std::size_t>(w);
-    const WorkerMetrics& m = workers_[i];
+    const WorkerMetrics m = Total(i);
     const Config& c = s_.config;
+    // Budgets are kept over a worker's processes (Total); the reply is in the current
+    // process's own count. A lost worker's unused grant goes back to the others.
     auto grant = [&](std::vector<int64_t>& budgets, double total, int64_t own,
                      int64_t WorkerMetrics::*done, int64_t batch) -> int64_t {
       double taken = static_cast<double>(own);
+      int alive = 1;
       for (std::size_t v = 0; v < workers_.size(); ++v) {
-        if (v != i) taken += static_cast<double>(std::max(workers_[v].*done, budgets[v]));
+        if (v == i) continue;
+        const int64_t v_done = Total(v).*done;
+        if (WorkerLost(v)) {
+          taken += static_cast<double>(v_done);
+        } else {
+          taken += static_cast<double>(std::max(v_done, budgets[v]));
+          ++alive;
+        }
       }
       const double left = total - taken;
       int64_t share = 0;
       if (left > 0) {
         share = std::max<int64_t>(
-            batch, static_cast<int64_t>(std::ceil(left / static_cast<double>(s_.workers))));
+            batch, static_cast<int64_t>(std::ceil(left / static_cast<double>(alive))));
       }
       budgets[i] = own + share;
-      return budgets[i];
+      return budgets[i] - retired_[i].*done;
     };
     const int64_t sample_budget =
         grant(sample_budgets_,
@@ -581,10 +624,32 @@ class Coordinator {
       if (!role.registered || role.done || role.dead) continue;
       if (Steady::now() - role.last_seen > s_.heartbeat_timeout) {
         role.dead = true;
-        Fail(StrCat(Describe(key), " sent nothing for ",
-                    std::chrono::duration<double>(s_.heartbeat_timeout).count(), " s"));
+        const std::string what = StrCat(Describe(key), " sent nothing for ",
+                                        std::chrono::duration<double>(s_.heartbeat_timeout).count(), " s");
+        const std::string why_not = key.first == "worker" ? WorkerLossFatal() : "";
+        const bool training = phase_ == Phase::kRunning || phase_ == Phase::kStoppingWorkers;
+        if (key.first == "worker" && why_not.empty() && training) {
+          ++lost_workers_;
+          ASGD_LOG(kWarning, "coordinator: ", what, "; training goes on without it "
+                   "(cluster.on_worker_loss = continue)");
+        } else {
+          Fail(why_not.empty() ? what : StrCat(what, "; ", why_not));
+        }
       }
     }
+  }
+
+  // Why losing a worker now ends the run; "" if the run can go on without it.
+  std::string WorkerLossFatal() const {
+    if (s_.config.String("cluster.on_worker_loss") == "fail") return "cluster.on_worker_loss = fail";
+    if (!s_.strategy->synchronous) return "";
+    int alive = 0;
+    for (std::size_t v = 0; v < workers_.size(); ++v) alive += WorkerLost(v) ? 0 : 1;
+    const int needed = s_.strategy->name == "sync_sgd" ? alg::Replicas(s_.options) : s_.workers;
+    if (alive >= needed) return "";
+    return StrCat(s_.strategy->name, " needs ", needed, " workers in every round and ", alive,
+                  " are left (backup workers: sync_sgd with algorithm.replicas_to_aggregate < "
+                  "workers; re-forming rounds with fewer workers is not supported)");
   }
 
   bool All(const std::string& kind, bool (*pred)(const Role&)) const {
@@ -730,13 +795,15 @@ class Coordinator {
     summary.target_accuracy = s_.config.Double("experiment.target_accuracy");
     summary.time_to_target_s = time_to_target_;
     summary.staleness = st;
-    for (const WorkerMetrics& m : workers_) {
-      summary.dropped_pushes += m.dropped_pushes;
-      summary.bytes_pushed += m.bytes_pushed;
-      summary.bytes_pulled += m.bytes_pulled;
+    std::vector<WorkerMetrics> totals;
+    for (std::size_t w = 0; w < workers_.size(); ++w) {
+      totals.push_back(Total(w));
+      summary.dropped_pushes += totals.back().dropped_pushes;
+      summary.bytes_pushed += totals.back().bytes_pushed;
+      summary.bytes_pulled += totals.back().bytes_pulled;
     }
     summary.status = failed ? "failed" : "completed";
-    WriteWorkers(*run_->Open("workers.csv"), workers_);
+    WriteWorkers(*run_->Open("workers.csv"), totals);
     staleness_->WriteHistogram(*run_->Open("staleness_histogram.csv"));
     WriteSummary(*run_->Open("summary.csv"), summary);
     const std::string reason = failed ? failure_ : reason_;
@@ -749,6 +816,9 @@ class Coordinator {
         {"staleness_records", std::to_string(st.count)},
         {"dropped_pushes", std::to_string(summary.dropped_pushes)}};
     if (time_to_target_ >= 0) extra["time_to_target_s"] = CsvCell(time_to_target_);
+    extra["lost_workers"] = std::to_string(lost_workers_);
+    extra["rejoined_workers"] = std::to_string(rejoined_workers_);
+    extra["returned_stragglers"] = std::to_string(returned_stragglers_);
     run_->Finish(summary.status, reason, extra);
     if (bad_messages_ > 0) {
       ASGD_LOG(kWarning, "coordinator: refused ", bad_messages_, " malformed messages");
@@ -779,6 +849,8 @@ class Coordinator {
   std::unique_ptr<CentreEvaluator> inline_evaluator_;
   std::map<Key, Role> roles_;
   std::vector<WorkerMetrics> workers_;
+  std::vector<WorkerMetrics> retired_;  // per worker: its lost processes' account
+  int lost_workers_ = 0, rejoined_workers_ = 0, returned_stragglers_ = 0;
   std::vector<int64_t> sample_budgets_, step_budgets_;  // granted to each worker so far
   bool evaluator_process_ = false;
   Phase phase_ = Phase::kRegistering;

@@ -236,6 +236,16 @@ Schema BuildSchema() {
             "clocks"));
   s.Add(Int("algorithm.check_pushes", 20, 1, 1000000,
             "ps_check: pushes each worker makes before the sum is verified", "pushes"));
+  s.Add(Num("algorithm.check_seconds", "0", 0, false, std::nullopt, false,
+            "ps_check: 0 = each worker makes check_pushes pushes; > 0 = the workers push as "
+            "fast as they can for this long (from a common start), then verify the sum and "
+            "every shard's count of every worker's pushes exactly (a soak test)",
+            "seconds"));
+  s.Add(Num("algorithm.check_report_every_s", "5", 0, true, std::nullopt, false,
+            "ps_check with check_seconds > 0: each worker prints its pushes so far and each "
+            "shard the pushes it applied, at every multiple of this on the wall clock (so "
+            "the lines of all processes fall into the same intervals)",
+            "seconds"));
 
   // [cluster]
   s.Add(Str("cluster.ps", "",
@@ -263,6 +273,11 @@ Schema BuildSchema() {
                "how the flat parameter vector is split over the shards: even contiguous "
                "pieces, whole tensors round-robin, whole tensors greedily by bytes, or the "
                "largest tensor partitioned along its first axis"));
+  s.Add(Choice("cluster.on_worker_loss", "continue", {"continue", "fail"},
+               "multi-process runs: a worker silent for heartbeat_timeout_s (killed, frozen) "
+               "is left behind and training goes on (asynchronous strategies; sync_sgd while "
+               "replicas_to_aggregate workers remain), or the run fails; a restarted worker "
+               "rejoins, a frozen one that wakes up is taken back"));
   s.Add(Str("cluster.bind_host", "127.0.0.1",
             "interface a tcp shard server binds (\"*\" = every interface)", false));
   s.Add(Bool("cluster.curve", false,

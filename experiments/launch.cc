@@ -90,8 +90,10 @@ int FreePort() {
 
 struct Child {
   std::string name;  // "coordinator", "ps 0", ...
+  std::string role;  // "coordinator", "ps", "evaluator", "worker"
   std::unique_ptr<ChildProcess> process;
   std::optional<int> status;
+  bool reported = false;  // its failed exit was announced
 };
 
 // Prints a child's finished lines with its prefix.
@@ -158,6 +160,10 @@ int LaunchCommand(const std::vector<std::string>& args, std::ostream& out) {
                     "cluster.coordinator=" + address("coordinator"),
                     "cluster.evaluator=" + address("evaluator")};
     for (const std::string& s : cluster_sets) config.ApplyOverride(s);  // validates them
+    // How to start a role again by hand (a lost worker rejoins this way).
+    std::string sets;
+    for (const std::string& s : cluster_sets) sets += " --set " + s;
+    out << "[launch] cluster:" << sets << std::endl;
   }
 
   BlockedStopSignals signals;  // before any child: SIGINT stops the run, not just launch
@@ -174,7 +180,7 @@ int LaunchCommand(const std::vector<std::string>& args, std::ostream& out) {
     for (const std::string& s : cluster_sets) o.argv.insert(o.argv.end(), {"--set", s});
     o.argv.insert(o.argv.end(), {"--set", "experiment.progress=off"});
     o.unset_env = {"TF_CONFIG"};  // the cluster is the one above
-    children.push_back(Child{child_name, ChildProcess::Start(o), std::nullopt});
+    children.push_back(Child{child_name, role, ChildProcess::Start(o), std::nullopt});
     out << "[launch] " << child_name << ": pid " << children.back().process->pid() << std::endl;
   };
   start("coordinator", "coordinator", -1);
@@ -182,6 +188,7 @@ int LaunchCommand(const std::vector<std::string>& args, std::ostream& out) {
   if (evaluator) start("evaluator", "evaluator", -1);
   for (int i = 0; i < workers; ++i) start(StrCat("worker ", i), "worker", i);
 
+  const bool worker_loss_tolerated = config.String("cluster.on_worker_loss") == "continue";
   const auto grace = std::chrono::milliseconds(
       static_cast<int64_t>(config.Double("cluster.timeout_s") * 1000.0));
   int result = -1;           // the exit status, once decided
@@ -216,14 +223,21 @@ int LaunchCommand(const std::vector<std::string>& args, std::ostream& out) {
     }
     // A role that failed while the coordinator still runs: stop the run now rather than
     // wait for the coordinator to notice its silence.
+    // A worker may be lost without ending the run (cluster.on_worker_loss = continue): the
+    // coordinator decides, once the worker has been silent for heartbeat_timeout_s.
     for (std::size_t i = 1; i < children.size() && !stopping && !coordinator.status; ++i) {
-      if (children[i].status && *children[i].status != 0) {
+      if (!children[i].status || *children[i].status == 0 || children[i].reported) continue;
+      children[i].reported = true;
+      if (children[i].role == "worker" && worker_loss_tolerated) {
         out << "[launch] " << children[i].name << " exited with status " << *children[i].status
-            << "; stopping the run" << std::endl;
-        coordinator.process->Signal(SIGTERM);
-        stopping = true;
-        result = kExitBadInput;
+            << "; the coordinator decides whether the run goes on without it" << std::endl;
+        continue;
       }
+      out << "[launch] " << children[i].name << " exited with status " << *children[i].status
+          << "; stopping the run" << std::endl;
+      coordinator.process->Signal(SIGTERM);
+      stopping = true;
+      result = kExitBadInput;
     }
     if (all_done) break;
     if (ended != Steady::time_point() && Steady::now() - ended > grace) {

@@ -7,10 +7,13 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -197,9 +200,10 @@ TEST(Launch, CtrlCStopsTheRunAndLeavesNoProcess) {
 }
 
 // A worker that dies (SIGKILL) fails the run quickly and cleanly: exit 2, one line.
-TEST(Launch, AKilledWorkerFailsTheRun) {
+TEST(Launch, AKilledWorkerFailsTheRunWhenAskedTo) {
   testing::TempDir dir;
-  const std::string config = TrainingConfig(dir, "async_sgd", "heartbeat_timeout_s = 2\n");
+  const std::string config =
+      TrainingConfig(dir, "async_sgd", "heartbeat_timeout_s = 2\non_worker_loss = fail\n");
   Subprocess launch({kAsgd, "launch", config, "--set", "experiment.epochs=100000"},
                     dir.File("launch.log"));
   WaitForOutput(launch, "all 6 roles registered");
@@ -212,6 +216,151 @@ TEST(Launch, AKilledWorkerFailsTheRun) {
   EXPECT_THAT(launch.Output(), HasSubstr("[launch] worker 2 exited with status 137"));
   for (pid_t pid : pids) EXPECT_FALSE(Alive(pid)) << "pid " << pid << " survived";
   EXPECT_EQ(Summary(dir)["status"], "failed");
+}
+
+// provenance.json of the one run under dir/runs.
+nlohmann::json Provenance(const testing::TempDir& dir) {
+  fs::path run;
+  (void)Summary(dir, &run);
+  return nlohmann::json::parse(ReadFile((run / "provenance.json").string()));
+}
+
+// Rows of a CSV of the one run (without the header).
+int64_t CsvRows(const testing::TempDir& dir, const std::string& name) {
+  fs::path run;
+  (void)Summary(dir, &run);
+  const std::string text = ReadFile((run / name).string());
+  return static_cast<int64_t>(std::count(text.begin(), text.end(), '\n')) - 1;
+}
+
+// A run of `seconds` with 3 workers, in which `act` does something to worker 2 (its PID)
+// once every role registered. Returns launch's exit status; *output its output.
+int RunWithWorkerTrouble(const testing::TempDir& dir, const std::string& algorithm,
+                         const std::string& extra, int seconds,
+                         const std::function<void(pid_t, Subprocess&)>& act,
+                         std::string* output) {
+  // A lower rate than the 3-epoch runs: these train for seconds (hundreds of epochs).
+  const std::string config =
+      TrainingConfig(dir, algorithm, "heartbeat_timeout_s = 2\nreport_interval_s = 0.1\n" + extra);
+  Subprocess launch({kAsgd, "launch", config, "--set", "experiment.epochs=100000", "--set",
+                     "experiment.max_time_s=" + std::to_string(seconds), "--set",
+                     "algorithm.learning_rate=0.02"},
+                    dir.File("launch.log"));
+  WaitForOutput(launch, "all 6 roles registered");
+  const std::vector<pid_t> pids = ChildPids(launch.Output());
+  EXPECT_EQ(pids.size(), 7u) << launch.Output();
+  if (pids.size() == 7u) act(pids.back(), launch);
+  const auto status = launch.Wait(90s);
+  *output = launch.Output();
+  for (pid_t pid : pids) {
+    if (Alive(pid)) {
+      ADD_FAILURE() << "pid " << pid << " survived";
+      ::kill(pid, SIGKILL);
+    }
+  }
+  return status.value_or(-1);
+}
+
+// Asynchronous training goes on without a killed worker: the run completes, says that it
+// lost one, its model is sound, and every push a surviving or lost worker reported has
+// its staleness row (the lost worker's last unreported pushes may add a few rows).
+TEST(Launch, AsyncRunSurvivesAKilledWorker) {
+  testing::TempDir dir;
+  std::string output;
+  const int status = RunWithWorkerTrouble(
+      dir, "async_sgd", "", 6, [](pid_t worker, Subprocess&) {
+        std::this_thread::sleep_for(1s);
+        ::kill(worker, SIGKILL);
+      }, &output);
+  ASSERT_EQ(status, 0) << output;
+  EXPECT_THAT(output, HasSubstr("training goes on without it"));
+  const auto summary = Summary(dir);
+  EXPECT_EQ(summary.at("status"), "completed");
+  EXPECT_GE(std::stod(summary.at("final_test_accuracy")), 0.8) << output;
+  EXPECT_EQ(Provenance(dir)["lost_workers"], "1");
+  const int64_t updates = std::stoll(summary.at("updates"));
+  EXPECT_GE(CsvRows(dir, "staleness.csv"), 2 * updates);  // 2 shards
+}
+
+// A restarted worker (same task) takes the lost one's place.
+TEST(Launch, RestartedWorkerRejoins) {
+  testing::TempDir dir;
+  std::string output;
+  std::unique_ptr<Subprocess> restarted;
+  const int status = RunWithWorkerTrouble(
+      dir, "async_sgd", "", 10, [&](pid_t worker, Subprocess& launch) {
+        std::this_thread::sleep_for(1s);
+        ::kill(worker, SIGKILL);
+        WaitForOutput(launch, "training goes on without it");
+        // The cluster launch generated, from its "[launch] cluster: --set ..." line.
+        std::vector<std::string> argv = {kAsgd, "worker", "--config", dir.File("train.ini"),
+                                          "--task", "2", "--set", "experiment.progress=off"};
+        const std::string out = launch.Output();
+        const auto at = out.find("[launch] cluster:");
+        ASSERT_NE(at, std::string::npos) << out;
+        std::istringstream words(out.substr(at, out.find('\n', at) - at));
+        std::string word;
+        while (words >> word) {
+          if (word.rfind("cluster.", 0) == 0) argv.insert(argv.end(), {"--set", word});
+        }
+        restarted = std::make_unique<Subprocess>(argv, dir.File("restarted.log"));
+      }, &output);
+  ASSERT_EQ(status, 0) << output;
+  ASSERT_NE(restarted, nullptr);
+  const auto worker_status = restarted->Wait(30s);
+  EXPECT_EQ(worker_status.value_or(-1), 0) << restarted->Output();
+  EXPECT_THAT(output, HasSubstr("worker 2 rejoined"));
+  const auto provenance = Provenance(dir);
+  EXPECT_EQ(provenance["lost_workers"], "1");
+  EXPECT_EQ(provenance["rejoined_workers"], "1");
+  EXPECT_GE(std::stod(Summary(dir).at("final_test_accuracy")), 0.8);
+}
+
+// A worker frozen (SIGSTOP) for longer than the heartbeat timeout is left behind; woken
+// (SIGCONT), it is taken back as a straggler and its stale pushes are applied as
+// asynchronous SGD says (with their staleness recorded).
+TEST(Launch, FrozenWorkerIsTakenBackAsAStraggler) {
+  testing::TempDir dir;
+  std::string output;
+  const int status = RunWithWorkerTrouble(
+      dir, "async_sgd", "", 8, [](pid_t worker, Subprocess&) {
+        std::this_thread::sleep_for(1s);
+        ::kill(worker, SIGSTOP);
+        std::this_thread::sleep_for(3500ms);
+        ::kill(worker, SIGCONT);
+      }, &output);
+  ASSERT_EQ(status, 0) << output;
+  EXPECT_THAT(output, HasSubstr("(a straggler)"));
+  EXPECT_EQ(Provenance(dir)["returned_stragglers"], "1");
+  EXPECT_GE(std::stod(Summary(dir).at("final_test_accuracy")), 0.8);
+}
+
+// Synchronous SGD with a backup worker (2 of 3 per round) keeps stepping without a killed
+// worker; without one, the run stops and says why.
+TEST(Launch, SyncSgdNeedsABackupWorkerToSurviveALoss) {
+  {
+    testing::TempDir dir;
+    std::string output;
+    const int status = RunWithWorkerTrouble(
+        dir, "sync_sgd", "[algorithm]\nreplicas_to_aggregate = 2\n", 6,
+        [](pid_t worker, Subprocess&) {
+          std::this_thread::sleep_for(1s);
+          ::kill(worker, SIGKILL);
+        }, &output);
+    EXPECT_EQ(status, 0) << output;
+    EXPECT_EQ(Provenance(dir)["lost_workers"], "1");
+  }
+  {
+    testing::TempDir dir;
+    std::string output;
+    const int status = RunWithWorkerTrouble(
+        dir, "sync_sgd", "", 30, [](pid_t worker, Subprocess&) {
+          std::this_thread::sleep_for(1s);
+          ::kill(worker, SIGKILL);
+        }, &output);
+    EXPECT_EQ(status, 2) << output;
+    EXPECT_THAT(output, HasSubstr("sync_sgd needs 3 workers in every round and 2 are left"));
+  }
 }
 
 // Open MPI places the ranks: 1 coordinator, 1 shard, 2 workers, all `asgd task`.
