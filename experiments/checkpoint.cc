@@ -191,25 +191,42 @@ Checkpointer::Checkpointer(std::string run_path, int keep)
   ASGD_CHECK(keep_ >= 1, "keep ", keep_);
 }
 
+CheckpointManifest::Shard WriteShardFile(const std::string& folder, std::size_t index,
+                                         const transport::ShardSnapshot& snapshot,
+                                         const std::string& rule_name) {
+  MakeDirs(folder);
+  const std::string bytes = transport::EncodeShardCheckpoint(snapshot, rule_name);
+  CheckpointManifest::Shard entry;
+  entry.file = StrCat("shard-", index, ".ckpt");
+  entry.sha256 = Sha256Hex(bytes);
+  entry.version = snapshot.version;
+  entry.elements = static_cast<int64_t>(snapshot.values.size());
+  WriteFileAtomic((fs::path(folder) / entry.file).string(), bytes);
+  return entry;
+}
+
+std::string Checkpointer::Folder(int64_t step) const {
+  return (fs::path(root_) / StepFolder(step)).string();
+}
+
 std::string Checkpointer::Save(CheckpointManifest manifest,
                                const std::vector<transport::ShardSnapshot>& shards) {
-  const fs::path dir = fs::path(root_) / StepFolder(manifest.step);
+  const std::string dir = Folder(manifest.step);
   std::error_code ec;
-  if (fs::exists(dir / kManifest, ec)) return dir.string();  // this step is saved already
-  MakeDirs(dir.string());
+  if (fs::exists(fs::path(dir) / kManifest, ec)) return dir;  // this step is saved already
   manifest.shards.clear();
   for (std::size_t i = 0; i < shards.size(); ++i) {
-    const std::string bytes = transport::EncodeShardCheckpoint(shards[i], manifest.algorithm);
-    CheckpointManifest::Shard entry;
-    entry.file = StrCat("shard-", i, ".ckpt");
-    entry.sha256 = Sha256Hex(bytes);
-    entry.version = shards[i].version;
-    entry.elements = static_cast<int64_t>(shards[i].values.size());
-    WriteFileAtomic((dir / entry.file).string(), bytes);
-    manifest.shards.push_back(entry);
+    manifest.shards.push_back(WriteShardFile(dir, i, shards[i], manifest.algorithm));
   }
+  return WriteManifest(manifest);
+}
+
+std::string Checkpointer::WriteManifest(const CheckpointManifest& manifest) {
+  const fs::path dir = Folder(manifest.step);
+  MakeDirs(dir.string());
   WriteFileAtomic((dir / kManifest).string(), ToJson(manifest).dump(1) + "\n");
   // Older complete checkpoints beyond keep_, and incomplete ones (a crash mid-save).
+  std::error_code ec;
   int complete = 0;
   for (const fs::path& f : Folders(root_)) {
     const bool has_manifest = fs::exists(f / kManifest, ec);

@@ -74,10 +74,22 @@ class Checkpointer {
   // Throws IoError (the previous checkpoints are then intact).
   std::string Save(CheckpointManifest manifest, const std::vector<transport::ShardSnapshot>& shards);
 
+  // The two halves of Save, for shards that save themselves (multi-process runs: each
+  // ps writes its file with WriteShardFile into Folder(step), the coordinator then writes
+  // the manifest with their entries).
+  std::string Folder(int64_t step) const;
+  std::string WriteManifest(const CheckpointManifest& manifest);
+
  private:
   std::string root_;
   int keep_;
 };
+
+// Writes shard `index`'s file into a checkpoint folder (creating it) and returns its
+// manifest entry. Throws IoError.
+CheckpointManifest::Shard WriteShardFile(const std::string& folder, std::size_t index,
+                                         const transport::ShardSnapshot& snapshot,
+                                         const std::string& rule_name);
 
 // The newest valid checkpoint of a run folder. Throws ConfigError
 // ("--resume", run_path, ...) when there is none, DataError when none verifies (naming

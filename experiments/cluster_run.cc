@@ -20,10 +20,12 @@
 #include "core/check.h"
 #include "core/error.h"
 #include "core/file_util.h"
+#include "core/sha256.h"
 #include "core/log.h"
 #include "core/rng.h"
 #include "datasets/loader.h"
 #include "datasets/partition.h"
+#include "experiments/checkpoint.h"
 #include "experiments/cli.h"
 #include "experiments/csv.h"
 #include "experiments/evaluation.h"
@@ -36,6 +38,7 @@
 #include "experiments/signals.h"
 #include "experiments/worker_loop.h"
 #include "models/factory.h"
+#include "transport/checkpoint.h"
 #include "transport/context.h"
 #include "transport/control.h"
 #include "transport/placement.h"
@@ -134,13 +137,7 @@ Setup MakeSetup(const Config& config, const RoleRequest& request, const std::str
   s.options = BuildStrategyOptions(s.config);
   (void)s.strategy->server_rule(s.options, 0);  // validates the server options
   CheckWorkerDevices(s.config, s.workers);  // syntax only: workers resolve their own
-  for (const char* key : {"experiment.checkpoint_every_steps", "experiment.checkpoint_every_s"}) {
-    if (s.config.Double(key) > 0) {
-      throw ConfigError(key, s.config.Raw(key),
-                        "0 in a multi-process run (checkpoints are saved by `asgd run`, the "
-                        "in-process runner, only)");
-    }
-  }
+
   s.schedule = BuildScheduleOptions(s.config);
   s.optimizer = BuildOptimizerOptions(s.config);
   s.data = datasets::LoadDataset(BuildDataOptions(s.config, request.data_dirs));
@@ -277,9 +274,14 @@ class CentreEvaluator {
     client_ = tp::PsClient::FromCluster(std::move(context), setup.spec, setup.placement, co);
   }
   tp::Status WaitForServers() { return client_->WaitForServers(setup_.timeout); }
-  // Evaluates on the whole test set (full) or metrics.eval_examples of it.
-  models::EvalResult Evaluate(bool full) {
+  // Evaluates on the whole test set (full) or metrics.eval_examples of it; nullopt when
+  // reading the centre timed out (a shard is down: the evaluation is retried or dropped).
+  std::optional<models::EvalResult> Evaluate(bool full) {
     const tp::Status st = client_->PullAndWait(centre_);
+    if (st.code() == tp::StatusCode::kTimeout) {
+      ASGD_LOG(kWarning, "evaluator: reading the centre: ", st.ToString());
+      return std::nullopt;
+    }
     if (!st.ok()) throw InputError("evaluator: reading the centre: " + st.ToString());
     return EvaluateOn(*model_, centre_, setup_.data.test,
                       full ? 0 : setup_.config.Int("metrics.eval_examples"));
@@ -316,6 +318,8 @@ class Coordinator {
     staleness_file_ = run_->Open("staleness.csv");
     staleness_ = std::make_unique<StalenessRecorder>(staleness_file_.get(),
                                                      s_.config.Int("metrics.staleness_rows"));
+    checkpointer_ = std::make_unique<Checkpointer>(
+        run_->path(), static_cast<int>(s_.config.Int("experiment.checkpoint_keep")));
     out_ << "coordinator: run " << run_->id() << " at " << server_->endpoint() << ": "
          << s_.config.String("algorithm.name") << " with " << s_.workers << " workers, "
          << s_.spec.num_ps() << " shards" << (evaluator_process_ ? ", an evaluator" : "")
@@ -406,6 +410,7 @@ class Coordinator {
 
   void Handle(const tp::ControlServer::Request& req) {
     json reply;
+    json restore_reply;  // for a restarted ps: the checkpoint file it restores from
     try {
       const json msg = json::parse(req.text, nullptr, /*allow_exceptions=*/false);
       if (msg.is_discarded()) throw InputError("not JSON");
@@ -428,6 +433,22 @@ class Coordinator {
           ++rejoined_workers_;
           ASGD_LOG(kWarning, "coordinator: ", Name(key), " rejoined (pid ", pid, ", was ",
                    role.pid, ")");
+        } else if (role.registered && role.pid != pid && key.first == "ps" && role.dead &&
+                   last_complete_) {
+          // A restarted shard: it restores its range from the newest checkpoint before it
+          // serves; the workers, paused meanwhile, go on once every shard is back.
+          const auto& entry = last_complete_->shards[static_cast<std::size_t>(key.second)];
+          const uint64_t before = ps_versions_[key.second];
+          const uint64_t lost = before > entry.version ? before - entry.version : 0;
+          lost_updates_ += static_cast<int64_t>(lost);
+          ++ps_restarts_;
+          role.dead = false;
+          role.done = false;
+          restore_reply = {{"file", last_complete_dir_ + "/" + entry.file},
+                           {"sha256", entry.sha256}, {"version", entry.version}};
+          ASGD_LOG(kWarning, "coordinator: ", Name(key), " restarted (pid ", pid, "); restoring it from ",
+                   last_complete_dir_, " (version ", entry.version, "; ", lost,
+                   " of its updates since are lost)");
         } else if (role.registered && role.pid != pid) {
           throw InputError(StrCat(Name(key), " is already registered (pid ", role.pid, ")"));
         }
@@ -437,6 +458,14 @@ class Coordinator {
         role.last_seen = Steady::now();
         ASGD_LOG(kInfo, "coordinator: ", Describe(key), " registered");
         reply = {{"ok", true}, {"run_id", run_->id()}};
+        if (!restore_reply.is_null()) reply["restore"] = restore_reply;
+        if (paused_ && key.first == "ps" && All("ps", Alive)) {
+          const double paused_s = std::chrono::duration<double>(Steady::now() - pause_since_).count();
+          paused_total_s_ += paused_s;
+          paused_ = false;
+          ASGD_LOG(kWarning, "coordinator: every shard is back; workers resume after ",
+                   Fixed(paused_s, 1), " s");
+        }
       } else if (type == "report") {
         if (!role.registered) throw InputError(StrCat(Name(key), " reports before registering"));
         if (role.dead && key.first == "worker") {
@@ -500,7 +529,7 @@ class Coordinator {
       }
       const double left = total - taken;
       int64_t share = 0;
-      if (left > 0) {
+      if (left > 0 && !paused_) {
         share = std::max<int64_t>(
             batch, static_cast<int64_t>(std::ceil(left / static_cast<double>(alive))));
       }
@@ -518,6 +547,7 @@ class Coordinator {
                       : -1;
     return {{"start", phase_ >= Phase::kRunning},
             {"stop", stop},
+            {"paused", paused_},
             {"samples", Samples()},
             {"sample_budget", sample_budget},
             {"step_budget", step_budget}};
@@ -539,7 +569,81 @@ class Coordinator {
       staleness_->Record(rec);
     }
     if (Bool(msg, "done")) role.done = true;
-    return {{"close", close_shards_}, {"stop", phase_ >= Phase::kStoppingShards}};
+    const int ps = PsIndex(role);
+    if (msg.contains("version") && msg["version"].is_number_unsigned()) {
+      ps_versions_[ps] = msg["version"].get<uint64_t>();
+    }
+    if (msg.contains("saved") && msg["saved"].is_object() && ckpt_) {
+      const json& saved = msg["saved"];
+      if (Int(saved, "step") == ckpt_->manifest.step) {
+        CheckpointManifest::Shard e;
+        e.file = Str(saved, "file");
+        e.sha256 = Str(saved, "sha256");
+        e.version = static_cast<uint64_t>(Int(saved, "version"));
+        e.elements = Int(saved, "elements");
+        ckpt_->saved[ps] = e;
+        if (static_cast<int>(ckpt_->saved.size()) == s_.spec.num_ps()) CompleteCheckpoint();
+      }
+    }
+    json reply = {{"close", close_shards_}, {"stop", phase_ >= Phase::kStoppingShards}};
+    if (ckpt_ && !ckpt_->saved.count(ps)) {
+      reply["checkpoint"] = {{"step", ckpt_->manifest.step}, {"dir", ckpt_->dir}};
+    }
+    return reply;
+  }
+
+  int PsIndex(const Role& role) const {
+    for (const auto& [key, r] : roles_) {
+      if (&r == &role) return key.second;
+    }
+    return -1;
+  }
+
+  // ---- checkpoints (multi-process): the coordinator asks, each ps saves its own file
+  // into the folder, the coordinator writes the manifest once all have. ----------------
+  void MaybeCheckpoint() {
+    const Config& c = s_.config;
+    const int64_t every_steps = c.Int("experiment.checkpoint_every_steps");
+    const double every_s = c.Double("experiment.checkpoint_every_s");
+    if (ckpt_ || paused_ || (every_steps <= 0 && every_s <= 0)) return;
+    const int64_t updates = Updates();
+    const bool due = (every_steps > 0 && updates >= last_ckpt_step_ + every_steps) ||
+                     (every_s > 0 && Elapsed() - last_ckpt_s_ >= every_s);
+    if (!due || updates == last_ckpt_step_) return;
+    Checkpoint request;
+    CheckpointManifest& m = request.manifest;
+    m.step = updates;
+    m.steps = Steps();
+    m.samples = Samples();
+    m.time_s = Elapsed();
+    m.convergence_rows = convergence_->rows();
+    m.staleness_rows = staleness_->rows_written();
+    m.staleness_histogram = staleness_->histogram();
+    for (std::size_t w = 0; w < workers_.size(); ++w) m.workers.push_back(Total(w));
+    m.best_test_accuracy = best_accuracy_;
+    m.time_to_target_s = time_to_target_;
+    m.config_hash = TrainingConfigHash(c);
+    m.algorithm = s_.strategy->name;
+    request.dir = checkpointer_->Folder(m.step);
+    request.since = Steady::now();
+    ckpt_ = std::move(request);
+    last_ckpt_step_ = updates;
+    last_ckpt_s_ = Elapsed();
+  }
+
+  void CompleteCheckpoint() {
+    CheckpointManifest m = ckpt_->manifest;
+    m.shards.clear();
+    for (const auto& [ps, entry] : ckpt_->saved) m.shards.push_back(entry);
+    try {
+      const std::string dir = checkpointer_->WriteManifest(m);
+      last_complete_ = m;
+      last_complete_dir_ = dir;
+      out_ << "coordinator: checkpoint " << dir << " (update " << m.step << ")" << std::endl;
+    } catch (const IoError& e) {
+      ASGD_LOG(kError, "coordinator: checkpoint failed: ", e.what());
+    }
+    ckpt_.reset();
   }
 
   json EvaluatorReport(Role& role, const json& msg) {
@@ -574,7 +678,11 @@ class Coordinator {
     pending_ = p;
     if (!evaluator_process_) {
       try {
-        Evaluated(inline_evaluator_->Evaluate(full));
+        if (auto r = inline_evaluator_->Evaluate(full)) {
+          Evaluated(*r);
+        } else {
+          pending_.reset();  // dropped: the next one is asked for as usual
+        }
       } catch (const InputError& e) {
         Fail(e.what());
       }
@@ -622,12 +730,25 @@ class Coordinator {
   void CheckLiveness() {
     for (auto& [key, role] : roles_) {
       if (!role.registered || role.done || role.dead) continue;
-      if (Steady::now() - role.last_seen > s_.heartbeat_timeout) {
+      // The evaluator reports between evaluations only, and reading the centre may take
+      // up to cluster.timeout_s when a shard is down.
+      const auto patience =
+          key.first == "evaluator" ? s_.heartbeat_timeout + s_.timeout : s_.heartbeat_timeout;
+      if (Steady::now() - role.last_seen > patience) {
         role.dead = true;
         const std::string what = StrCat(Describe(key), " sent nothing for ",
                                         std::chrono::duration<double>(s_.heartbeat_timeout).count(), " s");
         const std::string why_not = key.first == "worker" ? WorkerLossFatal() : "";
         const bool training = phase_ == Phase::kRunning || phase_ == Phase::kStoppingWorkers;
+        if (key.first == "ps" && phase_ == Phase::kRunning && last_complete_) {
+          if (!paused_) pause_since_ = Steady::now();
+          paused_ = true;
+          ckpt_.reset();  // a checkpoint in progress cannot complete without the shard
+          ASGD_LOG(kWarning, "coordinator: ", what, "; workers pause until it is restarted "
+                   "(`asgd ps --config C --task ", key.second, "` with the run's cluster) and "
+                   "restored from ", last_complete_dir_);
+          continue;
+        }
         if (key.first == "worker" && why_not.empty() && training) {
           ++lost_workers_;
           ASGD_LOG(kWarning, "coordinator: ", what, "; training goes on without it "
@@ -661,6 +782,7 @@ class Coordinator {
   // A role that never registered is not waited for.
   static bool Finished(const Role& r) { return r.done || r.dead || !r.registered; }
   static bool ToldOrFinished(const Role& r) { return r.told_to_stop || r.done || r.dead; }
+  static bool Alive(const Role& r) { return r.registered && !r.dead; }
 
   void Tick() {
     CheckLiveness();
@@ -755,12 +877,17 @@ class Coordinator {
     } else if (c.Bool("experiment.stop_at_target") && time_to_target_ >= 0) {
       reason = "reached target accuracy " + c.Raw("experiment.target_accuracy");
     }
+    if (paused_ && Steady::now() - pause_since_ > s_.timeout) {
+      Fail("a lost shard was not restarted within cluster.timeout_s");
+      return;
+    }
     if (!reason.empty()) {
       reason_ = reason;
       Enter(Phase::kStoppingWorkers);
       return;
     }
-    if (pending_) return;  // one evaluation at a time
+    MaybeCheckpoint();
+    if (pending_ || paused_) return;  // one evaluation at a time; none without every shard
     const double every = c.Double("metrics.eval_every_epochs") * static_cast<double>(s_.data.train.num_examples);
     const double every_s = c.Double("metrics.eval_every_s");
     if (static_cast<double>(Samples()) >= next_eval_samples_ + every ||
@@ -819,6 +946,9 @@ class Coordinator {
     extra["lost_workers"] = std::to_string(lost_workers_);
     extra["rejoined_workers"] = std::to_string(rejoined_workers_);
     extra["returned_stragglers"] = std::to_string(returned_stragglers_);
+    extra["ps_restarts"] = std::to_string(ps_restarts_);
+    extra["lost_updates"] = std::to_string(lost_updates_);
+    extra["paused_s"] = CsvCell(paused_total_s_);
     run_->Finish(summary.status, reason, extra);
     if (bad_messages_ > 0) {
       ASGD_LOG(kWarning, "coordinator: refused ", bad_messages_, " malformed messages");
@@ -851,6 +981,25 @@ class Coordinator {
   std::vector<WorkerMetrics> workers_;
   std::vector<WorkerMetrics> retired_;  // per worker: its lost processes' account
   int lost_workers_ = 0, rejoined_workers_ = 0, returned_stragglers_ = 0;
+  // Checkpoints and lost shards.
+  struct Checkpoint {
+    CheckpointManifest manifest;  // the counters when it was asked for
+    std::string dir;
+    std::map<int, CheckpointManifest::Shard> saved;  // by ps
+    Steady::time_point since;
+  };
+  std::unique_ptr<Checkpointer> checkpointer_;
+  std::optional<Checkpoint> ckpt_;
+  std::optional<CheckpointManifest> last_complete_;
+  std::string last_complete_dir_;
+  int64_t last_ckpt_step_ = 0;
+  double last_ckpt_s_ = 0;
+  std::map<int, uint64_t> ps_versions_;  // as each ps last reported
+  bool paused_ = false;
+  Steady::time_point pause_since_;
+  double paused_total_s_ = 0;
+  int ps_restarts_ = 0;
+  int64_t lost_updates_ = 0;
   std::vector<int64_t> sample_budgets_, step_budgets_;  // granted to each worker so far
   bool evaluator_process_ = false;
   Phase phase_ = Phase::kRegistering;
@@ -925,13 +1074,31 @@ int RunTrainingPsRole(const Config& config, const RoleRequest& request, std::ost
   options.curve = s.curve;
   tp::ShardServer server(context, options, s.placement.Gather(shard, s.Initial()),
                          s.strategy->server_rule(s.options, static_cast<uint32_t>(shard)));
+  // Registered before serving: a restarted shard first restores its range from the
+  // checkpoint the coordinator names (requests queue until then).
+  CoordinatorLink link(context, s, "ps", shard);
+  const json registered = link.Register();
+  if (registered.contains("restore") && registered["restore"].is_object()) {
+    const json& r = registered["restore"];
+    const std::string file = Str(r, "file");
+    const std::string bytes = ReadFile(file);
+    if (Sha256Hex(bytes) != Str(r, "sha256")) {
+      throw DataError(file, "SHA-256 differs from the checkpoint manifest's");
+    }
+    tp::ShardCheckpoint c = tp::DecodeShardCheckpoint(bytes, file);
+    if (c.snapshot.shard != static_cast<uint32_t>(shard)) {
+      throw DataError(file, StrCat("is shard ", c.snapshot.shard, "'s, not ", shard, "'s"));
+    }
+    server.Restore(c.snapshot);
+    out << "ps " << shard << ": restored version " << c.snapshot.version << " from " << file
+        << std::endl;
+  }
   server.Start();
   out << "ps " << shard << ": serving " << s.placement.shard_size(shard) << " of "
       << s.model->layout().size() << " parameters (" << server.rule_name() << ") at "
       << server.endpoint() << std::endl;
-  CoordinatorLink link(context, s, "ps", shard);
-  link.Register();
   int status = kExitOk;
+  json saved;  // the last checkpoint file written, until the coordinator has it
   for (;;) {
     if (const int sig = signals.Wait(link.interval())) {
       out << "ps " << shard << ": " << (sig == SIGINT ? "SIGINT" : "SIGTERM") << ", stopping"
@@ -939,7 +1106,9 @@ int RunTrainingPsRole(const Config& config, const RoleRequest& request, std::ost
       status = kExitBadInput;
       break;
     }
-    auto reply = link.Report({{"records", records.Take()}}, s.timeout);
+    json body = {{"records", records.Take()}, {"version", server.stats().version}};
+    if (!saved.is_null()) body["saved"] = saved;
+    auto reply = link.Report(body, s.timeout);
     if (!reply) {
       if (link.Lost()) {
         out << "ps " << shard << ": the coordinator stopped answering; stopping" << std::endl;
@@ -947,6 +1116,20 @@ int RunTrainingPsRole(const Config& config, const RoleRequest& request, std::ost
         break;
       }
       continue;
+    }
+    if (reply->contains("checkpoint") && (*reply)["checkpoint"].is_object()) {
+      const json& c = (*reply)["checkpoint"];
+      const int64_t step = Int(c, "step");
+      if (saved.is_null() || Int(saved, "step") != step) {
+        try {
+          const CheckpointManifest::Shard e = WriteShardFile(
+              Str(c, "dir"), static_cast<std::size_t>(shard), server.Snapshot(), server.rule_name());
+          saved = {{"step", step}, {"file", e.file}, {"sha256", e.sha256},
+                   {"version", e.version}, {"elements", e.elements}};
+        } catch (const IoError& e) {
+          ASGD_LOG(kError, "ps ", shard, ": checkpoint failed: ", e.what());
+        }
+      }
     }
     if (Bool(*reply, "close") && !server.closed()) server.Close();
     if (Bool(*reply, "stop")) break;
@@ -1085,6 +1268,22 @@ int RunTrainingWorkerRole(const Config& config, const RoleRequest& request, std:
     *lr_scale = alg::LearningRateScale(s.schedule, static_cast<double>(estimate) / train_size);
     return true;
   };
+  // A request that timed out (a shard died): wait while the coordinator pauses the run
+  // for the shard's restart, then go on from a fresh read of the centre.
+  hooks.recover = [&](const alg::Status& st) {
+    if (st.code() != tp::StatusCode::kTimeout && st.code() != tp::StatusCode::kAborted) return false;
+    ASGD_LOG(kWarning, "worker ", w, ": ", st.ToString(), "; asking the coordinator whether to go on");
+    for (;;) {
+      if (stop.load()) return false;
+      auto reply = report(false, "");
+      if (!reply) {
+        if (link.Lost()) return false;
+        continue;
+      }
+      if (!Bool(*reply, "paused")) return !stop.load();
+      std::this_thread::sleep_for(link.interval());
+    }
+  };
   hooks.after_step = [&](const alg::StepResult& r, int64_t batch) {
     std::lock_guard<std::mutex> lock(loss_mu);
     loss_sum += static_cast<double>(r.loss) * static_cast<double>(batch);
@@ -1145,8 +1344,9 @@ int RunEvaluatorRole(const Config& config, const RoleRequest& request, std::ostr
       const json& e = (*reply)["evaluate"];
       const int64_t id = Int(e, "id");
       if (id != done_id) {
-        const models::EvalResult r = evaluator.Evaluate(Bool(e, "full"));
-        result = {{"id", id}, {"loss_sum", r.loss_sum}, {"correct", r.correct}, {"count", r.count}};
+        const std::optional<models::EvalResult> r = evaluator.Evaluate(Bool(e, "full"));
+        if (!r) continue;  // a shard is down: the coordinator asks again
+        result = {{"id", id}, {"loss_sum", r->loss_sum}, {"correct", r->correct}, {"count", r->count}};
         done_id = id;
         ++evaluations;
         continue;  // report it at once

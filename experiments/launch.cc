@@ -189,6 +189,9 @@ int LaunchCommand(const std::vector<std::string>& args, std::ostream& out) {
   for (int i = 0; i < workers; ++i) start(StrCat("worker ", i), "worker", i);
 
   const bool worker_loss_tolerated = config.String("cluster.on_worker_loss") == "continue";
+  // With checkpoints, a lost shard is restored when restarted: the coordinator decides.
+  const bool ps_loss_tolerated = config.Int("experiment.checkpoint_every_steps") > 0 ||
+                                 config.Double("experiment.checkpoint_every_s") > 0;
   const auto grace = std::chrono::milliseconds(
       static_cast<int64_t>(config.Double("cluster.timeout_s") * 1000.0));
   int result = -1;           // the exit status, once decided
@@ -228,9 +231,11 @@ int LaunchCommand(const std::vector<std::string>& args, std::ostream& out) {
     for (std::size_t i = 1; i < children.size() && !stopping && !coordinator.status; ++i) {
       if (!children[i].status || *children[i].status == 0 || children[i].reported) continue;
       children[i].reported = true;
-      if (children[i].role == "worker" && worker_loss_tolerated) {
+      if ((children[i].role == "worker" && worker_loss_tolerated) ||
+          (children[i].role == "ps" && ps_loss_tolerated)) {
         out << "[launch] " << children[i].name << " exited with status " << *children[i].status
-            << "; the coordinator decides whether the run goes on without it" << std::endl;
+            << "; the coordinator decides what follows (cluster.on_worker_loss; checkpoints)"
+            << std::endl;
         continue;
       }
       out << "[launch] " << children[i].name << " exited with status " << *children[i].status

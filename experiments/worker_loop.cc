@@ -121,6 +121,14 @@ WorkerOutcome WorkerLoop::Run(alg::ParamClient& client, const WorkerHooks& hooks
       in_steps += step_end - step_start;
       live_.active_ns.store((step_end - first_step).count(), std::memory_order_relaxed);
       if (ending(r.status)) break;
+      if (!r.status.ok() && hooks.recover && hooks.recover(r.status)) {
+        st = rule->Start(env);
+        if (!st.ok()) {
+          if (!ending(st)) outcome.failure = StrCat("worker ", w, ": pull after recovery: ", st.ToString());
+          break;
+        }
+        continue;
+      }
       if (!std::isfinite(r.loss)) {
         outcome.nan_loss = true;
         outcome.failure = StrCat("training loss is ", std::isnan(r.loss) ? "NaN" : "infinite",

@@ -48,6 +48,11 @@ struct WorkerHooks {
   // True once the run is ending: a kShuttingDown answer then ends the loop quietly (a
   // synchronous worker's last round), where otherwise it is a failure.
   std::function<bool()> ending;
+  // Optional: a step failed with `status` (e.g. a shard that died timed out). True: the
+  // run can go on (the hook returns once it may, e.g. after a restarted shard was
+  // restored), and the loop starts the worker rule again (a fresh read of the centre);
+  // false: the failure ends the loop.
+  std::function<bool(const algorithms::Status& status)> recover;
 };
 
 struct WorkerOutcome {

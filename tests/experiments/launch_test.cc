@@ -363,6 +363,64 @@ TEST(Launch, SyncSgdNeedsABackupWorkerToSurviveALoss) {
   }
 }
 
+// The "--set cluster...=..." arguments of launch's "[launch] cluster:" line.
+std::vector<std::string> LaunchClusterSets(const std::string& output) {
+  std::vector<std::string> sets;
+  const auto at = output.find("[launch] cluster:");
+  if (at == std::string::npos) return sets;
+  std::istringstream words(output.substr(at, output.find('\n', at) - at));
+  std::string word;
+  while (words >> word) {
+    if (word.rfind("cluster.", 0) == 0) sets.insert(sets.end(), {"--set", word});
+  }
+  return sets;
+}
+
+// A shard killed mid-run: the coordinator pauses the workers, the restarted shard (same
+// task, same address) restores its range from the newest checkpoint, and training goes on;
+// provenance.json records the restart, the pause and the updates lost since the checkpoint.
+TEST(Launch, KilledShardIsRestoredFromTheLastCheckpoint) {
+  testing::TempDir dir;
+  const std::string config =
+      TrainingConfig(dir, "async_sgd", "heartbeat_timeout_s = 2\nreport_interval_s = 0.1\n");
+  const std::vector<std::string> sets = {
+      "--set", "experiment.epochs=100000", "--set", "experiment.max_time_s=25",
+      "--set", "algorithm.learning_rate=0.02", "--set", "experiment.checkpoint_every_steps=2000",
+      "--set", "cluster.timeout_s=15"};
+  std::vector<std::string> argv = {kAsgd, "launch", config};
+  argv.insert(argv.end(), sets.begin(), sets.end());
+  Subprocess launch(argv, dir.File("launch.log"));
+  WaitForOutput(launch, "all 6 roles registered");
+  const std::vector<pid_t> pids = ChildPids(launch.Output());
+  ASSERT_EQ(pids.size(), 7u) << launch.Output();
+  WaitForOutput(launch, "coordinator: checkpoint");  // at least one complete checkpoint
+  ::kill(pids[2], SIGKILL);                           // ps 1
+  WaitForOutput(launch, "workers pause until it is restarted");
+  std::vector<std::string> ps = {kAsgd, "ps", "--config", config, "--task", "1"};
+  ps.insert(ps.end(), sets.begin(), sets.end());
+  const auto cluster = LaunchClusterSets(launch.Output());
+  ps.insert(ps.end(), cluster.begin(), cluster.end());
+  ps.insert(ps.end(), {"--set", "experiment.progress=off"});
+  Subprocess restarted(ps, dir.File("ps1.log"));
+  const auto status = launch.Wait(90s);
+  const auto ps_status = restarted.Wait(30s);
+  const std::string output = launch.Output();
+  for (pid_t pid : pids) {
+    if (Alive(pid)) {
+      ADD_FAILURE() << "pid " << pid << " survived";
+      ::kill(pid, SIGKILL);
+    }
+  }
+  ASSERT_EQ(status.value_or(-1), 0) << output << restarted.Output();
+  EXPECT_EQ(ps_status.value_or(-1), 0) << restarted.Output();
+  EXPECT_THAT(restarted.Output(), HasSubstr("restored version"));
+  EXPECT_THAT(output, HasSubstr("every shard is back; workers resume"));
+  const auto provenance = Provenance(dir);
+  EXPECT_EQ(provenance["ps_restarts"], "1");
+  EXPECT_GT(std::stod(provenance["paused_s"].get<std::string>()), 0.0);
+  EXPECT_GE(std::stod(Summary(dir).at("final_test_accuracy")), 0.8);
+}
+
 // Open MPI places the ranks: 1 coordinator, 1 shard, 2 workers, all `asgd task`.
 TEST(Launch, MpirunRunsOneShardAndTwoWorkers) {
   if (::access("/usr/bin/mpirun", X_OK) != 0) {
