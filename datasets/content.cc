@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <limits>
 #include <vector>
 
+#include <sys/stat.h>
 #include <zlib.h>
 
 #include "core/error.h"
@@ -17,9 +19,16 @@ gzFile Gz(void* f) { return static_cast<gzFile>(f); }
 // gzread takes an unsigned int length; larger requests are split.
 constexpr std::size_t kMaxGzRead = std::size_t{1} << 30;
 
+// Deflate's largest expansion: a 258-byte match coded in 2 bits (zlib's FAQ: "the limit is
+// 1032:1"). A gzip file's content is at most this many times the file.
+constexpr uint64_t kMaxDeflateRatio = 1032;
+
 }  // namespace
 
 ContentReader::ContentReader(std::string path) : path_(std::move(path)) {
+  // The stored size bounds the content (MaxRemaining); only a regular file has one.
+  struct stat st {};
+  if (stat(path_.c_str(), &st) == 0 && S_ISREG(st.st_mode)) file_size_ = st.st_size;
   errno = 0;
   gzFile f = gzopen(path_.c_str(), "rb");
   if (f == nullptr) {
@@ -31,11 +40,21 @@ ContentReader::ContentReader(std::string path) : path_(std::move(path)) {
   file_ = f;
 }
 
+ContentReader::ContentReader(std::string name, std::span<const uint8_t> content)
+    : path_(std::move(name)), memory_(content) {}
+
 ContentReader::~ContentReader() {
   if (file_ != nullptr) gzclose(Gz(file_));
 }
 
 std::size_t ContentReader::RawRead(uint8_t* out, std::size_t len) {
+  if (file_ == nullptr) {
+    const std::size_t n = std::min(len, memory_.size() - memory_at_);
+    if (n > 0) std::memcpy(out, memory_.data() + memory_at_, n);
+    memory_at_ += n;
+    hash_.Update(std::span<const uint8_t>(out, n));
+    return n;
+  }
   std::size_t got = 0;
   while (got < len) {
     auto want = static_cast<unsigned>(std::min(len - got, kMaxGzRead));
@@ -97,6 +116,19 @@ bool ContentReader::AtEnd() {
     return false;
   }
   return true;
+}
+
+uint64_t ContentReader::MaxRemaining() {
+  // bytes_read_ counts what Read returned; a peeked byte is not in it, so it stays in what
+  // remains.
+  if (file_ == nullptr) return memory_.size() - bytes_read_;
+  if (file_size_ < 0) return std::numeric_limits<uint64_t>::max();
+  const auto stored = static_cast<uint64_t>(file_size_);
+  if (gzdirect(Gz(file_)) == 1) return stored > bytes_read_ ? stored - bytes_read_ : 0;
+  if (stored > std::numeric_limits<uint64_t>::max() / kMaxDeflateRatio) {
+    return std::numeric_limits<uint64_t>::max();
+  }
+  return stored * kMaxDeflateRatio;
 }
 
 std::string ContentReader::FinishHex() {

@@ -6,6 +6,9 @@
 // for re-compressed copies (Debian's packages rewrite the gzip headers) and for
 // gunzipped copies alike, and it costs no second pass over the file.
 //
+// A ContentReader can also read content already in memory (not compressed), so that the
+// readers' parsing code can be run on bytes without a file (tests, fuzz targets).
+//
 // Errors: a file that cannot be opened, a corrupt or truncated gzip stream and a checksum
 // mismatch are DataError naming the file.
 //
@@ -34,6 +37,9 @@ class ContentReader {
  public:
   // Opens path (gzip or plain; zlib detects which). Throws DataError if it cannot.
   explicit ContentReader(std::string path);
+  // Reads `content`, already in memory and taken as it is (no gzip detection); `name`
+  // stands for the path in messages. REQUIRES: content outlives the reader.
+  ContentReader(std::string name, std::span<const uint8_t> content);
   ~ContentReader();
   ContentReader(const ContentReader&) = delete;
   ContentReader& operator=(const ContentReader&) = delete;
@@ -46,6 +52,11 @@ class ContentReader {
   void ReadAll(std::string* out);
   // True when the content has no bytes left (reads ahead one byte if needed).
   bool AtEnd();
+  // An upper bound on the content bytes not yet read, known without reading them: exact
+  // for content in memory and for a plain file; for a gzip file 1032 × its size (deflate
+  // expands at most 1032:1); UINT64_MAX when the file's size is unknown (a pipe). Lets a
+  // reader refuse a header that claims more than the file can hold before allocating.
+  uint64_t MaxRemaining();
 
   // Bytes of content read so far.
   uint64_t bytes_read() const { return bytes_read_; }
@@ -65,6 +76,10 @@ class ContentReader {
 
   std::string path_;
   void* file_ = nullptr;  // gzFile; kept opaque so this header does not include zlib.h
+  int64_t file_size_ = -1;  // of the file as stored; -1 if unknown
+  // Content in memory (when file_ is null) and how much of it RawRead has consumed.
+  std::span<const uint8_t> memory_;
+  std::size_t memory_at_ = 0;
   Sha256 hash_;
   uint64_t bytes_read_ = 0;
   bool has_peeked_ = false;

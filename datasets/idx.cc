@@ -63,16 +63,32 @@ std::vector<uint32_t> ReadHeader(ContentReader& in, uint32_t expected_magic, int
   return dims;
 }
 
-// Reads exactly `size` payload bytes, then requires the end of the content. Address space
-// for up to kEagerReserve bytes is reserved at once (untouched, it costs nothing); the
-// buffer is filled, and beyond that grown, only with data actually read, so a header
-// that lies about a large size cannot make us commit much more memory than the file
-// holds.
+[[noreturn]] void ThrowTruncated(const ContentReader& in, uint64_t size, uint64_t have,
+                                 const std::string& what) {
+  throw DataError(in.path(), "truncated: the IDX header promises " + std::to_string(size) +
+                                 " bytes of " + what + ", the file has " + std::to_string(have));
+}
+
+// Reads exactly `size` payload bytes, then requires the end of the content. A size the
+// content cannot hold is refused before anything is allocated for it; otherwise address
+// space for up to kEagerReserve bytes is reserved at once (untouched, it costs nothing)
+// and the buffer is filled, and beyond that grown, only with data actually read, so a
+// header that lies about a large size cannot make us commit much more memory than the
+// file holds.
 std::vector<uint8_t> ReadPayload(ContentReader& in, uint64_t size, const std::string& what) {
   if (size > kMaxIdxPayloadBytes) {
     throw DataError(in.path(), "IDX header claims " + std::to_string(size) + " bytes of " + what +
                                    ", more than the " + std::to_string(kMaxIdxPayloadBytes) +
                                    "-byte limit: the header is corrupt");
+  }
+  // The reservation below used to follow the header alone: a 20-byte file claiming 2 GB
+  // reserved 256 MiB (and std::bad_alloc, not DataError, where address space is limited).
+  // Check the claim against what the content can hold first; to name the size it does
+  // have, count the rest (bounded by the file, read in small chunks by FinishHex).
+  if (size > in.MaxRemaining()) {
+    const uint64_t before = in.bytes_read();
+    (void)in.FinishHex();
+    ThrowTruncated(in, size, in.bytes_read() - before, what);
   }
   constexpr uint64_t kStep = uint64_t{16} << 20;
   constexpr uint64_t kEagerReserve = uint64_t{256} << 20;
@@ -85,11 +101,7 @@ std::vector<uint8_t> ReadPayload(ContentReader& in, uint64_t size, const std::st
     payload.resize(next);
     std::size_t n = in.Read(std::span<uint8_t>(payload.data() + have, next - have));
     have += n;
-    if (have < next) {
-      throw DataError(in.path(), "truncated: the IDX header promises " + std::to_string(size) +
-                                     " bytes of " + what + ", the file has " +
-                                     std::to_string(have));
-    }
+    if (have < next) ThrowTruncated(in, size, have, what);
   }
   if (!in.AtEnd()) {
     throw DataError(in.path(), "has more data after the " + std::to_string(size) + " bytes of " +
@@ -104,6 +116,15 @@ std::vector<uint8_t> ReadPayload(ContentReader& in, uint64_t size, const std::st
 
 IdxImages ReadIdxImages(const std::string& path, const ContentCheck& check) {
   ContentReader in(path);
+  return ReadIdxImages(in, check);
+}
+
+std::vector<uint8_t> ReadIdxLabels(const std::string& path, const ContentCheck& check) {
+  ContentReader in(path);
+  return ReadIdxLabels(in, check);
+}
+
+IdxImages ReadIdxImages(ContentReader& in, const ContentCheck& check) {
   std::vector<uint32_t> dims = ReadHeader(in, kIdxImagesMagic, 3, "images");
   IdxImages images;
   images.count = dims[0];
@@ -115,7 +136,7 @@ IdxImages ReadIdxImages(const std::string& path, const ContentCheck& check) {
   uint64_t size =
       per_image > kMaxIdxPayloadBytes / dims[0] ? kMaxIdxPayloadBytes + 1 : per_image * dims[0];
   if (size > kMaxIdxPayloadBytes) {
-    throw DataError(path, "IDX header claims " + std::to_string(dims[0]) + " images of " +
+    throw DataError(in.path(), "IDX header claims " + std::to_string(dims[0]) + " images of " +
                               std::to_string(dims[1]) + "x" + std::to_string(dims[2]) +
                               " pixels, more than the " + std::to_string(kMaxIdxPayloadBytes) +
                               "-byte limit: the header is corrupt");
@@ -127,8 +148,7 @@ IdxImages ReadIdxImages(const std::string& path, const ContentCheck& check) {
   return images;
 }
 
-std::vector<uint8_t> ReadIdxLabels(const std::string& path, const ContentCheck& check) {
-  ContentReader in(path);
+std::vector<uint8_t> ReadIdxLabels(ContentReader& in, const ContentCheck& check) {
   std::vector<uint32_t> dims = ReadHeader(in, kIdxLabelsMagic, 1, "labels");
   std::vector<uint8_t> labels =
       ReadPayload(in, dims[0], "labels (" + std::to_string(dims[0]) + " examples)");
@@ -138,11 +158,19 @@ std::vector<uint8_t> ReadIdxLabels(const std::string& path, const ContentCheck& 
 
 Dataset LoadIdxDataset(std::string name, const std::string& images_path,
                        const std::string& labels_path, const IdxLoadOptions& options) {
-  IdxImages images = ReadIdxImages(images_path, options.images_check);
-  std::vector<uint8_t> labels = ReadIdxLabels(labels_path, options.labels_check);
+  ContentReader images(images_path);
+  ContentReader labels(labels_path);
+  return LoadIdxDataset(std::move(name), images, labels, options);
+}
+
+Dataset LoadIdxDataset(std::string name, ContentReader& images_in, ContentReader& labels_in,
+                       const IdxLoadOptions& options) {
+  IdxImages images = ReadIdxImages(images_in, options.images_check);
+  std::vector<uint8_t> labels = ReadIdxLabels(labels_in, options.labels_check);
+  const std::string& labels_path = labels_in.path();
   if (static_cast<int64_t>(labels.size()) != images.count) {
     throw DataError(labels_path, "has " + std::to_string(labels.size()) + " labels but " +
-                                     images_path + " has " + std::to_string(images.count) +
+                                     images_in.path() + " has " + std::to_string(images.count) +
                                      " images: expected one label per image");
   }
   for (std::size_t i = 0; i < labels.size(); ++i) {

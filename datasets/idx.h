@@ -37,6 +37,9 @@ struct IdxImages {
 IdxImages ReadIdxImages(const std::string& path, const ContentCheck& check = {});
 // Reads an IDX label file (one byte per example). Throws DataError.
 std::vector<uint8_t> ReadIdxLabels(const std::string& path, const ContentCheck& check = {});
+// As above, from an open reader (a file, or bytes in memory), which they read to its end.
+IdxImages ReadIdxImages(ContentReader& in, const ContentCheck& check = {});
+std::vector<uint8_t> ReadIdxLabels(ContentReader& in, const ContentCheck& check = {});
 
 struct IdxLoadOptions {
   // Labels must be below this. Default: 10 (MNIST, Fashion-MNIST).
@@ -55,5 +58,8 @@ struct IdxLoadOptions {
 // label is not below options.num_classes.
 Dataset LoadIdxDataset(std::string name, const std::string& images_path,
                        const std::string& labels_path, const IdxLoadOptions& options = {});
+// As above, from two open readers; messages name them by their path().
+Dataset LoadIdxDataset(std::string name, ContentReader& images, ContentReader& labels,
+                       const IdxLoadOptions& options = {});
 
 }  // namespace asgd::datasets

@@ -107,7 +107,9 @@ Dataset ParseLibsvm(std::string name, const std::string& path, std::string_view 
     if (const void* hash = std::memchr(p, '#', end - p)) end = static_cast<const char*>(hash);
 
     const char* tok = SkipBlanks(p, end);
-    p = eol + 1;
+    // On a last line without '\n', eol is text_end and eol + 1 would point past the end
+    // of the text: undefined behaviour even though it is never read.
+    p = eol == text_end ? text_end : eol + 1;
     if (tok == end) continue;  // blank or comment-only line
     const char* tok_end = TokenEnd(tok, end);
     int32_t label = parser.Label(tok, tok_end);

@@ -1,5 +1,7 @@
 #include "datasets/content.h"
 
+#include <filesystem>
+
 #include <gtest/gtest.h>
 
 #include "core/error.h"
@@ -60,6 +62,50 @@ TEST(ContentReader, VerifyReportsBothDigestsAndTheHint) {
             std::string::npos)
       << msg;
   EXPECT_NE(msg.find("; do this"), std::string::npos) << msg;
+}
+
+TEST(ContentReader, ReadsBytesInMemoryLikeAFile) {
+  const std::string text = "hello, content in memory";
+  ContentReader r("in-memory", std::span<const uint8_t>(
+                                   reinterpret_cast<const uint8_t*>(text.data()), text.size()));
+  EXPECT_EQ(r.path(), "in-memory");
+  EXPECT_EQ(r.MaxRemaining(), text.size());
+  uint8_t buf[5];
+  EXPECT_EQ(r.Read(buf), 5u);
+  EXPECT_EQ(r.MaxRemaining(), text.size() - 5);
+  EXPECT_FALSE(r.AtEnd());
+  EXPECT_EQ(r.MaxRemaining(), text.size() - 5) << "the peeked byte is still to come";
+  std::string rest;
+  r.ReadAll(&rest);
+  EXPECT_EQ(rest, text.substr(5));
+  EXPECT_TRUE(r.AtEnd());
+  EXPECT_EQ(r.MaxRemaining(), 0u);
+  EXPECT_EQ(r.bytes_read(), text.size());
+  EXPECT_NO_THROW(r.Verify({Sha256Hex(text), ""}));
+
+  ContentReader empty("empty", {});
+  EXPECT_TRUE(empty.AtEnd());
+  EXPECT_EQ(empty.FinishHex(), Sha256Hex(""));
+}
+
+TEST(ContentReader, MaxRemainingBoundsWhatIsLeft) {
+  TempDir d;
+  const std::string text(1 << 20, '\0');  // compresses about 1000:1
+  WriteTestFile(d.File("plain"), text);
+  test::WriteGzFile(d.File("z.gz"), text);
+  ContentReader plain(d.File("plain"));
+  EXPECT_EQ(plain.MaxRemaining(), text.size());
+  uint8_t buf[10];
+  ASSERT_EQ(plain.Read(buf), 10u);
+  EXPECT_EQ(plain.MaxRemaining(), text.size() - 10);
+  ASSERT_FALSE(plain.AtEnd());
+  EXPECT_EQ(plain.MaxRemaining(), text.size() - 10);
+
+  ContentReader gz(d.File("z.gz"));
+  const uint64_t gz_size = std::filesystem::file_size(d.File("z.gz"));
+  ASSERT_LT(gz_size, text.size() / 500);
+  EXPECT_EQ(gz.MaxRemaining(), 1032 * gz_size);  // deflate's largest expansion
+  EXPECT_GE(gz.MaxRemaining(), text.size());
 }
 
 TEST(ContentReader, MissingFile) {

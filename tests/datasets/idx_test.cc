@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <span>
 
 #include <gtest/gtest.h>
 
@@ -251,6 +252,58 @@ TEST_F(IdxFiles, AbsurdHeaderSizesAreRejectedBeforeAllocating) {
   std::string lie_path = Images(lie, true);
   msg = ExpectDataError([&] { ReadIdxImages(lie_path); }, lie_path);
   EXPECT_NE(msg.find("truncated"), std::string::npos) << msg;
+}
+
+// Regression: ReadPayload reserved up to 256 MiB on the header's word before reading a
+// byte of payload, so a 19-byte file claiming 1.9 GB got std::bad_alloc instead of
+// DataError where address space is limited (ulimit -v 250000), and 16 MiB touched
+// otherwise. The claim is now checked against what the content can hold first; the
+// message still names the bytes the file has.
+TEST_F(IdxFiles, ClaimBeyondTheContentIsRefusedBeforeAllocating) {
+  const std::string lie =
+      BigEndian32(2051) + BigEndian32(2400000) + BigEndian32(28) + BigEndian32(28) + "abc";
+  const std::string expected =
+      "truncated: the IDX header promises 1881600000 bytes of pixels (2400000 images of "
+      "28x28), the file has 3";
+  for (bool gz : {false, true}) {
+    std::string path = Images(lie, gz);
+    std::string msg = ExpectDataError([&] { ReadIdxImages(path); }, path);
+    EXPECT_NE(msg.find(expected), std::string::npos) << msg;
+  }
+  ContentReader in("lie", std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(lie.data()),
+                                                   lie.size()));
+  std::string msg = ExpectDataError([&] { ReadIdxImages(in); }, "data: lie: ");
+  EXPECT_NE(msg.find(expected), std::string::npos) << msg;
+
+  const std::string labels = BigEndian32(2049) + BigEndian32(1000) + "abc";
+  std::string lpath = Labels(labels);
+  msg = ExpectDataError([&] { ReadIdxLabels(lpath); }, lpath);
+  EXPECT_NE(msg.find("promises 1000 bytes of labels (1000 examples), the file has 3"),
+            std::string::npos)
+      << msg;
+}
+
+TEST(IdxMemory, ReadersTakeContentInMemory) {
+  const std::string images = IdxImagesBytes(3, 2, 4);
+  const std::string labels = IdxLabelsBytes({1, 0, 9});
+  auto bytes = [](const std::string& s) {
+    return std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(s.data()), s.size());
+  };
+  ContentReader images_in("mem/images", bytes(images));
+  ContentReader labels_in("mem/labels", bytes(labels));
+  Dataset ds = LoadIdxDataset("t", images_in, labels_in);
+  CheckDataset(ds);
+  EXPECT_EQ(ds.num_examples, 3);
+  EXPECT_EQ(ds.example_shape, (std::vector<int64_t>{1, 2, 4}));
+  EXPECT_EQ(ds.labels, (std::vector<int32_t>{1, 0, 9}));
+  EXPECT_EQ(ds.Row(2)[5], static_cast<float>((2 * 31 + 5 * 7) % 256) / 255.0f);
+
+  const std::string two_labels = IdxLabelsBytes({1, 0});  // outlives the reader
+  ContentReader short_labels("mem/labels", bytes(two_labels));
+  ContentReader images_again("mem/images", bytes(images));
+  std::string msg = ExpectDataError(
+      [&] { LoadIdxDataset("t", images_again, short_labels); }, "data: mem/labels: ");
+  EXPECT_NE(msg.find("has 2 labels but mem/images has 3 images"), std::string::npos) << msg;
 }
 
 TEST_F(IdxFiles, ZeroDimensionIsRejected) {

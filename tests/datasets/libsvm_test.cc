@@ -154,6 +154,22 @@ TEST_F(LibsvmFiles, BadLinesNameTheLine) {
   ExpectBadLine("1 1:1e99\n", 1, "value in '1:1e99'");
 }
 
+// The last line may lack its '\n'. The line loop used to step its pointer past the end
+// of the text there (undefined behaviour, though never read; see libsvm.cc).
+TEST(LibsvmText, LastLineWithoutNewline) {
+  LibsvmOptions o;
+  o.num_features = 10;
+  Dataset ds = ParseLibsvm("t", "mem.svm", "1 1:1\n-1 2:0.5", o);
+  CheckDataset(ds);
+  EXPECT_EQ(ds.labels, (std::vector<int32_t>{1, 0}));
+  EXPECT_EQ(ds.indices, (std::vector<int32_t>{0, 1}));
+  EXPECT_EQ(ParseLibsvm("t", "mem.svm", "1 1:1\n# the end", o).num_examples, 1);
+  EXPECT_EQ(ParseLibsvm("t", "mem.svm", "1 1:1\n  ", o).num_examples, 1);
+  std::string msg = ExpectDataError([&] { ParseLibsvm("t", "mem.svm", "1 1:1\n1 0:1", o); },
+                                    "mem.svm:2: ");
+  EXPECT_NE(msg.find("feature index 0"), std::string::npos) << msg;
+}
+
 TEST_F(LibsvmFiles, EmptyFileIsAnError) {
   WriteTestFile(path_, "\n# nothing\n");
   std::string msg = ExpectDataError([&] { ReadLibsvm("t", path_, Options()); }, path_);
