@@ -121,6 +121,10 @@ int RoleCommand(const std::string& role, const std::vector<std::string>& args,
       "task", po::value<int>(), task_doc.c_str())(
       "set", po::value<std::vector<std::string>>()->composing(),
       "override one key: --set section.key=value (repeatable)");
+  if (role == "coordinator") {
+    desc.add_options()("resume", po::value<std::string>(),
+                       "continue the run in this folder from its newest valid checkpoint");
+  }
   po::positional_options_description pos;
   pos.add("config", 1);
   auto vm = Parse(args, desc, pos, role);
@@ -171,6 +175,7 @@ int RoleCommand(const std::string& role, const std::vector<std::string>& args,
                                                           : config.String("experiment.name");
   request.command_line = {"asgd", role};
   request.command_line.insert(request.command_line.end(), args.begin(), args.end());
+  if (vm.count("resume")) request.resume_dir = vm["resume"].as<std::string>();
   if (role == "coordinator") return RunCoordinatorRole(config, request, out);
   if (role == "evaluator") return RunEvaluatorRole(config, request, out);
   return role == "ps" ? RunPsRole(config, request, out) : RunWorkerRole(config, request, out);

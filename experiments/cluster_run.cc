@@ -312,12 +312,44 @@ class Coordinator {
     server_ = std::make_unique<tp::ControlServer>(context_, bind,
                                                   tp::ControlOptions{.curve = s_.curve});
     Expect();
-    run_ = std::make_unique<RunDir>(RunDir::Create(s_.config, request_.name, request_.command_line));
-    convergence_file_ = run_->Open("convergence.csv");
-    convergence_ = std::make_unique<CsvWriter>(*convergence_file_, kConvergenceColumns);
-    staleness_file_ = run_->Open("staleness.csv");
-    staleness_ = std::make_unique<StalenessRecorder>(staleness_file_.get(),
-                                                     s_.config.Int("metrics.staleness_rows"));
+    const bool resuming = !request_.resume_dir.empty();
+    if (resuming) {
+      // The newest valid checkpoint, verified before anything is touched; every shard
+      // restores its range from it when it registers (Handle), workers start from there.
+      LoadedCheckpoint c = LoadNewestCheckpoint(request_.resume_dir, TrainingConfigHash(s_.config));
+      if (static_cast<int>(c.manifest.shards.size()) != s_.spec.num_ps()) {
+        throw DataError(c.dir, StrCat("holds ", c.manifest.shards.size(), " shards, the run has ",
+                                      s_.spec.num_ps()));
+      }
+      resume_ = c.manifest;
+      last_complete_ = c.manifest;
+      last_complete_dir_ = c.dir;
+      run_ = std::make_unique<RunDir>(RunDir::Resume(request_.resume_dir, request_.command_line));
+      TruncateCsv(run_->File("convergence.csv"), c.manifest.convergence_rows);
+      TruncateCsv(run_->File("staleness.csv"), c.manifest.staleness_rows);
+      time_base_ = c.manifest.time_s;
+      for (std::size_t w = 0; w < workers_.size() && w < c.manifest.workers.size(); ++w) {
+        retired_[w] = c.manifest.workers[w];
+      }
+      best_accuracy_ = c.manifest.best_test_accuracy;
+      time_to_target_ = c.manifest.time_to_target_s;
+      last_ckpt_step_ = c.manifest.step;
+      out_ << "coordinator: resuming " << run_->id() << " from " << c.dir << " (update "
+           << c.manifest.step << ")" << std::endl;
+    } else {
+      run_ = std::make_unique<RunDir>(RunDir::Create(s_.config, request_.name, request_.command_line));
+    }
+    convergence_file_ = resuming ? run_->OpenAppend("convergence.csv") : run_->Open("convergence.csv");
+    convergence_ = std::make_unique<CsvWriter>(*convergence_file_, kConvergenceColumns, !resuming);
+    staleness_file_ = resuming ? run_->OpenAppend("staleness.csv") : run_->Open("staleness.csv");
+    staleness_ = std::make_unique<StalenessRecorder>(
+        staleness_file_.get(), s_.config.Int("metrics.staleness_rows"), time_base_,
+        resuming ? resume_->staleness_rows : -1);
+    if (resume_) {
+      for (const auto& [worker, counts] : resume_->staleness_histogram) {
+        for (const auto& [value, count] : counts) staleness_->AddCounts(worker, value, count);
+      }
+    }
     checkpointer_ = std::make_unique<Checkpointer>(
         run_->path(), static_cast<int>(s_.config.Int("experiment.checkpoint_keep")));
     out_ << "coordinator: run " << run_->id() << " at " << server_->endpoint() << ": "
@@ -375,8 +407,10 @@ class Coordinator {
     return r.registered ? StrCat(Name(k), " (pid ", r.pid, " on ", r.host, ")") : Name(k);
   }
 
+  // Training time: this coordinator's, plus a resumed run's before its checkpoint.
   double Elapsed() const {
-    return started_ ? std::chrono::duration<double>(Steady::now() - start_).count() : 0.0;
+    return time_base_ +
+           (started_ ? std::chrono::duration<double>(Steady::now() - start_).count() : 0.0);
   }
   // Worker w's account over all its processes: those that were lost and replaced by a
   // restarted worker (retired_) and the current one.
@@ -451,6 +485,10 @@ class Coordinator {
                    " of its updates since are lost)");
         } else if (role.registered && role.pid != pid) {
           throw InputError(StrCat(Name(key), " is already registered (pid ", role.pid, ")"));
+        } else if (!role.registered && key.first == "ps" && resume_) {
+          const auto& entry = resume_->shards[static_cast<std::size_t>(key.second)];
+          restore_reply = {{"file", last_complete_dir_ + "/" + entry.file},
+                           {"sha256", entry.sha256}, {"version", entry.version}};
         }
         role.registered = true;
         role.pid = pid;
@@ -616,7 +654,8 @@ class Coordinator {
     m.steps = Steps();
     m.samples = Samples();
     m.time_s = Elapsed();
-    m.convergence_rows = convergence_->rows();
+    m.convergence_rows = convergence_->rows() + (resume_ ? resume_->convergence_rows : 0);
+    m.resumes = resume_ ? resume_->resumes + 1 : 0;
     m.staleness_rows = staleness_->rows_written();
     m.staleness_histogram = staleness_->histogram();
     for (std::size_t w = 0; w < workers_.size(); ++w) m.workers.push_back(Total(w));
@@ -989,6 +1028,8 @@ class Coordinator {
     Steady::time_point since;
   };
   std::unique_ptr<Checkpointer> checkpointer_;
+  std::optional<CheckpointManifest> resume_;  // the checkpoint a resumed run started from
+  double time_base_ = 0;
   std::optional<Checkpoint> ckpt_;
   std::optional<CheckpointManifest> last_complete_;
   std::string last_complete_dir_;

@@ -39,6 +39,7 @@ using Steady = std::chrono::steady_clock;
 struct Parsed {
   std::string config_path;
   std::vector<std::string> overrides;
+  std::string resume_dir;  // launch --resume
   bool help = false;
 };
 
@@ -49,6 +50,11 @@ Parsed ParseConfigArgs(const std::vector<std::string>& args, const std::string& 
       "config", po::value<std::string>(), "the experiment config (INI); also positional")(
       "set", po::value<std::vector<std::string>>()->composing(),
       "override one key: --set section.key=value (repeatable)");
+  if (command == "launch") {
+    desc.add_options()("resume", po::value<std::string>(),
+                       "continue the run in this folder from its newest valid checkpoint "
+                       "(after the coordinator, or everything, was killed)");
+  }
   po::positional_options_description pos;
   pos.add("config", 1);
   auto vm = ParseCommandLine(args, desc, pos, command);
@@ -63,6 +69,7 @@ Parsed ParseConfigArgs(const std::vector<std::string>& args, const std::string& 
   }
   p.config_path = vm["config"].as<std::string>();
   if (vm.count("set")) p.overrides = vm["set"].as<std::vector<std::string>>();
+  if (vm.count("resume")) p.resume_dir = vm["resume"].as<std::string>();
   return p;
 }
 
@@ -179,6 +186,9 @@ int LaunchCommand(const std::vector<std::string>& args, std::ostream& out) {
     for (const std::string& s : p.overrides) o.argv.insert(o.argv.end(), {"--set", s});
     for (const std::string& s : cluster_sets) o.argv.insert(o.argv.end(), {"--set", s});
     o.argv.insert(o.argv.end(), {"--set", "experiment.progress=off"});
+    if (role == "coordinator" && !p.resume_dir.empty()) {
+      o.argv.insert(o.argv.end(), {"--resume", p.resume_dir});
+    }
     o.unset_env = {"TF_CONFIG"};  // the cluster is the one above
     children.push_back(Child{child_name, role, ChildProcess::Start(o), std::nullopt});
     out << "[launch] " << child_name << ": pid " << children.back().process->pid() << std::endl;

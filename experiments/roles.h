@@ -29,6 +29,9 @@ struct RoleRequest {
   // The run's label and the command line (the coordinator's run folder records them).
   std::string name = "run";
   std::vector<std::string> command_line;
+  // The coordinator of `asgd launch --resume`: the run folder to continue from its newest
+  // checkpoint ("" = a new run).
+  std::string resume_dir;
 };
 
 // The cluster from the config or TF_CONFIG, with this process's task filled in for
@@ -36,8 +39,10 @@ struct RoleRequest {
 transport::ClusterSpec ResolveCluster(const Config& config, const RoleRequest& request,
                                       const std::string& role);
 
-// Serves one shard until a worker stops the servers, or SIGINT/SIGTERM. Returns the exit
-// status (0 after a clean stop). Throws InputError/ConfigError for bad configuration.
+// Serves one shard until a worker stops the servers, or SIGINT/SIGTERM; with
+// algorithm.name = ps_check and check_seconds > 0, also prints the pushes applied so far
+// every algorithm.check_report_every_s. Returns the exit status (0 after a clean stop).
+// Throws InputError/ConfigError for bad configuration.
 int RunPsRole(const Config& config, const RoleRequest& request, std::ostream& out);
 
 // Runs one worker. Today the only distributed workload is algorithm.name = ps_check:
@@ -45,8 +50,12 @@ int RunPsRole(const Config& config, const RoleRequest& request, std::ostream& ou
 // flight), all workers meet at a barrier, and each pulls the parameters and compares
 // them, element for element, with the initial values plus every worker's pushes;
 // float32 addition of small integers is exact, so any difference is a lost, repeated
-// or misplaced push. Returns 0 when exact, 1 on a mismatch (one line naming the first
-// differing element), 2 when a server does not answer or answers with an error.
+// or misplaced push. With algorithm.check_seconds > 0 (a soak), the workers instead push
+// as fast as they can for that long from a common start, print their pushes so far every
+// algorithm.check_report_every_s, and then check the sum and every shard's count of every
+// worker's pushes exactly (roles.cc explains the values pushed). Returns 0 when exact, 1
+// on a mismatch (one line naming the first differing element or count), 2 when a server
+// does not answer or answers with an error.
 int RunWorkerRole(const Config& config, const RoleRequest& request, std::ostream& out);
 
 // The ps_check values: initial parameters and worker w's push number step, as small

@@ -421,6 +421,51 @@ TEST(Launch, KilledShardIsRestoredFromTheLastCheckpoint) {
   EXPECT_GE(std::stod(Summary(dir).at("final_test_accuracy")), 0.8);
 }
 
+// The coordinator killed mid-run: the other roles give up on it, and `asgd launch
+// --resume RUN_DIR` continues the run from its newest checkpoint in the same folder,
+// appending to its CSVs (rows after the checkpoint dropped, none duplicated).
+TEST(Launch, KilledCoordinatorResumesFromTheLastCheckpoint) {
+  testing::TempDir dir;
+  const std::string config =
+      TrainingConfig(dir, "async_sgd", "heartbeat_timeout_s = 2\nreport_interval_s = 0.1\n");
+  const std::vector<std::string> sets = {
+      "--set", "algorithm.learning_rate=0.02", "--set", "experiment.checkpoint_every_steps=2000",
+      "--set", "cluster.timeout_s=5"};
+  std::vector<std::string> argv = {kAsgd, "launch", config, "--set", "experiment.epochs=100000"};
+  argv.insert(argv.end(), sets.begin(), sets.end());
+  std::vector<pid_t> pids;
+  {
+    Subprocess launch(argv, dir.File("launch.log"));
+    WaitForOutput(launch, "coordinator: checkpoint");
+    pids = ChildPids(launch.Output());
+    ASSERT_EQ(pids.size(), 7u) << launch.Output();
+    ::kill(pids[0], SIGKILL);  // the coordinator
+    const auto status = launch.Wait(60s);
+    ASSERT_TRUE(status.has_value()) << launch.Output();
+    EXPECT_NE(*status, 0);
+  }
+  for (pid_t pid : pids) EXPECT_FALSE(Alive(pid)) << "pid " << pid << " survived";
+  fs::path run;
+  (void)Summary(dir, &run);
+  std::vector<std::string> again = {kAsgd, "launch", config, "--set", "experiment.epochs=30",
+                                    "--resume", run.string()};
+  again.insert(again.end(), sets.begin(), sets.end());
+  Subprocess resumed(again, dir.File("resumed.log"));
+  const auto status = resumed.Wait(90s);
+  ASSERT_EQ(status.value_or(-1), 0) << resumed.Output();
+  EXPECT_THAT(resumed.Output(), HasSubstr("coordinator: resuming"));
+  EXPECT_THAT(resumed.Output(), HasSubstr("restored version"));
+  const auto summary = Summary(dir);
+  EXPECT_EQ(summary.at("status"), "completed");
+  EXPECT_GE(std::stod(summary.at("epochs")), 30.0);
+  EXPECT_GE(std::stod(summary.at("final_test_accuracy")), 0.8);
+  const auto provenance = Provenance(dir);
+  EXPECT_EQ(provenance["resumed"].size(), 1u);
+  // Every applied push has its row (2 shards), give or take the pushes workers had not
+  // reported when the checkpoint was asked for.
+  EXPECT_GE(CsvRows(dir, "staleness.csv"), 2 * std::stoll(summary.at("updates")) - 200);
+}
+
 // Open MPI places the ranks: 1 coordinator, 1 shard, 2 workers, all `asgd task`.
 TEST(Launch, MpirunRunsOneShardAndTwoWorkers) {
   if (::access("/usr/bin/mpirun", X_OK) != 0) {

@@ -1,7 +1,8 @@
 // `asgd ps` and `asgd worker` as real processes on loopback: 2 shard servers and 3
 // workers over tcp (cluster from the config) and over ipc (cluster from TF_CONFIG) must
 // end with the parameters equal to the initial values plus every push, exactly; a dead
-// or mismatched peer is one line and exit status 2. Every process is ended by PID.
+// or mismatched peer is one line and exit status 2; the timed mode counts every push on
+// both sides. Every process is ended by PID.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -9,8 +10,10 @@
 
 #include <algorithm>
 #include <memory>
-#include <thread>
+#include <regex>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "core/check.h"
@@ -99,6 +102,67 @@ TEST(Processes, TwoShardsThreeWorkersOverIpcFromTfConfigAreExact) {
   };
   RunCluster(dir, config, {tf("ps", 0), tf("ps", 1)},
              {{tf("worker", 0)}, {tf("worker", 1)}, {tf("worker", 2)}}, /*pass_task=*/false);
+}
+
+// The sum of the numbers `pattern`'s first group matches in text, and how many matched.
+std::pair<int64_t, int> SumMatches(const std::string& text, const std::string& pattern) {
+  const std::regex re(pattern);
+  int64_t sum = 0;
+  int matches = 0;
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), re); it != std::sregex_iterator();
+       ++it) {
+    sum += std::stoll((*it)[1].str());
+    ++matches;
+  }
+  return {sum, matches};
+}
+
+// ps_check's timed mode (what benchmarks/soak.py runs for 10 minutes): 2 workers push to
+// 2 shards over tcp for 2 s. The sum is exact, every shard counted every worker's pushes
+// exactly (checked by the workers), each shard's pushes applied equal the workers' pushes
+// summed, and both sides printed progress lines.
+TEST(Processes, TimedCheckOverTcpCountsEveryPushOnBothSides) {
+  testing::TempDir dir;
+  const int port = BasePort(1) + 2;  // BasePort(1)'s test binds only its first port
+  const std::string config = CheckConfig(
+      dir, ::asgd::internal::StrCat("placement = even\nps = 127.0.0.1:", port, ",127.0.0.1:",
+                                    port + 1, "\nworker = 127.0.0.1:", port + 2,
+                                    ",127.0.0.1:", port + 3, "\n"));
+  const std::vector<std::string> timed = {"--set", "algorithm.check_seconds=2", "--set",
+                                          "algorithm.check_report_every_s=0.5"};
+  auto start = [&](const std::string& role, int i) {
+    std::vector<std::string> argv = {kAsgd, role, "--config", config, "--task", std::to_string(i)};
+    argv.insert(argv.end(), timed.begin(), timed.end());
+    return std::make_unique<Subprocess>(argv, dir.File(role + std::to_string(i)));
+  };
+  std::vector<std::unique_ptr<Subprocess>> ps, workers;
+  for (int i = 0; i < 2; ++i) ps.push_back(start("ps", i));
+  for (int i = 0; i < 2; ++i) workers.push_back(start("worker", i));
+
+  int64_t pushed = 0;
+  for (std::size_t i = 0; i < workers.size(); ++i) {
+    const auto status = workers[i]->Wait(kProcessTimeout);
+    ASSERT_TRUE(status.has_value()) << "worker " << i << " hung:\n" << workers[i]->Output();
+    const std::string out = workers[i]->Output();
+    EXPECT_EQ(*status, 0) << out;
+    EXPECT_THAT(out, HasSubstr("pushes exactly, and every shard applied each of this worker"));
+    const auto [done, done_lines] = SumMatches(out, R"(done: pushes=(\d+))");
+    EXPECT_EQ(done_lines, 1) << out;
+    EXPECT_GT(done, 0) << out;
+    pushed += done;
+    // Lines at the start, at least 3 half-second ticks in 2 s, and at the end.
+    EXPECT_GE(SumMatches(out, R"(progress: unix_s=[0-9.]+ pushes=(\d+))").second, 5) << out;
+  }
+  for (std::size_t i = 0; i < ps.size(); ++i) {
+    const auto status = ps[i]->Wait(kProcessTimeout);
+    ASSERT_TRUE(status.has_value()) << "ps " << i << " did not stop:\n" << ps[i]->Output();
+    const std::string out = ps[i]->Output();
+    EXPECT_EQ(*status, 0) << out;
+    EXPECT_EQ(SumMatches(out, R"(\((\d+) pushes applied)"), std::make_pair(pushed, 1)) << out;
+    EXPECT_THAT(out, HasSubstr("0 error replies"));
+    EXPECT_GE(SumMatches(out, R"(progress: unix_s=[0-9.]+ pushes_applied=(\d+))").second, 5)
+        << out;
+  }
 }
 
 TEST(Processes, WorkerWithoutServersIsOneLineAndExitTwo) {
