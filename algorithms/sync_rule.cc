@@ -10,7 +10,10 @@ namespace asgd::algorithms {
 using transport::PushOutcome;
 
 SyncRule::SyncRule(int replicas_to_aggregate, Combine combine, std::string name)
-    : n_(replicas_to_aggregate), combine_(combine), name_(std::move(name)) {
+    : configured_n_(replicas_to_aggregate),
+      n_(replicas_to_aggregate),
+      combine_(combine),
+      name_(std::move(name)) {
   ASGD_CHECK(n_ >= 1, "replicas_to_aggregate must be >= 1");
 }
 
@@ -42,18 +45,29 @@ PushOutcome SyncRule::OnPush(transport::ShardContext& ctx, transport::ServerCall
   }
   // The N-th fresh push: combine in worker order, apply, release the others; this one is
   // answered when the call returns (a rule cannot release its own call's token).
+  Complete(ctx);
+  return PushOutcome::kAccepted;
+}
+
+void SyncRule::OnMembership(transport::ShardContext& ctx, int live_workers) {
+  n_ = std::max(1, std::min(configured_n_, live_workers));
+  if (!round_.empty() && static_cast<int>(round_.size()) >= n_) Complete(ctx);
+}
+
+void SyncRule::Complete(transport::ShardContext& ctx) {
+  const auto pushes = static_cast<float>(round_.size());
   std::vector<float> sum(static_cast<std::size_t>(count_), 0.0f);
   for (const auto& [worker, u] : round_) transport::AddTo(sum, u);
   auto values = ctx.mutable_values();
   switch (combine_) {
     case Combine::kMeanAdd:
-      transport::AddScaledTo(values, 1.0f / static_cast<float>(n_), sum);
+      transport::AddScaledTo(values, 1.0f / pushes, sum);
       break;
     case Combine::kSumAdd:
       transport::AddTo(values, sum);
       break;
     case Combine::kMeanReplace: {
-      const float inv = 1.0f / static_cast<float>(n_);
+      const float inv = 1.0f / pushes;
       for (std::size_t i = 0; i < sum.size(); ++i) values[i] = sum[i] * inv;
       break;
     }
@@ -63,7 +77,6 @@ PushOutcome SyncRule::OnPush(transport::ShardContext& ctx, transport::ServerCall
   std::vector<uint64_t> release;
   release.swap(held_);
   for (uint64_t token : release) ctx.Release(token);
-  return PushOutcome::kAccepted;
 }
 
 }  // namespace asgd::algorithms

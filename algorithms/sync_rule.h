@@ -17,6 +17,8 @@
 // order in which its pushes arrived. Convention (algorithms.md §3.9 (e)3): a round takes
 // exactly the first N fresh pushes; a worker's second push to the same round replaces
 // nothing and is dropped.
+// Lost workers (multi-process runs): the coordinator tells every shard how many workers
+// are alive, and N becomes min(N, alive) until they come back (OnMembership).
 // Checkpoints: a round still open is not saved (its pushes are held requests, which do not
 // outlive the process); after a restore the workers push to a fresh round.
 #pragma once
@@ -43,8 +45,16 @@ class SyncRule final : public transport::ServerRule {
                                     transport::ServerCall& call) override {
     return OnPush(ctx, call);
   }
+  // Rounds re-formed with the survivors: N becomes min(replicas_to_aggregate, live
+  // workers); a round that already holds that many pushes completes now.
+  void OnMembership(transport::ShardContext& ctx, int live_workers) override;
 
  private:
+  // Combines the round's pushes (in worker order, mean over the pushes it holds), applies
+  // them and releases the held calls.
+  void Complete(transport::ShardContext& ctx);
+
+  int configured_n_;
   int n_;
   Combine combine_;
   std::string name_;

@@ -623,7 +623,8 @@ class Coordinator {
         if (static_cast<int>(ckpt_->saved.size()) == s_.spec.num_ps()) CompleteCheckpoint();
       }
     }
-    json reply = {{"close", close_shards_}, {"stop", phase_ >= Phase::kStoppingShards}};
+    json reply = {{"close", close_shards_}, {"stop", phase_ >= Phase::kStoppingShards},
+                  {"live_workers", LiveWorkers()}};
     if (ckpt_ && !ckpt_->saved.count(ps)) {
       reply["checkpoint"] = {{"step", ckpt_->manifest.step}, {"dir", ckpt_->dir}};
     }
@@ -791,7 +792,10 @@ class Coordinator {
         if (key.first == "worker" && why_not.empty() && training) {
           ++lost_workers_;
           ASGD_LOG(kWarning, "coordinator: ", what, "; training goes on without it "
-                   "(cluster.on_worker_loss = continue)");
+                   "(cluster.on_worker_loss = continue)",
+                   s_.strategy->synchronous
+                       ? StrCat("; synchronous rounds re-formed with ", LiveWorkers(), " workers")
+                       : std::string());
         } else {
           Fail(why_not.empty() ? what : StrCat(what, "; ", why_not));
         }
@@ -803,13 +807,21 @@ class Coordinator {
   std::string WorkerLossFatal() const {
     if (s_.config.String("cluster.on_worker_loss") == "fail") return "cluster.on_worker_loss = fail";
     if (!s_.strategy->synchronous) return "";
+    if (LiveWorkers() == 0) return "no worker is left";
+    // The rounds of sync_sgd, sagn, easgd and model_averaging are re-formed with the
+    // survivors (the shards hear of it in their next report: SetLiveWorkers); SSP's clock
+    // table would wait for the lost worker's clock forever.
+    if (s_.strategy->name == "ssp") {
+      return "ssp waits for every worker's clock (re-forming SSP without a worker is not "
+             "supported)";
+    }
+    return "";
+  }
+
+  int LiveWorkers() const {
     int alive = 0;
     for (std::size_t v = 0; v < workers_.size(); ++v) alive += WorkerLost(v) ? 0 : 1;
-    const int needed = s_.strategy->name == "sync_sgd" ? alg::Replicas(s_.options) : s_.workers;
-    if (alive >= needed) return "";
-    return StrCat(s_.strategy->name, " needs ", needed, " workers in every round and ", alive,
-                  " are left (backup workers: sync_sgd with algorithm.replicas_to_aggregate < "
-                  "workers; re-forming rounds with fewer workers is not supported)");
+    return alive;
   }
 
   bool All(const std::string& kind, bool (*pred)(const Role&)) const {
@@ -1140,6 +1152,7 @@ int RunTrainingPsRole(const Config& config, const RoleRequest& request, std::ost
       << server.endpoint() << std::endl;
   int status = kExitOk;
   json saved;  // the last checkpoint file written, until the coordinator has it
+  int live_workers = 0;  // as the coordinator last said
   for (;;) {
     if (const int sig = signals.Wait(link.interval())) {
       out << "ps " << shard << ": " << (sig == SIGINT ? "SIGINT" : "SIGTERM") << ", stopping"
@@ -1170,6 +1183,17 @@ int RunTrainingPsRole(const Config& config, const RoleRequest& request, std::ost
         } catch (const IoError& e) {
           ASGD_LOG(kError, "ps ", shard, ": checkpoint failed: ", e.what());
         }
+      }
+    }
+    // The run's live workers (a worker lost or back): synchronous rules re-form rounds.
+    if (reply->contains("live_workers") && (*reply)["live_workers"].is_number_integer()) {
+      const int live = (*reply)["live_workers"].get<int>();
+      if (live > 0 && live != live_workers) {
+        if (live_workers > 0) {
+          out << "ps " << shard << ": " << live << " live workers" << std::endl;
+        }
+        live_workers = live;
+        server.SetLiveWorkers(live);
       }
     }
     if (Bool(*reply, "close") && !server.closed()) server.Close();

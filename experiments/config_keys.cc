@@ -275,9 +275,9 @@ Schema BuildSchema() {
                "largest tensor partitioned along its first axis"));
   s.Add(Choice("cluster.on_worker_loss", "continue", {"continue", "fail"},
                "multi-process runs: a worker silent for heartbeat_timeout_s (killed, frozen) "
-               "is left behind and training goes on (asynchronous strategies; sync_sgd while "
-               "replicas_to_aggregate workers remain), or the run fails; a restarted worker "
-               "rejoins, a frozen one that wakes up is taken back"));
+               "is left behind and training goes on (synchronous rounds are re-formed with "
+               "the survivors; ssp stops), or the run fails; a restarted worker rejoins, a "
+               "frozen one that wakes up is taken back"));
   s.Add(Str("cluster.bind_host", "127.0.0.1",
             "interface a tcp shard server binds (\"*\" = every interface)", false));
   s.Add(Bool("cluster.curve", false,

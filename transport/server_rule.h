@@ -243,6 +243,14 @@ class ServerRule {
   // Zero (default) means never.
   virtual Duration TickInterval() const { return Duration::zero(); }
   virtual void OnTick(ShardContext& ctx) { (void)ctx; }
+  // The run now has live_workers workers (a worker was lost, or came back): a rule that
+  // waits for every worker (a synchronous round) re-forms its rounds with that many;
+  // it may release held calls here. Called on the serving thread, under the shard's lock
+  // (ShardServer::SetLiveWorkers). Default: nothing.
+  virtual void OnMembership(ShardContext& ctx, int live_workers) {
+    (void)ctx;
+    (void)live_workers;
+  }
 
   // Rule state as bytes for checkpoints (optimizer slots, per-worker backups, ...).
   // LoadState throws InputError for bytes it cannot read. Defaults: stateless.

@@ -99,6 +99,7 @@ class ShardServer::Impl final : public ShardContext {
   // Sends a control message (op, the secret) to the serving loop through the private
   // endpoint, so that a blocked receive wakes up.
   void SignalControl(Op op);
+  void SetLiveWorkers(int live_workers);
   void Join();
   bool serving() const { return serving_.load(std::memory_order_acquire); }
   ShardStats stats() const;
@@ -148,6 +149,7 @@ class ShardServer::Impl final : public ShardContext {
   std::unique_ptr<internal::CurveServerSecurity> curve_;  // with options_.curve.enabled
   std::string bound_;
   std::string control_address_;
+  std::atomic<int> live_workers_{0};  // SetLiveWorkers -> the serving thread
   uint64_t control_secret_ = 0;
   std::unique_ptr<Clock> owned_clock_;
   const Clock* clock_ = nullptr;
@@ -426,6 +428,10 @@ void ShardServer::Impl::Handle(std::size_t nparts, bool too_many_frames) {
     }
     if (h.op == Op::kHeartbeat) {  // from Close(): let the held replies go
       FailAllHeld(ErrorCode::kShuttingDown, "shard server closed: the run is over");
+      return;
+    }
+    if (h.op == Op::kRegister) {  // from SetLiveWorkers()
+      rule_->OnMembership(*this, live_workers_.load());
       return;
     }
   }
@@ -854,6 +860,16 @@ void ShardServer::Impl::Close() {
   if (serving_.load()) SignalControl(Op::kHeartbeat);
 }
 
+void ShardServer::Impl::SetLiveWorkers(int live_workers) {
+  live_workers_.store(live_workers);
+  if (serving_.load()) {
+    SignalControl(Op::kRegister);
+  } else {
+    std::lock_guard<std::mutex> lock(mu_);
+    rule_->OnMembership(*this, live_workers);
+  }
+}
+
 void ShardServer::Impl::SignalControl(Op op) {
   try {
     zmq::socket_t s(context_->zmq_context(), zmq::socket_type::dealer);
@@ -961,6 +977,7 @@ void ShardServer::Run() { impl_->Run(); }
 void ShardServer::Start() { impl_->Start(); }
 void ShardServer::Stop() { impl_->Stop(); }
 void ShardServer::Close() { impl_->Close(); }
+void ShardServer::SetLiveWorkers(int live_workers) { impl_->SetLiveWorkers(live_workers); }
 bool ShardServer::closed() const { return impl_->closed(); }
 void ShardServer::Join() { impl_->Join(); }
 void ShardServer::Shutdown() {

@@ -160,6 +160,9 @@ class ShardServer {
   bool serving() const;
 
   ShardStats stats() const;
+  // Tells the rule the run now has live_workers workers (ServerRule::OnMembership), on
+  // the serving thread: returns at once, the rule hears of it shortly after.
+  void SetLiveWorkers(int live_workers);
   ShardSnapshot Snapshot() const;
   // Replaces values, version and rule state. Throws InvariantError if the sizes or the
   // shard differ, InputError if the rule cannot read its state.
