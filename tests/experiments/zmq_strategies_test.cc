@@ -403,3 +403,50 @@ INSTANTIATE_TEST_SUITE_P(Strategies, CheckpointRestore,
 
 }  // namespace
 }  // namespace asgd::experiments
+
+namespace asgd::experiments {
+namespace {
+
+// A lost worker (multi-process runs): a synchronous round of 3 that holds 2 pushes
+// completes when the shards hear that only 2 workers are alive (SetLiveWorkers), with
+// the mean of those 2; later rounds need 2 pushes, and 3 again once the worker is back.
+TEST(ZmqMembership, SyncRoundsAreReformedWithTheLiveWorkers) {
+  alg::StrategyOptions so = alg::testing::Options(0.1, 1);
+  so.num_workers = 3;
+  const alg::Strategy& strategy = alg::FindStrategy("sync_sgd");
+  auto context = tp::NewContext();
+  tp::PlacementOptions po;
+  const tp::Placement placement = tp::Placement::Build(Layout(), 2, po);
+  auto servers = tp::StartShardServers(
+      context, placement, kInit, [&](uint32_t s) { return strategy.server_rule(so, s); },
+      [](int) { return std::string("tcp://127.0.0.1:*"); });
+  std::vector<std::unique_ptr<tp::PsClient>> clients;
+  for (uint32_t w = 0; w < 2; ++w) {
+    tp::ClientOptions co;
+    co.id = w;
+    co.timeout = std::chrono::seconds(10);
+    clients.push_back(std::make_unique<tp::PsClient>(context, tp::Endpoints(servers), placement, co));
+  }
+  const std::vector<float> u0(kDim, 1.0f), u1(kDim, 3.0f);
+  std::vector<float> out0(kDim), out1(kDim);
+  auto h0 = clients[0]->PushPull(u0, out0);
+  auto h1 = clients[1]->PushPull(u1, out1);
+  // Held: the round waits for a third push.
+  EXPECT_EQ(h0.Wait(std::chrono::milliseconds(300)).code(), tp::StatusCode::kTimeout);
+  for (auto& s : servers) s->SetLiveWorkers(2);
+  ASSERT_TRUE(h0.Wait().ok());
+  ASSERT_TRUE(h1.Wait().ok());
+  for (int i = 0; i < kDim; ++i) {
+    EXPECT_EQ(out0[static_cast<std::size_t>(i)], kInit[static_cast<std::size_t>(i)] + 2.0f) << i;
+  }
+  EXPECT_EQ(out0, out1);
+  // The next round needs 2; with the worker back (3 live), a round of 2 waits again.
+  for (auto& s : servers) s->SetLiveWorkers(3);
+  auto h2 = clients[0]->PushPull(u0, out0);
+  auto h3 = clients[1]->PushPull(u1, out1);
+  EXPECT_EQ(h2.Wait(std::chrono::milliseconds(300)).code(), tp::StatusCode::kTimeout);
+  for (auto& s : servers) s->Close();  // let them go
+}
+
+}  // namespace
+}  // namespace asgd::experiments
