@@ -115,11 +115,13 @@ void Drain(Child& c, std::ostream& out) {
 
 int LaunchCommand(const std::vector<std::string>& args, std::ostream& out) {
   const std::string usage =
-      "usage: asgd launch CONFIG [--set section.key=value ...]\n\n"
+      "usage: asgd launch CONFIG [--set section.key=value ...] [--resume RUN_DIR]\n\n"
       "Runs CONFIG as processes on this machine: a coordinator, cluster.shards shard\n"
       "servers, algorithm.workers workers and an evaluator, over tcp on 127.0.0.1 or ipc\n"
       "(cluster.launch_transport), streaming their output with a role prefix. One run\n"
-      "folder, as `asgd run` writes. Ctrl-C stops the run and every process.";
+      "folder, as `asgd run` writes. Ctrl-C stops the run and every process. A lost\n"
+      "worker is left to the coordinator (cluster.on_worker_loss), and with checkpoints\n"
+      "on a lost shard too: restart it with the `[launch] cluster:` line's --set values.";
   const Parsed p = ParseConfigArgs(args, "launch", usage, out);
   if (p.help) return kExitOk;
   Config config = Config::FromFile(p.config_path, p.overrides, ExperimentSchema());
