@@ -269,6 +269,50 @@ LoadedCheckpoint LoadNewestCheckpoint(const std::string& run_path, const std::st
   throw DataError(run_path, "no valid checkpoint; the newest: " + skipped.front());
 }
 
+KeptStaleness FilterStalenessCsv(const std::string& path, const std::vector<uint64_t>& shard_versions) {
+  const std::string text = ReadFile(path);
+  std::size_t at = text.find('\n');
+  if (at == std::string::npos) throw DataError(path, "no header line");
+  std::string out = text.substr(0, at + 1);
+  KeptStaleness kept;
+  long line_no = 1;
+  for (std::size_t from = at + 1; from < text.size();) {
+    std::size_t nl = text.find('\n', from);
+    if (nl == std::string::npos) nl = text.size();  // a last row cut short by a crash: dropped
+    const std::string_view line(text.data() + from, nl - from);
+    ++line_no;
+    const bool complete = nl < text.size();
+    from = nl + 1;
+    if (!complete || line.empty()) continue;
+    // time_s, worker, shard, step, pulled_version, applied_version, staleness, outcome
+    std::vector<std::string_view> cells;
+    std::size_t start = 0;
+    while (cells.size() < 8) {
+      const std::size_t comma = line.find(',', start);
+      cells.push_back(line.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start));
+      if (comma == std::string_view::npos) break;
+      start = comma + 1;
+    }
+    if (cells.size() != 8) throw DataError(path, "a row without the 8 staleness columns", line_no);
+    try {
+      const auto worker = static_cast<uint32_t>(std::stoul(std::string(cells[1])));
+      const auto shard = static_cast<std::size_t>(std::stoul(std::string(cells[2])));
+      const uint64_t applied = std::stoull(std::string(cells[5]));
+      const int64_t staleness = std::stoll(std::string(cells[6]));
+      if (shard >= shard_versions.size()) throw DataError(path, "a row of an unknown shard", line_no);
+      if (applied >= shard_versions[shard]) continue;  // after the shard was saved
+      out.append(line);
+      out.push_back('\n');
+      ++kept.rows;
+      ++kept.histogram[worker][staleness];
+    } catch (const std::logic_error&) {
+      throw DataError(path, "a staleness row with a non-number", line_no);
+    }
+  }
+  if (out.size() != text.size()) WriteFileAtomic(path, out);
+  return kept;
+}
+
 void TruncateCsv(const std::string& path, int64_t rows) {
   const std::string text = ReadFile(path);
   std::size_t at = 0;

@@ -97,6 +97,17 @@ CheckpointManifest::Shard WriteShardFile(const std::string& folder, std::size_t 
 // configuration.
 LoadedCheckpoint LoadNewestCheckpoint(const std::string& run_path, const std::string& config_hash);
 
+// staleness.csv of a run resumed from a checkpoint whose shards were saved one by one
+// (multi-process runs): keeps exactly the rows of the pushes the saved shards contain
+// (applied_version < that shard's saved version), in their order, and drops the others
+// (pushes after the save). Returns what was kept. Throws DataError for a malformed row,
+// IoError if the file cannot be rewritten.
+struct KeptStaleness {
+  int64_t rows = 0;
+  std::map<uint32_t, std::map<int64_t, int64_t>> histogram;  // worker -> staleness -> count
+};
+KeptStaleness FilterStalenessCsv(const std::string& path, const std::vector<uint64_t>& shard_versions);
+
 // Keeps the header and the first `rows` rows of a CSV file (a resumed run appends after
 // them). Throws DataError if the file has fewer rows, IoError if it cannot be rewritten.
 void TruncateCsv(const std::string& path, int64_t rows);

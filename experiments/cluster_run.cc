@@ -321,12 +321,35 @@ class Coordinator {
         throw DataError(c.dir, StrCat("holds ", c.manifest.shards.size(), " shards, the run has ",
                                       s_.spec.num_ps()));
       }
+      run_ = std::make_unique<RunDir>(RunDir::Resume(request_.resume_dir, request_.command_line));
+      TruncateCsv(run_->File("convergence.csv"), c.manifest.convergence_rows);
+      // Each shard saved itself a little after the checkpoint was asked for: staleness.csv
+      // keeps exactly the rows of the pushes the saved shards hold (while every push has
+      // its row: below metrics.staleness_rows), else the rows counted at the request.
+      if (c.manifest.staleness_rows < s_.config.Int("metrics.staleness_rows")) {
+        std::vector<uint64_t> versions;
+        for (const auto& shard : c.manifest.shards) versions.push_back(shard.version);
+        const KeptStaleness kept = FilterStalenessCsv(run_->File("staleness.csv"), versions);
+        c.manifest.staleness_rows = kept.rows;
+        c.manifest.staleness_histogram = kept.histogram;
+        if (!s_.strategy->synchronous) {
+          // Asynchronous: a push is one row per shard, so the rows count each worker's
+          // pushes that the model holds.
+          for (auto& w : c.manifest.workers) {
+            int64_t records = 0;
+            const auto it = kept.histogram.find(static_cast<uint32_t>(w.worker));
+            if (it != kept.histogram.end()) {
+              for (const auto& entry : it->second) records += entry.second;
+            }
+            w.pushes = records / s_.spec.num_ps();
+          }
+        }
+      } else {
+        TruncateCsv(run_->File("staleness.csv"), c.manifest.staleness_rows);
+      }
       resume_ = c.manifest;
       last_complete_ = c.manifest;
       last_complete_dir_ = c.dir;
-      run_ = std::make_unique<RunDir>(RunDir::Resume(request_.resume_dir, request_.command_line));
-      TruncateCsv(run_->File("convergence.csv"), c.manifest.convergence_rows);
-      TruncateCsv(run_->File("staleness.csv"), c.manifest.staleness_rows);
       time_base_ = c.manifest.time_s;
       for (std::size_t w = 0; w < workers_.size() && w < c.manifest.workers.size(); ++w) {
         retired_[w] = c.manifest.workers[w];

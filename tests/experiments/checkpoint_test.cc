@@ -240,3 +240,37 @@ TEST(TruncateCsv, KeepsHeaderAndRows) {
 
 }  // namespace
 }  // namespace asgd::experiments
+
+namespace asgd::experiments {
+namespace {
+
+// The rows of pushes a saved shard holds (applied_version below its saved version) stay,
+// in order; later ones and a last row cut short by a crash go; the kept histogram is exact.
+TEST(FilterStalenessCsv, KeepsThePushesTheSavedShardsHold) {
+  testing::TempDir dir;
+  const std::string path = dir.File("staleness.csv");
+  testing::WriteTestFile(path,
+                         "time_s,worker,shard,step,pulled_version,applied_version,staleness,outcome\n"
+                         "0.1,0,0,1,0,0,0,applied\n"
+                         "0.1,0,1,1,0,0,0,applied\n"
+                         "0.2,1,0,1,0,1,1,applied\n"
+                         "0.2,1,1,1,0,1,1,applied\n"
+                         "0.3,0,0,2,1,2,1,applied\n"
+                         "0.3,0,1,2,1,2,1,app");
+  const KeptStaleness kept = FilterStalenessCsv(path, {2, 1});
+  EXPECT_EQ(kept.rows, 3);
+  EXPECT_EQ(ReadFile(path),
+            "time_s,worker,shard,step,pulled_version,applied_version,staleness,outcome\n"
+            "0.1,0,0,1,0,0,0,applied\n"
+            "0.1,0,1,1,0,0,0,applied\n"
+            "0.2,1,0,1,0,1,1,applied\n");
+  EXPECT_EQ(kept.histogram.at(0).at(0), 2);
+  EXPECT_EQ(kept.histogram.at(1).at(1), 1);
+  testing::WriteTestFile(path, "h\n0.1,0,5,1,0,0,0,applied\n");
+  EXPECT_THROW(FilterStalenessCsv(path, {2, 1}), DataError);  // no shard 5
+  testing::WriteTestFile(path, "h\n0.1,x,0,1,0,0,0,applied\n");
+  EXPECT_THROW(FilterStalenessCsv(path, {2, 1}), DataError);
+}
+
+}  // namespace
+}  // namespace asgd::experiments

@@ -466,9 +466,13 @@ TEST(Launch, KilledCoordinatorResumesFromTheLastCheckpoint) {
   EXPECT_GE(std::stod(summary.at("final_test_accuracy")), 0.8);
   const auto provenance = Provenance(dir);
   EXPECT_EQ(provenance["resumed"].size(), 1u);
-  // Every applied push has its row (2 shards), give or take the pushes workers had not
-  // reported when the checkpoint was asked for.
-  EXPECT_GE(CsvRows(dir, "staleness.csv"), 2 * std::stoll(summary.at("updates")) - 200);
+  // Every push a shard holds has its row from that shard; those after the checkpoint were
+  // dropped on resuming, with their updates. The shards saved themselves one after the
+  // other, so a push in flight then (at most one per worker) may be in one shard's saved
+  // range and not in the other's: its one row is counted, its update is not.
+  const int64_t updates = std::stoll(summary.at("updates"));
+  EXPECT_GE(CsvRows(dir, "staleness.csv"), 2 * updates);
+  EXPECT_LE(CsvRows(dir, "staleness.csv"), 2 * updates + 3);
 }
 
 // Open MPI places the ranks: 1 coordinator, 1 shard, 2 workers, all `asgd task`.
