@@ -114,6 +114,11 @@ struct ConvBlockShape {
 // The blocks in order. Throws InvariantError if a block's output would be empty; the
 // factory checks this first and reports a ConfigError.
 std::vector<ConvBlockShape> CnnBlocks(const CnnArchitecture& arch);
+// Features the last block hands to the fully connected layers (out_c · ph · pw).
+inline int64_t CnnFlatFeatures(const std::vector<ConvBlockShape>& blocks) {
+  const ConvBlockShape& s = blocks.back();
+  return s.out_channels * s.pool_height * s.pool_width;
+}
 // Returns the problem as text ("the image shrinks to 0x0 at block 3") or "" if the
 // architecture is well formed.
 std::string CnnArchitectureProblem(const CnnArchitecture& arch);

@@ -15,7 +15,7 @@ class CnnNet {
   CnnNet(const CnnArchitecture& arch, const ParamSpec& spec)
       : activation_(arch.activation),
         shapes_(CnnBlocks(arch)),
-        stack_(Flat(shapes_), arch.fc, arch.activation, arch.classes, spec) {
+        stack_(CnnFlatFeatures(shapes_), arch.fc, arch.activation, arch.classes, spec) {
     for (std::size_t b = 0; b < shapes_.size(); ++b) {
       const std::string name = "conv" + std::to_string(b + 1);
       Block block;
@@ -107,10 +107,6 @@ class CnnNet {
     AlignedVector<T> dpool;          // dL/dpool
   };
 
-  static int64_t Flat(const std::vector<ConvBlockShape>& shapes) {
-    const ConvBlockShape& s = shapes.back();
-    return s.out_channels * s.pool_height * s.pool_width;
-  }
 
   // Grows the scratch only when the batch is larger than any before.
   void Reserve(int64_t rows) {

@@ -24,7 +24,7 @@ class CudaCnnNet final : public CudaNet {
   CudaCnnNet(const CnnArchitecture& arch, const ParamSpec& spec)
       : activation_(ToKernel(arch.activation)),
         shapes_(CnnBlocks(arch)),
-        stack_(Flat(shapes_), arch.fc, arch.activation, arch.classes, spec) {
+        stack_(CnnFlatFeatures(shapes_), arch.fc, arch.activation, arch.classes, spec) {
     for (std::size_t b = 0; b < shapes_.size(); ++b) {
       const std::string name = "conv" + std::to_string(b + 1);
       const ConvBlockShape& s = shapes_[b];
@@ -112,10 +112,6 @@ class CudaCnnNet final : public CudaNet {
     DeviceBuffer<float> dpool;      // dL/dpool
   };
 
-  static int64_t Flat(const std::vector<ConvBlockShape>& shapes) {
-    const ConvBlockShape& s = shapes.back();
-    return s.out_channels * s.pool_height * s.pool_width;
-  }
 
   // Where Col2Im of block b writes: dL/d(pooled output of block b − 1).
   float* dcols_target(std::size_t b) { return blocks_[b - 1].dpool.get(); }

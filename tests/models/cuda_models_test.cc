@@ -47,45 +47,13 @@ using cuda::testing::ToDevice;
 using cuda::testing::ToHost;
 using models::testing::DenseData;
 using models::testing::MakeBlobs;
+using models::testing::InitParams;
 using models::testing::MakeImages;
+using models::testing::Mlp;
+using models::testing::PerturbedParams;
+using models::testing::SmallCnn;
 using models::testing::RelativeError;
 
-std::vector<float> InitParams(const Model& model, uint64_t seed) {
-  std::vector<float> p(static_cast<std::size_t>(model.layout().size()));
-  model.Initialize(p, seed);
-  return p;
-}
-
-// Initial values plus noise, so that biases are not zero and every path carries signal.
-std::vector<float> PerturbedParams(const Model& model, uint64_t seed) {
-  std::vector<float> p = InitParams(model, seed);
-  Rng rng(seed + 1000);
-  for (float& x : p) x += static_cast<float>(0.05 * rng.Normal());
-  return p;
-}
-
-MlpArchitecture Mlp(int64_t in, std::vector<int64_t> hidden, Activation a, int classes) {
-  MlpArchitecture arch;
-  arch.inputs = in;
-  arch.hidden = std::move(hidden);
-  arch.activation = a;
-  arch.classes = classes;
-  return arch;
-}
-
-// As in models_test: 2×11×13 images, odd sizes (pooling drops a row and a column).
-CnnArchitecture SmallCnn(Activation a) {
-  CnnArchitecture arch;
-  arch.in_channels = 2;
-  arch.height = 11;
-  arch.width = 13;
-  arch.channels = {3, 4};
-  arch.fc = {5};
-  arch.kernel = 3;
-  arch.activation = a;
-  arch.classes = 3;
-  return arch;
-}
 
 // A CPU model and the CUDA model of the same architecture on device 0.
 struct Pair {

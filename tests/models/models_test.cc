@@ -27,50 +27,17 @@ namespace asgd::models {
 namespace {
 
 using testing::DenseData;
+using testing::InitParams;
 using testing::MakeBlobs;
 using testing::MakeImages;
+using testing::Mlp;
+using testing::PerturbedParams;
+using testing::SmallCnn;
 using testing::MakeSparse;
 using testing::NumericalGradient;
 using testing::RelativeError;
 using testing::SparseData;
 
-std::vector<float> InitParams(const Model& model, uint64_t seed) {
-  std::vector<float> p(static_cast<std::size_t>(model.layout().size()));
-  model.Initialize(p, seed);
-  return p;
-}
-
-// Initial values plus noise, so that biases are not zero and every path carries signal.
-std::vector<float> PerturbedParams(const Model& model, uint64_t seed) {
-  std::vector<float> p = InitParams(model, seed);
-  Rng rng(seed + 1000);
-  for (float& x : p) x += static_cast<float>(0.05 * rng.Normal());
-  return p;
-}
-
-MlpArchitecture Mlp(int64_t in, std::vector<int64_t> hidden, Activation a, int classes) {
-  MlpArchitecture arch;
-  arch.inputs = in;
-  arch.hidden = std::move(hidden);
-  arch.activation = a;
-  arch.classes = classes;
-  return arch;
-}
-
-// A small CNN with odd image sizes (pooling drops a row and a column) and 2 input
-// channels: 2×11×13 → conv1 3×3 same → 11×13 → pool 5×6 → conv2 valid → 3×4 → pool 1×2.
-CnnArchitecture SmallCnn(Activation a) {
-  CnnArchitecture arch;
-  arch.in_channels = 2;
-  arch.height = 11;
-  arch.width = 13;
-  arch.channels = {3, 4};
-  arch.fc = {5};
-  arch.kernel = 3;
-  arch.activation = a;
-  arch.classes = 3;
-  return arch;
-}
 
 // ---- Gradient checks --------------------------------------------------------------------
 

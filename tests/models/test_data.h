@@ -12,6 +12,7 @@
 #include "core/param_layout.h"
 #include "core/rng.h"
 #include "datasets/dataset.h"
+#include "models/architecture.h"
 
 namespace asgd::models::testing {
 
@@ -171,6 +172,47 @@ inline std::vector<double> RandomVector(std::size_t n, uint64_t seed, double sca
   std::vector<double> v(n);
   for (double& x : v) x = scale * rng.Normal();
   return v;
+}
+
+// A model's initial parameters for a seed.
+template <typename ModelT>
+std::vector<float> InitParams(const ModelT& model, uint64_t seed) {
+  std::vector<float> p(static_cast<std::size_t>(model.layout().size()));
+  model.Initialize(p, seed);
+  return p;
+}
+
+// Initial values plus noise, so that biases are not zero and every path carries signal.
+template <typename ModelT>
+std::vector<float> PerturbedParams(const ModelT& model, uint64_t seed) {
+  std::vector<float> p = InitParams(model, seed);
+  Rng rng(seed + 1000);
+  for (float& x : p) x += static_cast<float>(0.05 * rng.Normal());
+  return p;
+}
+
+inline MlpArchitecture Mlp(int64_t in, std::vector<int64_t> hidden, Activation a, int classes) {
+  MlpArchitecture arch;
+  arch.inputs = in;
+  arch.hidden = std::move(hidden);
+  arch.activation = a;
+  arch.classes = classes;
+  return arch;
+}
+
+// A small CNN with odd image sizes (pooling drops a row and a column) and 2 input
+// channels: 2×11×13 → conv1 3×3 same → 11×13 → pool 5×6 → conv2 valid → 3×4 → pool 1×2.
+inline CnnArchitecture SmallCnn(Activation a) {
+  CnnArchitecture arch;
+  arch.in_channels = 2;
+  arch.height = 11;
+  arch.width = 13;
+  arch.channels = {3, 4};
+  arch.fc = {5};
+  arch.kernel = 3;
+  arch.activation = a;
+  arch.classes = 3;
+  return arch;
 }
 
 }  // namespace asgd::models::testing
