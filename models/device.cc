@@ -90,20 +90,35 @@ std::unique_ptr<Model> NewModelOnDevice(const ModelOptions& options, const Input
   const Architecture architecture = ResolveArchitecture(options, input);
   if (!device.is_cuda()) return NewCpuModel(architecture);
   CheckAvailable(device, spec);
-  if (std::holds_alternative<LogRegArchitecture>(architecture)) {
-    throw ConfigError(std::string(kDeviceKey), spec,
-                      "cpu for model.name = " + options.name +
-                          " (sparse logistic regression has no CUDA implementation)");
-  }
+  // std::visit over an overload set: an architecture added without a CUDA answer is a
+  // compile error here.
+  struct Make {
+    const ModelOptions& options;
+    const Device& device;
+    const std::string& spec;
+    std::unique_ptr<Model> operator()(const LogRegArchitecture&) const {
+      throw ConfigError(std::string(kDeviceKey), spec,
+                        "cpu for model.name = " + options.name +
+                            " (sparse logistic regression has no CUDA implementation)");
+    }
 #if ASGD_HAVE_CUDA
-  if (const auto* mlp = std::get_if<MlpArchitecture>(&architecture)) {
-    return cuda::NewCudaMlpModel(*mlp, device.index);
-  }
-  return cuda::NewCudaCnnModel(std::get<CnnArchitecture>(architecture), device.index);
+    std::unique_ptr<Model> operator()(const MlpArchitecture& a) const {
+      return cuda::NewCudaMlpModel(a, device.index);
+    }
+    std::unique_ptr<Model> operator()(const CnnArchitecture& a) const {
+      return cuda::NewCudaCnnModel(a, device.index);
+    }
 #else
-  // CheckAvailable refuses every CUDA device in a build without CUDA.
-  throw ConfigError(std::string(kDeviceKey), spec, "cpu");
+    // CheckAvailable refuses every CUDA device in a build without CUDA.
+    std::unique_ptr<Model> operator()(const MlpArchitecture&) const { return Refuse(); }
+    std::unique_ptr<Model> operator()(const CnnArchitecture&) const { return Refuse(); }
+    std::unique_ptr<Model> Refuse() const {
+      (void)device;
+      throw ConfigError(std::string(kDeviceKey), spec, "cpu");
+    }
 #endif
+  };
+  return std::visit(Make{options, device, spec}, architecture);
 }
 
 }  // namespace

@@ -129,9 +129,16 @@ Architecture ResolveArchitecture(const ModelOptions& options, const InputSpec& i
 }
 
 std::unique_ptr<Model> NewCpuModel(const Architecture& architecture) {
-  if (const auto* mlp = std::get_if<MlpArchitecture>(&architecture)) return NewCpuMlpModel(*mlp);
-  if (const auto* cnn = std::get_if<CnnArchitecture>(&architecture)) return NewCpuCnnModel(*cnn);
-  return NewCpuLogRegModel(std::get<LogRegArchitecture>(architecture));
+  // std::visit over an overload set: a new architecture that has no CPU model is a
+  // compile error here, not a std::bad_variant_access at run time.
+  struct Make {
+    std::unique_ptr<Model> operator()(const MlpArchitecture& a) const { return NewCpuMlpModel(a); }
+    std::unique_ptr<Model> operator()(const CnnArchitecture& a) const { return NewCpuCnnModel(a); }
+    std::unique_ptr<Model> operator()(const LogRegArchitecture& a) const {
+      return NewCpuLogRegModel(a);
+    }
+  };
+  return std::visit(Make{}, architecture);
 }
 
 std::unique_ptr<Model> NewModel(const ModelOptions& options, const InputSpec& input) {
