@@ -19,7 +19,7 @@ JOBS=${ASGD_JOBS:-$(nproc)}
 # Debian 12 packages the build, the tests and the tools need.
 PACKAGES=(
   cmake make g++ git pkg-config
-  libzmq3-dev cppzmq-dev libmsgpack-cxx-dev libeigen3-dev libboost-program-options-dev
+  libzmq3-dev cppzmq-dev libmsgpack-cxx-dev libeigen3-dev libboost-program-options-dev libboost-context-dev
   libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev libcurl4-openssl-dev
   nlohmann-json3-dev python3 python3-matplotlib openmpi-bin
 )

@@ -1,0 +1,126 @@
+// What moving a message costs in the simulator: latency, bandwidth, NIC queueing at the
+// shard servers, and the server's processing time (issue 13 item 2).
+//
+// The model. Every worker and every shard server has one full-duplex NIC. A message of
+// b payload bytes from A to B, handed to the network at time t:
+//   rate     r = min(link_bandwidth, shard_nic_bandwidth)  (the worker–shard link runs at
+//              the slower of its two ends)
+//   start    = max(t, A's transmit side free, B's receive side free - latency)
+//   end      = start + b / r                  A's transmit side is busy until end, B's
+//   arrival  = end + latency                  receive side until arrival
+// i.e. each message is sent whole, first come first served (FIFO, in the order of the
+// calls, which the scheduler makes deterministic), through both NICs at once (cut-through,
+// not store-and-forward). Both directions are modelled and independent: requests use the
+// worker's transmit and the shard's receive side, replies the shard's transmit and the
+// worker's receive side. So k workers pushing b bytes to one shard at the same instant
+// arrive at latency + i·b/r, i = 1..k (the shared NIC serialises them), and one worker
+// pushing to k shards sends one message after the other.
+//
+// The server: each shard has one server thread (as ShardServer has). Serve() queues a
+// request FIFO behind the shard's earlier work and takes server_per_message +
+// b · server_ns_per_byte (decoding, the NaN check, the rule's add).
+//
+// What is not modelled (where the simulation is optimistic or pessimistic): the switch
+// fabric is non-blocking (no core congestion); no packet loss, retransmission or TCP slow
+// start; latency is the same for every link and has no jitter; whole-message FIFO instead
+// of packet interleaving (the first of k concurrent messages finishes earlier and the last
+// at the same time as under fair sharing); a single flow is assumed to reach the NIC's
+// line rate (at 100 GbE one TCP flow on one core usually cannot); protocol headers are not
+// counted (callers pass payload bytes; the per-message cost sits in latency).
+//
+// Presets (NetworkPreset). Goodput is 94 % of the Ethernet line rate: a 1448-byte TCP
+// payload per 1538 bytes on the wire at MTU 1500 (preamble 8, Ethernet 14 + FCS 4,
+// inter-frame gap 12, IPv4 20, TCP with timestamps 32). The server costs (5 µs per
+// message, 0.25 ns per byte) are this repository's own measurements on its 2-core
+// development VM (results/bench/transport.csv: the tcp 64 B push round trip is 11 µs
+// slower than the raw ZeroMQ one — two messages' decoding and validation; an inproc
+// 16 MiB push with the add rule runs at 3.5–4.3 GB/s).
+//   zero       no cost at all: latency 0, infinite bandwidth, free server (closed-form
+//              tests, and equivalence with the in-memory store)
+//   loopback   this machine over tcp on 127.0.0.1: latency 54 µs (half the raw ZeroMQ tcp
+//              64 B round trip, 108 µs), 3.67 GB/s (raw ZeroMQ tcp push, 1 MiB, 8 in
+//              flight), both from results/bench/transport.csv; what calibration runs use
+//   dc_10gbe   one datacenter rack on 10 GbE: 1.175 GB/s goodput; latency 25 µs one way
+//              (half of a ~50 µs Linux kernel TCP round trip between two hosts under one
+//              top-of-rack switch — an estimate of common figures, not measured here)
+//   dc_100gbe  the same on 100 GbE: 11.75 GB/s; latency 15 µs one way (faster NICs and
+//              switches; the kernel TCP stack dominates, so not 10× lower; an estimate)
+//   wan        two datacenters across a continent: 40 ms one way (4,000 km of fibre at
+//              2·10^8 m/s is 20 ms; routes run 1.5–2× the great circle; coast-to-coast
+//              round trips in the US are commonly 60–80 ms), 1 Gbit/s line rate per flow
+//              (0.1175 GB/s goodput)
+//
+// Thread safety: none (one scheduler thread).
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/clock.h"
+
+namespace asgd::sim {
+
+struct NetworkOptions {
+  // One-way latency of every message. Default 0. >= 0.
+  Duration latency{};
+  // Each worker–shard link's bandwidth (the worker's NIC), payload bytes per second.
+  // Default +infinity (no transfer time). > 0.
+  double link_bandwidth = std::numeric_limits<double>::infinity();
+  // Each shard server's NIC, bytes per second; 0 = the same as link_bandwidth. >= 0.
+  double shard_nic_bandwidth = 0;
+  // Server processing time per request: per message plus per payload byte. Default 0.
+  Duration server_per_message{};
+  double server_ns_per_byte = 0;  // >= 0
+
+  // Throws asgd::ConfigError naming the key (network.*, in its config unit: µs, Gbit/s,
+  // ns) for a negative, zero (bandwidths) or NaN value.
+  void Validate() const;
+};
+
+// The named presets above; throws asgd::ConfigError naming network.preset for another name.
+NetworkOptions NetworkPreset(std::string_view name);
+// "zero", "loopback", "dc_10gbe", "dc_100gbe", "wan".
+std::vector<std::string> NetworkPresetNames();
+
+class NetworkModel {
+ public:
+  // Validates options. REQUIRES: workers >= 1, shards >= 1.
+  NetworkModel(const NetworkOptions& options, int workers, int shards);
+
+  // A request of `bytes` payload bytes handed to the network by worker w at time t;
+  // returns when it has fully arrived at shard s (and books both NICs).
+  Duration SendToShard(int worker, int shard, int64_t bytes, Duration t);
+  // A reply of `bytes` from shard s to worker w handed to the network at t; returns its
+  // arrival at the worker.
+  Duration SendToWorker(int shard, int worker, int64_t bytes, Duration t);
+  // The shard's server thread takes a request of `bytes` that arrived at t; returns when
+  // it is done (FIFO behind the shard's earlier requests).
+  Duration Serve(int shard, int64_t bytes, Duration t);
+
+  // Transfer time of b bytes on one link, without queueing: b / rate.
+  Duration TransferTime(int64_t bytes) const;
+
+  // Counters per shard: payload bytes received and sent, and the total time messages
+  // waited for a busy NIC (either end) before they started moving.
+  struct ShardStats {
+    int64_t bytes_in = 0;
+    int64_t bytes_out = 0;
+    Duration nic_wait{};
+  };
+  const ShardStats& shard_stats(int shard) const;
+  const NetworkOptions& options() const { return options_; }
+
+ private:
+  Duration Send(Duration& tx_free, Duration& rx_free, int64_t bytes, Duration t, Duration* waited);
+
+  NetworkOptions options_;
+  double rate_ = 0;  // bytes per second
+  std::vector<Duration> worker_tx_, worker_rx_;
+  std::vector<Duration> shard_tx_, shard_rx_, shard_cpu_;
+  std::vector<ShardStats> stats_;
+};
+
+}  // namespace asgd::sim

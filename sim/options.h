@@ -1,0 +1,57 @@
+// All of the simulator's options in one struct, and the table of their configuration keys
+// for the config layer (experiments/ reads files; sim/ only takes values).
+//
+// The config layer hands the key/value pairs of the run's delay.*, network.* and sim.*
+// keys to SimOptionsFromMap, which applies network.preset first (whatever the order of
+// the pairs), then every other key on top of it, then validates once. Every error is an
+// asgd::ConfigError naming the key: an unknown key (with the closest known one), a value
+// that is not a number, a value out of range.
+//
+//   [delay]                       [network]
+//   compute = lognormal           preset = dc_10gbe
+//   mean_ms = 12                  latency_us = 40      ; overrides the preset's 25
+//   stddev_ms = 4
+//   straggler_fraction = 0.05
+//   straggler_factor = 4
+#pragma once
+
+#include <map>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "sim/delay_model.h"
+#include "sim/network_model.h"
+#include "sim/option_keys.h"
+#include "sim/scheduler.h"
+
+namespace asgd::sim {
+
+struct SimOptions {
+  DelayOptions delay;
+  NetworkOptions network;  // default: the `zero` preset
+  SchedulerOptions scheduler;
+
+  // Validates the three parts.
+  void Validate() const;
+};
+
+// One configuration key: its name (keys::k*), its default as written in a config, and
+// one line of documentation (with the unit) for --help-config.
+struct OptionKey {
+  std::string_view key;
+  std::string_view default_value;
+  std::string_view doc;
+};
+std::span<const OptionKey> SimOptionKeys();
+
+// Sets one key on *options (does not validate ranges; SimOptionsFromMap does).
+// network.preset replaces every network.* field. Throws asgd::ConfigError naming the key
+// for an unknown key or a value that does not parse.
+void ApplySimOption(SimOptions* options, std::string_view key, std::string_view value);
+
+// Builds validated options from key/value pairs (keys as in SimOptionKeys(); absent keys
+// keep their defaults).
+SimOptions SimOptionsFromMap(const std::map<std::string, std::string>& values);
+
+}  // namespace asgd::sim

@@ -1,0 +1,87 @@
+#include "sim/options.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+#include <string>
+
+#include "core/error.h"
+
+namespace asgd::sim {
+namespace {
+
+using std::chrono::microseconds;
+using std::chrono::milliseconds;
+
+TEST(SimOptions, DefaultsAreValidAndEveryKeyIsDocumented) {
+  SimOptions o;
+  EXPECT_NO_THROW(o.Validate());
+  std::set<std::string> seen;
+  for (const OptionKey& k : SimOptionKeys()) {
+    EXPECT_TRUE(seen.insert(std::string(k.key)).second) << k.key;
+    EXPECT_FALSE(k.doc.empty()) << k.key;
+    // Every key in the table is understood by ApplySimOption, with its stated default.
+    SimOptions copy;
+    const std::string value =
+        k.default_value == "(preset)" ? "1" : std::string(k.default_value);
+    EXPECT_NO_THROW(ApplySimOption(&copy, k.key, value)) << k.key;
+  }
+  EXPECT_EQ(seen.size(), 17u);
+}
+
+TEST(SimOptions, PresetFirstThenOverrides) {
+  const SimOptions o = SimOptionsFromMap({
+      {"network.latency_us", "40"},  // sorts before network.preset, applies after it
+      {"network.preset", "dc_10gbe"},
+      {"delay.compute", "pareto"},
+      {"delay.pareto_shape", "1.5"},
+      {"delay.mean_ms", "12.5"},
+      {"delay.speeds", "1, 2,4"},
+      {"sim.stack_kib", "1024"},
+  });
+  EXPECT_EQ(o.network.latency, microseconds(40));
+  EXPECT_DOUBLE_EQ(o.network.link_bandwidth, NetworkPreset("dc_10gbe").link_bandwidth);
+  EXPECT_EQ(o.delay.compute, ComputeKind::kPareto);
+  EXPECT_DOUBLE_EQ(o.delay.pareto_shape, 1.5);
+  EXPECT_EQ(o.delay.mean, microseconds(12500));
+  EXPECT_EQ(o.delay.speeds, (std::vector<double>{1, 2, 4}));
+  EXPECT_EQ(o.scheduler.stack_bytes, 1024u * 1024u);
+}
+
+TEST(SimOptions, BadValuesAreOneLineNamingTheKey) {
+  const std::map<std::string, std::string> bad[] = {
+      {{"delay.compute", "gamma"}},
+      {{"delay.pareto_shape", "1"}},
+      {{"delay.mean_ms", "ten"}},
+      {{"delay.speeds", "1,,2"}},
+      {{"delay.straggler_fraction", "2"}},
+      {{"network.link_gbps", "-10"}},
+      {{"network.preset", "infiniband"}},
+      {{"network.latency_us", "-3"}},
+      {{"sim.stack_kib", "64"}},
+      {{"sim.stack_kib", "300.5"}},
+      {{"delay.mean", "5"}},  // unknown key
+  };
+  for (const auto& values : bad) {
+    const std::string key = values.begin()->first;
+    try {
+      SimOptionsFromMap(values);
+      ADD_FAILURE() << key << " = " << values.begin()->second << ": accepted";
+    } catch (const ConfigError& e) {
+      const std::string what = e.what();
+      EXPECT_EQ(e.key(), key) << what;
+      EXPECT_NE(what.find(key), std::string::npos) << what;
+      EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+    }
+  }
+  try {
+    SimOptionsFromMap({{"delay.mean", "5"}});
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("did you mean delay.mean_ms"), std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace asgd::sim
