@@ -29,7 +29,11 @@
 // Determinism: every draw comes from a generator of the worker's own
 // (DeriveSeed(seed, "sim.compute", w) and DeriveSeed(seed, "sim.pause", w)), so worker
 // w's k-th step time depends only on (options, seed, w, k, the measured time) — never on
-// the order in which the scheduler interleaves workers.
+// the order in which the scheduler interleaves workers. The draws use the C library's
+// log, exp and pow and are rounded to whole nanoseconds, so two machines agree whenever
+// their libm does to within that. (glibc picks FMA or non-FMA variants of these by CPU;
+// were they to differ in a last bit, a ~10 ms step time would cross a nanosecond
+// boundary about once in 10^9 draws.)
 //
 // Thread safety: calls for different workers may run concurrently (each worker's state
 // is its own); calls for one worker must not.

@@ -15,8 +15,8 @@
 // order on one OS thread, a run is a pure function of its inputs: same seed, same trace.
 // Nothing here reads the wall clock or depends on thread timing or addresses.
 //
-// Suspension mechanism: Boost.Context fibers (boost::context::fiber, Boost >= 1.65; the
-// Debian package libboost-context-dev). Why this one:
+// Suspension mechanism: Boost.Context fibers (boost::context::fiber; Boost 1.74 from the
+// Debian 12 package libboost-context-dev). Why this one:
 //   - a task is ordinary C++ with its own stack, so the unchanged blocking WorkerRule code
 //     (and the Eigen gradient inside it) can be suspended in the middle of a ParamClient
 //     call; C++20 coroutines are stackless and would need every frame between the rule
@@ -28,17 +28,18 @@
 //     and no locks, and the order is the scheduler's, never the OS's.
 // Boost.Context is kept out of this header (the fibers live in scheduler.cc).
 //
-// Stacks and memory. Each task gets a stack of Options::stack_bytes (default 512 KiB)
-// from boost::context::protected_fixedsize_stack: mmap'd, with a guard page below it, so
-// an overflow is a segmentation fault at the guard instead of silent corruption. The
-// kernel backs only the pages a task touches, so a task that sleeps in a loop costs
-// ~8–16 KiB of resident memory; one that runs an Eigen GEMM touches up to
-// EIGEN_STACK_ALLOCATION_LIMIT (128 KiB by default) of stack temporaries plus its frames
-// — hence the 512 KiB default and the 256 KiB floor. Besides its stack, a task costs its
-// bookkeeping (~150 bytes plus its std::function and name). 1,024 tasks therefore reserve
-// 512 MiB of address space and use a few MiB to ~150 MiB of RAM depending on what they
-// run (sim_bench reports resident KiB per task). Each stack is two memory mappings; the
-// Linux default vm.max_map_count (65530) thus allows about 30,000 live tasks.
+// Stacks and memory. Each task gets a stack of SchedulerOptions::stack_bytes (default
+// 512 KiB) from boost::context::protected_fixedsize_stack: mmap'd, with a guard page
+// below it, so an overflow is a segmentation fault at the guard instead of silent
+// corruption. The kernel backs only the pages a task touches: a task that sleeps in a
+// loop costs one 4 KiB page of resident memory (measured by sim_bench); one that runs an
+// Eigen GEMM touches up to EIGEN_STACK_ALLOCATION_LIMIT (128 KiB by default) of stack
+// temporaries plus its frames — hence the 512 KiB default and the 256 KiB floor. Besides
+// its stack, a task costs its bookkeeping (~150 bytes plus its std::function and name).
+// 1,024 tasks therefore reserve 512 MiB of address space and use 4 MiB to ~150 MiB of
+// RAM, depending on what they run. A spawn costs an mmap and an mprotect (~25 µs with
+// the teardown on the development VM). Each stack is two memory mappings, so the Linux
+// default vm.max_map_count (65530) allows about 30,000 live tasks.
 //
 // Exceptions. An exception that leaves a task's body ends that task; the scheduler
 // stores it (std::exception_ptr), stops the run loop at once, and Run() rethrows the very

@@ -200,6 +200,26 @@ TEST(Scheduler, StopAndRunUntil) {
   EXPECT_EQ(clock.Now(), milliseconds(30) + microseconds(500));
 }
 
+TEST(Scheduler, DefaultStackHoldsEigenSizedTemporaries) {
+  // Eigen puts temporaries of up to EIGEN_STACK_ALLOCATION_LIMIT (128 KiB) on the stack;
+  // a task must hold more than that across a suspension.
+  Scheduler sched;
+  uint64_t sum = 0;
+  sched.Spawn("big frame", [&] {
+    volatile unsigned char buffer[192 * 1024];
+    for (std::size_t i = 0; i < sizeof(buffer); i += 64) buffer[i] = static_cast<unsigned char>(i);
+    sched.Sleep(milliseconds(1));
+    for (std::size_t i = 0; i < sizeof(buffer); i += 64) sum += buffer[i];
+  });
+  sched.Run();
+  uint64_t expected = 0;
+  for (std::size_t i = 0; i < 192 * 1024; i += 64) expected += static_cast<unsigned char>(i);
+  EXPECT_EQ(sum, expected);
+  SchedulerOptions small;
+  small.stack_bytes = 64 * 1024;
+  EXPECT_THROW(Scheduler{small}, ConfigError);
+}
+
 TEST(VirtualClock, SleepInATaskAdvancesVirtualTime) {
   Scheduler sched;
   VirtualClock clock(sched);
