@@ -31,14 +31,16 @@
 // Stacks and memory. Each task gets a stack of SchedulerOptions::stack_bytes (default
 // 512 KiB) from boost::context::protected_fixedsize_stack: mmap'd, with a guard page
 // below it, so an overflow is a segmentation fault at the guard instead of silent
-// corruption. The kernel backs only the pages a task touches: a task that sleeps in a
-// loop costs one 4 KiB page of resident memory (measured by sim_bench); one that runs an
-// Eigen GEMM touches up to EIGEN_STACK_ALLOCATION_LIMIT (128 KiB by default) of stack
-// temporaries plus its frames — hence the 512 KiB default and the 256 KiB floor. Besides
-// its stack, a task costs its bookkeeping (~150 bytes plus its std::function and name).
-// 1,024 tasks therefore reserve 512 MiB of address space and use 4 MiB to ~150 MiB of
-// RAM, depending on what they run. A spawn costs an mmap and an mprotect (~25 µs with
-// the teardown on the development VM). Each stack is two memory mappings, so the Linux
+// corruption. (Each mapping is 64 KiB larger, so that stack tops can be staggered and
+// the tasks' hot lines do not all compete for the same cache sets; see scheduler.cc.)
+// The kernel backs only the pages a task touches: a task that sleeps in a loop costs
+// 4–5 KiB of resident memory (measured by sim_bench); one that runs an Eigen GEMM
+// touches up to EIGEN_STACK_ALLOCATION_LIMIT (128 KiB by default) of stack temporaries
+// plus its frames — hence the 512 KiB default and the 256 KiB floor. Besides its stack,
+// a task costs its bookkeeping (~150 bytes plus its std::function and name). 1,024 tasks
+// therefore reserve 576 MiB of address space and use 5 MiB to ~150 MiB of RAM,
+// depending on what they run. A spawn costs an mmap and an mprotect (~25 µs with the
+// teardown on the development VM). Each stack is two memory mappings, so the Linux
 // default vm.max_map_count (65530) allows about 30,000 live tasks.
 //
 // Exceptions. An exception that leaves a task's body ends that task; the scheduler
