@@ -22,9 +22,9 @@
 //   pareto      mean and shape alpha > 1 (a finite mean); scale x_m = mean (alpha-1)/alpha;
 //               the variance is finite only for alpha > 2. Heavy tails: alpha in (1, 2].
 //
-// Stragglers are persistent: exactly round(straggler_fraction * workers) workers, chosen
-// by a seeded shuffle (DeriveSeed(seed, "sim.stragglers")). Pauses are transient: each
-// step independently pauses with pause_probability, for pause_length.
+// Stragglers are persistent: exactly round(straggler_fraction * workers) workers (halves
+// round up), chosen by a seeded shuffle (DeriveSeed(seed, "sim.stragglers")). Pauses are
+// transient: each step independently pauses with pause_probability, for pause_length.
 //
 // Determinism: every draw comes from a generator of the worker's own
 // (DeriveSeed(seed, "sim.compute", w) and DeriveSeed(seed, "sim.pause", w)), so worker

@@ -154,6 +154,18 @@ TEST(Scheduler, AnExceptionInATaskSurfacesOnTheRunCaller) {
   EXPECT_TRUE(unwound);
 }
 
+TEST(Scheduler, AnExceptionInACallbackPropagatesFromRun) {
+  Scheduler sched;
+  int after = 0;
+  sched.At(milliseconds(1), [] { throw std::runtime_error("callback failed"); });
+  sched.At(milliseconds(2), [&] { ++after; });
+  EXPECT_THROW(sched.Run(), std::runtime_error);
+  EXPECT_EQ(sched.Now(), milliseconds(1));
+  EXPECT_EQ(sched.failed_task(), kNoTask);
+  sched.Run();
+  EXPECT_EQ(after, 1);
+}
+
 TEST(Scheduler, DestructionUnwindsSuspendedTasks) {
   int destroyed = 0;
   struct Guard {
