@@ -28,7 +28,9 @@
 //     kernel thread per worker;
 //   - everything runs on the one OS thread that calls Run(), so there are no data races
 //     and no locks, and the order is the scheduler's, never the OS's.
-// Boost.Context is kept out of this header (the fibers live in scheduler.cc).
+// Boost.Context is kept out of this header (the fibers live in scheduler.cc). Under
+// AddressSanitizer the fibers switch with ucontext plus Boost's ASan annotations instead
+// (sim/CMakeLists.txt), since ASan cannot follow the default switch.
 //
 // Stacks and memory. Each task gets a stack of SchedulerOptions::stack_bytes (default
 // 512 KiB) from boost::context::protected_fixedsize_stack: mmap'd, with a guard page
