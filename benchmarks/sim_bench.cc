@@ -23,14 +23,13 @@
 //                      and is suspended (the process's RSS growth / n, first iteration)
 //
 //   sim_bench --benchmark_min_time=0.5 --benchmark_repetitions=3
-#include <benchmark/benchmark.h>
-
-#include <unistd.h>
-
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <string>
+
+#include <benchmark/benchmark.h>
+#include <unistd.h>
 
 #include "core/rng.h"
 #include "sim/scheduler.h"
@@ -109,9 +108,7 @@ void BM_SimTasks(benchmark::State& state) {
       }
       if (first) {
         // Runs after every task's start (scheduled before it), while all are suspended.
-        sched.At(Duration::zero(), [&] {
-          rss_per_task = (RssKib() - rss_before) / tasks;
-        });
+        sched.At(Duration::zero(), [&] { rss_per_task = (RssKib() - rss_before) / tasks; });
       }
       const auto run_start = Clock::now();
       sched.Run();
@@ -136,7 +133,12 @@ void BM_SimTasks(benchmark::State& state) {
   state.counters["rss_kib_per_task"] = rss_per_task;
   state.SetItemsProcessed(static_cast<int64_t>(total_steps));
 }
-BENCHMARK(BM_SimTasks)->ArgName("tasks")->Arg(16)->Arg(256)->Arg(1024)->UseManualTime()
+BENCHMARK(BM_SimTasks)
+    ->ArgName("tasks")
+    ->Arg(16)
+    ->Arg(256)
+    ->Arg(1024)
+    ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
 
 void BM_SimEvents(benchmark::State& state) {
@@ -166,8 +168,8 @@ void BM_SimEvents(benchmark::State& state) {
         }
       };
       for (int t = 0; t < pending; ++t) {
-        sched.At(Duration::zero(), Ticker{&sched, &sink, microseconds(1 + t % 7), steps,
-                                          static_cast<uint64_t>(t)});
+        sched.At(Duration::zero(),
+                 Ticker{&sched, &sink, microseconds(1 + t % 7), steps, static_cast<uint64_t>(t)});
       }
       sched.Run();
       events_run = sched.events_run();
@@ -184,7 +186,12 @@ void BM_SimEvents(benchmark::State& state) {
   Report(state, sim_s, bare_s, events, total_steps);
   state.SetItemsProcessed(static_cast<int64_t>(total_steps));
 }
-BENCHMARK(BM_SimEvents)->ArgName("pending")->Arg(16)->Arg(256)->Arg(1024)->UseManualTime()
+BENCHMARK(BM_SimEvents)
+    ->ArgName("pending")
+    ->Arg(16)
+    ->Arg(256)
+    ->Arg(1024)
+    ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
 
 }  // namespace

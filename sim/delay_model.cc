@@ -1,10 +1,10 @@
 #include "sim/delay_model.h"
 
-#include <time.h>
-
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+
+#include <time.h>
 
 #include "core/check.h"
 #include "core/error.h"
@@ -14,7 +14,7 @@
 namespace asgd::sim {
 namespace {
 
-constexpr std::string_view kKindNames[] = {"measured", "constant", "normal",
+constexpr std::string_view kKindNames[] = {"measured",  "constant",    "normal",
                                            "lognormal", "exponential", "pareto"};
 
 double Seconds(Duration d) { return std::chrono::duration<double>(d).count(); }
@@ -45,8 +45,7 @@ ComputeKind ParseComputeKind(std::string_view name, std::string_view key) {
 void DelayOptions::Validate() const {
   RequireFinite(keys::kMeasuredScale, measured_scale, "> 0", measured_scale > 0);
   RequireFinite(keys::kMeanMs, Millis(mean), "> 0 (milliseconds)", mean > Duration::zero());
-  RequireFinite(keys::kStddevMs, Millis(stddev), ">= 0 (milliseconds)",
-                stddev >= Duration::zero());
+  RequireFinite(keys::kStddevMs, Millis(stddev), ">= 0 (milliseconds)", stddev >= Duration::zero());
   RequireFinite(keys::kParetoShape, pareto_shape, "> 1 (a Pareto shape <= 1 has no finite mean)",
                 pareto_shape > 1);
   if (speeds.empty()) {

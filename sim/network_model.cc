@@ -28,7 +28,8 @@ constexpr double kServerNsPerByte = 0.25;
 }  // namespace
 
 void NetworkOptions::Validate() const {
-  RequireFinite(keys::kLatencyUs, Micros(latency), ">= 0 (microseconds)", latency >= Duration::zero());
+  RequireFinite(keys::kLatencyUs, Micros(latency), ">= 0 (microseconds)",
+                latency >= Duration::zero());
   // Bandwidths may be +infinity (no transfer time), never NaN, zero or negative.
   if (!(link_bandwidth > 0)) {
     throw ConfigError(std::string(keys::kLinkGbps), FormatNumber(Gbps(link_bandwidth)),
@@ -92,7 +93,8 @@ NetworkModel::NetworkModel(const NetworkOptions& options, int workers, int shard
 Duration NetworkModel::TransferTime(int64_t bytes) const {
   ASGD_CHECK_GE(bytes, 0);
   if (std::isinf(rate_)) return Duration::zero();
-  return Duration(static_cast<Duration::rep>(std::llround(static_cast<double>(bytes) / rate_ * 1e9)));
+  return Duration(
+      static_cast<Duration::rep>(std::llround(static_cast<double>(bytes) / rate_ * 1e9)));
 }
 
 Duration NetworkModel::Send(Duration& tx_free, Duration& rx_free, int64_t bytes, Duration t,

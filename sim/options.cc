@@ -33,8 +33,10 @@ constexpr std::array kKeys = {
     OptionKey{keys::kLinkGbps, "(preset)", "bandwidth of each worker-shard link, Gbit/s (> 0)"},
     OptionKey{keys::kShardNicGbps, "(preset)",
               "each shard server's NIC, shared by its links, Gbit/s (0 = the link bandwidth)"},
-    OptionKey{keys::kServerNsPerByte, "(preset)", "shard server processing time per payload byte, ns"},
-    OptionKey{keys::kServerUsPerMessage, "(preset)", "shard server processing time per request, us"},
+    OptionKey{keys::kServerNsPerByte, "(preset)",
+              "shard server processing time per payload byte, ns"},
+    OptionKey{keys::kServerUsPerMessage, "(preset)",
+              "shard server processing time per request, us"},
     OptionKey{keys::kStackKib, "512", "stack per simulated worker, KiB (>= 256; Eigen runs on it)"},
 };
 
@@ -52,7 +54,8 @@ Duration FromUnit(double v, double unit_ns) {
 
 Duration Checked(std::string_view key, std::string_view value, double unit_ns) {
   const Duration d = FromUnit(Number(key, value), unit_ns);
-  if (d == Duration::min()) throw ConfigError(std::string(key), std::string(value), "a smaller number");
+  if (d == Duration::min())
+    throw ConfigError(std::string(key), std::string(value), "a smaller number");
   return d;
 }
 

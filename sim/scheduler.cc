@@ -1,10 +1,11 @@
 #include "sim/scheduler.h"
 
 #include <algorithm>
-#include <boost/context/fiber.hpp>
-#include <boost/context/protected_fixedsize_stack.hpp>
 #include <string>
 #include <utility>
+
+#include <boost/context/fiber.hpp>
+#include <boost/context/protected_fixedsize_stack.hpp>
 
 #include "core/check.h"
 #include "core/error.h"
@@ -135,8 +136,8 @@ TaskId Scheduler::SpawnAt(Duration start, std::string name, std::function<void()
 }
 
 Scheduler::Task& Scheduler::CheckedTask(TaskId id, const char* what) const {
-  ASGD_CHECK(id >= 0 && static_cast<std::size_t>(id) < tasks_.size(), "sim: ", what,
-             ": no task ", id);
+  ASGD_CHECK(id >= 0 && static_cast<std::size_t>(id) < tasks_.size(), "sim: ", what, ": no task ",
+             id);
   return *tasks_[static_cast<std::size_t>(id)];
 }
 

@@ -81,8 +81,8 @@ inline constexpr TaskId kNoTask = -1;
 // One dispatched item, for traces (determinism tests, debugging).
 struct TraceEvent {
   Duration time{};
-  uint64_t seq = 0;        // the tie-breaking sequence number
-  TaskId task = kNoTask;   // the task resumed, or kNoTask for a callback event
+  uint64_t seq = 0;       // the tie-breaking sequence number
+  TaskId task = kNoTask;  // the task resumed, or kNoTask for a callback event
 };
 
 struct SchedulerOptions {
@@ -171,8 +171,8 @@ class Scheduler {
   struct Item {
     int64_t time;  // ns
     uint64_t seq;
-    int32_t task;      // >= 0: resume this task
-    uint32_t callback; // task < 0: index into callbacks_
+    int32_t task;       // >= 0: resume this task
+    uint32_t callback;  // task < 0: index into callbacks_
   };
   struct Later {
     bool operator()(const Item& a, const Item& b) const {

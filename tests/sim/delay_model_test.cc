@@ -1,10 +1,10 @@
 #include "sim/delay_model.h"
 
-#include <gtest/gtest.h>
-
 #include <cmath>
 #include <string>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "core/error.h"
 
@@ -39,8 +39,8 @@ std::vector<DistributionCase> Cases() {
   cases.push_back({"exponential", make(ComputeKind::kExponential, 10, 0), 10, 10});
   // Pareto alpha = 3: variance x_m^2 alpha / ((alpha-1)^2 (alpha-2)) with x_m = 20/3.
   const double xm = 10.0 * 2 / 3;
-  cases.push_back({"pareto", make(ComputeKind::kPareto, 10, 0, 3), 10,
-                   std::sqrt(xm * xm * 3 / (4 * 1))});
+  cases.push_back(
+      {"pareto", make(ComputeKind::kPareto, 10, 0, 3), 10, std::sqrt(xm * xm * 3 / (4 * 1))});
   cases.push_back({"constant", make(ComputeKind::kConstant, 10, 0), 10, 0});
   return cases;
 }

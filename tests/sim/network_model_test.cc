@@ -1,8 +1,8 @@
 #include "sim/network_model.h"
 
-#include <gtest/gtest.h>
-
 #include <string>
+
+#include <gtest/gtest.h>
 
 #include "core/error.h"
 
@@ -21,8 +21,8 @@ NetworkOptions Link(Duration latency, double bytes_per_s) {
 
 // k simultaneous messages of b bytes on one link of bandwidth B: latency + i·b/B.
 TEST(NetworkModel, SimultaneousMessagesOnOneLinkQueueFifo) {
-  constexpr double kB = 1e9;          // 1 GB/s: 1 byte per ns
-  constexpr int64_t kBytes = 250'000; // 250 µs each
+  constexpr double kB = 1e9;           // 1 GB/s: 1 byte per ns
+  constexpr int64_t kBytes = 250'000;  // 250 µs each
   const Duration latency = microseconds(40);
   for (int k : {1, 2, 5, 16}) {
     NetworkModel net(Link(latency, kB), 1, 1);
@@ -48,7 +48,8 @@ TEST(NetworkModel, TheShardNicIsSharedByItsLinks) {
   EXPECT_EQ(net.shard_stats(0).bytes_in, 8000);
   EXPECT_EQ(net.shard_stats(0).nic_wait, nanoseconds(1000 * (0 + 1 + 2 + 3 + 4 + 5 + 6 + 7)));
   // A message sent once the NIC is idle again does not wait.
-  EXPECT_EQ(net.SendToShard(3, 0, 1000, microseconds(100)), microseconds(100) + latency + nanoseconds(1000));
+  EXPECT_EQ(net.SendToShard(3, 0, 1000, microseconds(100)),
+            microseconds(100) + latency + nanoseconds(1000));
 }
 
 TEST(NetworkModel, TheSlowerEndSetsTheRate) {

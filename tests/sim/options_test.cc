@@ -1,10 +1,10 @@
 #include "sim/options.h"
 
-#include <gtest/gtest.h>
-
 #include <map>
 #include <set>
 #include <string>
+
+#include <gtest/gtest.h>
 
 #include "core/error.h"
 
@@ -23,8 +23,7 @@ TEST(SimOptions, DefaultsAreValidAndEveryKeyIsDocumented) {
     EXPECT_FALSE(k.doc.empty()) << k.key;
     // Every key in the table is understood by ApplySimOption, with its stated default.
     SimOptions copy;
-    const std::string value =
-        k.default_value == "(preset)" ? "1" : std::string(k.default_value);
+    const std::string value = k.default_value == "(preset)" ? "1" : std::string(k.default_value);
     EXPECT_NO_THROW(ApplySimOption(&copy, k.key, value)) << k.key;
   }
   EXPECT_EQ(seen.size(), 17u);

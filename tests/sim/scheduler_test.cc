@@ -1,13 +1,13 @@
 #include "sim/scheduler.h"
 
-#include <gtest/gtest.h>
-
 #include <algorithm>
 #include <memory>
 #include <stdexcept>
 #include <string>
 #include <tuple>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "core/error.h"
 #include "core/rng.h"
@@ -252,9 +252,8 @@ std::vector<std::tuple<int64_t, uint64_t, int>> RunWorkload(uint64_t seed) {
   constexpr int kWorkers = 40, kShards = 3, kSteps = 20;
   Scheduler sched;
   std::vector<std::tuple<int64_t, uint64_t, int>> trace;
-  sched.SetTraceObserver([&](const TraceEvent& e) {
-    trace.emplace_back(e.time.count(), e.seq, e.task);
-  });
+  sched.SetTraceObserver(
+      [&](const TraceEvent& e) { trace.emplace_back(e.time.count(), e.seq, e.task); });
   DelayOptions d;
   d.compute = ComputeKind::kLogNormal;
   d.mean = milliseconds(10);
