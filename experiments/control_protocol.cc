@@ -18,6 +18,18 @@ using ::asgd::internal::StrCat;
 constexpr int64_t kI64Max = std::numeric_limits<int64_t>::max();
 constexpr int64_t kIntMax = std::numeric_limits<int>::max();
 
+// A peer's text for an error line: control characters (a line break would make two
+// lines) become '?', and anything past max bytes is cut.
+std::string Printable(std::string_view text, std::size_t max = 64) {
+  std::string out(text.substr(0, max));
+  for (char& c : out) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) c = '?';
+  }
+  if (text.size() > max) out += "...";
+  return out;
+}
+
 // ---- encoding: one map, "version" and "type" first ------------------------------------
 
 class Writer {
@@ -103,7 +115,7 @@ class Fields {
       }
       for (uint32_t j = 0; j < i; ++j) {
         if (KeyIs(map_->ptr[j].key, KeyView(k))) {
-          Fail(StrCat("repeats \"", KeyView(k), "\""));
+          Fail(StrCat("repeats \"", Printable(KeyView(k)), "\""));
           return;
         }
       }
@@ -195,7 +207,7 @@ class Fields {
   bool Done() {
     if (!ok()) return false;
     for (uint32_t i = 0; i < map_->size; ++i) {
-      if (!used_[i]) return Fail(StrCat("has an unknown field \"", KeyView(map_->ptr[i].key), "\""));
+      if (!used_[i]) return Fail(StrCat("has an unknown field \"", Printable(KeyView(map_->ptr[i].key)), "\""));
     }
     return true;
   }
@@ -328,7 +340,7 @@ std::string Open(std::string_view bytes, msgpack::object_handle* handle, std::st
 template <typename T, typename ReadFn>
 ControlError ReadBody(const msgpack::object& o, const std::string& type, T* out, ReadFn read) {
   std::string error;
-  Fields f(o, StrCat("control message \"", type, "\""), &error);
+  Fields f(o, StrCat("control message \"", Printable(type), "\""), &error);
   (void)f.Find("version", true);
   (void)f.Find("type", true);
   *out = T{};
@@ -344,7 +356,7 @@ bool ReadRegister(Fields& f, RegisterRequest* m) {
     return false;
   }
   if (m->role != "ps" && m->role != "worker" && m->role != "evaluator") {
-    return f.Fail(StrCat("\"role\" is \"", m->role, "\", expected ps, worker or evaluator"));
+    return f.Fail(StrCat("\"role\" is \"", Printable(m->role), "\", expected ps, worker or evaluator"));
   }
   return true;
 }
@@ -398,10 +410,10 @@ ControlError DecodeReplyAs(std::string_view bytes, const char* expected, T* out,
       return f.Str("message", &m->message);
     });
     if (!e.ok()) return e;
-    return ControlError("the coordinator refused: " + r.message, /*refused=*/true);
+    return ControlError("the coordinator refused: " + Printable(r.message, 1024), /*refused=*/true);
   }
   if (type != expected) {
-    return ControlError(StrCat("control message is \"", type, "\", expected \"", expected, "\""));
+    return ControlError(StrCat("control message is \"", Printable(type), "\", expected \"", expected, "\""));
   }
   return ReadBody(handle.get(), type, out, read);
 }
@@ -488,7 +500,7 @@ ControlError DecodeRequest(std::string_view bytes, ControlRequest* out) {
   if (type == "worker_report") return as(WorkerReport{}, ReadWorkerReport);
   if (type == "ps_report") return as(PsReport{}, ReadPsReport);
   if (type == "evaluator_report") return as(EvaluatorReport{}, ReadEvaluatorReport);
-  return ControlError(StrCat("control message has an unknown type \"", type, "\""));
+  return ControlError(StrCat("control message has an unknown type \"", Printable(type), "\""));
 }
 
 // ---- replies --------------------------------------------------------------------------

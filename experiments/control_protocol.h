@@ -13,7 +13,8 @@
 // and strings within bounds), that the version is kControlVersion, the type is the one
 // expected, every required key is present with the right type and in range, and that no
 // key is unknown or repeated. It never throws and never aborts on malformed input: the
-// result is a ControlError holding one line naming the first problem.
+// result is a ControlError holding one line naming the first problem (a peer's text in it
+// has its control characters replaced and is cut short).
 //
 // A reply is either the expected reply message or an ErrorReply (the coordinator refused
 // the request); Decode*Reply reports the latter as a ControlError "the coordinator

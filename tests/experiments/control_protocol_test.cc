@@ -240,5 +240,18 @@ TEST(ControlProtocol, RefusesExtraAndRepeatedFields) {
               HasSubstr("repeats \"task\""));
 }
 
+// A peer's text lands in error lines with its control characters replaced, cut short:
+// still one line.
+TEST(ControlProtocol, PeerTextInErrorsStaysOneLine) {
+  EXPECT_EQ(RequestError(Builder(7, "register").Put("role", "ps").Put("task", 0).Put("pid", 1)
+                             .Put("host", "x").Put("a\nb", 1).Bytes()),
+            "control message \"register\" has an unknown field \"a?b\"");
+  EXPECT_THAT(RequestError(Builder(2, std::string(100, 'y').c_str()).Bytes()),
+              HasSubstr("unknown type \"" + std::string(64, 'y') + "...\""));
+  WorkerReply w;
+  const ControlError e = DecodeReply(Encode(ErrorReply{"two\nlines"}), &w);
+  EXPECT_EQ(e.message(), "the coordinator refused: two?lines");
+}
+
 }  // namespace
 }  // namespace asgd::experiments
