@@ -4,8 +4,9 @@
 // a cluster manager (TF_CONFIG, SLURM, Open MPI: `asgd task`).
 //
 // The roles talk to the coordinator over a control channel (transport/control.h) with
-// JSON messages; every role reports every cluster.report_interval_s, which is also its
-// heartbeat. The coordinator:
+// the typed messages of control_protocol.h (MessagePack, versioned, validated on
+// decode: a malformed message is refused with one line, never trusted); every role
+// reports every cluster.report_interval_s, which is also its heartbeat. The coordinator:
 //   - waits until every ps, worker (and the evaluator) registered, then lets the workers
 //     start; a role that never registers within cluster.timeout_s fails the run;
 //   - adds up the workers' progress (samples, steps, pushes, losses, times, bytes),
@@ -20,6 +21,10 @@
 // Every process derives the model, its layout, the initial parameters (from the seed),
 // the placement and the strategy's options from the same config, so they agree without
 // exchanging them; shard sizes are checked at registration with the servers.
+//
+// Where the code is: cluster_common.{h,cc} (the setup, the link to the coordinator, the
+// centre's evaluation), coordinator.{h,cc} and coordinator_phases.cc, ps_role.cc,
+// worker_role.cc, evaluator_role.cc.
 #pragma once
 
 #include <iosfwd>

@@ -1,5 +1,8 @@
-// The roles of a multi-process run (DESIGN.md §6): `asgd ps` serves one shard of the
-// parameter vector, `asgd worker` runs one worker. The cluster comes from the config's
+// The entry points of `asgd ps` and `asgd worker` (DESIGN.md §6), and the cluster every
+// role of a multi-process run resolves. With algorithm.name = ps_check, the ps and worker
+// roles here are a self-contained check of the parameter server (below); with a training
+// strategy they are the roles of a training run with a coordinator (cluster_run.h), to
+// which RunPsRole and RunWorkerRole hand over. The cluster comes from the config's
 // [cluster] section or, when cluster.ps is empty, from a TF_CONFIG JSON text in
 // TensorFlow's format, so an existing cluster manager can place the processes.
 //
@@ -35,18 +38,21 @@ struct RoleRequest {
 };
 
 // The cluster from the config or TF_CONFIG, with this process's task filled in for
-// `role` ("ps" or "worker"). Throws ConfigError naming the key or TF_CONFIG field.
+// `role` ("ps", "worker", "coordinator" or "evaluator"; the last two are always task 0
+// unless --task says otherwise). Throws ConfigError naming the key or TF_CONFIG field.
 transport::ClusterSpec ResolveCluster(const Config& config, const RoleRequest& request,
                                       const std::string& role);
 
-// Serves one shard until a worker stops the servers, or SIGINT/SIGTERM; with
-// algorithm.name = ps_check and check_seconds > 0, also prints the pushes applied so far
-// every algorithm.check_report_every_s. Returns the exit status (0 after a clean stop).
-// Throws InputError/ConfigError for bad configuration.
+// `asgd ps`. With a training strategy: RunTrainingPsRole (cluster_run.h). With
+// algorithm.name = ps_check: serves one shard with an additive rule until a worker stops
+// the servers, or SIGINT/SIGTERM; with check_seconds > 0, also prints the pushes applied
+// so far every algorithm.check_report_every_s. Returns the exit status (ps_check: 0 once
+// the server stopped, whichever way). Throws InputError/ConfigError for bad
+// configuration.
 int RunPsRole(const Config& config, const RoleRequest& request, std::ostream& out);
 
-// Runs one worker. Today the only distributed workload is algorithm.name = ps_check:
-// each worker pushes algorithm.check_pushes deltas of small integers (several in
+// `asgd worker`. With a training strategy: RunTrainingWorkerRole (cluster_run.h). With
+// algorithm.name = ps_check, each worker pushes algorithm.check_pushes deltas of small integers (several in
 // flight), all workers meet at a barrier, and each pulls the parameters and compares
 // them, element for element, with the initial values plus every worker's pushes;
 // float32 addition of small integers is exact, so any difference is a lost, repeated
@@ -55,7 +61,7 @@ int RunPsRole(const Config& config, const RoleRequest& request, std::ostream& ou
 // algorithm.check_report_every_s, and then check the sum and every shard's count of every
 // worker's pushes exactly (roles.cc explains the values pushed). Returns 0 when exact, 1
 // on a mismatch (one line naming the first differing element or count), 2 when a server
-// does not answer or answers with an error.
+// does not answer or answers with an error (ps_check).
 int RunWorkerRole(const Config& config, const RoleRequest& request, std::ostream& out);
 
 // The ps_check values: initial parameters and worker w's push number step, as small

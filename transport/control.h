@@ -1,7 +1,7 @@
 // The control channel between the roles of a multi-process run and their coordinator
 // (DESIGN.md §6): registration, periodic reports (which double as heartbeats) and the
-// coordinator's decisions in the replies. Messages are opaque text (experiments/ gives
-// them meaning, JSON); this layer knows sockets, sizes and timeouts only.
+// coordinator's decisions in the replies. Messages are opaque bytes (experiments/
+// control_protocol.h gives them meaning); this layer knows sockets, sizes and timeouts only.
 //
 //   ControlServer  one ROUTER socket the coordinator binds; Receive() hands over one
 //                  request at a time with the identity of its sender, Reply() answers it.

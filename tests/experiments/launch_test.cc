@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/file_util.h"
+#include "experiments/control_protocol.h"
 #include "experiments/csv.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/test_util.h"
@@ -519,15 +520,21 @@ TEST(Launch, CoordinatorRefusesMalformedMessagesAndTimesOutMissingRoles) {
     }
     return std::string("no reply");
   };
+  RegisterRequest stranger{"worker", 7, 1, "x"};  // no worker 7 in a one-worker cluster
+  WorkerReport early;  // worker 0 reports before it registered
+  const std::string wrong_version = [] {
+    std::string m = Encode(RegisterRequest{"ps", 0, 1, "x"});
+    m[m.find("version") + 7] = 2;  // the value after the key: positive fixint 1 -> 2
+    return m;
+  }();
   for (const std::string& bad :
-       {std::string("not json"), std::string("[1,2,3]"), std::string("{\"type\": \"register\"}"),
-        std::string("{\"type\": \"register\", \"role\": \"worker\", \"task\": 7, \"pid\": 1, "
-                    "\"host\": \"x\"}"),
-        std::string("{\"type\": \"report\", \"role\": \"worker\", \"task\": 0}"),
-        std::string("{\"type\": \"dance\", \"role\": \"ps\", \"task\": 0}"),
+       {std::string("not msgpack"), std::string("{\"type\": \"register\"}"), Encode(stranger),
+        Encode(early), wrong_version, Encode(WorkerReply{}), std::string(100000, '\x80'),
         std::string(100000, '{')}) {
     const std::string reply = ask(bad);
-    EXPECT_THAT(reply, HasSubstr("\"error\"")) << bad.substr(0, 60) << " -> " << reply;
+    WorkerReply decoded;
+    const ControlError e = DecodeReply(reply, &decoded);
+    EXPECT_TRUE(e.refused()) << bad.substr(0, 60) << " -> " << e.message();
   }
   const auto status = coordinator.Wait(kTimeout);
   ASSERT_TRUE(status.has_value()) << coordinator.Output();
