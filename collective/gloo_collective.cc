@@ -4,7 +4,6 @@
 
 #include <deque>
 #include <exception>
-#include <functional>
 #include <limits>
 #include <string>
 #include <utility>
@@ -64,8 +63,10 @@ class GlooCollective final : public Collective {
 
  protected:
   Traffic DoAllreduce(std::span<float> data) override {
-    const std::string what = "allreduce (" + std::string(AlgorithmName(algorithm())) + ", " +
-                             std::to_string(data.size()) + " floats)";
+    auto what = [&] {
+      return "allreduce (" + std::string(AlgorithmName(algorithm())) + ", " +
+             std::to_string(data.size()) + " floats)";
+    };
     Guard(what, [&] {
       if (algorithm() != Algorithm::kRing &&
           data.size() > static_cast<std::size_t>(std::numeric_limits<int>::max())) {
@@ -88,19 +89,21 @@ class GlooCollective final : public Collective {
   }
 
   Traffic DoBroadcast(std::span<float> data, int root) override {
-    Guard("broadcast (root " + std::to_string(root) + ", " + std::to_string(data.size()) +
-              " floats)",
-          [&] {
-            gloo::BroadcastOneToAll<float> broadcast(context_, {data.data()}, data.size(), root);
-            broadcast.run();
-          });
+    auto what = [&] {
+      return "broadcast (root " + std::to_string(root) + ", " + std::to_string(data.size()) +
+             " floats)";
+    };
+    Guard(what, [&] {
+      gloo::BroadcastOneToAll<float> broadcast(context_, {data.data()}, data.size(), root);
+      broadcast.run();
+    });
     const uint64_t bytes = data.size_bytes();
     if (rank() == root) return {bytes * static_cast<uint64_t>(size() - 1), 0};
     return {0, bytes};
   }
 
   void DoBarrier() override {
-    Guard("barrier", [&] {
+    Guard([] { return std::string("barrier"); }, [&] {
       gloo::BarrierOptions opts(context_);
       opts.setTimeout(timeout_);
       gloo::barrier(opts);
@@ -108,7 +111,10 @@ class GlooCollective final : public Collective {
   }
 
   void DoSend(int peer, std::span<const float> data, uint32_t tag) override {
-    Guard("send (to rank " + std::to_string(peer) + ", tag " + std::to_string(tag) + ")", [&] {
+    auto what = [&] {
+      return "send (to rank " + std::to_string(peer) + ", tag " + std::to_string(tag) + ")";
+    };
+    Guard(what, [&] {
       // gloo's buffers are not const-qualified; a send only reads.
       auto buffer = context_->createUnboundBuffer(const_cast<float*>(data.data()),
                                                   data.size_bytes());
@@ -118,7 +124,10 @@ class GlooCollective final : public Collective {
   }
 
   void DoRecv(int peer, std::span<float> data, uint32_t tag) override {
-    Guard("recv (from rank " + std::to_string(peer) + ", tag " + std::to_string(tag) + ")", [&] {
+    auto what = [&] {
+      return "recv (from rank " + std::to_string(peer) + ", tag " + std::to_string(tag) + ")";
+    };
+    Guard(what, [&] {
       auto buffer = context_->createUnboundBuffer(data.data(), data.size_bytes());
       buffer->recv(peer, gloo::Slot::build(kSendRecvSlotPrefix, tag));
       buffer->waitRecv(timeout_);
@@ -129,15 +138,18 @@ class GlooCollective final : public Collective {
   // Runs one gloo call, turning whatever gloo throws into one CollectiveError. After a
   // failure the pairs are in an unknown state (a peer may have seen half a message), so
   // the handle refuses all later calls with the same error.
-  void Guard(const std::string& operation, const std::function<void()>& call) {
+  // The operation's description is built only on failure, so the common path allocates
+  // nothing beyond what gloo does.
+  template <typename Describer, typename Call>
+  void Guard(const Describer& operation, const Call& call) {
     if (failed_) std::rethrow_exception(failed_);
     try {
       call();
       return;
     } catch (const gloo::Exception& e) {
-      failed_ = std::make_exception_ptr(CollectiveError(rank(), operation, Describe(e)));
+      failed_ = std::make_exception_ptr(CollectiveError(rank(), operation(), Describe(e)));
     } catch (const gloo::EnforceNotMet& e) {
-      failed_ = std::make_exception_ptr(CollectiveError(rank(), operation, Describe(e)));
+      failed_ = std::make_exception_ptr(CollectiveError(rank(), operation(), Describe(e)));
     }
     std::rethrow_exception(failed_);
   }
