@@ -8,7 +8,8 @@
 //       (ring: gloo::allreduce with the ring algorithm; ring_chunked and halving_doubling:
 //       the gloo algorithm object built once, then run()), alternating which goes first.
 //       Rank 0 runs the benchmark loop and times both; ranks 1..N-1 run the same sequence
-//       on their own threads. The iteration count is fixed per size so the peers know it.
+//       on their own threads. The iteration count is fixed per size so the peers know it;
+//       one untimed warm-up iteration precedes it.
 //
 // Counters (rank 0's view; nccl-tests' definitions):
 //   algbw       vector bytes / time of one allreduce through asgd, GB/s
@@ -131,9 +132,14 @@ void BM_Allreduce(benchmark::State& state, Algorithm algorithm, std::size_t byte
   std::vector<std::thread> peers;
   for (int r = 1; r < size; ++r) {
     peers.emplace_back([&, r] {
+      Step(ranks[r], 0);  // warm-up
       for (int64_t i = 0; i < iterations; ++i) Step(ranks[r], i);
     });
   }
+  // Warm-up, untimed: the first call pays for faulting in fresh pages, and asgd's first
+  // ring_chunked or halving_doubling call also builds its gloo algorithm object (the
+  // direct path built its own in ConnectRanks). nccl-tests warms up the same way.
+  Step(ranks[0], 0);
   double ours_total = 0, gloo_total = 0;
   int64_t i = 0;
   for (auto _ : state) {
