@@ -1,0 +1,217 @@
+// Collective operations among the N ranks of one training run: allreduce, broadcast,
+// barrier and point-to-point send/recv of float spans, implemented on gloo.
+//
+// gloo does the work: its allreduce algorithms and its TCP transport. This layer adds what
+// the strategies need around them: one options struct validated once, a choice of gloo
+// algorithm by name (`collective.algorithm`), payload byte counters like the parameter
+// server's, and one error type (CollectiveError) for everything gloo throws, naming the
+// rank and the operation. No gloo header is included here; the gloo implementation lives
+// in gloo_collective.cc behind Connect().
+//
+// Thread-safety: a Collective is used by one thread at a time (it is one rank's handle,
+// like a socket); Counters() may be read from any thread. Every rank must issue the same
+// sequence of collective calls with the same sizes (as with MPI and gloo): the calls are
+// matched by order, not by name. At the end of a run call Barrier() before destroying the
+// handles: a rank that closes its connections while a peer is still finishing an
+// operation makes that peer fail with "connection closed" (gloo's halving_doubling
+// returns before its last notifications are read).
+//
+// Rendezvous. Ranks find each other through a store (key/value, written once, read with
+// a wait): NewFileRendezvous(dir) for processes sharing a file system (`asgd launch` on
+// one host, SLURM or mpirun on a shared folder), NewInMemoryRendezvous() for the threads
+// of one process (`asgd run`, the tests). For threads we still use gloo's TCP transport
+// over loopback rather than an in-process shortcut: gloo has no shared-memory transport
+// for CPU tensors, and going through the same TCP pairs as a multi-process run means the
+// in-process run exercises exactly the code, framing, timeouts and failure paths of a
+// real cluster, at the cost of a loopback copy. Only the store is in memory.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "core/error.h"
+
+namespace asgd::collective {
+
+// gloo's allreduce algorithms (the config value in parentheses).
+enum class Algorithm {
+  // (ring) gloo::allreduce with the ring algorithm: reduce-scatter then allgather around
+  // the ring, in segments of at most 1 MiB, two in flight. Bandwidth-optimal for small
+  // vectors; see ExpectedAllreduceBytes for what it moves on large ones.
+  kRing,
+  // (ring_chunked) gloo::AllreduceRingChunked: the ring with 2N chunks, sending in both
+  // directions at once.
+  kRingChunked,
+  // (halving_doubling) gloo::AllreduceHalvingDoubling: recursive halving reduce-scatter
+  // and doubling allgather, log2(N) steps; non-power-of-two N is split into binary blocks.
+  kHalvingDoubling,
+};
+
+// "ring", "ring_chunked", "halving_doubling".
+std::string_view AlgorithmName(Algorithm algorithm);
+// The inverse of AlgorithmName. Throws ConfigError naming `collective.algorithm`.
+Algorithm ParseAlgorithm(std::string_view value);
+
+enum class ReduceOp {
+  kSum,   // elementwise sum over ranks
+  kMean,  // the sum divided by the number of ranks (a division, so exact when the mean is
+          // representable, e.g. small integers whose sum is a multiple of N)
+};
+
+struct CollectiveOptions {
+  // collective.rank: this rank, 0 <= rank < size.
+  int rank = 0;
+  // collective.size: the number of ranks, >= 1.
+  int size = 1;
+  // collective.timeout_ms: how long any one operation (rendezvous included) may wait for
+  // a peer before it fails with a CollectiveError. > 0.
+  std::chrono::milliseconds timeout{30000};
+  // collective.algorithm: the gloo allreduce algorithm.
+  Algorithm algorithm = Algorithm::kRing;
+  // collective.host: the address this rank listens on and announces to its peers (an IP
+  // address or a host name that resolves). Tests use 127.0.0.1. Not empty.
+  std::string host = "127.0.0.1";
+
+  // Throws ConfigError naming the first bad key ("collective.rank", ...).
+  void Validate() const;
+};
+
+// A collective operation failed: a peer died or closed its connection, a peer did not
+// answer within the timeout, or gloo refused the call. The handle is unusable afterwards
+// (every later call throws the same error): a collective cannot lose a member. An
+// InputError, so the CLI prints it as one line and exits with status 2:
+//   "collective: rank 1: allreduce (ring, 4096 floats) failed: Timed out waiting 2000ms ..."
+class CollectiveError : public InputError {
+ public:
+  CollectiveError(int rank, std::string operation, const std::string& detail);
+
+  int rank() const { return rank_; }
+  // "connect", "allreduce", "broadcast", "barrier", "send", "recv".
+  const std::string& operation() const { return operation_; }
+
+ private:
+  int rank_;
+  std::string operation_;
+};
+
+// Payload bytes this rank handed to gloo to send and expected to receive, summed over
+// operations. gloo does not report bytes, so they are derived from each operation's known
+// pattern (what this layer asks gloo to move), not measured on the wire; gloo's framing
+// headers and the zero-byte notifications of its algorithms are not counted:
+//   allreduce   ExpectedAllreduceBytes (below)
+//   broadcast   gloo::BroadcastOneToAll: the root sends the span to each of the N-1 others,
+//               each other rank receives it once
+//   barrier     0
+//   send/recv   the span's bytes
+struct CollectiveCounters {
+  uint64_t bytes_sent = 0;
+  uint64_t bytes_received = 0;
+  uint64_t allreduces = 0;
+  uint64_t broadcasts = 0;
+  uint64_t barriers = 0;
+  uint64_t sends = 0;
+  uint64_t recvs = 0;
+};
+
+struct Traffic {
+  uint64_t sent = 0;
+  uint64_t received = 0;
+};
+
+// The payload one allreduce of `count` floats moves at `rank` of `size`, by algorithm:
+//   ring              gloo's segment schedule replayed exactly: the segments this rank
+//                     sends in reduce-scatter and allgather, and those its right neighbour
+//                     sends to it. For count*4 <= 2N MiB (two segments per rank) this is
+//                     2(N-1)/N x the vector's bytes up to rounding; for larger vectors gloo
+//                     keeps two segments in flight and sends (kN-2) of kN segments per
+//                     phase, up to 2 x the vector's bytes.
+//   ring_chunked      gloo's chunk schedule replayed exactly: 4N-4 chunks of ceil(count/2N)
+//                     floats (at least 256), clipped at the end of the vector; about
+//                     2(N-1)/N x the vector's bytes.
+//   halving_doubling  nominal 2(N-1)/N x the vector's bytes (floor). Exact up to rounding
+//                     for power-of-two N; for other N gloo also exchanges between binary
+//                     blocks, which this figure does not include.
+// N = 1 or count = 0 moves nothing.
+Traffic ExpectedAllreduceBytes(Algorithm algorithm, int rank, int size, std::size_t count);
+
+// Where ranks meet. Opaque; create with the functions below and share one among the
+// ranks of one group (threads) or point all processes at the same folder.
+class Rendezvous {
+ public:
+  virtual ~Rendezvous() = default;
+};
+
+// For the threads of one process: an in-memory store shared by the ranks that are given
+// this object. Each group of ranks needs its own.
+std::shared_ptr<Rendezvous> NewInMemoryRendezvous();
+// For processes: gloo's file store in `dir`, which must exist and be visible to every rank
+// and be empty or private to this group (use one folder per run). Throws ConfigError
+// (`collective.rendezvous_dir`) if dir is not a folder.
+std::shared_ptr<Rendezvous> NewFileRendezvous(const std::string& dir);
+
+class Collective {
+ public:
+  virtual ~Collective();
+  Collective(const Collective&) = delete;
+  Collective& operator=(const Collective&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  Algorithm algorithm() const { return algorithm_; }
+
+  // Every rank's `data` becomes the elementwise reduction over ranks, in place. All ranks
+  // pass spans of equal length (not checked across ranks; a mismatch is undefined, as in
+  // gloo). Every algorithm accepts any N >= 1 (halving_doubling splits a non-power-of-two
+  // N into binary blocks); ring_chunked and halving_doubling take at most 2^31-1 floats
+  // (gloo's int count), more is a CollectiveError. Throws CollectiveError.
+  void Allreduce(std::span<float> data, ReduceOp op = ReduceOp::kSum);
+  // Every rank's `data` becomes root's. REQUIRES 0 <= root < size (else ConfigError).
+  void Broadcast(std::span<float> data, int root);
+  // Returns when every rank has entered Barrier.
+  void Barrier();
+  // Sends `data` to `peer` (!= rank). Blocks until the peer has posted the matching Recv
+  // (same tag and length) and the data has been handed to the socket: gloo sends only
+  // into a posted receive, so two ranks that both Send to each other first deadlock until
+  // the timeout. Messages between two ranks are received in the order they were sent.
+  // Throws CollectiveError.
+  void Send(int peer, std::span<const float> data, uint32_t tag = 0);
+  // Receives into `data` what `peer` sent with `tag`; data.size() must equal the sent
+  // length. Throws CollectiveError.
+  void Recv(int peer, std::span<float> data, uint32_t tag = 0);
+
+  CollectiveCounters Counters() const;
+
+ protected:
+  Collective(int rank, int size, Algorithm algorithm);
+
+  // The implementation's part: move the data, translate its errors into CollectiveError,
+  // and return the payload moved (the public methods add it to the counters).
+  virtual Traffic DoAllreduce(std::span<float> data) = 0;  // sum
+  virtual Traffic DoBroadcast(std::span<float> data, int root) = 0;
+  virtual void DoBarrier() = 0;
+  virtual void DoSend(int peer, std::span<const float> data, uint32_t tag) = 0;
+  virtual void DoRecv(int peer, std::span<float> data, uint32_t tag) = 0;
+
+ private:
+  void CheckPeer(int peer, const char* operation) const;
+
+  const int rank_;
+  const int size_;
+  const Algorithm algorithm_;
+  // Written only by the owning thread, read by Counters() from any thread.
+  struct AtomicCounters;
+  std::unique_ptr<AtomicCounters> counters_;
+};
+
+// Joins the group: validates options, opens this rank's TCP listener on options.host,
+// publishes its address through `rendezvous` and connects to every other rank. Returns
+// when all `size` ranks have joined. Throws ConfigError for bad options, CollectiveError
+// ("connect") if the others do not join within options.timeout.
+std::unique_ptr<Collective> Connect(const CollectiveOptions& options,
+                                    std::shared_ptr<Rendezvous> rendezvous);
+
+}  // namespace asgd::collective

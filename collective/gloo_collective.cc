@@ -1,0 +1,231 @@
+// The gloo implementation of Collective and the rendezvous stores.
+
+#include <sys/stat.h>
+
+#include <deque>
+#include <exception>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <gloo/algorithm.h>
+#include <gloo/allreduce.h>
+#include <gloo/allreduce_halving_doubling.h>
+#include <gloo/allreduce_ring_chunked.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast_one_to_all.h>
+#include <gloo/common/error.h>
+#include <gloo/common/logging.h>
+#include <gloo/math.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/file_store.h>
+#include <gloo/rendezvous/hash_store.h>
+#include <gloo/rendezvous/prefix_store.h>
+#include <gloo/transport/tcp/device.h>
+#include <gloo/types.h>
+
+#include "collective/collective.h"
+
+namespace asgd::collective {
+namespace {
+
+// One prefix for all of asgd's point-to-point slots, above gloo's own prefixes (0x01 to
+// 0x08 in gloo/types.h) so a tagged send never matches a collective's buffer.
+constexpr uint8_t kSendRecvSlotPrefix = 0x40;
+
+class StoreRendezvous : public Rendezvous {
+ public:
+  explicit StoreRendezvous(std::unique_ptr<gloo::rendezvous::Store> store)
+      : store_(std::move(store)) {}
+  gloo::rendezvous::Store& store() { return *store_; }
+
+ private:
+  std::unique_ptr<gloo::rendezvous::Store> store_;
+};
+
+std::string Describe(const std::exception& e) {
+  std::string what = e.what();
+  // gloo's messages can span lines (EnforceNotMet appends a trace); one line is the
+  // contract of an InputError.
+  for (char& c : what) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  return what;
+}
+
+class GlooCollective final : public Collective {
+ public:
+  GlooCollective(const CollectiveOptions& options, std::shared_ptr<gloo::Context> context)
+      : Collective(options.rank, options.size, options.algorithm),
+        timeout_(options.timeout),
+        context_(std::move(context)) {}
+
+ protected:
+  Traffic DoAllreduce(std::span<float> data) override {
+    auto what = [&] {
+      return "allreduce (" + std::string(AlgorithmName(algorithm())) + ", " +
+             std::to_string(data.size()) + " floats)";
+    };
+    Guard(what, [&] {
+      if (algorithm() != Algorithm::kRing &&
+          data.size() > static_cast<std::size_t>(std::numeric_limits<int>::max())) {
+        throw gloo::InvalidOperationException(
+            "gloo's ring_chunked and halving_doubling take at most 2^31-1 floats");
+      }
+      if (algorithm() == Algorithm::kRing) {
+        gloo::AllreduceOptions opts(context_);
+        opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
+        opts.setOutput(data.data(), data.size());
+        opts.setReduceFunction(
+            static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
+        opts.setTimeout(timeout_);
+        gloo::allreduce(opts);
+      } else {
+        CachedAlgorithm(data).run();
+      }
+    });
+    return ExpectedAllreduceBytes(algorithm(), rank(), size(), data.size());
+  }
+
+  Traffic DoBroadcast(std::span<float> data, int root) override {
+    auto what = [&] {
+      return "broadcast (root " + std::to_string(root) + ", " + std::to_string(data.size()) +
+             " floats)";
+    };
+    Guard(what, [&] {
+      gloo::BroadcastOneToAll<float> broadcast(context_, {data.data()}, data.size(), root);
+      broadcast.run();
+    });
+    const uint64_t bytes = data.size_bytes();
+    if (rank() == root) return {bytes * static_cast<uint64_t>(size() - 1), 0};
+    return {0, bytes};
+  }
+
+  void DoBarrier() override {
+    Guard([] { return std::string("barrier"); }, [&] {
+      gloo::BarrierOptions opts(context_);
+      opts.setTimeout(timeout_);
+      gloo::barrier(opts);
+    });
+  }
+
+  void DoSend(int peer, std::span<const float> data, uint32_t tag) override {
+    auto what = [&] {
+      return "send (to rank " + std::to_string(peer) + ", tag " + std::to_string(tag) + ")";
+    };
+    Guard(what, [&] {
+      // gloo's buffers are not const-qualified; a send only reads.
+      auto buffer = context_->createUnboundBuffer(const_cast<float*>(data.data()),
+                                                  data.size_bytes());
+      buffer->send(peer, gloo::Slot::build(kSendRecvSlotPrefix, tag));
+      buffer->waitSend(timeout_);
+    });
+  }
+
+  void DoRecv(int peer, std::span<float> data, uint32_t tag) override {
+    auto what = [&] {
+      return "recv (from rank " + std::to_string(peer) + ", tag " + std::to_string(tag) + ")";
+    };
+    Guard(what, [&] {
+      auto buffer = context_->createUnboundBuffer(data.data(), data.size_bytes());
+      buffer->recv(peer, gloo::Slot::build(kSendRecvSlotPrefix, tag));
+      buffer->waitRecv(timeout_);
+    });
+  }
+
+ private:
+  // Runs one gloo call, turning whatever gloo throws into one CollectiveError. After a
+  // failure the pairs are in an unknown state (a peer may have seen half a message), so
+  // the handle refuses all later calls with the same error.
+  // The operation's description is built only on failure, so the common path allocates
+  // nothing beyond what gloo does.
+  template <typename Describer, typename Call>
+  void Guard(const Describer& operation, const Call& call) {
+    if (failed_) std::rethrow_exception(failed_);
+    try {
+      call();
+      return;
+    } catch (const gloo::Exception& e) {
+      failed_ = std::make_exception_ptr(CollectiveError(rank(), operation(), Describe(e)));
+    } catch (const gloo::EnforceNotMet& e) {
+      failed_ = std::make_exception_ptr(CollectiveError(rank(), operation(), Describe(e)));
+    }
+    std::rethrow_exception(failed_);
+  }
+
+  // gloo's class-based algorithms (ring_chunked, halving_doubling) allocate scratch and
+  // register their buffers with the pairs in the constructor; the cost is then paid once
+  // per (buffer, length), as a strategy allreduces the same gradient buffer every step.
+  // Every rank makes the same calls, so every rank builds and evicts the same entries in
+  // the same order, which keeps gloo's slot numbering (context->nextSlot()) in step.
+  gloo::Algorithm& CachedAlgorithm(std::span<float> data) {
+    for (auto& entry : cache_) {
+      if (entry.data == data.data() && entry.count == data.size()) return *entry.algorithm;
+    }
+    constexpr std::size_t kMaxCached = 4;
+    if (cache_.size() == kMaxCached) cache_.pop_front();
+    std::unique_ptr<gloo::Algorithm> made;
+    const std::vector<float*> ptrs{data.data()};
+    const int count = static_cast<int>(data.size());
+    if (algorithm() == Algorithm::kRingChunked) {
+      made = std::make_unique<gloo::AllreduceRingChunked<float>>(context_, ptrs, count);
+    } else {
+      made = std::make_unique<gloo::AllreduceHalvingDoubling<float>>(context_, ptrs, count);
+    }
+    cache_.push_back({data.data(), data.size(), std::move(made)});
+    return *cache_.back().algorithm;
+  }
+
+  struct CacheEntry {
+    float* data;
+    std::size_t count;
+    std::unique_ptr<gloo::Algorithm> algorithm;
+  };
+
+  const std::chrono::milliseconds timeout_;
+  std::shared_ptr<gloo::Context> context_;
+  std::deque<CacheEntry> cache_;
+  std::exception_ptr failed_;
+};
+
+}  // namespace
+
+std::shared_ptr<Rendezvous> NewInMemoryRendezvous() {
+  return std::make_shared<StoreRendezvous>(std::make_unique<gloo::rendezvous::HashStore>());
+}
+
+std::shared_ptr<Rendezvous> NewFileRendezvous(const std::string& dir) {
+  struct stat st {};
+  if (dir.empty() || ::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    throw ConfigError("collective.rendezvous_dir", dir, "an existing folder shared by all ranks");
+  }
+  return std::make_shared<StoreRendezvous>(std::make_unique<gloo::rendezvous::FileStore>(dir));
+}
+
+std::unique_ptr<Collective> Connect(const CollectiveOptions& options,
+                                    std::shared_ptr<Rendezvous> rendezvous) {
+  options.Validate();
+  auto* store = dynamic_cast<StoreRendezvous*>(rendezvous.get());
+  if (store == nullptr) {
+    throw ConfigError("collective rendezvous: not made by NewInMemoryRendezvous or NewFileRendezvous");
+  }
+  try {
+    gloo::transport::tcp::attr attr;
+    attr.hostname = options.host;
+    auto device = gloo::transport::tcp::CreateDevice(attr);
+    auto context = std::make_shared<gloo::rendezvous::Context>(options.rank, options.size);
+    context->setTimeout(options.timeout);
+    context->connectFullMesh(store->store(), device);
+    // A size-1 "mesh" has no pairs; the Collective base class never calls gloo then.
+    return std::make_unique<GlooCollective>(options, std::move(context));
+  } catch (const gloo::Exception& e) {
+    throw CollectiveError(options.rank, "connect (" + std::to_string(options.size) + " ranks)",
+                          Describe(e));
+  } catch (const gloo::EnforceNotMet& e) {
+    throw CollectiveError(options.rank, "connect (" + std::to_string(options.size) + " ranks)",
+                          Describe(e));
+  }
+}
+
+}  // namespace asgd::collective

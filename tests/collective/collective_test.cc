@@ -1,0 +1,323 @@
+// The collective layer with N ranks as threads of this process, over gloo's TCP transport
+// on 127.0.0.1 with an in-memory rendezvous; and with two processes through the file
+// store (collective_file_peer).
+
+#include <chrono>
+#include <cstdlib>
+#include <exception>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "collective/collective.h"
+#include "tests/support/subprocess.h"
+#include "tests/support/test_util.h"
+
+namespace asgd::collective {
+namespace {
+
+using std::chrono::milliseconds;
+
+CollectiveOptions Options(int rank, int size, Algorithm algorithm = Algorithm::kRing,
+                          milliseconds timeout = milliseconds(10000)) {
+  CollectiveOptions o;
+  o.rank = rank;
+  o.size = size;
+  o.algorithm = algorithm;
+  o.timeout = timeout;
+  o.host = "127.0.0.1";
+  return o;
+}
+
+// Runs body(collective) on `size` threads, one rank each, and rethrows the first
+// exception any of them threw.
+void RunRanks(int size, Algorithm algorithm, const std::function<void(Collective&)>& body) {
+  auto rendezvous = NewInMemoryRendezvous();
+  std::vector<std::exception_ptr> errors(size);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < size; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        auto c = Connect(Options(r, size, algorithm), rendezvous);
+        body(*c);
+        // As at the end of a run: no rank closes its connections while a peer may still
+        // be reading its last message.
+        c->Barrier();
+      } catch (...) {
+        errors[r] = std::current_exception();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  // One rank's failure makes its peers fail too ("connection closed"); report them all so
+  // the first cause is visible.
+  std::string all;
+  for (int r = 0; r < size; ++r) {
+    if (!errors[r]) continue;
+    try {
+      std::rethrow_exception(errors[r]);
+    } catch (const std::exception& e) {
+      all += "\n  rank " + std::to_string(r) + ": " + e.what();
+    }
+  }
+  if (!all.empty()) FAIL() << "ranks failed:" << all;
+}
+
+class AllreduceTest : public ::testing::TestWithParam<std::tuple<Algorithm, int>> {};
+
+TEST_P(AllreduceTest, SumOfSmallIntegersIsExact) {
+  const auto [algorithm, size] = GetParam();
+  // Lengths: one element, an odd length below every chunk size, and one spanning many
+  // chunks with a ragged end.
+  for (std::size_t n : {std::size_t{1}, std::size_t{7}, std::size_t{3001}}) {
+    RunRanks(size, algorithm, [&, n](Collective& c) {
+      std::vector<float> v(n);
+      for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<float>((c.rank() + 1) * (i % 13));
+      c.Allreduce(v, ReduceOp::kSum);
+      const float ranks_sum = static_cast<float>(size * (size + 1) / 2);
+      for (std::size_t i = 0; i < n; ++i) {
+        ASSERT_EQ(v[i], ranks_sum * static_cast<float>(i % 13)) << "element " << i;
+      }
+      // Same buffer again (the cached gloo algorithm is reused).
+      c.Allreduce(v, ReduceOp::kSum);
+      ASSERT_EQ(v[n - 1], size * ranks_sum * static_cast<float>((n - 1) % 13));
+    });
+  }
+}
+
+TEST_P(AllreduceTest, MeanOfSmallIntegersIsExact) {
+  const auto [algorithm, size] = GetParam();
+  RunRanks(size, algorithm, [&](Collective& c) {
+    // Element i of rank r holds i + N*r: the sum over ranks is N*i + N*N(N-1)/2, so the
+    // mean is the integer i + N(N-1)/2.
+    std::vector<float> v(100);
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      v[i] = static_cast<float>(static_cast<int>(i) + size * c.rank());
+    }
+    c.Allreduce(v, ReduceOp::kMean);
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      ASSERT_EQ(v[i], static_cast<float>(static_cast<int>(i) + size * (size - 1) / 2));
+    }
+  });
+}
+
+TEST_P(AllreduceTest, CountersFollowTheAlgorithmsSchedule) {
+  const auto [algorithm, size] = GetParam();
+  const std::size_t n = 4096;
+  RunRanks(size, algorithm, [&](Collective& c) {
+    std::vector<float> v(n, 1.0f);
+    c.Allreduce(v);
+    c.Allreduce(v);
+    const auto counters = c.Counters();
+    const Traffic one = ExpectedAllreduceBytes(algorithm, c.rank(), size, n);
+    EXPECT_EQ(counters.bytes_sent, 2 * one.sent);
+    EXPECT_EQ(counters.bytes_received, 2 * one.received);
+    EXPECT_EQ(counters.allreduces, 2u);
+  });
+}
+
+std::string ParamName(const ::testing::TestParamInfo<std::tuple<Algorithm, int>>& info) {
+  return std::string(AlgorithmName(std::get<0>(info.param))) + "_" +
+         std::to_string(std::get<1>(info.param));
+}
+
+INSTANTIATE_TEST_SUITE_P(AlgorithmsAndSizes, AllreduceTest,
+                         ::testing::Combine(::testing::Values(Algorithm::kRing,
+                                                              Algorithm::kRingChunked,
+                                                              Algorithm::kHalvingDoubling),
+                                            ::testing::Range(1, 6)),
+                         ParamName);
+
+// The closed form the issue states: a ring allreduce moves 2(N-1)/N x the vector's bytes
+// per rank (exactly, when the vector splits evenly into 2N segments of at most 1 MiB).
+TEST(AllreduceBytes, RingMovesTwoTimesNMinusOneOverNOfTheVector) {
+  for (int size = 2; size <= 5; ++size) {
+    const std::size_t n = 2 * static_cast<std::size_t>(size) * 1000;  // 2N segments of 1000
+    const uint64_t bytes = n * sizeof(float);
+    for (int rank = 0; rank < size; ++rank) {
+      const Traffic t = ExpectedAllreduceBytes(Algorithm::kRing, rank, size, n);
+      EXPECT_EQ(t.sent, 2 * (size - 1) * bytes / size) << size << " ranks, rank " << rank;
+      EXPECT_EQ(t.received, t.sent);
+      const Traffic c = ExpectedAllreduceBytes(Algorithm::kRingChunked, rank, size, n);
+      EXPECT_EQ(c.sent, 2 * (size - 1) * bytes / size);
+    }
+  }
+  // Above 2N MiB gloo's ring keeps two segments in flight and sends kN-2 of its kN
+  // segments per phase: 64 MiB at N = 2 is 64 segments of 1 MiB, 62 sent per phase.
+  const std::size_t big = 64u << 20;
+  EXPECT_EQ(ExpectedAllreduceBytes(Algorithm::kRing, 0, 2, big / 4).sent, 2 * 62 * (1u << 20));
+  EXPECT_EQ(ExpectedAllreduceBytes(Algorithm::kRing, 0, 1, 100).sent, 0u);
+}
+
+TEST(Collective, BroadcastFromEveryRoot) {
+  for (int size : {1, 2, 3, 4}) {
+    RunRanks(size, Algorithm::kRing, [&](Collective& c) {
+      for (int root = 0; root < size; ++root) {
+        std::vector<float> v(257, static_cast<float>(c.rank()));
+        if (c.rank() == root) {
+          for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i) + 0.5f;
+        }
+        c.Broadcast(v, root);
+        for (std::size_t i = 0; i < v.size(); ++i) ASSERT_EQ(v[i], static_cast<float>(i) + 0.5f);
+      }
+      // Each rank was root once (sent to N-1 peers) and received from the N-1 others.
+      const auto counters = c.Counters();
+      EXPECT_EQ(counters.bytes_sent, uint64_t(size - 1) * 257 * 4);
+      EXPECT_EQ(counters.bytes_received, uint64_t(size - 1) * 257 * 4);
+    });
+  }
+}
+
+TEST(Collective, BarrierWaitsForEveryRank) {
+  const int size = 3;
+  std::mutex mu;
+  int arrived = 0;
+  RunRanks(size, Algorithm::kRing, [&](Collective& c) {
+    if (c.rank() == 2) std::this_thread::sleep_for(milliseconds(200));
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      ++arrived;
+    }
+    c.Barrier();
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_EQ(arrived, size) << "rank " << c.rank() << " left the barrier early";
+  });
+}
+
+TEST(Collective, SendRecvAroundARingWithTags) {
+  const int size = 4;
+  RunRanks(size, Algorithm::kRing, [&](Collective& c) {
+    const int right = (c.rank() + 1) % size;
+    const int left = (c.rank() + size - 1) % size;
+    std::vector<float> out(33, static_cast<float>(c.rank()));
+    std::vector<float> out2(5, static_cast<float>(100 + c.rank()));
+    std::vector<float> in(33), in2(5);
+    // Send returns once the peer has posted the matching Recv, so the even ranks send
+    // first and the odd ones receive first (in the same tag order) to avoid a deadlock.
+    if (c.rank() % 2 == 0) {
+      c.Send(right, out, 1);
+      c.Send(right, out2, 2);
+      c.Recv(left, in, 1);
+      c.Recv(left, in2, 2);
+    } else {
+      c.Recv(left, in, 1);
+      c.Recv(left, in2, 2);
+      c.Send(right, out, 1);
+      c.Send(right, out2, 2);
+    }
+    for (float x : in) ASSERT_EQ(x, static_cast<float>(left));
+    for (float x : in2) ASSERT_EQ(x, static_cast<float>(100 + left));
+    const auto counters = c.Counters();
+    EXPECT_EQ(counters.bytes_sent, 38u * 4);
+    EXPECT_EQ(counters.bytes_received, 38u * 4);
+  });
+}
+
+TEST(Collective, OptionsNameTheBadKey) {
+  auto key_of = [](CollectiveOptions o) -> std::string {
+    try {
+      o.Validate();
+    } catch (const ConfigError& e) {
+      return e.key();
+    }
+    return "";
+  };
+  EXPECT_EQ(key_of(Options(0, 0)), "collective.size");
+  EXPECT_EQ(key_of(Options(2, 2)), "collective.rank");
+  EXPECT_EQ(key_of(Options(-1, 2)), "collective.rank");
+  EXPECT_EQ(key_of(Options(0, 2, Algorithm::kRing, milliseconds(0))), "collective.timeout_ms");
+  auto no_host = Options(0, 2);
+  no_host.host.clear();
+  EXPECT_EQ(key_of(no_host), "collective.host");
+  EXPECT_EQ(key_of(Options(1, 2)), "");
+  EXPECT_EQ(ParseAlgorithm("ring_chunked"), Algorithm::kRingChunked);
+  try {
+    ParseAlgorithm("bcube");
+    FAIL() << "bcube accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key(), "collective.algorithm");
+  }
+  EXPECT_THROW(NewFileRendezvous("/nonexistent-asgd-folder"), ConfigError);
+}
+
+TEST(Collective, PeerThatNeverJoinsTimesOutInConnect) {
+  auto rendezvous = NewInMemoryRendezvous();
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    Connect(Options(0, 2, Algorithm::kRing, milliseconds(500)), rendezvous);
+    FAIL() << "connected without rank 1";
+  } catch (const CollectiveError& e) {
+    EXPECT_EQ(e.rank(), 0);
+    EXPECT_NE(std::string(e.what()).find("connect"), std::string::npos) << e.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, milliseconds(5000));
+}
+
+TEST(Collective, PeerThatStopsCallingTimesOutNamingTheOperation) {
+  for (Algorithm algorithm :
+       {Algorithm::kRing, Algorithm::kRingChunked, Algorithm::kHalvingDoubling}) {
+    auto rendezvous = NewInMemoryRendezvous();
+    std::unique_ptr<Collective> c1;
+    std::thread peer([&] { c1 = Connect(Options(1, 2, algorithm, milliseconds(500)), rendezvous); });
+    auto c0 = Connect(Options(0, 2, algorithm, milliseconds(500)), rendezvous);
+    peer.join();
+    // Rank 1 is connected but never calls Allreduce.
+    std::vector<float> v(1000, 1.0f);
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      c0->Allreduce(v);
+      FAIL() << "allreduce returned without its peer";
+    } catch (const CollectiveError& e) {
+      EXPECT_EQ(e.rank(), 0);
+      EXPECT_EQ(e.operation().rfind("allreduce", 0), 0u) << e.what();
+      EXPECT_NE(std::string(e.what()).find("rank 0: allreduce"), std::string::npos) << e.what();
+    }
+    const auto elapsed = std::chrono::steady_clock::now() - start;
+    EXPECT_GE(elapsed, milliseconds(400)) << AlgorithmName(algorithm);
+    EXPECT_LT(elapsed, milliseconds(3000)) << AlgorithmName(algorithm);
+    // The handle stays failed: the next call throws at once.
+    EXPECT_THROW(c0->Barrier(), CollectiveError);
+  }
+}
+
+TEST(Collective, DeadPeerIsAnErrorNamingTheOperation) {
+  auto rendezvous = NewInMemoryRendezvous();
+  std::unique_ptr<Collective> c1;
+  std::thread peer([&] { c1 = Connect(Options(1, 2, Algorithm::kRing, milliseconds(5000)), rendezvous); });
+  auto c0 = Connect(Options(0, 2, Algorithm::kRing, milliseconds(5000)), rendezvous);
+  peer.join();
+  c1.reset();  // closes rank 1's connections
+  std::vector<float> v(1000, 1.0f);
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_THROW(c0->Allreduce(v), CollectiveError);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, milliseconds(6000));
+}
+
+// Two processes meeting through the file store.
+TEST(Collective, FileRendezvousWithTwoProcesses) {
+  asgd::testing::TempDir dir;
+  const std::string peer = COLLECTIVE_FILE_PEER;
+  const std::string store = dir.File("store");
+  std::filesystem::create_directory(store);
+  std::vector<std::unique_ptr<asgd::testing::Subprocess>> procs;
+  for (int r = 0; r < 2; ++r) {
+    procs.push_back(std::make_unique<asgd::testing::Subprocess>(
+        std::vector<std::string>{peer, std::to_string(r), "2", store},
+        dir.path() + "/out" + std::to_string(r) + ".txt"));
+  }
+  for (int r = 0; r < 2; ++r) {
+    const auto status = procs[r]->Wait(milliseconds(20000));
+    ASSERT_TRUE(status.has_value()) << "rank " << r << " did not finish";
+    EXPECT_EQ(*status, 0) << procs[r]->Output();
+  }
+}
+
+}  // namespace
+}  // namespace asgd::collective
