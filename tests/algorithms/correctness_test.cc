@@ -128,5 +128,27 @@ TEST(StalenessAware, UpdateIsTheMeanOfCScaledGradientsWhenCIsBetweenOneAndLambda
   EXPECT_EQ(records[3].staleness, 1);
 }
 
+// SAGN keeps the optimizer on the worker (its local steps are the algorithm). With
+// backup workers (N = 1 of 2, one thread: worker 0 closes the round, worker 1's push is
+// stale) the dropped window's update is lost and the worker continues from the new
+// centre, but its optimizer state keeps the dropped window's gradient: the velocity is
+// the one a momentum optimizer has after that step, not zero.
+TEST(Sagn, ADroppedWindowKeepsTheWorkersOptimizerState) {
+  StrategyOptions so = Options(0.1, 1);
+  so.replicas_to_aggregate = 1;
+  Harness h("sagn", 2, so, "momentum");
+  h.Run(1);
+  ASSERT_EQ(h.store->version(), 1u);
+  ASSERT_EQ(h.clients[1]->dropped_pushes(), 1);
+  EXPECT_EQ(h.local(1), h.store->values()) << "the dropped worker continues from the centre";
+  std::vector<float> theta = kInit, g(kDim);
+  h.q.Fn()(theta, g);
+  auto ref = MakeOptimizer("momentum");
+  ref->Step(theta, g, 0.1f);
+  const std::vector<float> state = h.optimizers[1]->State();
+  EXPECT_EQ(state, ref->State());
+  EXPECT_NE(state, std::vector<float>(state.size(), 0.0f));
+}
+
 }  // namespace
 }  // namespace asgd::algorithms
