@@ -150,5 +150,45 @@ TEST(Sagn, ADroppedWindowKeepsTheWorkersOptimizerState) {
   EXPECT_NE(state, std::vector<float>(state.size(), 0.0f));
 }
 
+// AEASGD (Zhang et al. 2015, Alg. 1): every τ steps (from t = 0) the worker exchanges with
+// the centre at its current parameters x, before its local step: E = α(x − x̃), x̃ ← x̃ + E,
+// x ← x − E, then x ← x − η·g(x) with the gradient taken before the exchange. The default
+// α is the paper's β/p with β = 0.9. Two workers stepped in turn against a hand-written
+// replay of that loop.
+TEST(Aeasgd, ExchangeEveryTauStepsAtTheCurrentParametersBeforeTheLocalStep) {
+  StrategyOptions defaults;
+  defaults.num_workers = 4;
+  EXPECT_DOUBLE_EQ(ElasticAlpha(defaults), 0.9 / 4);
+  constexpr int kWorkers = 2, kTau = 3, kSteps = 10;
+  constexpr float kLr = 0.1f, kAlpha = 0.3f;
+  StrategyOptions so = Options(kLr, kTau);
+  so.elastic_alpha = kAlpha;
+  Harness h("aeasgd", kWorkers, so);
+  h.Run(kSteps);
+  std::vector<std::vector<float>> x(kWorkers, kInit);
+  std::vector<float> centre = kInit, g(kDim);
+  const GradientFn fn = h.q.Fn();
+  for (int t = 0; t < kSteps; ++t) {
+    for (auto& xw : x) {
+      fn(xw, g);
+      if (t % kTau == 0) {
+        for (std::size_t i = 0; i < xw.size(); ++i) {
+          const float e = kAlpha * (xw[i] - centre[i]);
+          centre[i] += e;
+          xw[i] -= e;
+        }
+      }
+      for (std::size_t i = 0; i < xw.size(); ++i) xw[i] -= kLr * g[i];
+    }
+  }
+  const auto got = h.store->values();
+  for (std::size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], centre[i], 1e-5) << i;
+  for (std::size_t w = 0; w < x.size(); ++w) {
+    const auto local = h.local(w);
+    for (std::size_t i = 0; i < local.size(); ++i) EXPECT_NEAR(local[i], x[w][i], 1e-5) << w << " " << i;
+  }
+  EXPECT_EQ(h.store->version(), static_cast<uint64_t>(kWorkers * ((kSteps + kTau - 1) / kTau)));
+}
+
 }  // namespace
 }  // namespace asgd::algorithms
