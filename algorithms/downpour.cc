@@ -9,6 +9,9 @@
 //     the worker pushes the window's summed raw gradients Δ; the server keeps a per-
 //     element accumulator A (starting at server_initial_accumulator, TensorFlow's 0.1)
 //     and applies A ← A + Δ²; θ̃ ← θ̃ − γ·Δ/√A with γ = server_learning_rate.
+//     A must start positive (TensorFlow requires it too): the rule has no ε, so with
+//     A = 0 a coordinate whose gradient is exactly zero (MNIST's border pixels) would
+//     become 0/0 = NaN. The factory refuses initial_accumulator ≤ 0 with a ConfigError.
 //
 // Conventions: the window check comes after the step (every push covers n_push steps;
 // dist-keras's first commit covers n_push − 1); a partial window at the end is dropped;
@@ -74,6 +77,13 @@ Strategy DownpourStrategy() {
   };
   s.server_rule = [](const StrategyOptions& o, uint32_t) -> std::unique_ptr<transport::ServerRule> {
     if (o.server_optimizer == "adagrad") {
+      // Δ/√A has no ε: A must stay positive where Δ = 0 (see the header).
+      if (!(o.server_initial_accumulator > 0)) {
+        throw ConfigError("algorithm.initial_accumulator",
+                          std::to_string(o.server_initial_accumulator),
+                          "> 0 with downpour's server_optimizer = adagrad (no ε: a zero "
+                          "gradient would give 0/0)");
+      }
       return std::make_unique<AdagradRule>(o.server_learning_rate, o.server_initial_accumulator);
     }
     if (o.server_optimizer != "add") {

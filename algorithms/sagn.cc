@@ -7,6 +7,12 @@
 // server-side Adam is not applied (the server adds; use a local adam for TFG's local
 // side). SAGN(W = 1) ≡ sync_sgd; SAGN with one worker ≡ AGN. Staleness: 0 by
 // construction; stale pushes of backup workers are dropped and counted.
+//
+// The local optimizer steps are part of the algorithm (Hermans), so the optimizer state
+// stays on the worker. When a worker's window is dropped (N < workers), the push-pull
+// still replaces its parameters by the new centre, but its optimizer state is kept as is:
+// a momentum velocity or Adam moments still hold the dropped window's gradients and carry
+// them into the next window. Only the window's update is lost, not its optimizer history.
 #include "algorithms/builtin_strategies.h"
 #include "algorithms/sync_rule.h"
 #include "algorithms/windowed_worker.h"
