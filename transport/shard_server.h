@@ -36,6 +36,7 @@
 #include "transport/curve.h"
 #include "transport/placement.h"
 #include "transport/server_rule.h"
+#include "transport/shard_core.h"  // ShardSnapshot
 #include "transport/staleness.h"
 #include "transport/status.h"
 
@@ -106,14 +107,6 @@ struct ShardStats {
     auto i = static_cast<std::size_t>(code);
     return i < errors_by_code.size() ? errors_by_code[i] : 0;
   }
-};
-
-// Everything needed to restore a shard: for checkpoints.
-struct ShardSnapshot {
-  uint32_t shard = 0;
-  uint64_t version = 0;
-  std::vector<float> values;
-  std::string rule_state;  // ServerRule::SaveState()
 };
 
 class ShardServer {
