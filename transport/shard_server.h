@@ -8,6 +8,10 @@
 // thread between the socket and the rule; over inproc:// a push payload is read straight
 // from the client's buffer.
 //
+// The shard's bookkeeping (rule calls, version, staleness records, outcome counts,
+// non-finite rejection, held requests, snapshots) is a ShardCore's (shard_core.h); this
+// class is its ZeroMQ adapter: it decodes, calls the core, and encodes the reply.
+//
 // Pull replies are sent zero-copy from the shard's values. While such a reply is still
 // referenced (by ZeroMQ, or on inproc:// by the client reading it), the next write to
 // the values copies them first into a spare buffer (copy-on-write), so a reply always
