@@ -7,8 +7,11 @@
 // rule that defers a reply (synchronous rounds, SSP) blocks the calling thread until the
 // rule releases it; tests that use deferring rules run one thread per worker.
 //
-// Staleness is computed as on the ShardServer: version at arrival minus the version the
-// client last pulled; every applied or accepted push yields one StalenessRecord.
+// The shard's bookkeeping (staleness: version at arrival minus the version the client
+// last pulled, one StalenessRecord per applied or accepted push; outcome counts;
+// non-finite rejection; held requests; snapshots) is transport::ShardCore's, the same as
+// a ShardServer's. This class is its in-process adapter: it serialises requests under
+// its mutex and blocks a deferred request's thread on a condition variable.
 //
 // Thread safety: MemoryStore is thread-safe; a MemoryClient is used by one thread.
 #pragma once
@@ -24,7 +27,7 @@
 
 #include "algorithms/strategy.h"
 #include "core/clock.h"
-#include "transport/shard_server.h"
+#include "transport/shard_core.h"
 #include "transport/staleness.h"
 
 namespace asgd::algorithms {
@@ -70,20 +73,17 @@ class MemoryStore {
                  std::span<const float> update, std::span<float> out);
 
  private:
-  class Context;
+  class Replies;
   struct Held;
 
   mutable std::mutex mu_;
   std::condition_variable released_;
   std::size_t size_;
-  std::unique_ptr<Context> ctx_;
-  std::unique_ptr<transport::ServerRule> rule_;
   std::unique_ptr<Clock> own_clock_;
-  const Clock* clock_;
-  transport::StalenessSink* sink_;
-  Stats stats_;
+  std::unique_ptr<transport::VectorStorage> storage_;
+  std::unique_ptr<Replies> replies_;
+  std::unique_ptr<transport::ShardCore> core_;
   bool shut_down_ = false;
-  uint64_t next_token_ = 1;
 };
 
 // A worker's client of a MemoryStore.

@@ -25,7 +25,7 @@
 #include "experiments/config.h"
 #include "experiments/metrics.h"
 #include "transport/checkpoint.h"
-#include "transport/shard_server.h"
+#include "transport/shard_core.h"
 
 namespace asgd::experiments {
 

@@ -55,37 +55,38 @@ struct ValueBlock {
 
 void FreeReplyBuffer(void* data, void* /*hint*/) { ReplyBuffer::Free(static_cast<float*>(data)); }
 
-// A reply held by the rule (ServerCall::Defer) or by a barrier.
+// The return address of a request held by the rule (ServerCall::Defer) or by a barrier;
+// the core keeps the rest (HeldRequest) under the same token.
 struct Held {
   std::string routing_id;
   Header request;  // the request's header (op, ids, range); message empty
-  PushOutcome outcome = PushOutcome::kApplied;
 };
 
 std::atomic<uint64_t> g_control_counter{0};
 
 }  // namespace
 
-class ShardServer::Impl final : public ShardContext {
+// The ZeroMQ adapter of a ShardCore: decodes requests, calls the core, encodes replies.
+// It supplies the core's value storage (copy-on-write blocks, for zero-copy pull
+// replies) and its ReplySink (return addresses of held requests).
+class ShardServer::Impl final : public ValueStorage, public ReplySink {
  public:
   Impl(std::shared_ptr<Context> context, ServerOptions options, std::vector<float> initial,
        std::unique_ptr<ServerRule> rule);
   ~Impl() override;
 
-  // ShardContext (called by the rule on the serving thread, with mu_ held).
-  uint32_t shard() const override { return options_.shard; }
-  int64_t size() const override { return size_; }
-  uint64_t version() const override { return version_; }
-  void AdvanceVersion(uint64_t by) override { version_ += by; }
+  uint32_t shard() const { return options_.shard; }
+  int64_t size() const { return size_; }
+
+  // ValueStorage (called by the core on the serving thread, with mu_ held).
   std::span<const float> values() const override {
     return {current_->data, static_cast<std::size_t>(size_)};
   }
   std::span<float> mutable_values() override;
-  Duration Now() const override { return clock_->Now(); }
-  void Release(uint64_t token) override { ReleaseHeld(token, nullptr); }
-  void Release(uint64_t token, ReplyBuffer payload) override { ReleaseHeld(token, &payload); }
-  void Fail(uint64_t token, std::string message) override;
-  std::size_t held() const override { return held_.size(); }
+  // ReplySink (likewise).
+  void Release(uint64_t token, const HeldRequest& held, ReplyBuffer* payload) override;
+  void Fail(uint64_t token, const HeldRequest& held, ErrorCode code,
+            const std::string& message) override;
 
   void Run();
   // Sets serving_ (throws if already serving or failed for good); Serve() then serves
@@ -112,12 +113,12 @@ class ShardServer::Impl final : public ShardContext {
   const std::string& rule_name() const { return rule_name_; }
 
  private:
-  // Counters written by the serving thread only, read by anyone.
+  // Counters written by the serving thread only, read by anyone (the core keeps those
+  // of pushes, pulls, clocks and staleness).
   struct Counters {
-    std::atomic<uint64_t> requests{0}, pushes_applied{0}, pushes_accepted{0}, pushes_dropped{0},
-        pulls{0}, push_pulls{0}, clocks{0}, registrations{0}, barriers{0}, errors{0},
-        staleness_sum{0}, staleness_max{0}, bytes_received{0}, bytes_sent{0}, replies_sent{0},
-        replies_dropped{0}, copies_on_write{0};
+    std::atomic<uint64_t> requests{0}, registrations{0}, barriers{0}, errors{0},
+        bytes_received{0}, bytes_sent{0}, replies_sent{0}, replies_dropped{0},
+        copies_on_write{0};
     std::array<std::atomic<uint64_t>, 16> errors_by_code{};
   };
   static void Bump(std::atomic<uint64_t>& c, uint64_t by = 1) {
@@ -127,7 +128,7 @@ class ShardServer::Impl final : public ShardContext {
   bool ReceiveOne(bool block);
   void Handle(std::size_t nparts, bool too_many_frames) ASGD_REQUIRES(mu_);
   void HandleValid(const Header& h, std::size_t nparts) ASGD_REQUIRES(mu_);
-  bool BuildPayload(const Header& h, std::size_t nparts, Payload* out);
+  void BuildPayload(const Header& h, std::size_t nparts, Payload* out);
   void ReleasePayloadFrames(std::size_t nparts);
 
   // Every reply goes through here: counts bytes and messages, treats an undeliverable
@@ -138,9 +139,7 @@ class ShardServer::Impl final : public ShardContext {
   void SendAck(zmq::message_t& routing, const Header& request, uint64_t aux);
   void SendValues(zmq::message_t& routing, const Header& request, ReplyBuffer* rule_payload,
                   uint64_t aux);
-  void ReleaseHeld(uint64_t token, ReplyBuffer* payload);
   void FailAllHeld(ErrorCode code, const std::string& why) ASGD_REQUIRES(mu_);
-  void Record(const Header& h, PushOutcome outcome, uint64_t applied_version, int64_t staleness);
   void Tick();
 
   std::shared_ptr<Context> context_;
@@ -164,15 +163,13 @@ class ShardServer::Impl final : public ShardContext {
   std::vector<Payload::Piece> pieces_;
 
   mutable std::mutex mu_;
-  std::unique_ptr<ServerRule> rule_ ASGD_GUARDED_BY(mu_);
   ValueBlock* current_ ASGD_GUARDED_BY(mu_) = nullptr;
   std::vector<ValueBlock*> spares_ ASGD_GUARDED_BY(mu_);
-  uint64_t version_ ASGD_GUARDED_BY(mu_) = 0;
   std::unordered_map<uint64_t, Held> held_ ASGD_GUARDED_BY(mu_);
-  uint64_t next_token_ ASGD_GUARDED_BY(mu_) = 1;
   // barrier id -> (participants, tokens)
   std::map<int64_t, std::pair<uint64_t, std::vector<uint64_t>>> barriers_ ASGD_GUARDED_BY(mu_);
-  bool rule_started_ ASGD_GUARDED_BY(mu_) = false;
+  // Set by the constructor, then never reassigned: its calls need mu_, its stats() not.
+  std::unique_ptr<ShardCore> core_;
 
   Counters counters_;
   std::atomic<uint64_t> version_published_{0};
@@ -257,9 +254,14 @@ ShardServer::Impl::Impl(std::shared_ptr<Context> context, ServerOptions options,
   // can throw (a bind refused), or a failed construction leaks the shard's values.
   {
     std::lock_guard<std::mutex> lock(mu_);
-    rule_ = std::move(rule);
     current_ = new ValueBlock(size_);
     if (size_ > 0) std::memcpy(current_->data, initial.data(), initial.size() * sizeof(float));
+    ShardCore::Options core_options;
+    core_options.shard = options_.shard;
+    core_options.clock = clock_;
+    core_options.staleness_sink = options_.staleness_sink;
+    core_options.reject_non_finite = options_.reject_non_finite;
+    core_ = std::make_unique<ShardCore>(core_options, std::move(rule), this, this);
   }
   ASGD_LOG(kDebug, "shard ", options_.shard, " (", rule_name_, ", ", size_,
            " floats) bound to ", bound_);
@@ -322,11 +324,8 @@ void ShardServer::Impl::Serve() {
     Duration tick = Duration::zero();
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (!rule_started_) {
-        rule_->Start(*this);
-        rule_started_ = true;
-      }
-      tick = rule_->TickInterval();
+      core_->Start();
+      tick = core_->rule().TickInterval();
     }
     using Steady = std::chrono::steady_clock;
     auto next_tick = Steady::now() + tick;
@@ -400,8 +399,8 @@ bool ShardServer::Impl::ReceiveOne(bool block) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     Handle(n, too_many);
-    version_published_.store(version_, std::memory_order_relaxed);
-    held_published_.store(held_.size(), std::memory_order_relaxed);
+    version_published_.store(core_->version(), std::memory_order_relaxed);
+    held_published_.store(core_->held(), std::memory_order_relaxed);
   }
   for (std::size_t i = 0; i < n; ++i) parts_[i].rebuild();
   pieces_.clear();
@@ -431,7 +430,7 @@ void ShardServer::Impl::Handle(std::size_t nparts, bool too_many_frames) {
       return;
     }
     if (h.op == Op::kRegister) {  // from SetLiveWorkers()
-      rule_->OnMembership(*this, live_workers_.load());
+      core_->Membership(live_workers_.load());
       return;
     }
   }
@@ -471,7 +470,7 @@ void ShardServer::Impl::Handle(std::size_t nparts, bool too_many_frames) {
   }
 }
 
-bool ShardServer::Impl::BuildPayload(const Header& h, std::size_t nparts, Payload* out) {
+void ShardServer::Impl::BuildPayload(const Header& h, std::size_t nparts, Payload* out) {
   pieces_.clear();
   // ZeroMQ may hand us a small frame at any byte offset inside its receive buffer;
   // such frames are copied to aligned scratch (large frames have their own allocation).
@@ -497,21 +496,8 @@ bool ShardServer::Impl::BuildPayload(const Header& h, std::size_t nparts, Payloa
     pieces_.push_back({at, std::span<const float>(f, count)});
     at += static_cast<int64_t>(count);
   }
-  if (options_.reject_non_finite && !rule_->ChecksNonFinite()) {
-    for (const Payload::Piece& piece : pieces_) {
-      const int64_t bad = FindNonFinite(piece.values);
-      if (bad >= 0) {
-        const float v = piece.values[static_cast<std::size_t>(bad)];
-        SendError(parts_[0], h, ErrorCode::kNonFinite,
-                  ::asgd::internal::StrCat(OpName(h.op), " payload holds ", v != v ? "NaN" : "Inf",
-                                   " at shard-local element ", piece.offset + bad,
-                                   "; the shard is unchanged"));
-        return false;
-      }
-    }
-  }
+  // Non-finite values are the core's to reject.
   *out = Payload(static_cast<int64_t>(h.offset), pieces_);
-  return true;
 }
 
 void ShardServer::Impl::ReleasePayloadFrames(std::size_t nparts) {
@@ -555,60 +541,41 @@ void ShardServer::Impl::HandleValid(const Header& h, std::size_t nparts) {
     case Op::kPush:
     case Op::kPushPull: {
       Payload payload;
-      if (!BuildPayload(h, nparts, &payload)) return;
-      const uint64_t arrival = version_;
-      const auto staleness = static_cast<int64_t>(arrival - h.version);
-      ServerCall call(next_token_++, InfoFrom(h), std::move(payload), staleness);
-      PushOutcome outcome;
-      try {
-        outcome = h.op == Op::kPush ? rule_->OnPush(*this, call) : rule_->OnPushPull(*this, call);
-      } catch (const InputError& ex) {
-        ReleasePayloadFrames(nparts);
-        SendError(routing, h, ErrorCode::kRejectedByRule, ex.what());
+      BuildPayload(h, nparts, &payload);
+      const RequestInfo info = InfoFrom(h);
+      ShardCore::Result r = h.op == Op::kPush ? core_->Push(info, std::move(payload))
+                                              : core_->PushPull(info, std::move(payload));
+      ReleasePayloadFrames(nparts);
+      if (!r.ok()) {
+        SendError(routing, h, r.error, r.message);
         return;
       }
-      ReleasePayloadFrames(nparts);
-      switch (outcome) {
-        case PushOutcome::kApplied: Bump(counters_.pushes_applied); break;
-        case PushOutcome::kAccepted: Bump(counters_.pushes_accepted); break;
-        case PushOutcome::kDropped: Bump(counters_.pushes_dropped); break;
-      }
-      if (h.op == Op::kPushPull) Bump(counters_.push_pulls);
-      // The rule may have restated the staleness in its own unit (set_staleness).
-      if (outcome != PushOutcome::kDropped) Record(h, outcome, arrival, call.staleness());
-      if (call.deferred()) {
-        held_[call.token()] =
+      if (r.deferred) {
+        held_[r.token] =
             Held{std::string(static_cast<const char*>(routing.data()), routing.size()),
-                 RequestCopy(h), outcome};
+                 RequestCopy(h)};
         return;
       }
       if (h.op == Op::kPush) {
-        SendAck(routing, h, static_cast<uint64_t>(outcome));
+        SendAck(routing, h, static_cast<uint64_t>(r.outcome));
       } else {
-        ReplyBuffer rb = call.TakeReplyPayload();
-        SendValues(routing, h, rb.empty() ? nullptr : &rb, static_cast<uint64_t>(outcome));
+        SendValues(routing, h, r.reply.empty() ? nullptr : &r.reply,
+                   static_cast<uint64_t>(r.outcome));
       }
       return;
     }
     case Op::kPull:
     case Op::kClock: {
-      ServerCall call(next_token_++, InfoFrom(h), Payload(), 0);
-      if (h.op == Op::kPull) {
-        rule_->OnPull(*this, call);
-        Bump(counters_.pulls);
-      } else {
-        rule_->OnClock(*this, call);
-        Bump(counters_.clocks);
-      }
-      if (call.deferred()) {
-        held_[call.token()] =
+      const RequestInfo info = InfoFrom(h);
+      ShardCore::Result r = h.op == Op::kPull ? core_->Pull(info) : core_->Clock(info);
+      if (r.deferred) {
+        held_[r.token] =
             Held{std::string(static_cast<const char*>(routing.data()), routing.size()),
-                 RequestCopy(h), PushOutcome::kApplied};
+                 RequestCopy(h)};
         return;
       }
       if (h.op == Op::kPull) {
-        ReplyBuffer rb = call.TakeReplyPayload();
-        SendValues(routing, h, rb.empty() ? nullptr : &rb, 0);
+        SendValues(routing, h, r.reply.empty() ? nullptr : &r.reply, 0);
       } else {
         SendAck(routing, h, 0);
       }
@@ -634,15 +601,15 @@ void ShardServer::Impl::HandleValid(const Header& h, std::size_t nparts) {
                                    " participants, request says ", h.aux));
         return;
       }
-      const uint64_t token = next_token_++;
+      const uint64_t token = core_->Hold(InfoFrom(h));
       held_[token] = Held{std::string(static_cast<const char*>(routing.data()), routing.size()),
-                          RequestCopy(h), PushOutcome::kApplied};
+                          RequestCopy(h)};
       tokens.push_back(token);
       Bump(counters_.barriers);
       if (tokens.size() >= participants) {
         const std::vector<uint64_t> release = std::move(tokens);
         barriers_.erase(h.clock);
-        for (uint64_t t : release) ReleaseHeld(t, nullptr);
+        for (uint64_t t : release) core_->Release(t);
       }
       return;
     }
@@ -685,8 +652,8 @@ void ShardServer::Impl::SendReply(zmq::message_t& routing, const Header& h,
                                   zmq::message_t* payload) {
   // Publish before the reply leaves (not only after the request was handled): a peer
   // that reads stats() once it has this reply must see the version the reply reports.
-  version_published_.store(version_, std::memory_order_relaxed);
-  held_published_.store(held_.size(), std::memory_order_relaxed);
+  version_published_.store(core_->version(), std::memory_order_relaxed);
+  held_published_.store(core_->held(), std::memory_order_relaxed);
   zmq::message_t header = HeaderMessage(h);
   const uint64_t bytes = routing.size() + header.size() + (payload ? payload->size() : 0);
   try {
@@ -711,7 +678,7 @@ void ShardServer::Impl::SendReply(zmq::message_t& routing, const Header& h,
 
 void ShardServer::Impl::SendError(zmq::message_t& routing, const Header& request, ErrorCode code,
                                   const std::string& detail) {
-  Header r = ReplyHeaderFor(request, options_.shard, version_);
+  Header r = ReplyHeaderFor(request, options_.shard, core_->version());
   r.op = Op::kError;
   r.code = code;
   r.offset = 0;
@@ -725,7 +692,7 @@ void ShardServer::Impl::SendError(zmq::message_t& routing, const Header& request
 }
 
 void ShardServer::Impl::SendAck(zmq::message_t& routing, const Header& request, uint64_t aux) {
-  Header r = ReplyHeaderFor(request, options_.shard, version_);
+  Header r = ReplyHeaderFor(request, options_.shard, core_->version());
   r.offset = 0;
   r.count = 0;
   r.aux = aux;
@@ -734,7 +701,7 @@ void ShardServer::Impl::SendAck(zmq::message_t& routing, const Header& request, 
 
 void ShardServer::Impl::SendValues(zmq::message_t& routing, const Header& request,
                                    ReplyBuffer* rule_payload, uint64_t aux) {
-  Header r = ReplyHeaderFor(request, options_.shard, version_);
+  Header r = ReplyHeaderFor(request, options_.shard, core_->version());
   r.aux = aux;
   if (request.count == 0) {
     SendReply(routing, r, nullptr);
@@ -757,7 +724,8 @@ void ShardServer::Impl::SendValues(zmq::message_t& routing, const Header& reques
   SendReply(routing, r, &payload);
 }
 
-void ShardServer::Impl::ReleaseHeld(uint64_t token, ReplyBuffer* payload) {
+void ShardServer::Impl::Release(uint64_t token, const HeldRequest& request,
+                                ReplyBuffer* payload) {
   auto it = held_.find(token);
   if (it == held_.end()) return;
   Held held = std::move(it->second);
@@ -766,10 +734,10 @@ void ShardServer::Impl::ReleaseHeld(uint64_t token, ReplyBuffer* payload) {
   switch (held.request.op) {
     case Op::kPull:
     case Op::kPushPull:
-      SendValues(routing, held.request, payload, static_cast<uint64_t>(held.outcome));
+      SendValues(routing, held.request, payload, static_cast<uint64_t>(request.outcome));
       return;
     case Op::kPush:
-      SendAck(routing, held.request, static_cast<uint64_t>(held.outcome));
+      SendAck(routing, held.request, static_cast<uint64_t>(request.outcome));
       return;
     default:
       SendAck(routing, held.request, 0);
@@ -777,58 +745,27 @@ void ShardServer::Impl::ReleaseHeld(uint64_t token, ReplyBuffer* payload) {
   }
 }
 
-void ShardServer::Impl::Fail(uint64_t token, std::string message) {
+void ShardServer::Impl::Fail(uint64_t token, const HeldRequest& /*request*/, ErrorCode code,
+                             const std::string& message) {
   auto it = held_.find(token);
   if (it == held_.end()) return;
   Held held = std::move(it->second);
   held_.erase(it);
   zmq::message_t routing(held.routing_id.data(), held.routing_id.size());
-  SendError(routing, held.request, ErrorCode::kRejectedByRule, message);
+  SendError(routing, held.request, code, message);
 }
 
 void ShardServer::Impl::FailAllHeld(ErrorCode code, const std::string& why) {
-  std::vector<uint64_t> tokens;
-  tokens.reserve(held_.size());
-  for (const auto& [token, held] : held_) tokens.push_back(token);
-  std::sort(tokens.begin(), tokens.end());
-  for (uint64_t token : tokens) {
-    Held held = std::move(held_[token]);
-    held_.erase(token);
-    zmq::message_t routing(held.routing_id.data(), held.routing_id.size());
-    SendError(routing, held.request, code, why);
-  }
+  core_->FailAll(code, why);
   barriers_.clear();
   held_published_.store(0, std::memory_order_relaxed);
 }
 
-void ShardServer::Impl::Record(const Header& h, PushOutcome outcome, uint64_t applied_version,
-                               int64_t staleness) {
-  if (staleness > 0) {
-    const auto s = static_cast<uint64_t>(staleness);
-    Bump(counters_.staleness_sum, s);
-    if (s > counters_.staleness_max.load(std::memory_order_relaxed)) {
-      counters_.staleness_max.store(s, std::memory_order_relaxed);
-    }
-  }
-  if (options_.staleness_sink != nullptr) {
-    StalenessRecord r;
-    r.worker = h.sender;
-    r.shard = options_.shard;
-    r.step = h.clock;
-    r.pulled_version = h.version;
-    r.applied_version = applied_version;
-    r.staleness = staleness;
-    r.wall_time_s = clock_->NowSeconds();
-    r.outcome = outcome;
-    options_.staleness_sink->Record(r);
-  }
-}
-
 void ShardServer::Impl::Tick() {
   std::lock_guard<std::mutex> lock(mu_);
-  rule_->OnTick(*this);
-  version_published_.store(version_, std::memory_order_relaxed);
-  held_published_.store(held_.size(), std::memory_order_relaxed);
+  core_->Tick();
+  version_published_.store(core_->version(), std::memory_order_relaxed);
+  held_published_.store(core_->held(), std::memory_order_relaxed);
 }
 
 void ShardServer::Impl::Start() {
@@ -866,7 +803,7 @@ void ShardServer::Impl::SetLiveWorkers(int live_workers) {
     SignalControl(Op::kRegister);
   } else {
     std::lock_guard<std::mutex> lock(mu_);
-    rule_->OnMembership(*this, live_workers);
+    core_->Membership(live_workers);
   }
 }
 
@@ -906,21 +843,22 @@ ShardStats ShardServer::Impl::stats() const {
   ShardStats s;
   auto get = [](const std::atomic<uint64_t>& c) { return c.load(std::memory_order_relaxed); };
   s.version = version_published_.load(std::memory_order_relaxed);
+  const ShardCoreStats core = core_->stats();
   s.requests = get(counters_.requests);
-  s.pushes_applied = get(counters_.pushes_applied);
-  s.pushes_accepted = get(counters_.pushes_accepted);
-  s.pushes_dropped = get(counters_.pushes_dropped);
-  s.pulls = get(counters_.pulls);
-  s.push_pulls = get(counters_.push_pulls);
-  s.clocks = get(counters_.clocks);
+  s.pushes_applied = core.pushes_applied;
+  s.pushes_accepted = core.pushes_accepted;
+  s.pushes_dropped = core.pushes_dropped;
+  s.pulls = core.pulls;
+  s.push_pulls = core.push_pulls;
+  s.clocks = core.clocks;
   s.registrations = get(counters_.registrations);
   s.barriers = get(counters_.barriers);
   s.errors = get(counters_.errors);
   for (std::size_t i = 0; i < s.errors_by_code.size(); ++i) {
     s.errors_by_code[i] = get(counters_.errors_by_code[i]);
   }
-  s.staleness_sum = get(counters_.staleness_sum);
-  s.staleness_max = get(counters_.staleness_max);
+  s.staleness_sum = core.staleness_sum;
+  s.staleness_max = core.staleness_max;
   s.bytes_received = get(counters_.bytes_received);
   s.bytes_sent = get(counters_.bytes_sent);
   s.replies_sent = get(counters_.replies_sent);
@@ -936,30 +874,13 @@ ShardSnapshot ShardServer::Impl::Snapshot() const {
   return SnapshotLocked();
 }
 
-ShardSnapshot ShardServer::Impl::SnapshotLocked() const {
-  ShardSnapshot s;
-  s.shard = options_.shard;
-  s.version = version_;
-  s.values.assign(current_->data, current_->data + size_);
-  s.rule_state = rule_->SaveState();
-  return s;
-}
+ShardSnapshot ShardServer::Impl::SnapshotLocked() const { return core_->Snapshot(); }
 
 void ShardServer::Impl::Restore(const ShardSnapshot& snapshot) {
   std::lock_guard<std::mutex> lock(mu_);
   ASGD_CHECK_EQ(snapshot.shard, options_.shard, "snapshot of another shard");
-  ASGD_CHECK_EQ(static_cast<int64_t>(snapshot.values.size()), size_, "snapshot size");
-  // A rule sets up its state in Start (which serving would otherwise call later, after
-  // the restore, wiping the loaded state).
-  if (!rule_started_) {
-    rule_->Start(*this);
-    rule_started_ = true;
-  }
-  rule_->LoadState(snapshot.rule_state);  // may throw InputError; nothing changed yet
-  std::span<float> v = mutable_values();
-  if (size_ > 0) std::memcpy(v.data(), snapshot.values.data(), v.size_bytes());
-  version_ = snapshot.version;
-  version_published_.store(version_, std::memory_order_relaxed);
+  core_->Restore(snapshot);
+  version_published_.store(core_->version(), std::memory_order_relaxed);
 }
 
 // ---- ShardServer -----------------------------------------------------------------

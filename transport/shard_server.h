@@ -8,6 +8,10 @@
 // thread between the socket and the rule; over inproc:// a push payload is read straight
 // from the client's buffer.
 //
+// The shard's bookkeeping (rule calls, version, staleness records, outcome counts,
+// non-finite rejection, held requests, snapshots) is a ShardCore's (shard_core.h); this
+// class is its ZeroMQ adapter: it decodes, calls the core, and encodes the reply.
+//
 // Pull replies are sent zero-copy from the shard's values. While such a reply is still
 // referenced (by ZeroMQ, or on inproc:// by the client reading it), the next write to
 // the values copies them first into a spare buffer (copy-on-write), so a reply always
@@ -36,6 +40,7 @@
 #include "transport/curve.h"
 #include "transport/placement.h"
 #include "transport/server_rule.h"
+#include "transport/shard_core.h"  // ShardSnapshot
 #include "transport/staleness.h"
 #include "transport/status.h"
 
@@ -106,14 +111,6 @@ struct ShardStats {
     auto i = static_cast<std::size_t>(code);
     return i < errors_by_code.size() ? errors_by_code[i] : 0;
   }
-};
-
-// Everything needed to restore a shard: for checkpoints.
-struct ShardSnapshot {
-  uint32_t shard = 0;
-  uint64_t version = 0;
-  std::vector<float> values;
-  std::string rule_state;  // ServerRule::SaveState()
 };
 
 class ShardServer {

@@ -1,0 +1,158 @@
+// transport::ShardCore driven directly with every built-in server rule (one suite for all
+// hosts: the ZeroMQ server and the in-process store are adapters of this core, tested as
+// such in tests/transport and strategies_test). Checks the bookkeeping every rule gets:
+// non-finite rejection leaves the shard unchanged, outcomes and staleness records are
+// counted, refusals change nothing, and Snapshot/Restore round-trips values, version and
+// rule state.
+#include <gtest/gtest.h>
+
+#include <cctype>
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "algorithms/strategy.h"
+#include "core/clock.h"
+#include "transport/shard_core.h"
+#include "transport/staleness.h"
+
+namespace asgd::algorithms {
+namespace {
+
+using transport::ErrorCode;
+using transport::Op;
+using transport::ShardCore;
+
+constexpr int64_t kSize = 8;
+
+// Counts the replies the core releases or fails.
+class CountingReplies final : public transport::ReplySink {
+ public:
+  void Release(uint64_t, const transport::HeldRequest&, transport::ReplyBuffer*) override {
+    ++released;
+  }
+  void Fail(uint64_t, const transport::HeldRequest&, ErrorCode, const std::string&) override {
+    ++failed;
+  }
+  int released = 0, failed = 0;
+};
+
+struct Host {
+  explicit Host(const std::string& name)
+      : clock(NewSystemClock()), storage(std::vector<float>(kSize, 0.5f)) {
+    StrategyOptions o;
+    o.num_workers = 1;
+    ShardCore::Options co;
+    co.clock = clock.get();
+    co.staleness_sink = &sink;
+    core = std::make_unique<ShardCore>(co, FindStrategy(name).server_rule(o, 0), &storage,
+                                       &replies);
+    core->Start();
+  }
+  transport::RequestInfo Info(Op op) const {
+    transport::RequestInfo info;
+    info.op = op;
+    info.version = core->version();
+    info.count = kSize;
+    return info;
+  }
+  // A push of `update`, or a push-pull if the rule refuses plain pushes.
+  ShardCore::Result Push(const std::vector<float>& update) {
+    const transport::Payload payload(0, {{0, update}});
+    ShardCore::Result r = core->Push(Info(Op::kPush), payload);
+    if (r.error == ErrorCode::kRejectedByRule) r = core->PushPull(Info(Op::kPushPull), payload);
+    return r;
+  }
+
+  std::unique_ptr<Clock> clock;
+  transport::VectorStorage storage;
+  transport::MemoryStalenessSink sink;
+  CountingReplies replies;
+  std::unique_ptr<ShardCore> core;
+};
+
+std::vector<std::string> StoreStrategies() {
+  std::vector<std::string> names;
+  for (const std::string& name : StrategyNames()) {
+    const Strategy& s = FindStrategy(name);
+    if (!s.shared_memory && s.server_rule) names.push_back(name);
+  }
+  return names;
+}
+
+class ShardCoreRules : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ShardCoreRules, NonFinitePushChangesNothing) {
+  Host h(GetParam());
+  if (h.core->rule().ChecksNonFinite()) GTEST_SKIP() << "the rule checks non-finite itself";
+  const transport::ShardSnapshot before = h.core->Snapshot();
+  std::vector<float> update(kSize, 0.01f);
+  update[3] = std::numeric_limits<float>::quiet_NaN();
+  const ShardCore::Result r = h.core->Push(h.Info(Op::kPush), transport::Payload(0, {{0, update}}));
+  EXPECT_EQ(r.error, ErrorCode::kNonFinite);
+  EXPECT_NE(r.message.find("element 3"), std::string::npos) << r.message;
+  const transport::ShardSnapshot after = h.core->Snapshot();
+  EXPECT_EQ(after.values, before.values);
+  EXPECT_EQ(after.version, before.version);
+  EXPECT_EQ(after.rule_state, before.rule_state);
+  EXPECT_EQ(h.core->stats().rejected, 1u);
+  EXPECT_EQ(h.core->stats().records, 0u);
+  EXPECT_EQ(h.sink.size(), 0u);
+}
+
+TEST_P(ShardCoreRules, PushesAreCountedAndRecorded) {
+  Host h(GetParam());
+  const transport::ShardSnapshot before = h.core->Snapshot();
+  const ShardCore::Result r = h.Push(std::vector<float>(kSize, 0.25f));
+  if (!r.ok()) {
+    // A refusal changes nothing (ServerRule contract).
+    EXPECT_EQ(r.error, ErrorCode::kRejectedByRule);
+    EXPECT_EQ(h.core->Snapshot().values, before.values);
+    EXPECT_EQ(h.core->stats().rejected, 2u);
+    return;
+  }
+  const transport::ShardCoreStats s = h.core->stats();
+  EXPECT_EQ(s.pushes_applied + s.pushes_accepted + s.pushes_dropped, 1u);
+  EXPECT_EQ(s.records, s.pushes_applied + s.pushes_accepted);
+  ASSERT_EQ(h.sink.size(), s.records);
+  for (const auto& rec : h.sink.records()) {
+    EXPECT_EQ(rec.pulled_version, before.version);
+    EXPECT_EQ(rec.applied_version, before.version);
+  }
+  EXPECT_EQ(h.core->held(), r.deferred ? 1u : 0u);
+  // Held requests are failed, in order, when the host asks.
+  h.core->FailAll(ErrorCode::kShuttingDown, "stopping");
+  EXPECT_EQ(h.core->held(), 0u);
+  EXPECT_EQ(h.replies.failed, r.deferred ? 1 : 0);
+}
+
+TEST_P(ShardCoreRules, SnapshotRestoresValuesVersionAndRuleState) {
+  Host a(GetParam());
+  for (int i = 0; i < 3; ++i) (void)a.Push(std::vector<float>(kSize, 0.125f * (i + 1)));
+  const transport::ShardSnapshot snap = a.core->Snapshot();
+  Host b(GetParam());
+  b.core->Restore(snap);
+  const transport::ShardSnapshot got = b.core->Snapshot();
+  EXPECT_EQ(got.values, snap.values);
+  EXPECT_EQ(got.version, snap.version);
+  EXPECT_EQ(got.rule_state, snap.rule_state);
+  // A snapshot of another size is refused before anything changes.
+  transport::ShardSnapshot wrong = snap;
+  wrong.values.push_back(1.0f);
+  EXPECT_ANY_THROW(b.core->Restore(wrong));
+  EXPECT_EQ(b.core->Snapshot().values, snap.values);
+}
+
+INSTANTIATE_TEST_SUITE_P(Builtin, ShardCoreRules, ::testing::ValuesIn(StoreStrategies()),
+                         [](const ::testing::TestParamInfo<std::string>& p) {
+                           std::string id = p.param;
+                           for (char& c : id) {
+                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+                           }
+                           return id;
+                         });
+
+}  // namespace
+}  // namespace asgd::algorithms
