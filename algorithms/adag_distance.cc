@@ -59,6 +59,8 @@ Strategy AdagDistanceStrategy() {
   Strategy s;
   s.name = "adag_distance";
   s.description = "ADAG (Hermans): AGN pushes damped by 1/(D²/γ + 1), D the centre's drift";
+  s.keys = ReadKeys(kOptimizerKeys | kScheduleKeys,
+                    {"algorithm.window", "algorithm.fetch_window", "algorithm.adag_gamma"});
   s.worker_rule = [](const StrategyOptions&) -> std::unique_ptr<WorkerRule> {
     WindowedWorker::Mode mode;
     mode.normalise = true;

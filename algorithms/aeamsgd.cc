@@ -12,6 +12,8 @@ Strategy AeamsgdStrategy() {
   Strategy s;
   s.name = "aeamsgd";
   s.description = "asynchronous elastic averaging with Nesterov momentum";
+  s.keys = ReadKeys(kScheduleKeys,
+                    {"algorithm.window", "algorithm.momentum", "algorithm.elastic_alpha"});
   s.worker_rule = [](const StrategyOptions& o) -> std::unique_ptr<WorkerRule> {
     ElasticWorker::Mode mode;
     mode.nesterov = true;

@@ -17,6 +17,7 @@ Strategy AgnStrategy() {
   Strategy s;
   s.name = "agn";
   s.description = "accumulated gradient normalization: push the window's update / W";
+  s.keys = ReadKeys(kOptimizerKeys | kScheduleKeys, {"algorithm.window", "algorithm.fetch_window"});
   s.worker_rule = [](const StrategyOptions&) -> std::unique_ptr<WorkerRule> {
     WindowedWorker::Mode mode;
     mode.normalise = true;

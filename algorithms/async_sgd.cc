@@ -17,6 +17,7 @@ Strategy AsyncSgdStrategy() {
   Strategy s;
   s.name = "async_sgd";
   s.description = "asynchronous SGD on the parameter server: push each update, add on arrival";
+  s.keys = ReadKeys(kOptimizerKeys | kScheduleKeys);
   s.worker_rule = [](const StrategyOptions&) -> std::unique_ptr<WorkerRule> {
     WindowedWorker::Mode mode;
     mode.single_step = true;

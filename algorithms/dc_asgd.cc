@@ -62,6 +62,7 @@ Strategy DcAsgdStrategy() {
   Strategy s;
   s.name = "dc_asgd";
   s.description = "delay-compensated async SGD: g + λ·g⊙g⊙(w − w_bak) applied at the server";
+  s.keys = ReadKeys(kCommonKeys, {"algorithm.dc_lambda"});
   s.worker_rule = [](const StrategyOptions&) -> std::unique_ptr<WorkerRule> {
     return std::make_unique<GradientWorker>();
   };

@@ -70,6 +70,9 @@ Strategy DownpourStrategy() {
   Strategy s;
   s.name = "downpour";
   s.description = "DOWNPOUR: push the window's update every n_push steps, fetch every n_fetch";
+  s.keys = ReadKeys(kOptimizerKeys | kScheduleKeys,
+                    {"algorithm.window", "algorithm.fetch_window", "algorithm.server_optimizer",
+                     "algorithm.server_learning_rate"});
   s.worker_rule = [](const StrategyOptions& o) -> std::unique_ptr<WorkerRule> {
     WindowedWorker::Mode mode;
     mode.push_gradients = o.server_optimizer == "adagrad";

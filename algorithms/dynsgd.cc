@@ -37,6 +37,7 @@ Strategy DynSgdStrategy() {
   Strategy s;
   s.name = "dynsgd";
   s.description = "DynSGD: the server damps each update by 1/(staleness + 1)";
+  s.keys = ReadKeys(kOptimizerKeys | kScheduleKeys, {"algorithm.window", "algorithm.fetch_window"});
   s.worker_rule = [](const StrategyOptions&) -> std::unique_ptr<WorkerRule> {
     return std::make_unique<WindowedWorker>(WindowedWorker::Mode{});
   };

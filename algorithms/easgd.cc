@@ -14,6 +14,8 @@ Strategy EasgdStrategy() {
   Strategy s;
   s.name = "easgd";
   s.description = "synchronous elastic averaging: all workers exchange every W steps";
+  s.keys = ReadKeys(kOptimizerKeys | kScheduleKeys,
+                    {"algorithm.window", "algorithm.elastic_alpha"});
   s.synchronous = true;
   s.worker_rule = [](const StrategyOptions& o) -> std::unique_ptr<WorkerRule> {
     ElasticWorker::Mode mode;

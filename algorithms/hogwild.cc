@@ -173,6 +173,7 @@ Strategy HogwildStrategy() {
   Strategy s;
   s.name = "hogwild";
   s.description = "Hogwild!: lock-free threads adding into one shared vector";
+  s.keys = ReadKeys(kOptimizerKeys | kScheduleKeys);
   s.shared_memory = true;
   s.supports_sparse = true;
   s.worker_rule = [](const StrategyOptions&) -> std::unique_ptr<WorkerRule> {

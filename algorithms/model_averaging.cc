@@ -46,6 +46,7 @@ Strategy ModelAveragingStrategy() {
   Strategy s;
   s.name = "model_averaging";
   s.description = "periodic model averaging: every W steps the centre becomes the workers' mean";
+  s.keys = ReadKeys(kOptimizerKeys | kScheduleKeys, {"algorithm.window"});
   s.synchronous = true;
   s.worker_rule = [](const StrategyOptions&) -> std::unique_ptr<WorkerRule> {
     return std::make_unique<AveragingWorker>();

@@ -23,6 +23,10 @@ Strategy SagnStrategy() {
   Strategy s;
   s.name = "sagn";
   s.description = "synchronous AGN: mean of N window-normalised pushes per round";
+  s.rounds = true;
+  s.keys = ReadKeys(kOptimizerKeys | kScheduleKeys,
+                    {"algorithm.window", "algorithm.replicas_to_aggregate",
+                     "algorithm.aggregation"});
   s.synchronous = true;
   s.worker_rule = [](const StrategyOptions&) -> std::unique_ptr<WorkerRule> {
     WindowedWorker::Mode mode;

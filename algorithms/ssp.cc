@@ -135,6 +135,8 @@ Strategy SspStrategy() {
   Strategy s;
   s.name = "ssp";
   s.description = "stale synchronous parallel: at most S clocks ahead of the slowest worker";
+  s.clocks = true;
+  s.keys = ReadKeys(kOptimizerKeys | kScheduleKeys, {"algorithm.ssp_bound"});
   s.synchronous = true;
   s.worker_rule = [](const StrategyOptions&) -> std::unique_ptr<WorkerRule> {
     return std::make_unique<SspWorker>();

@@ -73,6 +73,7 @@ Strategy StalenessAwareStrategy() {
   Strategy s;
   s.name = "staleness_aware";
   s.description = "staleness-aware async SGD: rate α₀/(s + 1), n-softsync aggregation";
+  s.keys = ReadKeys(kCommonKeys, {"algorithm.softsync"});
   s.worker_rule = [](const StrategyOptions&) -> std::unique_ptr<WorkerRule> {
     return std::make_unique<GradientWorker>();
   };

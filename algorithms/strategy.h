@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <span>
 #include <string>
@@ -189,10 +190,14 @@ struct StrategyOptions {
   double server_initial_accumulator = 0.1;
 };
 
-// A registered strategy.
+// A registered strategy: its rules and the traits code outside algorithms/ asks (no caller
+// compares a strategy's name).
 struct Strategy {
   std::string name;         // registry name, e.g. "agn"
   std::string description;  // one line, with the source
+  // The sequential baseline (sgd): one worker and no store; the runner trains it itself,
+  // so worker_rule and server_rule are empty.
+  bool sequential = false;
   // Runs on threads that share one vector without a store (hogwild).
   bool shared_memory = false;
   // Workers wait for each other (rounds, clocks): a worker that stops early would block
@@ -200,6 +205,15 @@ struct Strategy {
   bool synchronous = false;
   // The worker rule uses WorkerEnv::sparse_gradient when the runner provides it.
   bool supports_sparse = false;
+  // Synchronous rounds of N pushes (replicas_to_aggregate): an update aggregates N
+  // mini-batches, which the linear scaling rule scales the rate by.
+  bool rounds = false;
+  // Workers announce clocks (SendClock) and the server bounds how far apart they run
+  // (ssp): a run needs every worker's clock to go on.
+  bool clocks = false;
+  // The `algorithm.*` config keys the strategy reads (ReadKeys); a config that sets any
+  // other algorithm.* key is told it is ignored.
+  std::vector<std::string> keys;
   std::function<std::unique_ptr<WorkerRule>(const StrategyOptions&)> worker_rule;
   // Per shard; shard = 0 for the in-memory store.
   std::function<std::unique_ptr<transport::ServerRule>(const StrategyOptions&, uint32_t shard)>
@@ -215,9 +229,27 @@ inline double ElasticAlpha(const StrategyOptions& o) {
   return o.elastic_alpha > 0 ? o.elastic_alpha : 0.9 / o.num_workers;
 }
 
+// Groups of algorithm.* keys for Strategy::keys.
+enum KeyGroup : unsigned {
+  // algorithm.name, workers, batch_size, learning_rate: every strategy reads them.
+  kCommonKeys = 0,
+  // The worker's local optimizer: optimizer, momentum, beta1, beta2, epsilon,
+  // initial_accumulator, weight_decay.
+  kOptimizerKeys = 1u << 0,
+  // The worker's learning-rate schedule: lr_decay, linear_scaling, warmup_epochs,
+  // worker_learning_rates.
+  kScheduleKeys = 1u << 1,
+};
+// The common keys, the groups' keys and `own` (full names, "algorithm.window"), sorted.
+std::vector<std::string> ReadKeys(unsigned groups, std::initializer_list<const char*> own = {});
+// Every algorithm.* key some strategy reads, sorted.
+std::vector<std::string> AllStrategyKeys();
+
 // The registry. Throws ConfigError("algorithm.name", name, "one of ...") if unknown.
 const Strategy& FindStrategy(const std::string& name);
-// Registered names (aliases included), sorted.
+// Registered names (aliases included, the sequential baseline sgd too), sorted.
 std::vector<std::string> StrategyNames();
+// Each registered strategy once (aliases left out), by name.
+std::vector<const Strategy*> Strategies();
 
 }  // namespace asgd::algorithms

@@ -29,6 +29,9 @@ Strategy SyncSgdStrategy() {
   Strategy s;
   s.name = "sync_sgd";
   s.description = "synchronous SGD: mean of the first N fresh pushes per round (backup workers)";
+  s.rounds = true;
+  s.keys = ReadKeys(kOptimizerKeys | kScheduleKeys,
+                    {"algorithm.replicas_to_aggregate", "algorithm.aggregation"});
   s.synchronous = true;
   s.worker_rule = [](const StrategyOptions&) -> std::unique_ptr<WorkerRule> {
     WindowedWorker::Mode mode;

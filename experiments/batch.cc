@@ -18,6 +18,7 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include "algorithms/strategy.h"
 #include "core/check.h"
 #include "core/clock.h"
 #include "core/error.h"
@@ -334,7 +335,9 @@ std::string MakeBatchDir(const std::string& given, const std::string& fallback,
 Config LoadRunConfig(const std::string& path, const std::vector<std::string>& overrides) {
   Config config = Config::FromFile(path, overrides, ExperimentSchema());
   const std::string algorithm = config.String("algorithm.name");
-  if (algorithm != "sgd" && algorithm != "ps_check") BuildStrategyOptions(config);
+  if (algorithm != kPsCheck && !algorithms::FindStrategy(algorithm).sequential) {
+    BuildStrategyOptions(config);
+  }
   return config;
 }
 

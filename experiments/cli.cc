@@ -20,6 +20,7 @@
 #include "experiments/roles.h"
 #include "experiments/run_dir.h"
 #include "experiments/runner.h"
+#include "experiments/setup.h"
 
 namespace asgd::experiments {
 namespace po = boost::program_options;
@@ -68,7 +69,7 @@ std::string Help(const std::string& usage, const po::options_description& desc) 
   return CommandHelp(usage, desc);
 }
 
-int RunCommand(const std::vector<std::string>& args, std::ostream& out) {
+int RunCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   po::options_description desc("Options");
   desc.add_options()("help,h", "describe this command")(
       "help-config", "list every configuration key with its default and meaning")(
@@ -77,12 +78,13 @@ int RunCommand(const std::vector<std::string>& args, std::ostream& out) {
       "config", po::value<std::string>(), "the experiment config (INI)")(
       "resume", po::value<std::string>(),
       "continue the run in this folder from its newest valid checkpoint, appending to its "
-      "CSVs (CONFIG must train the same data, model, algorithm and shards)");
+      "CSVs (CONFIG must train the same data, model, algorithm and shards)")(
+      "strict", "an [algorithm] key the strategy does not read is an error, not a warning");
   po::positional_options_description pos;
   pos.add("config", 1);
   auto vm = Parse(args, desc, pos, "run");
   const std::string usage =
-      "usage: asgd run CONFIG [--set section.key=value ...] [--resume RUN_DIR]\n\n"
+      "usage: asgd run CONFIG [--set section.key=value ...] [--resume RUN_DIR] [--strict]\n\n"
       "Trains as CONFIG says and writes a run folder (config.ini, provenance.json,\n"
       "convergence.csv) under [experiment] out_dir; with --resume, continues RUN_DIR.";
   if (vm.count("help")) {
@@ -99,6 +101,16 @@ int RunCommand(const std::vector<std::string>& args, std::ostream& out) {
   if (vm.count("set")) overrides = vm["set"].as<std::vector<std::string>>();
   Config config = Config::FromFile(path, overrides, ExperimentSchema());
   RefuseCurveInOneProcess(config);
+  // A sweep across strategies sets keys only some read: a warning, unless --strict.
+  if (const std::vector<std::string> ignored = IgnoredAlgorithmKeys(config); !ignored.empty()) {
+    const std::string what = config.String("algorithm.name") + " does not read " +
+                             Join(ignored, ", ");
+    if (vm.count("strict")) {
+      throw ConfigError(ignored.front(), config.Raw(ignored.front()),
+                        "the key left out: " + what + " (asgd run --strict)");
+    }
+    err << "asgd: warning: " << what << " (ignored; listed in provenance.json)\n";
+  }
 
   RunRequest request;
   request.name = config.String("experiment.name").empty() ? ConfigStem(path)
@@ -228,7 +240,7 @@ int DataCommand(const std::vector<std::string>& args, std::ostream& out) {
   throw InputError("asgd data: unknown action " + QuoteForMessage(action) + ": expected fetch or find");
 }
 
-int Dispatch(const std::vector<std::string>& args, std::ostream& out) {
+int Dispatch(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   if (args.empty()) {
     out << kUsage;
     return kExitBadInput;
@@ -243,7 +255,7 @@ int Dispatch(const std::vector<std::string>& args, std::ostream& out) {
     out << BuildDescription() << "\n";
     return kExitOk;
   }
-  if (command == "run") return RunCommand(rest, out);
+  if (command == "run") return RunCommand(rest, out, err);
   if (command == "data") return DataCommand(rest, out);
   if (command == "compare") return CompareCommand(rest, out);
   if (command == "sweep") return SweepCommand(rest, out);
@@ -277,7 +289,7 @@ std::vector<std::string> DataSearchDirs(const std::string& config_dir) {
 
 int Main(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   try {
-    return Dispatch(args, out);
+    return Dispatch(args, out, err);
   } catch (const InvariantError& e) {
     err << "asgd: internal error (please report): " << e.what() << "\n";
     return kExitInternal;

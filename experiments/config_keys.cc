@@ -165,9 +165,8 @@ Schema BuildSchema() {
             false));
 
   // [algorithm]
-  std::vector<std::string> names = {"sgd"};
-  for (const std::string& n : algorithms::StrategyNames()) names.push_back(n);
-  names.push_back("ps_check");
+  std::vector<std::string> names = algorithms::StrategyNames();
+  names.push_back(kPsCheck);
   s.Add(Choice("algorithm.name", "sgd", names,
                "the training strategy (sgd = the sequential baseline; adag = agn, dist-keras's "
                "name; README.md lists each with its source); ps_check is not training but a "

@@ -126,7 +126,8 @@ int LaunchCommand(const std::vector<std::string>& args, std::ostream& out) {
   if (p.help) return kExitOk;
   Config config = Config::FromFile(p.config_path, p.overrides, ExperimentSchema());
   const std::string name = config.String("algorithm.name");
-  if (name == "sgd" || name == "ps_check" || algorithms::FindStrategy(name).shared_memory) {
+  if (name == kPsCheck || algorithms::FindStrategy(name).sequential ||
+      algorithms::FindStrategy(name).shared_memory) {
     throw ConfigError("algorithm.name", name,
                       "a strategy over the parameter server for `asgd launch` (sgd and hogwild "
                       "run in one process with `asgd run`; ps_check with `asgd ps`/`asgd worker`)");

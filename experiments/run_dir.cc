@@ -13,6 +13,7 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/file_util.h"
+#include "experiments/setup.h"
 
 namespace asgd::experiments {
 namespace {
@@ -81,6 +82,7 @@ RunDir RunDir::Create(const Config& config, const std::string& name,
   p["command_line"] = command_line;
   p["start_time"] = WallTimeIso8601();
   p["status"] = "running";
+  p["ignored_keys"] = IgnoredAlgorithmKeys(config);
   run.provenance_ = p.dump(2);
   WriteFileAtomic(run.File("provenance.json"), run.provenance_ + "\n");
   return run;

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "algorithms/optimizer.h"
+#include "algorithms/strategy.h"
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -12,6 +13,7 @@
 #include "datasets/loader.h"
 #include "datasets/partition.h"
 #include "datasets/sampler.h"
+#include "experiments/config_keys.h"
 #include "experiments/csv.h"
 #include "experiments/evaluation.h"
 #include "experiments/metrics.h"
@@ -54,12 +56,14 @@ RunResult RunExperiment(const Config& config, const RunRequest& request, std::os
   SetLogLevel(level);
 
   const auto seed = static_cast<uint64_t>(config.Int("experiment.seed"));
-  if (config.String("algorithm.name") == "ps_check") {
-    throw ConfigError("algorithm.name", "ps_check",
+  if (config.String("algorithm.name") == kPsCheck) {
+    throw ConfigError("algorithm.name", kPsCheck,
                       "a training strategy for `asgd run`; ps_check runs as processes: "
                       "`asgd ps` and `asgd worker`");
   }
-  if (config.String("algorithm.name") != "sgd") return RunParallel(config, request, out);
+  if (!algorithms::FindStrategy(config.String("algorithm.name")).sequential) {
+    return RunParallel(config, request, out);
+  }
   // The sequential baseline does not checkpoint (its runs are the short references).
   for (const char* key : {"experiment.checkpoint_every_steps", "experiment.checkpoint_every_s"}) {
     if (config.Double(key) > 0) {

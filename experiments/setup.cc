@@ -5,6 +5,7 @@
 #include "core/check.h"
 #include "core/error.h"
 #include "core/rng.h"
+#include "experiments/config_keys.h"
 
 namespace asgd::experiments {
 
@@ -102,14 +103,28 @@ algorithms::ScheduleOptions BuildScheduleOptions(const Config& config) {
   algorithms::ScheduleOptions o;
   o.decay = config.Double("algorithm.lr_decay");
   if (config.Bool("algorithm.linear_scaling")) {
-    const std::string name = config.String("algorithm.name");
     const auto workers = static_cast<double>(config.Int("algorithm.workers"));
     const auto replicas = static_cast<double>(config.Int("algorithm.replicas_to_aggregate"));
-    const bool rounds = name == "sync_sgd" || name == "sagn";
+    const bool rounds = algorithms::FindStrategy(config.String("algorithm.name")).rounds;
     o.scale = rounds && replicas > 0 ? replicas : workers;
     o.warmup_epochs = config.Double("algorithm.warmup_epochs");
   }
   return o;
+}
+
+std::vector<std::string> IgnoredAlgorithmKeys(const Config& config) {
+  const std::string name = config.String("algorithm.name");
+  if (name == kPsCheck) return {};
+  const std::vector<std::string>& reads = algorithms::FindStrategy(name).keys;
+  std::vector<std::string> ignored;
+  // Keys only a strategy reads; the others of [algorithm] (ps_check's) are not a
+  // strategy's business.
+  for (const std::string& key : algorithms::AllStrategyKeys()) {
+    if (config.IsExplicit(key) && !std::binary_search(reads.begin(), reads.end(), key)) {
+      ignored.push_back(key);
+    }
+  }
+  return ignored;
 }
 
 double WorkerLearningRate(const Config& config, int worker) {

@@ -28,6 +28,10 @@ algorithms::StrategyOptions BuildStrategyOptions(const Config& config);
 // The learning-rate schedule: algorithm.lr_decay, and with algorithm.linear_scaling the
 // factor k (the mini-batches one update aggregates) and algorithm.warmup_epochs.
 algorithms::ScheduleOptions BuildScheduleOptions(const Config& config);
+
+// The algorithm.* keys the config sets (file or --set) that its strategy does not read
+// (Strategy::keys), sorted; empty for ps_check, which is not a strategy.
+std::vector<std::string> IgnoredAlgorithmKeys(const Config& config);
 // Worker w's base learning rate: algorithm.worker_learning_rates[w], or learning_rate.
 double WorkerLearningRate(const Config& config, int worker);
 

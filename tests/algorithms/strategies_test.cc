@@ -3,6 +3,7 @@
 // invariants of algorithms.md §3 and §7 hold bit for bit or to float tolerance.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <thread>
@@ -158,6 +159,37 @@ TEST(Strategies, DownpourServerAdagradMatchesItsFormula) {
   StrategyOptions bad = so;
   bad.server_optimizer = "rmsprop";
   EXPECT_THROW(FindStrategy("downpour").server_rule(bad, 0), ConfigError);
+}
+
+// The registry entries are complete and their traits consistent: a strategy with rounds or
+// clocks is synchronous, every one reads the common keys, and only the sequential
+// baseline has no rules.
+TEST(Strategies, EveryEntryHasRulesAndConsistentTraits) {
+  const std::vector<std::string> common = ReadKeys(kCommonKeys);
+  int sequential = 0;
+  for (const Strategy* s : Strategies()) {
+    SCOPED_TRACE(s->name);
+    EXPECT_FALSE(s->description.empty());
+    EXPECT_EQ(&FindStrategy(s->name), s);
+    for (const std::string& k : common) {
+      EXPECT_TRUE(std::binary_search(s->keys.begin(), s->keys.end(), k)) << k;
+    }
+    EXPECT_TRUE(std::is_sorted(s->keys.begin(), s->keys.end()));
+    if (s->rounds || s->clocks) {
+      EXPECT_TRUE(s->synchronous);
+    }
+    if (s->sequential) {
+      ++sequential;
+      EXPECT_FALSE(s->worker_rule);
+      continue;
+    }
+    StrategyOptions o = Options(0.1, 2);
+    o.num_workers = 2;
+    EXPECT_NE(s->worker_rule(o), nullptr);
+    EXPECT_NE(s->server_rule(o, 0), nullptr);
+  }
+  EXPECT_EQ(sequential, 1);
+  EXPECT_EQ(FindStrategy("adag").name, "agn");  // an alias resolves to its strategy
 }
 
 TEST(Strategies, UnknownNameListsTheKnownOnes) {

@@ -173,4 +173,14 @@ struct Harness {
   bool started_ = false;
 };
 
+// The registered strategies (aliases left out) whose traits pass `keep`, by name: the
+// tests that must cover every strategy iterate the registry, so a new one is covered.
+inline std::vector<std::string> StrategiesWhere(const std::function<bool(const Strategy&)>& keep) {
+  std::vector<std::string> names;
+  for (const Strategy* s : Strategies()) {
+    if (keep(*s)) names.push_back(s->name);
+  }
+  return names;
+}
+
 }  // namespace asgd::algorithms::testing

@@ -6,9 +6,11 @@
 #include <zlib.h>
 
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <fstream>
 #include <sstream>
 
+#include "core/file_util.h"
 #include "tests/support/test_util.h"
 
 namespace asgd::experiments {
@@ -103,6 +105,30 @@ TEST(Cli, RunTrainsAndReportsTheRunFolder) {
   const std::string path = folder.substr(0, folder.find('\n'));
   EXPECT_TRUE(fs::exists(path + "/convergence.csv")) << path;
   EXPECT_NE(path.find("cli-test-s5"), std::string::npos) << path;
+}
+
+// An [algorithm] key the strategy does not read (sgd has no window): one warning line and
+// provenance.json's ignored_keys; --strict refuses the config before training.
+TEST(Cli, AnIgnoredAlgorithmKeyWarnsOrWithStrictFails) {
+  testing::TempDir dir;
+  const std::string config = SyntheticConfig(dir, "window = 4\n");
+  CliResult r = RunCli({"run", config});
+  ASSERT_EQ(r.status, kExitOk) << r.err;
+  EXPECT_TRUE(OneLine(r.err)) << r.err;
+  EXPECT_THAT(r.err, AllOf(HasSubstr("warning"), HasSubstr("algorithm.window")));
+  const std::string folder = r.out.substr(r.out.find("run folder: ") + 12);
+  const auto provenance =
+      nlohmann::json::parse(ReadFile(folder.substr(0, folder.find('\n')) + "/provenance.json"));
+  EXPECT_EQ(provenance["ignored_keys"], nlohmann::json::array({"algorithm.window"}));
+
+  r = RunCli({"run", config, "--strict"});
+  EXPECT_EQ(r.status, kExitBadInput);
+  EXPECT_TRUE(OneLine(r.err)) << r.err;
+  EXPECT_THAT(r.err, AllOf(HasSubstr("algorithm.window"), HasSubstr("--strict")));
+
+  r = RunCli({"run", SyntheticConfig(dir), "--strict"});  // learning_rate: sgd reads it
+  EXPECT_EQ(r.status, kExitOk) << r.err;
+  EXPECT_EQ(r.err, "");
 }
 
 TEST(Cli, NanLossStopsTheRunWithStatusTwoAndKeepsTheCsv) {

@@ -4,8 +4,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "algorithms/strategy.h"
 #include "core/error.h"
 #include "experiments/config_keys.h"
+#include "experiments/setup.h"
 
 namespace asgd::experiments {
 namespace {
@@ -35,6 +37,40 @@ TEST(Config, EveryKeyHasAValidDefaultAndADescription) {
   EXPECT_EQ(defaults.String("algorithm.name"), "sgd");
   EXPECT_EQ(defaults.Int("algorithm.batch_size"), 64);
   EXPECT_FALSE(defaults.IsExplicit("algorithm.batch_size"));
+}
+
+// Strategy::keys names schema keys, and the algorithm.name choice lists every strategy.
+TEST(Config, EveryStrategyReadsSchemaKeysAndIsAChoice) {
+  const Schema& schema = ExperimentSchema();
+  const KeySpec* name = schema.Find("algorithm.name");
+  ASSERT_NE(name, nullptr);
+  for (const algorithms::Strategy* s : algorithms::Strategies()) {
+    EXPECT_EQ(ValidateValue(*name, s->name), "") << s->name;
+    for (const std::string& key : s->keys) {
+      EXPECT_NE(schema.Find(key), nullptr) << s->name << " reads " << key;
+      EXPECT_EQ(key.rfind("algorithm.", 0), 0u) << s->name << " reads " << key;
+    }
+  }
+}
+
+// A key the chosen strategy does not read is reported (the known cases), a key it
+// reads or a key left at its default is not, and ps_check (not a strategy) reports none.
+TEST(Config, IgnoredAlgorithmKeysAreTheSetKeysTheStrategyDoesNotRead) {
+  auto ignored = [](const std::string& ini) {
+    return IgnoredAlgorithmKeys(Config::FromString(ini, {}, ExperimentSchema()));
+  };
+  using V = std::vector<std::string>;
+  EXPECT_EQ(ignored("[algorithm]\nname = downpour\nfetch_window = 5\nwindow = 5\n"), V{});
+  EXPECT_EQ(ignored("[algorithm]\nname = sync_sgd\nfetch_window = 5\nwindow = 5\n"),
+            (V{"algorithm.fetch_window", "algorithm.window"}));
+  EXPECT_EQ(ignored("[algorithm]\nname = dc_asgd\noptimizer = momentum\nlr_decay = 0.9\n"
+                    "dc_lambda = 0.1\n"),
+            (V{"algorithm.lr_decay", "algorithm.optimizer"}));
+  EXPECT_EQ(ignored("[algorithm]\nname = aeamsgd\nweight_decay = 0.1\nmomentum = 0.5\n"),
+            V{"algorithm.weight_decay"});
+  EXPECT_EQ(ignored("[algorithm]\nname = sgd\nlearning_rate = 0.1\n"), V{});
+  EXPECT_EQ(ignored("[algorithm]\nname = ps_check\nwindow = 3\n"), V{});
+  EXPECT_EQ(ignored("[algorithm]\nname = adag\nssp_bound = 2\n"), V{"algorithm.ssp_bound"});
 }
 
 TEST(Config, ReadsTypedValuesAndOverridesWin) {
