@@ -54,11 +54,11 @@ Setup MakeSetup(const Config& config, const RoleRequest& request, const std::str
     throw ConfigError("cluster.worker", "", "at least one worker address");
   }
   const std::string name = config.String("algorithm.name");
-  if (name == "sgd") {
+  s.strategy = &alg::FindStrategy(name);
+  if (s.strategy->sequential) {
     throw ConfigError("algorithm.name", name,
                       "a distributed strategy: the sequential baseline runs with `asgd run`");
   }
-  s.strategy = &alg::FindStrategy(name);
   if (s.strategy->shared_memory) {
     throw ConfigError("algorithm.name", name,
                       "a strategy over the parameter server: hogwild shares one vector inside "

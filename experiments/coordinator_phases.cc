@@ -171,7 +171,7 @@ std::string Coordinator::WorkerLossFatal() const {
   // The rounds of sync_sgd, sagn, easgd and model_averaging are re-formed with the
   // survivors (the shards hear of it in their next report: SetLiveWorkers); SSP's clock
   // table would wait for the lost worker's clock forever.
-  if (s_.strategy->name == "ssp") {
+  if (s_.strategy->clocks) {
     return "ssp waits for every worker's clock (re-forming SSP without a worker is not "
            "supported)";
   }

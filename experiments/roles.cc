@@ -17,6 +17,7 @@
 #include "core/rng.h"
 #include "datasets/loader.h"
 #include "experiments/cluster_run.h"
+#include "experiments/config_keys.h"
 #include "experiments/keys.h"
 #include "experiments/setup.h"
 #include "experiments/signals.h"
@@ -354,7 +355,7 @@ tp::ClusterSpec ResolveCluster(const Config& config, const RoleRequest& request,
 }
 
 int RunPsRole(const Config& config, const RoleRequest& request, std::ostream& out) {
-  if (config.String("algorithm.name") != "ps_check") {
+  if (config.String("algorithm.name") != kPsCheck) {
     return RunTrainingPsRole(config, request, out);
   }
   const tp::ClusterSpec spec = ResolveCluster(config, request, "ps");
@@ -413,7 +414,7 @@ int RunPsRole(const Config& config, const RoleRequest& request, std::ostream& ou
 }
 
 int RunWorkerRole(const Config& config, const RoleRequest& request, std::ostream& out) {
-  if (config.String("algorithm.name") != "ps_check") {
+  if (config.String("algorithm.name") != kPsCheck) {
     return RunTrainingWorkerRole(config, request, out);
   }
   const tp::ClusterSpec spec = ResolveCluster(config, request, "worker");
