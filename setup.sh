@@ -22,6 +22,7 @@ PACKAGES=(
   libzmq3-dev cppzmq-dev libmsgpack-cxx-dev libeigen3-dev libboost-program-options-dev
   libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev libcurl4-openssl-dev
   nlohmann-json3-dev python3 python3-matplotlib openmpi-bin
+  slurmctld slurmd slurm-client munge
 )
 
 log() { printf '[setup] %s\n' "$*" >&2; }
