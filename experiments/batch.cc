@@ -34,6 +34,7 @@
 #include "experiments/csv.h"
 #include "experiments/run_dir.h"
 #include "experiments/setup.h"
+#include "models/device.h"
 
 namespace asgd::experiments {
 namespace po = boost::program_options;
@@ -234,14 +235,20 @@ void Finish(BatchRun& run, int status, double seconds, const std::string& runs_d
 }
 
 // Runs every run as a child of program, at most parallel at a time.
+// With gpus, at most one run per listed CUDA device at a time: a run starts on the
+// lowest-numbered free one, with model.device = cuda:N added to its overrides.
 BatchOutcome RunBatch(std::vector<BatchRun>& runs, const std::string& program, int parallel,
-                      const std::string& runs_dir, const std::string& what, std::ostream& out) {
+                      const std::string& runs_dir, const std::string& what, std::ostream& out,
+                      const std::vector<int>& gpus = {}) {
   StopSignals signals;
   struct Active {
     std::size_t index;
     std::unique_ptr<ChildProcess> child;
     std::chrono::steady_clock::time_point start;
+    int gpu = -1;
   };
+  std::set<int> free_gpus(gpus.begin(), gpus.end());
+  if (!gpus.empty()) parallel = std::min(parallel, static_cast<int>(gpus.size()));
   std::vector<Active> active;
   std::size_t next = 0, done = 0;
   BatchOutcome outcome;
@@ -259,13 +266,19 @@ BatchOutcome RunBatch(std::vector<BatchRun>& runs, const std::string& program, i
     }
     while (active.size() < static_cast<std::size_t>(parallel) && next < runs.size()) {
       BatchRun& run = runs[next];
+      int gpu = -1;
+      if (!free_gpus.empty()) {
+        gpu = *free_gpus.begin();
+        free_gpus.erase(free_gpus.begin());
+        run.overrides.push_back("model.device=cuda:" + std::to_string(gpu));
+      }
       const std::vector<std::string> argv = ChildArgv(program, run);
       WriteFileAtomic(run.log_path, "# " + CommandLine(argv) + "\n");
       ChildOptions o;
       o.argv = argv;
       o.capture_output = false;
       o.output_file = run.log_path;
-      active.push_back({next, ChildProcess::Start(o), std::chrono::steady_clock::now()});
+      active.push_back({next, ChildProcess::Start(o), std::chrono::steady_clock::now(), gpu});
       ++next;
     }
     bool ended = false;
@@ -275,6 +288,7 @@ BatchOutcome RunBatch(std::vector<BatchRun>& runs, const std::string& program, i
             std::chrono::duration<double>(std::chrono::steady_clock::now() - it->start).count();
         Finish(runs[it->index], *status, seconds, runs_dir, ++done, runs.size(), out);
         if (!runs[it->index].ok) ++outcome.failed;
+        if (it->gpu >= 0) free_gpus.insert(it->gpu);
         it = active.erase(it);
         ended = true;
       } else {
@@ -420,9 +434,12 @@ struct SlurmOptions {
 };
 
 void AddBackendOptions(po::options_description& desc) {
-  desc.add_options()("backend", po::value<std::string>(),
-                     "where the runs execute: local (default, child processes) or slurm "
-                     "(a job array submitted with sbatch; gather with `collect DIR`)")(
+  desc.add_options()("gpus", po::value<std::string>(),
+                     "local backend: CUDA devices to place runs on, e.g. 0,1,2,3: at most one "
+                     "run per device at a time, each with model.device = cuda:N")(
+      "backend", po::value<std::string>(),
+      "where the runs execute: local (default, child processes) or slurm "
+      "(a job array submitted with sbatch; gather with `collect DIR`)")(
       "emit-only", "--backend slurm: write the job-array script without submitting it")(
       "partition", po::value<std::string>(), "--backend slurm: sbatch --partition")(
       "time", po::value<std::string>(), "--backend slurm: sbatch --time (per array task)")(
@@ -467,6 +484,47 @@ SlurmOptions ReadBackendOptions(const po::variables_map& vm, const std::string& 
     }
   }
   return o;
+}
+
+// --gpus: distinct CUDA ordinals that exist here (ASGD_FAKE_CUDA_DEVICES=N pretends N
+// exist, for checking the placement on a machine without GPUs); none for the others.
+std::vector<int> ReadGpus(const po::variables_map& vm, const std::vector<std::string>& sets,
+                          const std::string& command, const SlurmOptions& backend) {
+  if (!vm.count("gpus")) return {};
+  const std::string list = vm["gpus"].as<std::string>();
+  const std::string prefix = "asgd " + command + ": --gpus " + QuoteForMessage(list) + ": ";
+  if (backend.backend == "slurm") {
+    throw InputError(prefix + "the local backend's; with --backend slurm use --gpus-per-task");
+  }
+  for (const auto& s : sets) {
+    if (KeyOf(s) == "model.device") {
+      throw InputError(prefix + "sets model.device for every run; drop --set model.device");
+    }
+  }
+  std::vector<int> gpus;
+  for (const auto& item : Split(list, ',')) {
+    const std::string t(Trim(item));
+    if (t.empty() || t.size() > 4 ||
+        !std::all_of(t.begin(), t.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      throw InputError(prefix + "expected CUDA device numbers separated by commas, e.g. 0,1,2,3");
+    }
+    const int g = std::stoi(t);
+    if (std::find(gpus.begin(), gpus.end(), g) != gpus.end()) {
+      throw InputError(prefix + "device " + t + " is given twice");
+    }
+    gpus.push_back(g);
+  }
+  const char* fake = std::getenv("ASGD_FAKE_CUDA_DEVICES");
+  const int count = fake != nullptr ? std::atoi(fake) : models::CudaDeviceCount();
+  for (int g : gpus) {
+    if (g < count) continue;
+    const std::string reason = count > 0 ? "this machine has " + std::to_string(count) +
+                                               " (cuda:0 to cuda:" + std::to_string(count - 1) + ")"
+                               : fake != nullptr ? "ASGD_FAKE_CUDA_DEVICES=0"
+                                                 : models::CudaUnavailableReason();
+    throw InputError(prefix + "no CUDA device " + std::to_string(g) + " (" + reason + ")");
+  }
+  return gpus;
 }
 
 // The path of program on PATH, or "".
@@ -1069,6 +1127,12 @@ int SweepCommand(const std::vector<std::string>& given_args, std::ostream& out) 
   if (!vm.count("config")) throw InputError("asgd sweep: missing CONFIG (see `asgd sweep --help`)");
   const SlurmOptions backend = ReadBackendOptions(vm, "sweep");
   const bool slurm = backend.backend == "slurm";
+  std::vector<std::string> given_sets;
+  if (vm.count("set")) given_sets = vm["set"].as<std::vector<std::string>>();
+  if (vm.count("grid")) {
+    for (const auto& g : vm["grid"].as<std::vector<std::string>>()) given_sets.push_back(g);
+  }
+  const std::vector<int> gpus = ReadGpus(vm, given_sets, "sweep", backend);
   // Array tasks may start in another folder: every path they get is absolute.
   const std::string config_path = slurm ? fs::absolute(vm["config"].as<std::string>()).string()
                                         : vm["config"].as<std::string>();
@@ -1169,11 +1233,14 @@ int SweepCommand(const std::vector<std::string>& given_args, std::ostream& out) 
     return kExitOk;
   }
   out << "sweep: " << runs.size() << " runs (" << points.size() << " grid points x " << seeds
-      << (seeds == 1 ? " seed" : " seeds") << "), " << parallel << " at a time, into " << dir
+      << (seeds == 1 ? " seed" : " seeds") << "), "
+      << (gpus.empty() ? parallel : std::min<int>(parallel, static_cast<int>(gpus.size())))
+      << " at a time" << (gpus.empty() ? "" : " (one per GPU of --gpus)") << ", into " << dir
       << "\n";
   out.flush();
   const std::string runs_dir = JoinPath(dir, "runs");
-  const BatchOutcome outcome = RunBatch(runs, SelfExecutable(), parallel, runs_dir, "sweep", out);
+  const BatchOutcome outcome =
+      RunBatch(runs, SelfExecutable(), parallel, runs_dir, "sweep", out, gpus);
   if (outcome.signal != 0) return 128 + outcome.signal;
   WriteSweepTables(dir, config_path, axes, points, labels, runs, seeds, out);
   const std::string plot_error = CompareBatch(runs, dir, !vm.count("no-plots"), out);
@@ -1223,6 +1290,9 @@ int SuiteCommand(const std::vector<std::string>& given_args, std::ostream& out) 
   if (!vm.count("file")) throw InputError("asgd suite: missing FILE (see `asgd suite --help`)");
   const SlurmOptions backend = ReadBackendOptions(vm, "suite");
   const bool slurm = backend.backend == "slurm";
+  const std::vector<int> gpus = ReadGpus(
+      vm, vm.count("set") ? vm["set"].as<std::vector<std::string>>() : std::vector<std::string>(),
+      "suite", backend);
   const std::string path =
       slurm ? fs::absolute(vm["file"].as<std::string>()).string() : vm["file"].as<std::string>();
   const int parallel = PositiveOption(vm, "parallel", 1);
@@ -1353,11 +1423,14 @@ int SuiteCommand(const std::vector<std::string>& given_args, std::ostream& out) 
     if (!backend.emit_only) SubmitSlurm(dir, script, "suite", out);
     return kExitOk;
   }
-  out << "suite " << name << ": " << runs.size() << " runs, " << parallel << " at a time, into "
-      << dir << "\n";
+  out << "suite " << name << ": " << runs.size() << " runs, "
+      << (gpus.empty() ? parallel : std::min<int>(parallel, static_cast<int>(gpus.size())))
+      << " at a time" << (gpus.empty() ? "" : " (one per GPU of --gpus)") << ", into " << dir
+      << "\n";
   out.flush();
   const std::string runs_dir = JoinPath(dir, "runs");
-  const BatchOutcome outcome = RunBatch(runs, SelfExecutable(), parallel, runs_dir, "suite", out);
+  const BatchOutcome outcome =
+      RunBatch(runs, SelfExecutable(), parallel, runs_dir, "suite", out, gpus);
   if (outcome.signal != 0) return 128 + outcome.signal;
   const std::string plot_error = CompareBatch(runs, dir, !vm.count("no-plots"), out);
   return BatchResult(outcome, runs.size(), plot_error, dir, "suite", out);

@@ -304,6 +304,59 @@ TEST(Sweep, BadBackendInputsAreOneLineExit2) {
   EXPECT_FALSE(fs::exists(dir.File("c")));
 }
 
+// --gpus 0,1: two runs at a time, each started with model.device = cuda:N of a free
+// device. No GPU here: ASGD_FAKE_CUDA_DEVICES passes the up-front check, the runs then
+// fail at start, and their logs' command lines show where each was placed.
+TEST(Sweep, GpusPlaceEachRunOnOneListedDevice) {
+  testing::TempDir dir;
+  const std::string config = TinyConfig(dir);
+  const std::string sweep = dir.File("sweep");
+  Subprocess p({kAsgd, "sweep", config, "--grid", "algorithm.window=1,2,3", "--seeds", "2",
+                "--parallel", "4", "--gpus", "0,1", "--no-plots", "--out", sweep},
+               dir.File("sweep.out"), {"ASGD_FAKE_CUDA_DEVICES=2"});
+  const auto status = p.Wait(kProcessTimeout);
+  ASSERT_TRUE(status.has_value()) << p.Output();
+  EXPECT_THAT(p.Output(), HasSubstr("2 at a time (one per GPU of --gpus)"));
+  std::map<std::string, int> placed;
+  int logs = 0;
+  for (const auto& e : fs::directory_iterator(sweep + "/logs")) {
+    ++logs;
+    std::ifstream in(e.path());
+    std::string first;
+    std::getline(in, first);
+    int devices = 0;
+    for (const char* d : {"--set model.device=cuda:0", "--set model.device=cuda:1"}) {
+      if (first.find(d) != std::string::npos) {
+        ++devices;
+        ++placed[d];
+      }
+    }
+    EXPECT_EQ(devices, 1) << first;
+  }
+  EXPECT_EQ(logs, 6);
+  EXPECT_EQ(placed.size(), 2u);  // both devices used
+}
+
+TEST(Sweep, GpusThatDoNotExistAreOneLineExit2) {
+  testing::TempDir dir;
+  const std::string config = TinyConfig(dir);
+  Subprocess p({kAsgd, "sweep", config, "--gpus", "0,3", "--out", dir.File("sweep")},
+               dir.File("sweep.out"), {"ASGD_FAKE_CUDA_DEVICES=2"});
+  const auto status = p.Wait(kProcessTimeout);
+  ASSERT_TRUE(status.has_value());
+  EXPECT_EQ(*status, kExitBadInput);
+  EXPECT_EQ(Lines(p.Output()), 1) << p.Output();
+  EXPECT_THAT(p.Output(), HasSubstr("--gpus '0,3': no CUDA device 3 (this machine has 2"));
+  EXPECT_FALSE(fs::exists(dir.File("sweep")));
+  const CliResult bad = Cli({"sweep", config, "--gpus", "0,x", "--out", dir.File("sweep")});
+  EXPECT_EQ(bad.status, kExitBadInput);
+  EXPECT_THAT(bad.err, HasSubstr("expected CUDA device numbers"));
+  const CliResult both = Cli(
+      {"sweep", config, "--gpus", "0", "--set", "model.device=cpu", "--out", dir.File("sweep")});
+  EXPECT_EQ(both.status, kExitBadInput);
+  EXPECT_THAT(both.err, HasSubstr("sets model.device for every run"));
+}
+
 TEST(Sweep, SigintEndsEveryRunByPidAndExits) {
   testing::TempDir dir;
   // Runs of many seconds (bounded by max_time_s should anything go wrong).
