@@ -890,6 +890,12 @@ std::string MetricHeader(const std::string& metric) {
   return metric;
 }
 
+// Whether a larger value of a sweep metric is better (accuracies, throughput) or worse
+// (times, staleness).
+bool HigherIsBetter(const std::string& metric) {
+  return metric.find("accuracy") != std::string::npos || metric == "samples_per_s";
+}
+
 // Writes sweep.csv and sweep.md.
 void WriteSweepTables(const std::string& dir, const std::string& config_path,
                       const std::vector<GridAxis>& axes,
@@ -917,6 +923,8 @@ void WriteSweepTables(const std::string& dir, const std::string& config_path,
   md << "\n| --- | ---: | ---: |";
   for (std::size_t i = 0; i < SweepMetrics().size(); ++i) md << " ---: |";
   md << "\n";
+  // The best point on each metric: its index and mean (-1: no point has a value).
+  std::vector<std::pair<std::ptrdiff_t, double>> best(SweepMetrics().size(), {-1, 0.0});
   for (std::size_t p = 0; p < points.size(); ++p) {
     int64_t completed = 0, failed = 0;
     std::vector<std::vector<double>> values(SweepMetrics().size());
@@ -942,9 +950,26 @@ void WriteSweepTables(const std::string& dir, const std::string& config_path,
       const SampleStats s = Describe(values[m]);
       for (double v : {s.mean, s.std, s.min, s.max}) cells.push_back(CsvCell(v));
       md << " " << StatCell(SweepMetrics()[m], s) << " |";
+      if (s.n > 0 &&
+          (best[m].first < 0 || (HigherIsBetter(SweepMetrics()[m]) ? s.mean > best[m].second
+                                                                   : s.mean < best[m].second))) {
+        best[m] = {static_cast<std::ptrdiff_t>(p), s.mean};
+      }
     }
     md << "\n";
     writer.WriteRow(cells);
+  }
+  md << "\nBest point on each metric (by its mean over seeds):\n\n";
+  for (std::size_t m = 0; m < SweepMetrics().size(); ++m) {
+    const std::string& metric = SweepMetrics()[m];
+    md << "- " << MetricHeader(metric) << " (" << (HigherIsBetter(metric) ? "highest" : "lowest")
+       << "): ";
+    if (best[m].first < 0) {
+      md << "— (no point has a value)\n";
+    } else {
+      md << MarkdownCell(labels[static_cast<std::size_t>(best[m].first)]) << ", "
+         << MetricText(metric, best[m].second) << "\n";
+    }
   }
   WriteFileAtomic(JoinPath(dir, "sweep.csv"), csv.str());
   out << "wrote " << JoinPath(dir, "sweep.csv") << "\n";

@@ -37,7 +37,11 @@
 //                max over the point's completed runs of final_test_accuracy,
 //                best_test_accuracy, wall_time_s, time_to_target_s, samples_per_s and
 //                staleness_mean (nan values, e.g. a target never reached, are left out)
-//   sweep.md     the same as a markdown table (mean ± std)
+//   sweep.md     the same as a markdown table (mean ± std), then the best point on each
+//                metric by its mean (highest accuracies and samples/s, lowest times and
+//                staleness)
+//   sweep_<metric>_vs_<key>.png   (unless --no-plots) final accuracy and time to target
+//                against each grid key, drawn by experiments/plots/asgd_plots.py
 // Suite folder (default results/suites/<name>-<UTC yyyymmdd-hhmmss>):
 //   suite.ini (a copy of the suite file), runs/ logs/ comparison.{csv,md} *.png
 #pragma once

@@ -196,8 +196,26 @@ TEST(Sweep, TwoPointsTwoSeedsInParallelAggregateTheirRunsSummaries) {
     }
   }
   EXPECT_THAT(ReadFile(sweep + "/sweep.md"), HasSubstr("| learning_rate=0.05 | 2 | 0 |"));
+  // The best point on final accuracy: the one with the higher mean.
+  double best_mean = -1;
+  std::string best_label;
+  for (const auto& [label, summaries] : by_label) {
+    std::vector<double> values;
+    for (const auto& s : summaries) values.push_back(s.Number("final_test_accuracy"));
+    if (const double m = Describe(values).mean; m > best_mean) {
+      best_mean = m;
+      best_label = label;
+    }
+  }
+  EXPECT_THAT(ReadFile(sweep + "/sweep.md"),
+              HasSubstr("- final test acc. (highest): " + best_label + ", "));
   const auto comparison = ReadCsv(sweep + "/comparison.csv");
   EXPECT_EQ(comparison.size(), 5u);
+  // Plots drawn (matplotlib present): the sweep's too.
+  if (FileExists(sweep + "/accuracy.png")) {
+    EXPECT_TRUE(FileExists(sweep + "/sweep_final_test_accuracy_vs_algorithm_learning_rate.png"))
+        << out;
+  }
 }
 
 TEST(Sweep, AnUnknownGridKeyIsOneLineAndStartsNothing) {
