@@ -4,7 +4,6 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -17,7 +16,6 @@
 #include <thread>
 
 #include <boost/program_options.hpp>
-#include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -34,6 +32,7 @@
 #include "experiments/csv.h"
 #include "experiments/run_dir.h"
 #include "experiments/setup.h"
+#include "experiments/signals.h"
 #include "models/device.h"
 
 namespace asgd::experiments {
@@ -52,47 +51,6 @@ const std::vector<std::string> kBatchKeys = {"experiment.name", "experiment.out_
 bool IsBatchKey(const std::string& key) {
   return std::find(kBatchKeys.begin(), kBatchKeys.end(), key) != kBatchKeys.end();
 }
-
-// ---- Stop signals --------------------------------------------------------------
-
-volatile std::sig_atomic_t g_stop_signal = 0;
-
-void OnStopSignal(int sig) { g_stop_signal = sig; }
-
-// Catches SIGINT and SIGTERM in this process for its lifetime (and unblocks them in this
-// thread), so that the loop watching the children can end them by PID and return; the
-// previous handlers and mask are restored after.
-class StopSignals {
- public:
-  StopSignals() {
-    g_stop_signal = 0;
-    struct sigaction sa;
-    std::memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = OnStopSignal;
-    sigemptyset(&sa.sa_mask);
-    ::sigaction(SIGINT, &sa, &old_int_);
-    ::sigaction(SIGTERM, &sa, &old_term_);
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    ::pthread_sigmask(SIG_UNBLOCK, &set, &old_mask_);
-  }
-  ~StopSignals() {
-    ::pthread_sigmask(SIG_SETMASK, &old_mask_, nullptr);
-    ::sigaction(SIGINT, &old_int_, nullptr);
-    ::sigaction(SIGTERM, &old_term_, nullptr);
-  }
-  StopSignals(const StopSignals&) = delete;
-  StopSignals& operator=(const StopSignals&) = delete;
-
-  int received() const { return g_stop_signal; }
-
- private:
-  struct sigaction old_int_;
-  struct sigaction old_term_;
-  sigset_t old_mask_;
-};
 
 // ---- Running children ----------------------------------------------------------
 
@@ -240,7 +198,10 @@ void Finish(BatchRun& run, int status, double seconds, const std::string& runs_d
 BatchOutcome RunBatch(std::vector<BatchRun>& runs, const std::string& program, int parallel,
                       const std::string& runs_dir, const std::string& what, std::ostream& out,
                       const std::vector<int>& gpus = {}) {
-  StopSignals signals;
+  // SIGINT and SIGTERM are taken synchronously (experiments/signals.h), between polls;
+  // the children start with an empty mask (ChildProcess).
+  BlockedStopSignals signals;
+  int sig = 0;
   struct Active {
     std::size_t index;
     std::unique_ptr<ChildProcess> child;
@@ -253,7 +214,8 @@ BatchOutcome RunBatch(std::vector<BatchRun>& runs, const std::string& program, i
   std::size_t next = 0, done = 0;
   BatchOutcome outcome;
   while (done < runs.size()) {
-    if (const int sig = signals.received(); sig != 0) {
+    if (sig == 0) sig = signals.Wait(std::chrono::milliseconds(0));
+    if (sig != 0) {
       // Signal every child first so that they stop together, then reap each.
       for (auto& a : active) a.child->Signal(SIGTERM);
       for (auto& a : active) a.child->Terminate(kGrace);
@@ -295,7 +257,7 @@ BatchOutcome RunBatch(std::vector<BatchRun>& runs, const std::string& program, i
         ++it;
       }
     }
-    if (!ended) std::this_thread::sleep_for(kPollInterval);
+    if (!ended) sig = signals.Wait(kPollInterval);
   }
   return outcome;
 }
