@@ -23,6 +23,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev libcurl4-openssl-dev
   nlohmann-json3-dev python3 python3-matplotlib openmpi-bin
   libgloo-dev libopenmpi-dev
+  slurmctld slurmd slurm-client munge
 )
 
 log() { printf '[setup] %s\n' "$*" >&2; }

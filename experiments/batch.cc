@@ -4,19 +4,20 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <set>
 #include <sstream>
 #include <thread>
 
 #include <boost/program_options.hpp>
-#include <pthread.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include "algorithms/strategy.h"
 #include "core/check.h"
@@ -32,6 +33,8 @@
 #include "experiments/csv.h"
 #include "experiments/run_dir.h"
 #include "experiments/setup.h"
+#include "experiments/signals.h"
+#include "models/device.h"
 
 namespace asgd::experiments {
 namespace po = boost::program_options;
@@ -49,47 +52,6 @@ const std::vector<std::string> kBatchKeys = {"experiment.name", "experiment.out_
 bool IsBatchKey(const std::string& key) {
   return std::find(kBatchKeys.begin(), kBatchKeys.end(), key) != kBatchKeys.end();
 }
-
-// ---- Stop signals --------------------------------------------------------------
-
-volatile std::sig_atomic_t g_stop_signal = 0;
-
-void OnStopSignal(int sig) { g_stop_signal = sig; }
-
-// Catches SIGINT and SIGTERM in this process for its lifetime (and unblocks them in this
-// thread), so that the loop watching the children can end them by PID and return; the
-// previous handlers and mask are restored after.
-class StopSignals {
- public:
-  StopSignals() {
-    g_stop_signal = 0;
-    struct sigaction sa;
-    std::memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = OnStopSignal;
-    sigemptyset(&sa.sa_mask);
-    ::sigaction(SIGINT, &sa, &old_int_);
-    ::sigaction(SIGTERM, &sa, &old_term_);
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    ::pthread_sigmask(SIG_UNBLOCK, &set, &old_mask_);
-  }
-  ~StopSignals() {
-    ::pthread_sigmask(SIG_SETMASK, &old_mask_, nullptr);
-    ::sigaction(SIGINT, &old_int_, nullptr);
-    ::sigaction(SIGTERM, &old_term_, nullptr);
-  }
-  StopSignals(const StopSignals&) = delete;
-  StopSignals& operator=(const StopSignals&) = delete;
-
-  int received() const { return g_stop_signal; }
-
- private:
-  struct sigaction old_int_;
-  struct sigaction old_term_;
-  sigset_t old_mask_;
-};
 
 // ---- Running children ----------------------------------------------------------
 
@@ -232,19 +194,29 @@ void Finish(BatchRun& run, int status, double seconds, const std::string& runs_d
 }
 
 // Runs every run as a child of program, at most parallel at a time.
+// With gpus, at most one run per listed CUDA device at a time: a run starts on the
+// lowest-numbered free one, with model.device = cuda:N added to its overrides.
 BatchOutcome RunBatch(std::vector<BatchRun>& runs, const std::string& program, int parallel,
-                      const std::string& runs_dir, const std::string& what, std::ostream& out) {
-  StopSignals signals;
+                      const std::string& runs_dir, const std::string& what, std::ostream& out,
+                      const std::vector<int>& gpus = {}) {
+  // SIGINT and SIGTERM are taken synchronously (experiments/signals.h), between polls;
+  // the children start with an empty mask (ChildProcess).
+  BlockedStopSignals signals;
+  int sig = 0;
   struct Active {
     std::size_t index;
     std::unique_ptr<ChildProcess> child;
     std::chrono::steady_clock::time_point start;
+    int gpu = -1;
   };
+  std::set<int> free_gpus(gpus.begin(), gpus.end());
+  if (!gpus.empty()) parallel = std::min(parallel, static_cast<int>(gpus.size()));
   std::vector<Active> active;
   std::size_t next = 0, done = 0;
   BatchOutcome outcome;
   while (done < runs.size()) {
-    if (const int sig = signals.received(); sig != 0) {
+    if (sig == 0) sig = signals.Wait(std::chrono::milliseconds(0));
+    if (sig != 0) {
       // Signal every child first so that they stop together, then reap each.
       for (auto& a : active) a.child->Signal(SIGTERM);
       for (auto& a : active) a.child->Terminate(kGrace);
@@ -257,13 +229,19 @@ BatchOutcome RunBatch(std::vector<BatchRun>& runs, const std::string& program, i
     }
     while (active.size() < static_cast<std::size_t>(parallel) && next < runs.size()) {
       BatchRun& run = runs[next];
+      int gpu = -1;
+      if (!free_gpus.empty()) {
+        gpu = *free_gpus.begin();
+        free_gpus.erase(free_gpus.begin());
+        run.overrides.push_back("model.device=cuda:" + std::to_string(gpu));
+      }
       const std::vector<std::string> argv = ChildArgv(program, run);
       WriteFileAtomic(run.log_path, "# " + CommandLine(argv) + "\n");
       ChildOptions o;
       o.argv = argv;
       o.capture_output = false;
       o.output_file = run.log_path;
-      active.push_back({next, ChildProcess::Start(o), std::chrono::steady_clock::now()});
+      active.push_back({next, ChildProcess::Start(o), std::chrono::steady_clock::now(), gpu});
       ++next;
     }
     bool ended = false;
@@ -273,13 +251,14 @@ BatchOutcome RunBatch(std::vector<BatchRun>& runs, const std::string& program, i
             std::chrono::duration<double>(std::chrono::steady_clock::now() - it->start).count();
         Finish(runs[it->index], *status, seconds, runs_dir, ++done, runs.size(), out);
         if (!runs[it->index].ok) ++outcome.failed;
+        if (it->gpu >= 0) free_gpus.insert(it->gpu);
         it = active.erase(it);
         ended = true;
       } else {
         ++it;
       }
     }
-    if (!ended) std::this_thread::sleep_for(kPollInterval);
+    if (!ended) sig = signals.Wait(kPollInterval);
   }
   return outcome;
 }
@@ -403,6 +382,371 @@ int BatchResult(const BatchOutcome& outcome, std::size_t total, const std::strin
   return kExitOk;
 }
 
+// ---- SLURM backend ---------------------------------------------------------------
+//
+// The batch folder gets slurm/: tasks.txt (line i + 1 is array task i's shell command,
+// run folder and log included), array.sbatch (the job-array script, which reads its line
+// of tasks.txt, runs it and writes status/<i>), args (what `collect` replans from) and,
+// once submitted, job_id. Nothing is recomputed on the cluster: every task's command is
+// written here, after the same validation as a local batch.
+
+struct SlurmOptions {
+  std::string backend = "local";
+  bool emit_only = false;
+  std::string partition, time;
+  int gpus_per_task = 0;
+  std::vector<std::string> sbatch_args;  // passed as they are, after the options above
+};
+
+void AddBackendOptions(po::options_description& desc) {
+  desc.add_options()("gpus", po::value<std::string>(),
+                     "local backend: CUDA devices to place runs on, e.g. 0,1,2,3: at most one "
+                     "run per device at a time, each with model.device = cuda:N")(
+      "backend", po::value<std::string>(),
+      "where the runs execute: local (default, child processes) or slurm "
+      "(a job array submitted with sbatch; gather with `collect DIR`)")(
+      "emit-only", "--backend slurm: write the job-array script without submitting it")(
+      "partition", po::value<std::string>(), "--backend slurm: sbatch --partition")(
+      "time", po::value<std::string>(), "--backend slurm: sbatch --time (per array task)")(
+      "gpus-per-task", po::value<int>(),
+      "--backend slurm: sbatch --gpus-per-task (a run sees its GPUs through "
+      "CUDA_VISIBLE_DEVICES: model.device = cuda is the first of them)")(
+      "sbatch", po::value<std::vector<std::string>>()->composing(),
+      "--backend slurm: one more sbatch option, passed as it is (repeatable), e.g. "
+      "--sbatch=--account=abc");
+}
+
+SlurmOptions ReadBackendOptions(const po::variables_map& vm, const std::string& command) {
+  SlurmOptions o;
+  if (vm.count("backend")) o.backend = vm["backend"].as<std::string>();
+  if (o.backend != "local" && o.backend != "slurm") {
+    throw InputError("asgd " + command + ": --backend " + QuoteForMessage(o.backend) +
+                     ": unknown backend (expected local or slurm)");
+  }
+  const bool slurm = o.backend == "slurm";
+  for (const char* name : {"emit-only", "partition", "time", "gpus-per-task", "sbatch"}) {
+    if (vm.count(name) && !slurm) {
+      throw InputError("asgd " + command + ": --" + name + " needs --backend slurm");
+    }
+  }
+  o.emit_only = vm.count("emit-only") > 0;
+  if (vm.count("partition")) o.partition = vm["partition"].as<std::string>();
+  if (vm.count("time")) o.time = vm["time"].as<std::string>();
+  if (vm.count("gpus-per-task")) {
+    o.gpus_per_task = vm["gpus-per-task"].as<int>();
+    if (o.gpus_per_task < 1) {
+      throw ConfigError("--gpus-per-task", std::to_string(o.gpus_per_task), "an integer >= 1");
+    }
+  }
+  if (vm.count("sbatch")) o.sbatch_args = vm["sbatch"].as<std::vector<std::string>>();
+  for (const auto& a : o.sbatch_args) {
+    if (!StartsWith(a, "-")) {
+      throw InputError("asgd " + command + ": --sbatch " + QuoteForMessage(a) +
+                       ": expected an sbatch option such as --account=abc");
+    }
+    if (a.find('\n') != std::string::npos) {
+      throw InputError("asgd " + command + ": --sbatch: an option holds a newline");
+    }
+  }
+  return o;
+}
+
+// --gpus: distinct CUDA ordinals that exist here (ASGD_FAKE_CUDA_DEVICES=N pretends N
+// exist, for checking the placement on a machine without GPUs); none for the others.
+std::vector<int> ReadGpus(const po::variables_map& vm, const std::vector<std::string>& sets,
+                          const std::string& command, const SlurmOptions& backend) {
+  if (!vm.count("gpus")) return {};
+  const std::string list = vm["gpus"].as<std::string>();
+  const std::string prefix = "asgd " + command + ": --gpus " + QuoteForMessage(list) + ": ";
+  if (backend.backend == "slurm") {
+    throw InputError(prefix + "the local backend's; with --backend slurm use --gpus-per-task");
+  }
+  for (const auto& s : sets) {
+    if (KeyOf(s) == "model.device") {
+      throw InputError(prefix + "sets model.device for every run; drop --set model.device");
+    }
+  }
+  std::vector<int> gpus;
+  for (const auto& item : Split(list, ',')) {
+    const std::string t(Trim(item));
+    if (t.empty() || t.size() > 4 ||
+        !std::all_of(t.begin(), t.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      throw InputError(prefix + "expected CUDA device numbers separated by commas, e.g. 0,1,2,3");
+    }
+    const int g = std::stoi(t);
+    if (std::find(gpus.begin(), gpus.end(), g) != gpus.end()) {
+      throw InputError(prefix + "device " + t + " is given twice");
+    }
+    gpus.push_back(g);
+  }
+  const char* fake = std::getenv("ASGD_FAKE_CUDA_DEVICES");
+  const int count = fake != nullptr ? std::atoi(fake) : models::CudaDeviceCount();
+  for (int g : gpus) {
+    if (g < count) continue;
+    const std::string reason = count > 0 ? "this machine has " + std::to_string(count) +
+                                               " (cuda:0 to cuda:" + std::to_string(count - 1) + ")"
+                               : fake != nullptr ? "ASGD_FAKE_CUDA_DEVICES=0"
+                                                 : models::CudaUnavailableReason();
+    throw InputError(prefix + "no CUDA device " + std::to_string(g) + " (" + reason + ")");
+  }
+  return gpus;
+}
+
+// The path of program on PATH, or "".
+std::string FindOnPath(const std::string& program) {
+  const char* path = std::getenv("PATH");
+  if (path == nullptr) return "";
+  for (const auto& d : Split(path, ':')) {
+    if (d.empty()) continue;
+    const std::string candidate = JoinPath(std::string(d), program);
+    if (::access(candidate.c_str(), X_OK) == 0 && !IsDirectory(candidate)) return candidate;
+  }
+  return "";
+}
+
+struct ToolResult {
+  int status = -1;
+  std::vector<std::string> lines;  // stdout and stderr together
+};
+
+// Runs a SLURM client command (found on PATH) to its end, at most timeout; status -1
+// when it is not installed.
+ToolResult RunTool(const std::vector<std::string>& argv, std::chrono::milliseconds timeout) {
+  ToolResult result;
+  const std::string path = FindOnPath(argv.at(0));
+  if (path.empty()) return result;
+  ChildOptions o;
+  o.argv = argv;
+  o.argv[0] = path;
+  auto child = ChildProcess::Start(o);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (child->ReadLines([&](std::string_view line) { result.lines.emplace_back(line); })) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      result.status = child->Terminate(kGrace);
+      result.lines.push_back(argv[0] + ": timed out");
+      return result;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const auto status = child->Wait(std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::max(deadline - std::chrono::steady_clock::now(),
+               std::chrono::steady_clock::duration(std::chrono::seconds(1)))));
+  result.status = status ? *status : child->Terminate(kGrace);
+  return result;
+}
+
+std::string SlurmDir(const std::string& dir) { return JoinPath(dir, "slurm"); }
+
+// Writes slurm/ (see above) for runs; returns the script's path.
+std::string WriteSlurmFiles(const std::vector<BatchRun>& runs, const std::string& dir,
+                            const std::vector<std::string>& replan_args,
+                            const std::optional<int>& parallel, const SlurmOptions& options,
+                            const std::string& job_name) {
+  const std::string slurm = SlurmDir(dir);
+  MakeDirs(JoinPath(slurm, "status"));
+  MakeDirs(JoinPath(slurm, "output"));
+  const std::string program = SelfExecutable();
+  std::string tasks;
+  for (const auto& r : runs) {
+    const std::vector<std::string> argv = ChildArgv(program, r);
+    WriteFileAtomic(r.log_path, "# " + CommandLine(argv) + "\n");
+    tasks += CommandLine(argv) + " >> " + CommandLine({r.log_path}) + " 2>&1\n";
+  }
+  WriteFileAtomic(JoinPath(slurm, "tasks.txt"), tasks);
+  std::string args;
+  for (const auto& a : replan_args) args += a + "\n";
+  WriteFileAtomic(JoinPath(slurm, "args"), args);
+
+  std::ostringstream s;
+  s << "#!/bin/bash\n"
+    << "# Written by asgd: one array task per run; task i runs line i + 1 of tasks.txt\n"
+    << "# (an `asgd run` into " << JoinPath(dir, "runs") << ") and writes its exit status\n"
+    << "# to status/i. Gather the results with `asgd "
+    << (job_name.find("suite") != std::string::npos ? "suite" : "sweep") << " collect " << dir
+    << "`.\n"
+    << "#SBATCH --job-name=" << job_name << "\n"
+    << "#SBATCH --array=0-" << runs.size() - 1;
+  if (parallel) s << "%" << *parallel;
+  s << "\n#SBATCH --ntasks=1\n"
+    << "#SBATCH --output=" << JoinPath(slurm, "output") << "/%A_%a.out\n"
+    << "#SBATCH --chdir=" << fs::current_path().string() << "\n";
+  if (!options.partition.empty()) s << "#SBATCH --partition=" << options.partition << "\n";
+  if (!options.time.empty()) s << "#SBATCH --time=" << options.time << "\n";
+  if (options.gpus_per_task > 0) s << "#SBATCH --gpus-per-task=" << options.gpus_per_task << "\n";
+  for (const auto& a : options.sbatch_args) s << "#SBATCH " << a << "\n";
+  s << "set -u\n"
+    << "tasks=" << CommandLine({JoinPath(slurm, "tasks.txt")}) << "\n"
+    << "status_dir=" << CommandLine({JoinPath(slurm, "status")}) << "\n"
+    << "i=${SLURM_ARRAY_TASK_ID:?not an array task}\n"
+    << "line=$(sed -n \"$((i + 1))p\" \"$tasks\")\n"
+    << "if [ -z \"$line\" ]; then echo \"no line $((i + 1)) in $tasks\" >&2; exit 2; fi\n"
+    << "start=$SECONDS\n"
+    << "eval \"$line\"\n"
+    << "status=$?\n"
+    << "echo \"$status $((SECONDS - start))\" > \"$status_dir/$i.tmp\" && "
+       "mv \"$status_dir/$i.tmp\" \"$status_dir/$i\"\n"
+    << "exit \"$status\"\n";
+  const std::string script = JoinPath(slurm, "array.sbatch");
+  WriteFileAtomic(script, s.str());
+  fs::permissions(script, fs::perms::owner_exec, fs::perm_options::add);
+  return script;
+}
+
+// Submits the script; prints and returns the job id. Throws InputError with sbatch's
+// first error line when it refuses.
+std::string SubmitSlurm(const std::string& dir, const std::string& script,
+                        const std::string& command, std::ostream& out) {
+  const ToolResult r = RunTool({"sbatch", "--parsable", script}, std::chrono::seconds(60));
+  if (r.status == -1 && r.lines.empty()) {
+    throw InputError("asgd " + command + ": --backend slurm: sbatch not found on PATH");
+  }
+  std::string job;
+  if (r.status == 0) {
+    for (const auto& l : r.lines) {
+      const std::string t(Trim(l.substr(0, l.find(';'))));
+      if (!t.empty() &&
+          std::all_of(t.begin(), t.end(), [](char c) { return c >= '0' && c <= '9'; }))
+        job = t;
+    }
+  }
+  if (job.empty()) {
+    std::string why;
+    for (const auto& l : r.lines) {
+      if (!Trim(l).empty()) {
+        why = std::string(Trim(l));
+        break;
+      }
+    }
+    throw InputError("asgd " + command + ": sbatch refused " + script + " (exit " +
+                     std::to_string(r.status) + ")" + (why.empty() ? "" : ": " + why));
+  }
+  WriteFileAtomic(JoinPath(SlurmDir(dir), "job_id"), job + "\n");
+  out << "submitted job " << job << " (" << CommandLine({script}) << ")\n"
+      << "collect with: asgd " << command << " collect " << dir << "\n";
+  out.flush();
+  return job;
+}
+
+// Array task index -> SLURM state (e.g. PENDING, RUNNING, CANCELLED) for the tasks SLURM
+// still knows: squeue for the queued and running, then sacct when accounting is there,
+// else scontrol (which remembers ended jobs for MinJobAge).
+std::map<std::size_t, std::string> SlurmTaskStates(const std::string& job) {
+  std::map<std::size_t, std::string> states;
+  auto index_of = [](const std::string& text) -> std::optional<std::size_t> {
+    if (text.empty() ||
+        !std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      return std::nullopt;
+    return static_cast<std::size_t>(std::stoull(text));
+  };
+  const auto timeout = std::chrono::seconds(30);
+  const ToolResult sq = RunTool({"squeue", "-h", "-r", "-j", job, "-o", "%K %T"}, timeout);
+  if (sq.status == 0) {
+    for (const auto& l : sq.lines) {
+      const auto f = Split(std::string(Trim(l)), ' ');
+      if (f.size() == 2) {
+        if (auto i = index_of(std::string(f[0]))) states[*i] = std::string(f[1]);
+      }
+    }
+  }
+  const ToolResult sa =
+      RunTool({"sacct", "-n", "-P", "-X", "-j", job, "-o", "JobID,State"}, timeout);
+  if (sa.status == 0) {
+    for (const auto& l : sa.lines) {
+      const auto f = Split(std::string(Trim(l)), '|');
+      if (f.size() < 2) continue;
+      const std::string id(f[0]);
+      const std::size_t us = id.find('_');
+      if (us == std::string::npos) continue;
+      if (auto i = index_of(id.substr(us + 1)); i && !states.count(*i)) {
+        states[*i] = std::string(Trim(std::string(f[1]).substr(0, std::string(f[1]).find(' '))));
+      }
+    }
+  }
+  const ToolResult sc = RunTool({"scontrol", "-o", "show", "job", job}, timeout);
+  if (sc.status == 0) {
+    for (const auto& l : sc.lines) {
+      std::optional<std::size_t> index;
+      std::string state;
+      for (const auto& field : Split(l, ' ')) {
+        const std::string f(field);
+        if (StartsWith(f, "ArrayTaskId=")) index = index_of(f.substr(12));
+        if (StartsWith(f, "JobState=")) state = f.substr(9);
+      }
+      if (index && !state.empty() && !states.count(*index)) states[*index] = state;
+    }
+  }
+  return states;
+}
+
+// `collect`: how every run of a submitted batch ended, from slurm/status/ and the run
+// folders, with SLURM's word on the tasks that left no status. One line per run.
+BatchOutcome CollectSlurm(std::vector<BatchRun>& runs, const std::string& dir,
+                          const std::string& command, std::ostream& out) {
+  const std::string slurm = SlurmDir(dir);
+  const std::string job_file = JoinPath(slurm, "job_id");
+  const std::string job =
+      FileExists(job_file) ? std::string(Trim(ReadFile(job_file))) : std::string();
+  std::map<std::size_t, std::string> states;
+  bool asked = false;
+  const std::string runs_dir = JoinPath(dir, "runs");
+  BatchOutcome outcome;
+  int completed = 0, failed = 0, missing = 0, waiting = 0;
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    BatchRun& r = runs[i];
+    const std::string status_file = JoinPath(JoinPath(slurm, "status"), std::to_string(i));
+    if (FileExists(status_file)) {
+      std::istringstream in(ReadFile(status_file));
+      int status = -1;
+      double seconds = 0;
+      in >> status >> seconds;
+      Finish(r, status, seconds, runs_dir, i + 1, runs.size(), out);
+      r.ok ? ++completed : ++failed;
+      continue;
+    }
+    if (!asked && !job.empty()) {
+      states = SlurmTaskStates(job);
+      asked = true;
+    }
+    const auto it = states.find(i);
+    const std::string state = it == states.end() ? "" : it->second;
+    out << "[" << i + 1 << "/" << runs.size() << "] " << r.label << " s" << r.seed << ": ";
+    if (state == "PENDING" || state == "RUNNING" || state == "CONFIGURING" ||
+        state == "COMPLETING" || state == "REQUEUED" || state == "SUSPENDED") {
+      ++waiting;
+      r.problem = "still " + ToLower(state) + " in SLURM";
+      out << "NOT FINISHED (array task " << job << "_" << i << " is " << state << ")\n";
+    } else {
+      ++missing;
+      r.problem = job.empty() ? "never submitted" : "no exit status";
+      out << "MISSING (array task " << (job.empty() ? "?" : job) << "_" << i
+          << (job.empty()     ? " was never submitted"
+              : state.empty() ? " left no exit status and SLURM no longer knows it"
+                              : " left no exit status; SLURM says " + state)
+          << ")\n";
+    }
+  }
+  out << command << " collect: " << completed << " of " << runs.size() << " runs completed, "
+      << failed << " failed, " << missing << " missing, " << waiting << " not finished\n";
+  out.flush();
+  outcome.failed = failed + missing + waiting;
+  return outcome;
+}
+
+// The options `collect` replans a batch from, read from slurm/args.
+std::vector<std::string> ReadReplanArgs(const std::string& dir, const std::string& command) {
+  const std::string path = JoinPath(SlurmDir(dir), "args");
+  if (!FileExists(path)) {
+    throw InputError("asgd " + command + " collect: " + dir +
+                     " holds no slurm/args (not a folder written by asgd " + command +
+                     " --backend slurm)");
+  }
+  std::vector<std::string> args;
+  std::istringstream in(ReadFile(path));
+  std::string line;
+  while (std::getline(in, line)) args.push_back(line);
+  return args;
+}
+
 // ---- Sweep -----------------------------------------------------------------------
 
 struct GridAxis {
@@ -511,6 +855,12 @@ std::string MetricHeader(const std::string& metric) {
   return metric;
 }
 
+// Whether a larger value of a sweep metric is better (accuracies, throughput) or worse
+// (times, staleness).
+bool HigherIsBetter(const std::string& metric) {
+  return metric.find("accuracy") != std::string::npos || metric == "samples_per_s";
+}
+
 // Writes sweep.csv and sweep.md.
 void WriteSweepTables(const std::string& dir, const std::string& config_path,
                       const std::vector<GridAxis>& axes,
@@ -538,6 +888,8 @@ void WriteSweepTables(const std::string& dir, const std::string& config_path,
   md << "\n| --- | ---: | ---: |";
   for (std::size_t i = 0; i < SweepMetrics().size(); ++i) md << " ---: |";
   md << "\n";
+  // The best point on each metric: its index and mean (-1: no point has a value).
+  std::vector<std::pair<std::ptrdiff_t, double>> best(SweepMetrics().size(), {-1, 0.0});
   for (std::size_t p = 0; p < points.size(); ++p) {
     int64_t completed = 0, failed = 0;
     std::vector<std::vector<double>> values(SweepMetrics().size());
@@ -563,9 +915,26 @@ void WriteSweepTables(const std::string& dir, const std::string& config_path,
       const SampleStats s = Describe(values[m]);
       for (double v : {s.mean, s.std, s.min, s.max}) cells.push_back(CsvCell(v));
       md << " " << StatCell(SweepMetrics()[m], s) << " |";
+      if (s.n > 0 &&
+          (best[m].first < 0 || (HigherIsBetter(SweepMetrics()[m]) ? s.mean > best[m].second
+                                                                   : s.mean < best[m].second))) {
+        best[m] = {static_cast<std::ptrdiff_t>(p), s.mean};
+      }
     }
     md << "\n";
     writer.WriteRow(cells);
+  }
+  md << "\nBest point on each metric (by its mean over seeds):\n\n";
+  for (std::size_t m = 0; m < SweepMetrics().size(); ++m) {
+    const std::string& metric = SweepMetrics()[m];
+    md << "- " << MetricHeader(metric) << " (" << (HigherIsBetter(metric) ? "highest" : "lowest")
+       << "): ";
+    if (best[m].first < 0) {
+      md << "— (no point has a value)\n";
+    } else {
+      md << MarkdownCell(labels[static_cast<std::size_t>(best[m].first)]) << ", "
+         << MetricText(metric, best[m].second) << "\n";
+    }
   }
   WriteFileAtomic(JoinPath(dir, "sweep.csv"), csv.str());
   out << "wrote " << JoinPath(dir, "sweep.csv") << "\n";
@@ -699,7 +1068,19 @@ const std::vector<std::string>& SweepMetrics() {
   return kMetrics;
 }
 
-int SweepCommand(const std::vector<std::string>& args, std::ostream& out) {
+int SweepCommand(const std::vector<std::string>& given_args, std::ostream& out) {
+  // `collect DIR` replans the batch from what the submission wrote, then gathers.
+  std::string collect_dir;
+  std::vector<std::string> args = given_args;
+  if (!args.empty() && args[0] == "collect") {
+    if (args.size() < 2 || args.size() > 3 || (args.size() == 3 && args[2] != "--no-plots")) {
+      throw InputError("usage: asgd sweep collect DIR [--no-plots]");
+    }
+    collect_dir = fs::absolute(args[1]).lexically_normal().string();
+    const bool no_plots = args.size() == 3;
+    args = ReadReplanArgs(collect_dir, "sweep");
+    if (no_plots) args.emplace_back("--no-plots");
+  }
   po::options_description desc("Options");
   desc.add_options()("help,h", "describe this command")(
       "grid", po::value<std::vector<std::string>>()->composing(),
@@ -714,6 +1095,7 @@ int SweepCommand(const std::vector<std::string>& args, std::ostream& out) {
       "no-plots", "compare without drawing the PNGs")(
       "dry-run", "validate and list the runs without starting them")(
       "config", po::value<std::string>(), "the experiment config (INI)");
+  AddBackendOptions(desc);
   po::positional_options_description pos;
   pos.add("config", 1);
   auto vm = ParseCommandLine(args, desc, pos, "sweep");
@@ -724,13 +1106,26 @@ int SweepCommand(const std::vector<std::string>& args, std::ostream& out) {
       "with N seeds each, as `asgd run` children, P at a time; then writes\n"
       "DIR/sweep.csv and sweep.md (mean, std, min, max over seeds per point) and compares\n"
       "the runs (comparison.csv, comparison.md, plots). Logs: DIR/logs/. Exit 2 if a run\n"
-      "failed; SIGINT/SIGTERM end every run by PID (exit 128 + the signal).";
+      "failed; SIGINT/SIGTERM end every run by PID (exit 128 + the signal).\n\n"
+      "With --backend slurm the runs become one SLURM job array instead: the script is\n"
+      "written to DIR/slurm/array.sbatch and submitted with sbatch (the job id is printed);\n"
+      "`asgd sweep collect DIR` then writes the tables once the tasks have ended.";
   if (vm.count("help")) {
     out << usage << "\n" << desc;
     return kExitOk;
   }
   if (!vm.count("config")) throw InputError("asgd sweep: missing CONFIG (see `asgd sweep --help`)");
-  const std::string config_path = vm["config"].as<std::string>();
+  const SlurmOptions backend = ReadBackendOptions(vm, "sweep");
+  const bool slurm = backend.backend == "slurm";
+  std::vector<std::string> given_sets;
+  if (vm.count("set")) given_sets = vm["set"].as<std::vector<std::string>>();
+  if (vm.count("grid")) {
+    for (const auto& g : vm["grid"].as<std::vector<std::string>>()) given_sets.push_back(g);
+  }
+  const std::vector<int> gpus = ReadGpus(vm, given_sets, "sweep", backend);
+  // Array tasks may start in another folder: every path they get is absolute.
+  const std::string config_path = slurm ? fs::absolute(vm["config"].as<std::string>()).string()
+                                        : vm["config"].as<std::string>();
   const int seeds = PositiveOption(vm, "seeds", 1);
   const int parallel = PositiveOption(vm, "parallel", 1);
   std::vector<std::string> sets;
@@ -755,7 +1150,9 @@ int SweepCommand(const std::vector<std::string>& args, std::ostream& out) {
   const std::string default_out = "results/sweeps/" + WallTimeCompact() + "-" + stem;
   // The folder's name is settled before validation so that every child's overrides are
   // validated exactly as they will be passed; it is created only after.
-  const std::string planned = given_out.empty() ? default_out : given_out;
+  std::string planned = given_out.empty() ? default_out : given_out;
+  if (!collect_dir.empty()) planned = collect_dir;
+  if (slurm) planned = fs::absolute(planned).lexically_normal().string();
 
   const auto points = GridPoints(axes);
   std::vector<std::string> labels;
@@ -791,23 +1188,67 @@ int SweepCommand(const std::vector<std::string>& args, std::ostream& out) {
     PrintDryRun(runs, planned, out);
     return kExitOk;
   }
+  if (!collect_dir.empty()) {
+    if (!IsDirectory(collect_dir)) throw InputError("asgd sweep collect: no folder " + collect_dir);
+    const BatchOutcome outcome = CollectSlurm(runs, collect_dir, "sweep", out);
+    WriteSweepTables(collect_dir, config_path, axes, points, labels, runs, seeds, out);
+    const std::string plot_error = CompareBatch(runs, collect_dir, !vm.count("no-plots"), out);
+    return BatchResult(outcome, runs.size(), plot_error, collect_dir, "sweep", out);
+  }
+  if (slurm && !backend.emit_only && FindOnPath("sbatch").empty()) {
+    throw InputError(
+        "asgd sweep: --backend slurm: sbatch not found on PATH (--emit-only writes "
+        "the script without submitting)");
+  }
 
-  const std::string dir = MakeBatchDir(given_out, default_out, "sweep");
+  std::string dir = MakeBatchDir(given_out, default_out, "sweep");
+  if (slurm) dir = fs::absolute(dir).lexically_normal().string();
   add_fixed(dir);
   AssignLogs(runs, dir);
+  if (slurm) {
+    std::vector<std::string> replan = {config_path, "--seeds", std::to_string(seeds)};
+    for (const auto& g : vm.count("grid") ? vm["grid"].as<std::vector<std::string>>()
+                                          : std::vector<std::string>()) {
+      replan.insert(replan.end(), {"--grid", g});
+    }
+    for (const auto& st : sets) replan.insert(replan.end(), {"--set", st});
+    if (vm.count("no-plots")) replan.emplace_back("--no-plots");
+    const std::string script = WriteSlurmFiles(
+        runs, dir, replan, vm.count("parallel") ? std::optional<int>(parallel) : std::nullopt,
+        backend, "asgd-sweep-" + SanitizeLabel(stem));
+    out << "sweep: " << runs.size() << " runs (" << points.size() << " grid points x " << seeds
+        << (seeds == 1 ? " seed" : " seeds") << ") as a SLURM job array into " << dir << "\n"
+        << "wrote " << script << "\n";
+    if (!backend.emit_only) SubmitSlurm(dir, script, "sweep", out);
+    return kExitOk;
+  }
   out << "sweep: " << runs.size() << " runs (" << points.size() << " grid points x " << seeds
-      << (seeds == 1 ? " seed" : " seeds") << "), " << parallel << " at a time, into " << dir
+      << (seeds == 1 ? " seed" : " seeds") << "), "
+      << (gpus.empty() ? parallel : std::min<int>(parallel, static_cast<int>(gpus.size())))
+      << " at a time" << (gpus.empty() ? "" : " (one per GPU of --gpus)") << ", into " << dir
       << "\n";
   out.flush();
   const std::string runs_dir = JoinPath(dir, "runs");
-  const BatchOutcome outcome = RunBatch(runs, SelfExecutable(), parallel, runs_dir, "sweep", out);
+  const BatchOutcome outcome =
+      RunBatch(runs, SelfExecutable(), parallel, runs_dir, "sweep", out, gpus);
   if (outcome.signal != 0) return 128 + outcome.signal;
   WriteSweepTables(dir, config_path, axes, points, labels, runs, seeds, out);
   const std::string plot_error = CompareBatch(runs, dir, !vm.count("no-plots"), out);
   return BatchResult(outcome, runs.size(), plot_error, dir, "sweep", out);
 }
 
-int SuiteCommand(const std::vector<std::string>& args, std::ostream& out) {
+int SuiteCommand(const std::vector<std::string>& given_args, std::ostream& out) {
+  std::string collect_dir;
+  std::vector<std::string> args = given_args;
+  if (!args.empty() && args[0] == "collect") {
+    if (args.size() < 2 || args.size() > 3 || (args.size() == 3 && args[2] != "--no-plots")) {
+      throw InputError("usage: asgd suite collect DIR [--no-plots]");
+    }
+    collect_dir = fs::absolute(args[1]).lexically_normal().string();
+    const bool no_plots = args.size() == 3;
+    args = ReadReplanArgs(collect_dir, "suite");
+    if (no_plots) args.emplace_back("--no-plots");
+  }
   po::options_description desc("Options");
   desc.add_options()("help,h", "describe this command")("parallel", po::value<int>(),
                                                         "runs at a time (default 1)")(
@@ -818,6 +1259,7 @@ int SuiteCommand(const std::vector<std::string>& args, std::ostream& out) {
       "the run's own set)")("no-plots", "compare without drawing the PNGs")(
       "dry-run", "validate and list the runs without starting them")(
       "file", po::value<std::string>(), "the suite file (INI)");
+  AddBackendOptions(desc);
   po::positional_options_description pos;
   pos.add("file", 1);
   auto vm = ParseCommandLine(args, desc, pos, "suite");
@@ -828,13 +1270,21 @@ int SuiteCommand(const std::vector<std::string>& args, std::ostream& out) {
       "optionally set = section.key=value; section.key=value. Runs each as an `asgd run`\n"
       "child, P at a time, then compares them into the suite folder (comparison.csv,\n"
       "comparison.md, plots). Logs: DIR/logs/. Exit 2 if a run failed; SIGINT/SIGTERM\n"
-      "end every run by PID (exit 128 + the signal).";
+      "end every run by PID (exit 128 + the signal).\n\n"
+      "With --backend slurm the runs become one SLURM job array instead (DIR/slurm/\n"
+      "array.sbatch, submitted with sbatch); `asgd suite collect DIR` compares them after.";
   if (vm.count("help")) {
     out << usage << "\n" << desc;
     return kExitOk;
   }
   if (!vm.count("file")) throw InputError("asgd suite: missing FILE (see `asgd suite --help`)");
-  const std::string path = vm["file"].as<std::string>();
+  const SlurmOptions backend = ReadBackendOptions(vm, "suite");
+  const bool slurm = backend.backend == "slurm";
+  const std::vector<int> gpus = ReadGpus(
+      vm, vm.count("set") ? vm["set"].as<std::vector<std::string>>() : std::vector<std::string>(),
+      "suite", backend);
+  const std::string path =
+      slurm ? fs::absolute(vm["file"].as<std::string>()).string() : vm["file"].as<std::string>();
   const int parallel = PositiveOption(vm, "parallel", 1);
   std::vector<std::string> sets;
   if (vm.count("set")) sets = vm["set"].as<std::vector<std::string>>();
@@ -895,7 +1345,9 @@ int SuiteCommand(const std::vector<std::string>& args, std::ostream& out) {
 
   const std::string given_out = vm.count("out") ? vm["out"].as<std::string>() : file_out;
   const std::string default_out = "results/suites/" + SanitizeLabel(name) + "-" + WallTimeCompact();
-  const std::string planned = given_out.empty() ? default_out : given_out;
+  std::string planned = given_out.empty() ? default_out : given_out;
+  if (!collect_dir.empty()) planned = collect_dir;
+  if (slurm) planned = fs::absolute(planned).lexically_normal().string();
   std::vector<std::size_t> own_sets;  // how many overrides are the run's own set
   for (const auto& r : runs) own_sets.push_back(r.overrides.size());
   auto add_fixed = [&](const std::string& dir) {
@@ -931,16 +1383,44 @@ int SuiteCommand(const std::vector<std::string>& args, std::ostream& out) {
     PrintDryRun(runs, planned, out);
     return kExitOk;
   }
+  if (!collect_dir.empty()) {
+    if (!IsDirectory(collect_dir)) throw InputError("asgd suite collect: no folder " + collect_dir);
+    const BatchOutcome outcome = CollectSlurm(runs, collect_dir, "suite", out);
+    const std::string plot_error = CompareBatch(runs, collect_dir, !vm.count("no-plots"), out);
+    return BatchResult(outcome, runs.size(), plot_error, collect_dir, "suite", out);
+  }
+  if (slurm && !backend.emit_only && FindOnPath("sbatch").empty()) {
+    throw InputError(
+        "asgd suite: --backend slurm: sbatch not found on PATH (--emit-only writes "
+        "the script without submitting)");
+  }
 
-  const std::string dir = MakeBatchDir(given_out, default_out, "suite");
+  std::string dir = MakeBatchDir(given_out, default_out, "suite");
+  if (slurm) dir = fs::absolute(dir).lexically_normal().string();
   add_fixed(dir);
   AssignLogs(runs, dir);
   WriteFileAtomic(JoinPath(dir, "suite.ini"), ReadFile(path));
-  out << "suite " << name << ": " << runs.size() << " runs, " << parallel << " at a time, into "
-      << dir << "\n";
+  if (slurm) {
+    std::vector<std::string> replan = {path};
+    for (const auto& st : sets) replan.insert(replan.end(), {"--set", st});
+    if (vm.count("no-plots")) replan.emplace_back("--no-plots");
+    const std::string script = WriteSlurmFiles(
+        runs, dir, replan, vm.count("parallel") ? std::optional<int>(parallel) : std::nullopt,
+        backend, "asgd-suite-" + SanitizeLabel(name));
+    out << "suite " << name << ": " << runs.size() << " runs as a SLURM job array into " << dir
+        << "\n"
+        << "wrote " << script << "\n";
+    if (!backend.emit_only) SubmitSlurm(dir, script, "suite", out);
+    return kExitOk;
+  }
+  out << "suite " << name << ": " << runs.size() << " runs, "
+      << (gpus.empty() ? parallel : std::min<int>(parallel, static_cast<int>(gpus.size())))
+      << " at a time" << (gpus.empty() ? "" : " (one per GPU of --gpus)") << ", into " << dir
+      << "\n";
   out.flush();
   const std::string runs_dir = JoinPath(dir, "runs");
-  const BatchOutcome outcome = RunBatch(runs, SelfExecutable(), parallel, runs_dir, "suite", out);
+  const BatchOutcome outcome =
+      RunBatch(runs, SelfExecutable(), parallel, runs_dir, "suite", out, gpus);
   if (outcome.signal != 0) return 128 + outcome.signal;
   const std::string plot_error = CompareBatch(runs, dir, !vm.count("no-plots"), out);
   return BatchResult(outcome, runs.size(), plot_error, dir, "suite", out);

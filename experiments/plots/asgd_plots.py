@@ -16,6 +16,17 @@ staleness_histogram.csv (results/README.md documents both). Writes into DIR:
                         (mean over runs); only when some algorithm was run at two or
                         more worker counts
 
+When sweep.csv (written by `asgd sweep` and `asgd sweep collect`) is next to the
+comparison table, also, for each grid key K and each metric M of SWEEP_METRICS:
+
+  sweep_M_vs_K.png      the mean of M over a grid point's seeds against K's values, one
+                        line per value of the next grid key (the keys taken in order,
+                        the last followed by the first), the seeds' standard deviation
+                        as error bars; with more than two keys, each point is the mean
+                        (and the error bar the mean std) over the other keys' values.
+                        Skipped when no point has a value of M (e.g. no run reached
+                        the target accuracy).
+
 Every figure is FIGSIZE inches at DPI dots per inch: 800 x 500 pixels, drawn with the
 Agg backend (no display needed). Prints "wrote PATH" or "skipped NAME: why" per figure.
 
@@ -232,6 +243,92 @@ def plot_throughput(plt, rows, out_dir):
     return f"wrote {path}"
 
 
+SWEEP_METRICS = [
+    ("final_test_accuracy", "final test accuracy"),
+    ("time_to_target_s", "time to target accuracy (s)"),
+]
+
+
+def read_sweep(path):
+    """sweep.csv -> (grid keys, rows); the grid keys are the columns between label and runs."""
+    try:
+        with open(path, newline="") as f:
+            reader = csv.DictReader(f)
+            header = reader.fieldnames or []
+            rows = list(reader)
+    except OSError as e:
+        raise BadInput(f"{path}: cannot be read: {e.strerror}")
+    if "label" not in header or "runs" not in header:
+        raise BadInput(f"{path}: expected the columns label and runs")
+    keys = header[header.index("label") + 1:header.index("runs")]
+    return keys, rows
+
+
+def ordered_values(rows, key):
+    values = []
+    for row in rows:
+        if row[key] not in values:
+            values.append(row[key])
+    if all(not math.isnan(number(v)) for v in values):
+        values.sort(key=number)
+    return values
+
+
+def plot_sweep(plt, sweep_csv, out_dir):
+    keys, rows = read_sweep(sweep_csv)
+    messages = []
+    if not keys or not rows:
+        return ["skipped sweep_*.png: the sweep has no grid keys"]
+    for metric, ylabel in SWEEP_METRICS:
+        for i, key in enumerate(keys):
+            name = f"sweep_{metric}_vs_{key.replace('.', '_')}.png"
+            other = keys[(i + 1) % len(keys)] if len(keys) > 1 else None
+            xs = ordered_values(rows, key)
+            numeric = all(not math.isnan(number(v)) for v in xs)
+            positions = [number(v) for v in xs] if numeric else list(range(len(xs)))
+            groups = ordered_values(rows, other) if other else [None]
+            fig, ax = new_figure(plt)
+            drawn = 0
+            palette = colors(plt, len(groups))
+            for g, group in enumerate(groups):
+                px, py, pe = [], [], []
+                for x, pos in zip(xs, positions):
+                    chosen = [r for r in rows
+                              if r[key] == x and (other is None or r[other] == group)]
+                    means = [number(r.get(metric + "_mean")) for r in chosen]
+                    stds = [number(r.get(metric + "_std")) for r in chosen]
+                    means = [m for m in means if not math.isnan(m)]
+                    stds = [d for d in stds if not math.isnan(d)]
+                    if not means:
+                        continue
+                    px.append(pos)
+                    py.append(sum(means) / len(means))
+                    pe.append(sum(stds) / len(stds) if stds else 0.0)
+                if not px:
+                    continue
+                drawn += 1
+                label = f"{other.split('.')[-1]} = {group}" if other else metric
+                ax.errorbar(px, py, yerr=pe, marker="o", capsize=4, color=palette[g],
+                            label=label)
+            if drawn == 0:
+                plt.close(fig)
+                messages.append(f"skipped {name}: no grid point has a value of {metric}")
+                continue
+            if not numeric:
+                ax.set_xticks(positions)
+                ax.set_xticklabels(xs)
+            elif len(positions) > 2 and min(positions) > 0 and max(positions) / min(positions) >= 100:
+                ax.set_xscale("log")
+            ax.set_xlabel(key)
+            ax.set_ylabel(ylabel + " (mean ± std over seeds)")
+            ax.set_title(f"Sweep: {ylabel} vs {key.split('.')[-1]}")
+            path = os.path.join(out_dir, name)
+            finish(fig, ax, path, drawn)
+            plt.close(fig)
+            messages.append(f"wrote {path}")
+    return messages
+
+
 def main(argv):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("comparison", help="comparison.csv written by asgd compare")
@@ -258,6 +355,9 @@ def main(argv):
             plot_staleness(plt, rows, args.out),
             plot_throughput(plt, rows, args.out),
         ]
+        sweep_csv = os.path.join(os.path.dirname(os.path.abspath(args.comparison)), "sweep.csv")
+        if os.path.isfile(sweep_csv):
+            messages += plot_sweep(plt, sweep_csv, args.out)
     except BadInput as e:
         print(f"asgd_plots.py: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT

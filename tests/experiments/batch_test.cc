@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -195,8 +196,26 @@ TEST(Sweep, TwoPointsTwoSeedsInParallelAggregateTheirRunsSummaries) {
     }
   }
   EXPECT_THAT(ReadFile(sweep + "/sweep.md"), HasSubstr("| learning_rate=0.05 | 2 | 0 |"));
+  // The best point on final accuracy: the one with the higher mean.
+  double best_mean = -1;
+  std::string best_label;
+  for (const auto& [label, summaries] : by_label) {
+    std::vector<double> values;
+    for (const auto& s : summaries) values.push_back(s.Number("final_test_accuracy"));
+    if (const double m = Describe(values).mean; m > best_mean) {
+      best_mean = m;
+      best_label = label;
+    }
+  }
+  EXPECT_THAT(ReadFile(sweep + "/sweep.md"),
+              HasSubstr("- final test acc. (highest): " + best_label + ", "));
   const auto comparison = ReadCsv(sweep + "/comparison.csv");
   EXPECT_EQ(comparison.size(), 5u);
+  // Plots drawn (matplotlib present): the sweep's too.
+  if (FileExists(sweep + "/accuracy.png")) {
+    EXPECT_TRUE(FileExists(sweep + "/sweep_final_test_accuracy_vs_algorithm_learning_rate.png"))
+        << out;
+  }
 }
 
 TEST(Sweep, AnUnknownGridKeyIsOneLineAndStartsNothing) {
@@ -225,6 +244,135 @@ TEST(Sweep, ABadGridValueIsOneLineAndStartsNothing) {
   const CliResult seed = Cli({"sweep", config, "--grid", "experiment.seed=1,2"});
   EXPECT_EQ(seed.status, kExitBadInput);
   EXPECT_THAT(seed.err, HasSubstr("--seeds"));
+}
+
+// --backend slurm --emit-only: the job-array script and the task list, one line per grid
+// point x seed, with the sbatch options passed through; nothing submitted.
+TEST(Sweep, SlurmEmitOnlyWritesTheArrayScriptAndOneTaskPerRun) {
+  testing::TempDir dir;
+  const std::string config = TinyConfig(dir);
+  const std::string sweep = dir.File("sweep");
+  const CliResult r = Cli({"sweep",       config,
+                           "--grid",      "algorithm.learning_rate=0.05,0.1",
+                           "--grid",      "algorithm.window=1,2",
+                           "--seeds",     "2",
+                           "--parallel",  "3",
+                           "--backend",   "slurm",
+                           "--emit-only", "--partition",
+                           "gpu",         "--time",
+                           "00:10:00",    "--gpus-per-task",
+                           "1",           "--sbatch=--account=abc",
+                           "--out",       sweep});
+  ASSERT_EQ(r.status, kExitOk) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("8 runs (4 grid points x 2 seeds) as a SLURM job array"));
+  EXPECT_THAT(r.out, ::testing::Not(HasSubstr("submitted")));
+  EXPECT_FALSE(fs::exists(sweep + "/slurm/job_id"));
+  std::ifstream script_in(sweep + "/slurm/array.sbatch");
+  std::stringstream script;
+  script << script_in.rdbuf();
+  for (const char* line :
+       {"#SBATCH --array=0-7%3\n", "#SBATCH --partition=gpu\n", "#SBATCH --time=00:10:00\n",
+        "#SBATCH --gpus-per-task=1\n", "#SBATCH --account=abc\n", "#SBATCH --ntasks=1\n"}) {
+    EXPECT_THAT(script.str(), HasSubstr(line));
+  }
+  EXPECT_THAT(script.str(), HasSubstr("SLURM_ARRAY_TASK_ID"));
+  std::ifstream tasks(sweep + "/slurm/tasks.txt");
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(tasks, line);) lines.push_back(line);
+  ASSERT_EQ(lines.size(), 8u);
+  // Task order: grid points in order, seeds within each; every path absolute.
+  EXPECT_THAT(lines[0], HasSubstr("--set algorithm.learning_rate=0.05 --set algorithm.window=1 "
+                                  "--set experiment.seed=1"));
+  EXPECT_THAT(lines[1], HasSubstr("--set experiment.seed=2"));
+  EXPECT_THAT(lines[7], HasSubstr("--set algorithm.learning_rate=0.1 --set algorithm.window=2 "
+                                  "--set experiment.seed=2"));
+  EXPECT_THAT(lines[7], HasSubstr(" run " + fs::absolute(config).string() + " "));
+  EXPECT_THAT(lines[7], HasSubstr(">> " + fs::absolute(sweep).string() +
+                                  "/logs/learning_rate_0.1_window_2-s2.log 2>&1"));
+  // Nothing has run: collect says every run is missing (never submitted), exit 2.
+  const CliResult collect = Cli({"sweep", "collect", sweep, "--no-plots"});
+  EXPECT_EQ(collect.status, kExitBadInput);
+  EXPECT_THAT(collect.out, HasSubstr("0 of 8 runs completed, 0 failed, 8 missing"));
+  EXPECT_THAT(collect.out, HasSubstr("was never submitted"));
+}
+
+TEST(Sweep, BadBackendInputsAreOneLineExit2) {
+  testing::TempDir dir;
+  const std::string config = TinyConfig(dir);
+  const CliResult unknown = Cli({"sweep", config, "--backend", "pbs", "--out", dir.File("a")});
+  EXPECT_EQ(unknown.status, kExitBadInput);
+  EXPECT_EQ(Lines(unknown.err), 1) << unknown.err;
+  EXPECT_THAT(unknown.err, HasSubstr("--backend 'pbs': unknown backend (expected local or slurm)"));
+  EXPECT_FALSE(fs::exists(dir.File("a")));
+  const CliResult local = Cli({"sweep", config, "--partition", "gpu", "--out", dir.File("b")});
+  EXPECT_EQ(local.status, kExitBadInput);
+  EXPECT_THAT(local.err, HasSubstr("--partition needs --backend slurm"));
+  const CliResult not_a_sweep = Cli({"sweep", "collect", dir.path()});
+  EXPECT_EQ(not_a_sweep.status, kExitBadInput);
+  EXPECT_EQ(Lines(not_a_sweep.err), 1) << not_a_sweep.err;
+  EXPECT_THAT(not_a_sweep.err, HasSubstr("holds no slurm/args"));
+  // No sbatch on PATH: one line before anything is written.
+  const std::string path = std::getenv("PATH") != nullptr ? std::getenv("PATH") : "";
+  ::setenv("PATH", dir.File("empty-bin").c_str(), 1);
+  const CliResult no_sbatch = Cli({"sweep", config, "--backend", "slurm", "--out", dir.File("c")});
+  ::setenv("PATH", path.c_str(), 1);
+  EXPECT_EQ(no_sbatch.status, kExitBadInput);
+  EXPECT_EQ(Lines(no_sbatch.err), 1) << no_sbatch.err;
+  EXPECT_THAT(no_sbatch.err, HasSubstr("sbatch not found on PATH"));
+  EXPECT_FALSE(fs::exists(dir.File("c")));
+}
+
+// --gpus 0,1: two runs at a time, each started with model.device = cuda:N of a free
+// device. No GPU here: ASGD_FAKE_CUDA_DEVICES passes the up-front check, the runs then
+// fail at start, and their logs' command lines show where each was placed.
+TEST(Sweep, GpusPlaceEachRunOnOneListedDevice) {
+  testing::TempDir dir;
+  const std::string config = TinyConfig(dir);
+  const std::string sweep = dir.File("sweep");
+  Subprocess p({kAsgd, "sweep", config, "--grid", "algorithm.window=1,2,3", "--seeds", "2",
+                "--parallel", "4", "--gpus", "0,1", "--no-plots", "--out", sweep},
+               dir.File("sweep.out"), {"ASGD_FAKE_CUDA_DEVICES=2"});
+  const auto status = p.Wait(kProcessTimeout);
+  ASSERT_TRUE(status.has_value()) << p.Output();
+  EXPECT_THAT(p.Output(), HasSubstr("2 at a time (one per GPU of --gpus)"));
+  std::map<std::string, int> placed;
+  int logs = 0;
+  for (const auto& e : fs::directory_iterator(sweep + "/logs")) {
+    ++logs;
+    std::ifstream in(e.path());
+    std::string first;
+    std::getline(in, first);
+    int devices = 0;
+    for (const char* d : {"--set model.device=cuda:0", "--set model.device=cuda:1"}) {
+      if (first.find(d) != std::string::npos) {
+        ++devices;
+        ++placed[d];
+      }
+    }
+    EXPECT_EQ(devices, 1) << first;
+  }
+  EXPECT_EQ(logs, 6);
+  EXPECT_EQ(placed.size(), 2u);  // both devices used
+}
+
+TEST(Sweep, GpusThatDoNotExistAreOneLineExit2) {
+  testing::TempDir dir;
+  const std::string config = TinyConfig(dir);
+  Subprocess p({kAsgd, "sweep", config, "--gpus", "0,3", "--out", dir.File("sweep")},
+               dir.File("sweep.out"), {"ASGD_FAKE_CUDA_DEVICES=2"});
+  const auto status = p.Wait(kProcessTimeout);
+  ASSERT_TRUE(status.has_value());
+  EXPECT_EQ(*status, kExitBadInput);
+  EXPECT_EQ(Lines(p.Output()), 1) << p.Output();
+  EXPECT_THAT(p.Output(), HasSubstr("--gpus '0,3': no CUDA device 3 (this machine has 2"));
+  EXPECT_FALSE(fs::exists(dir.File("sweep")));
+  const CliResult bad = Cli({"sweep", config, "--gpus", "0,x", "--out", dir.File("sweep")});
+  EXPECT_EQ(bad.status, kExitBadInput);
+  EXPECT_THAT(bad.err, HasSubstr("expected CUDA device numbers"));
+  const CliResult both = Cli(
+      {"sweep", config, "--gpus", "0", "--set", "model.device=cpu", "--out", dir.File("sweep")});
+  EXPECT_EQ(both.status, kExitBadInput);
+  EXPECT_THAT(both.err, HasSubstr("sets model.device for every run"));
 }
 
 TEST(Sweep, SigintEndsEveryRunByPidAndExits) {
