@@ -158,7 +158,7 @@ TEST(RunRecorder, WritesTheConvergenceSchemaAndKeepsTheAccount) {
   std::getline(in, first);
   EXPECT_EQ(ParseCsvLine(header), ConvergenceColumns());
   EXPECT_EQ(ParseCsvLine(first),
-            (std::vector<std::string>{"0", "0.5", "50", "5", "nan", "1.5", "0.5", "20", "0.100000001"}));
+            (std::vector<std::string>{"0", "0.5", "50", "5", "nan", "1.5", "0.5", "20", "0.1"}));
 }
 
 TEST(RunRecorder, AppendingWritesNoHeaderAndCountsTheExistingRows) {
