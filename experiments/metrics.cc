@@ -38,8 +38,9 @@ const std::vector<std::string>& SummaryColumns() {
 }
 
 StalenessRecorder::StalenessRecorder(std::ostream* rows, int64_t max_rows, double time_offset_s,
-                                     int64_t existing_rows)
+                                     int64_t existing_rows, bool buffered)
     : rows_out_(rows),
+      buffered_(buffered),
       max_rows_(max_rows),
       time_offset_s_(time_offset_s),
       existing_rows_(std::max<int64_t>(0, existing_rows)) {
@@ -48,15 +49,49 @@ StalenessRecorder::StalenessRecorder(std::ostream* rows, int64_t max_rows, doubl
   }
 }
 
+StalenessRecorder::~StalenessRecorder() {
+  // The rows still kept are part of the run; a stream that fails now has nobody to tell.
+  try {
+    Flush();
+  } catch (...) {
+  }
+}
+
 void StalenessRecorder::Record(const transport::StalenessRecord& r) {
+  // Unbuffered, the row is written before the next record can be taken, so the order of
+  // the rows is the order of the calls either way.
+  std::unique_lock<std::mutex> write_lock(write_mu_, std::defer_lock);
+  if (!buffered_) write_lock.lock();
   std::lock_guard<std::mutex> lock(mu_);
   ++histogram_[r.worker][r.staleness];
-  if (rows_ && existing_rows_ + rows_->rows() < max_rows_) {
-    rows_->Write(r.wall_time_s + time_offset_s_, static_cast<int64_t>(r.worker),
-                 static_cast<int64_t>(r.shard), r.step, static_cast<int64_t>(r.pulled_version),
-                 static_cast<int64_t>(r.applied_version), r.staleness,
-                 std::string(transport::PushOutcomeName(r.outcome)));
+  if (rows_ && existing_rows_ + accepted_ < max_rows_) {
+    ++accepted_;
+    if (buffered_) {
+      pending_.push_back(r);
+    } else {
+      WriteRow(r);
+    }
   }
+}
+
+void StalenessRecorder::WriteRow(const transport::StalenessRecord& r) {
+  rows_->Write(r.wall_time_s + time_offset_s_, static_cast<int64_t>(r.worker),
+               static_cast<int64_t>(r.shard), r.step, static_cast<int64_t>(r.pulled_version),
+               static_cast<int64_t>(r.applied_version), r.staleness,
+               std::string(transport::PushOutcomeName(r.outcome)));
+}
+
+// write_mu_ is held across the swap and the writing, so two flushes cannot interleave
+// their batches; mu_ only across the swap, so shards are not held up by the file.
+void StalenessRecorder::Flush() {
+  if (!buffered_) return;
+  std::lock_guard<std::mutex> write_lock(write_mu_);
+  std::vector<transport::StalenessRecord> batch;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    batch.swap(pending_);
+  }
+  for (const auto& r : batch) WriteRow(r);
 }
 
 void StalenessRecorder::AddCounts(uint32_t worker, int64_t staleness, int64_t count) {
@@ -66,7 +101,7 @@ void StalenessRecorder::AddCounts(uint32_t worker, int64_t staleness, int64_t co
 
 int64_t StalenessRecorder::rows_written() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return existing_rows_ + (rows_ ? rows_->rows() : 0);
+  return existing_rows_ + accepted_;
 }
 
 std::map<uint32_t, std::map<int64_t, int64_t>> StalenessRecorder::histogram() const {

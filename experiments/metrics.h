@@ -27,15 +27,23 @@ const std::vector<std::string>& SummaryColumns();
 
 // Receives the staleness records of every shard (thread-safe: shards and workers call it
 // concurrently): writes the first `max_rows` as staleness.csv rows and counts every one in
-// an exact per-worker histogram.
+// an exact per-worker histogram. Rows come out in the order Record was called.
+//
+// Buffered (the in-process runner): Record, which shard servers call while they hold their
+// shard, only keeps the record; the rows reach the stream when the owner calls Flush (from
+// its own thread), and at destruction. Unbuffered: Record writes and flushes the row itself.
 class StalenessRecorder final : public transport::StalenessSink {
  public:
   // rows may be null (no rows written). time_offset_s is added to each record's time.
   // existing_rows >= 0: rows appends to a file that holds that many rows (and its
   // header) already, which count towards max_rows (a resumed run).
   StalenessRecorder(std::ostream* rows, int64_t max_rows, double time_offset_s = 0.0,
-                    int64_t existing_rows = -1);
+                    int64_t existing_rows = -1, bool buffered = false);
+  ~StalenessRecorder() override;
   void Record(const transport::StalenessRecord& record) override;
+  // Writes the rows kept since the last Flush (buffered; a no-op otherwise). Call it before
+  // relying on the file holding rows_written() rows (a checkpoint, the end of the run).
+  void Flush();
 
   struct Stats {
     int64_t count = 0;  // records (pushes × shards)
@@ -43,6 +51,7 @@ class StalenessRecorder final : public transport::StalenessSink {
     int64_t p50 = 0, p99 = 0, max = 0;
   };
   Stats stats() const;
+  // The rows accepted so far (written, or kept for the next Flush), with existing_rows.
   int64_t rows_written() const;
   // Writes staleness_histogram.csv: worker, staleness, count, in increasing order.
   void WriteHistogram(std::ostream& out) const;
@@ -52,12 +61,19 @@ class StalenessRecorder final : public transport::StalenessSink {
   void AddCounts(uint32_t worker, int64_t staleness, int64_t count);
 
  private:
+  void WriteRow(const transport::StalenessRecord& record);  // REQUIRES: write_mu_ held
+
+  // Lock order: write_mu_ before mu_ (Flush; an unbuffered Record).
+  std::mutex write_mu_;  // guards rows_ (not annotated: Record takes it only when unbuffered)
   mutable std::mutex mu_;
   std::ostream* rows_out_;
-  std::unique_ptr<CsvWriter> rows_ ASGD_GUARDED_BY(mu_);
+  std::unique_ptr<CsvWriter> rows_;
+  const bool buffered_;
   int64_t max_rows_;
   double time_offset_s_;
   int64_t existing_rows_;
+  int64_t accepted_ ASGD_GUARDED_BY(mu_) = 0;  // rows written or pending
+  std::vector<transport::StalenessRecord> pending_ ASGD_GUARDED_BY(mu_);
   std::map<uint32_t, std::map<int64_t, int64_t>> histogram_ ASGD_GUARDED_BY(mu_);
 };
 

@@ -26,6 +26,7 @@
 #include "experiments/metrics.h"
 #include "experiments/progress.h"
 #include "experiments/ps_param_client.h"
+#include "experiments/run_core.h"
 #include "experiments/run_dir.h"
 #include "experiments/setup.h"
 #include "experiments/worker_loop.h"
@@ -42,9 +43,6 @@ namespace alg = ::asgd::algorithms;
 namespace tp = ::asgd::transport;
 using ::asgd::internal::StrCat;
 
-const std::vector<std::string> kConvergenceColumns = {
-    "time_s",    "epoch",     "samples",       "updates",       "train_loss",
-    "test_loss", "test_accuracy", "eval_examples", "learning_rate"};
 // Shared progress of all workers.
 struct Shared {
   std::atomic<int64_t> samples{0};
@@ -101,20 +99,8 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
                         StrCat("at most ", train.num_examples, " workers (one example each)"));
     }
   }
-  const double total_samples =
-      config.Double("experiment.epochs") * static_cast<double>(train.num_examples);
-  const int64_t max_steps = config.Int("experiment.max_steps");
-  const double max_time_s = config.Double("experiment.max_time_s");
-  const double target = config.Double("experiment.target_accuracy");
-  const bool stop_at_target = config.Bool("experiment.stop_at_target");
-  if (stop_at_target && target <= 0) {
-    throw ConfigError("experiment.stop_at_target", "true",
-                      "experiment.target_accuracy > 0 when stop_at_target is true");
-  }
-  const double eval_every_samples =
-      config.Double("metrics.eval_every_epochs") * static_cast<double>(train.num_examples);
-  const double eval_every_s = config.Double("metrics.eval_every_s");
-  const int64_t eval_examples = config.Int("metrics.eval_examples");
+  const StopPolicy stop = StopPolicy::FromConfig(config, train.num_examples);
+  EvalSchedule eval_schedule = EvalSchedule::FromConfig(config, train.num_examples);
   const double lr0 = config.Double("algorithm.learning_rate");
   const std::string transport_kind = config.String("cluster.transport");
   const int num_shards = static_cast<int>(config.Int("cluster.shards"));
@@ -144,16 +130,16 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
              resume.manifest.step, ", ", resume.manifest.samples, " samples, ",
              resume.manifest.time_s, " s)");
   }
-  auto convergence_file = resuming ? run.OpenAppend("convergence.csv") : run.Open("convergence.csv");
+  RunRecorder recorder(run, stop.target_accuracy(),
+                       resuming ? resume.manifest.convergence_rows : -1);
   auto staleness_file = resuming ? run.OpenAppend("staleness.csv") : run.Open("staleness.csv");
-  CsvWriter convergence(*convergence_file, kConvergenceColumns, !resuming);
   const double time_base = resuming ? resume.manifest.time_s : 0.0;  // training time so far
+  // Buffered: shard servers record while holding their shard; this thread writes the rows.
   StalenessRecorder staleness(staleness_file.get(), config.Int("metrics.staleness_rows"), time_base,
-                              resuming ? resume.manifest.staleness_rows : -1);
+                              resuming ? resume.manifest.staleness_rows : -1, /*buffered=*/true);
   for (const auto& [worker, counts] : resume.manifest.staleness_histogram) {
     for (const auto& [s, count] : counts) staleness.AddCounts(worker, s, count);
   }
-  int64_t convergence_rows = resuming ? resume.manifest.convergence_rows : 0;
 
   AlignedVector<float> initial(static_cast<std::size_t>(n_params));
   model->Initialize(initial, DeriveSeed(seed, "init"));
@@ -263,14 +249,12 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
   Progress progress(Progress::DecideLive(config.String("experiment.progress")), std::cerr);
   RunResult result;
   result.run_dir = run.path();
-  double time_to_target = -1;
   auto seconds = [&] { return time_base + std::chrono::duration<double>(clock->Now()).count(); };
   if (resuming) {
     shared.samples.store(resume.manifest.samples);
     shared.steps.store(resume.manifest.steps);
     shared.pushes.store(resume.manifest.step);
-    result.best_test_accuracy = resume.manifest.best_test_accuracy;
-    time_to_target = resume.manifest.time_to_target_s;
+    recorder.RestoreAccount(resume.manifest.best_test_accuracy, resume.manifest.time_to_target_s);
   }
   auto evaluate = [&](bool full) {
     const double t = seconds();
@@ -280,7 +264,8 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
       fail("evaluator: reading the centre: " + st.ToString());
       return;
     }
-    models::EvalResult r = EvaluateOn(*model, centre, test, full ? 0 : eval_examples);
+    models::EvalResult r =
+        EvaluateOn(*model, centre, test, full ? 0 : eval_schedule.ScheduledExamples());
     double train_loss = std::nan("");
     {
       std::lock_guard<std::mutex> lock(shared.mu);
@@ -291,9 +276,17 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
       shared.loss_count = 0;
     }
     const double epoch = static_cast<double>(samples) / static_cast<double>(train.num_examples);
-    convergence.Write(t, epoch, samples, shared.pushes.load(), train_loss, r.mean_loss(),
-                      r.accuracy(), r.count, lr0 * lr_scale_at(samples));
-    ++convergence_rows;
+    ConvergenceRow row;
+    row.time_s = t;
+    row.epoch = epoch;
+    row.samples = samples;
+    row.updates = shared.pushes.load();
+    row.train_loss = train_loss;
+    row.test_loss = r.mean_loss();
+    row.test_accuracy = r.accuracy();
+    row.eval_examples = r.count;
+    row.learning_rate = lr0 * lr_scale_at(samples);
+    if (recorder.Convergence(row) && stop.stop_at_target()) shared.stop.store(true);
     ProgressState ps;
     ps.epoch = epoch;
     ps.target_epochs = config.Double("experiment.epochs");
@@ -303,13 +296,6 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
     ps.elapsed_s = t;
     ps.updates_per_s = t > 0 ? static_cast<double>(ps.updates) / t : 0.0;
     progress.Evaluated(ps, r.mean_loss());
-    result.final_test_accuracy = r.accuracy();
-    result.final_test_loss = r.mean_loss();
-    result.best_test_accuracy = std::max(result.best_test_accuracy, r.accuracy());
-    if (target > 0 && time_to_target < 0 && r.accuracy() >= target) {
-      time_to_target = t;
-      if (stop_at_target) shared.stop.store(true);
-    }
   };
 
   // The first row: the initial parameters, before any worker starts.
@@ -343,8 +329,7 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
   hooks.before_step = [&](double* lr_scale) {
     if (shared.stop.load(std::memory_order_relaxed)) return false;
     const int64_t done = shared.samples.load(std::memory_order_relaxed);
-    if (static_cast<double>(done) >= total_samples) return false;
-    if (max_steps > 0 && shared.steps.load(std::memory_order_relaxed) >= max_steps) return false;
+    if (!stop.WorkMayContinue(done, shared.steps.load(std::memory_order_relaxed))) return false;
     *lr_scale = lr_scale_at(done);
     return true;
   };
@@ -378,9 +363,9 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
     m.algorithm = name;
     m.config_hash = config_hash;
     m.resumes = resuming ? resume.manifest.resumes + 1 : 0;
-    m.convergence_rows = convergence_rows;
-    m.best_test_accuracy = result.best_test_accuracy;
-    m.time_to_target_s = time_to_target;
+    m.convergence_rows = recorder.convergence_rows();
+    m.best_test_accuracy = recorder.best_test_accuracy();
+    m.time_to_target_s = recorder.time_to_target_s();
     std::vector<tp::ShardSnapshot> shards;
     // The counters and the staleness records are read while every shard is held, so they
     // describe exactly the pushes the snapshots contain (the workers' own counters may
@@ -424,12 +409,13 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
       }
       m.step = total;
     }
+    // The file holds at least the m.staleness_rows rows the manifest names.
+    staleness.Flush();
     const std::string dir = checkpointer.Save(std::move(m), shards);
     ASGD_LOG(kInfo, "checkpoint: ", dir);
   };
 
-  double next_eval_samples = eval_every_samples;
-  double last_eval_s = seconds();
+  eval_schedule.SetLastTime(seconds());
   std::string reason;
   for (;;) {
     if ((checkpoint_every_steps > 0 && shared.pushes.load() >= next_checkpoint_step) ||
@@ -447,25 +433,18 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
     }
     const int64_t samples = shared.samples.load();
     if (shared.stop.load()) break;
-    if (static_cast<double>(samples) >= total_samples) {
-      reason = "reached " + config.Raw("experiment.epochs") + " epochs";
+    // The target is reached in evaluate(), which raises shared.stop.
+    if (auto why = stop.Check(samples, shared.steps.load(), seconds(), false)) {
+      reason = *why;
       break;
     }
-    if (max_steps > 0 && shared.steps.load() >= max_steps) {
-      reason = "reached max_steps " + std::to_string(max_steps);
-      break;
-    }
-    if (max_time_s > 0 && seconds() >= max_time_s) {
-      reason = "reached max_time_s " + config.Raw("experiment.max_time_s");
-      break;
-    }
-    if (static_cast<double>(samples) >= next_eval_samples ||
-        (eval_every_s > 0 && seconds() - last_eval_s >= eval_every_s)) {
-      while (next_eval_samples <= static_cast<double>(samples)) next_eval_samples += eval_every_samples;
+    if (eval_schedule.Due(samples, seconds())) {
       evaluate(false);
-      last_eval_s = seconds();
+      // The schedule by seconds counts from the end of this evaluation.
+      eval_schedule.Evaluated(samples, seconds(), false);
       continue;
     }
+    staleness.Flush();
     clock->SleepFor(std::chrono::milliseconds(5));
   }
   shared.stop.store(true);
@@ -477,7 +456,7 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
     if (!shared.failure.empty()) reason = shared.failure;
   }
   const bool failed = reason == shared.failure && !shared.failure.empty();
-  if (reason.empty()) reason = "reached target accuracy " + config.Raw("experiment.target_accuracy");
+  if (reason.empty()) reason = stop.TargetReason();
   if (!failed) evaluate(true);
   // A finished run's last checkpoint: `--resume` with more epochs extends it.
   if (!failed && (checkpoint_every_steps > 0 || checkpoint_every_s > 0)) {
@@ -491,8 +470,12 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
   reader.reset();
   clients.clear();
   servers.clear();
+  staleness.Flush();
 
   result.wall_time_s = wall;
+  result.final_test_accuracy = recorder.final_test_accuracy();
+  result.final_test_loss = recorder.final_test_loss();
+  result.best_test_accuracy = recorder.best_test_accuracy();
   result.updates = shared.pushes.load();
   result.samples = shared.samples.load();
   result.reason = reason;
@@ -500,7 +483,7 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
   result.exit_status = failed ? 2 : 0;
   const StalenessRecorder::Stats st = staleness.stats();
 
-  SummaryRow summary;
+  SummaryRow summary = recorder.Summary();
   summary.run_id = run.id();
   summary.algorithm = name;
   summary.model = config.String("model.name");
@@ -514,10 +497,6 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
   summary.samples = result.samples;
   summary.updates = result.updates;
   summary.wall_time_s = wall;
-  summary.final_test_accuracy = result.final_test_accuracy;
-  summary.best_test_accuracy = result.best_test_accuracy;
-  summary.target_accuracy = target;
-  summary.time_to_target_s = time_to_target;
   summary.staleness = st;
   std::vector<WorkerMetrics> worker_metrics;
   for (const auto& loop : loops) {
@@ -532,20 +511,7 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
   }
   const int64_t dropped = summary.dropped_pushes;
   summary.status = result.status;
-  WriteWorkers(*run.Open("workers.csv"), worker_metrics);
-  staleness.WriteHistogram(*run.Open("staleness_histogram.csv"));
-  WriteSummary(*run.Open("summary.csv"), summary);
-
-  std::map<std::string, std::string> extra = {
-      {"final_test_accuracy", CsvCell(result.final_test_accuracy)},
-      {"updates", std::to_string(result.updates)},
-      {"wall_time_s", CsvCell(result.wall_time_s)},
-      {"mean_staleness", CsvCell(st.count > 0 ? st.mean : 0.0)},
-      {"max_staleness", std::to_string(st.max)},
-      {"staleness_records", std::to_string(st.count)},
-      {"dropped_pushes", std::to_string(dropped)}};
-  if (time_to_target >= 0) extra["time_to_target_s"] = CsvCell(time_to_target);
-  run.Finish(result.status, reason, extra);
+  RunRecorder::Finish(run, summary, worker_metrics, &staleness, reason);
   if (failed) {
     ASGD_LOG(kError, reason);
     out << "run stopped: " << reason << "\nrun folder: " << run.path() << "\n";

@@ -19,26 +19,13 @@
 #include "experiments/metrics.h"
 #include "experiments/parallel_runner.h"
 #include "experiments/progress.h"
+#include "experiments/run_core.h"
 #include "experiments/run_dir.h"
 #include "experiments/setup.h"
 #include "models/factory.h"
 
 namespace asgd::experiments {
 namespace {
-
-// The columns of convergence.csv; results/README.md documents them and a test checks
-// that the two agree.
-const std::vector<std::string> kConvergenceColumns = {
-    "time_s",    "epoch",     "samples",       "updates",       "train_loss",
-    "test_loss", "test_accuracy", "eval_examples", "learning_rate"};
-
-struct StopRule {
-  double total_samples = 0;  // epochs × training examples
-  int64_t max_steps = 0;
-  double max_time_s = 0;
-  double target_accuracy = 0;
-  bool stop_at_target = false;
-};
 
 std::string Fixed(double v, int digits) {
   std::ostringstream os;
@@ -102,26 +89,13 @@ RunResult RunExperiment(const Config& config, const RunRequest& request, std::os
   sampler_options.seed = DeriveSeed(seed, "sampler", 0);
   datasets::BatchSampler sampler(train, datasets::AllIndices(train.num_examples), sampler_options);
 
-  StopRule stop;
-  stop.total_samples = config.Double("experiment.epochs") * static_cast<double>(train.num_examples);
-  stop.max_steps = config.Int("experiment.max_steps");
-  stop.max_time_s = config.Double("experiment.max_time_s");
-  stop.target_accuracy = config.Double("experiment.target_accuracy");
-  stop.stop_at_target = config.Bool("experiment.stop_at_target");
-  if (stop.stop_at_target && stop.target_accuracy <= 0) {
-    throw ConfigError("experiment.stop_at_target", "true",
-                      "experiment.target_accuracy > 0 when stop_at_target is true");
-  }
-  const double eval_every_samples =
-      config.Double("metrics.eval_every_epochs") * static_cast<double>(train.num_examples);
-  const double eval_every_s = config.Double("metrics.eval_every_s");
-  const int64_t eval_examples = config.Int("metrics.eval_examples");
+  const StopPolicy stop = StopPolicy::FromConfig(config, train.num_examples);
+  EvalSchedule schedule = EvalSchedule::FromConfig(config, train.num_examples);
 
   RunDir run = RunDir::Create(config, request.name, request.command_line);
   ASGD_LOG(kInfo, "run ", run.id(), ": ", trainer.Describe(), ", ", train.name, " (",
            train.num_examples, " examples), ", test.name, " (", test.num_examples, ")");
-  auto convergence_file = run.Open("convergence.csv");
-  CsvWriter convergence(*convergence_file, kConvergenceColumns);
+  RunRecorder recorder(run, stop.target_accuracy());
 
   AlignedVector<float> params(static_cast<std::size_t>(n_params));
   AlignedVector<float> grad(static_cast<std::size_t>(n_params));
@@ -145,9 +119,6 @@ RunResult RunExperiment(const Config& config, const RunRequest& request, std::os
   Duration compute{0};  // gradient and optimizer steps
   double loss_sum = 0;
   int64_t loss_count = 0;
-  double next_eval_samples = eval_every_samples;
-  double last_eval_s = 0;
-  double time_to_target = -1;
   std::string reason;
   bool failed = false;
 
@@ -167,43 +138,32 @@ RunResult RunExperiment(const Config& config, const RunRequest& request, std::os
   auto evaluate = [&](bool full) {
     const double t = train_seconds();
     const Duration eval_start = clock->Now();
-    models::EvalResult r = EvaluateOn(*model, params, test, full ? 0 : eval_examples);
+    models::EvalResult r =
+        EvaluateOn(*model, params, test, full ? 0 : schedule.ScheduledExamples());
     eval_time += clock->Now() - eval_start;
-    const double train_loss = loss_count ? loss_sum / static_cast<double>(loss_count)
-                                         : std::nan("");
-    convergence.Write(t, static_cast<double>(samples) / static_cast<double>(train.num_examples),
-                      samples, updates, train_loss, r.mean_loss(), r.accuracy(), r.count, lr);
+    ConvergenceRow row;
+    row.time_s = t;
+    row.epoch = static_cast<double>(samples) / static_cast<double>(train.num_examples);
+    row.samples = samples;
+    row.updates = updates;
+    row.train_loss = loss_count ? loss_sum / static_cast<double>(loss_count) : std::nan("");
+    row.test_loss = r.mean_loss();
+    row.test_accuracy = r.accuracy();
+    row.eval_examples = r.count;
+    row.learning_rate = lr;
+    recorder.Convergence(row);
     progress.Evaluated(progress_state(r.accuracy()), r.mean_loss());
     loss_sum = 0;
     loss_count = 0;
-    last_eval_s = t;
-    result.best_test_accuracy = std::max(result.best_test_accuracy, r.accuracy());
-    if (stop.target_accuracy > 0 && time_to_target < 0 && r.accuracy() >= stop.target_accuracy) {
-      time_to_target = t;
-    }
-    result.final_test_accuracy = r.accuracy();
-    result.final_test_loss = r.mean_loss();
+    schedule.Evaluated(samples, t, full);
     return r.accuracy();
   };
 
   evaluate(false);
   int64_t epochs_seen = 0;
-  bool last_row_is_current = true;
   for (;;) {
-    if (static_cast<double>(samples) >= stop.total_samples) {
-      reason = "reached " + config.Raw("experiment.epochs") + " epochs";
-      break;
-    }
-    if (stop.max_steps > 0 && updates >= stop.max_steps) {
-      reason = "reached max_steps " + std::to_string(stop.max_steps);
-      break;
-    }
-    if (stop.max_time_s > 0 && train_seconds() >= stop.max_time_s) {
-      reason = "reached max_time_s " + config.Raw("experiment.max_time_s");
-      break;
-    }
-    if (stop.stop_at_target && time_to_target >= 0) {
-      reason = "reached target accuracy " + config.Raw("experiment.target_accuracy");
+    if (auto why = stop.Check(samples, updates, train_seconds(), recorder.time_to_target_s() >= 0)) {
+      reason = *why;
       break;
     }
     datasets::BatchView batch = sampler.Next();
@@ -211,10 +171,7 @@ RunResult RunExperiment(const Config& config, const RunRequest& request, std::os
     const float loss = trainer.LossAndGradient(params, batch, grad);
     if (!std::isfinite(loss)) {
       failed = true;
-      reason = "training loss is " + std::string(std::isnan(loss) ? "NaN" : "infinite") +
-               " at update " + std::to_string(updates + 1) +
-               "; lower algorithm.learning_rate (now " + config.Raw("algorithm.learning_rate") +
-               ")";
+      reason = stop.NonFiniteLossReason(loss, updates + 1);
       break;
     }
     optimizer->Step(params, grad, static_cast<float>(lr));
@@ -223,43 +180,35 @@ RunResult RunExperiment(const Config& config, const RunRequest& request, std::os
     samples += batch.size;
     loss_sum += static_cast<double>(loss) * static_cast<double>(batch.size);
     loss_count += batch.size;
-    last_row_is_current = false;
     if (sampler.epochs_completed() > epochs_seen) {
       epochs_seen = sampler.epochs_completed();
       lr *= lr_decay;
     }
-    if (static_cast<double>(samples) >= next_eval_samples ||
-        (eval_every_s > 0 && train_seconds() - last_eval_s >= eval_every_s)) {
-      while (next_eval_samples <= static_cast<double>(samples)) next_eval_samples += eval_every_samples;
-      evaluate(eval_examples <= 0);
-      last_row_is_current = eval_examples <= 0;
+    if (schedule.Due(samples, train_seconds())) {
+      evaluate(schedule.ScheduledIsFull());
     } else {
       progress.Tick(progress_state(-1));
     }
   }
   // The last row always evaluates the whole test set at the final parameters.
-  if (!failed && !last_row_is_current) evaluate(true);
+  if (!failed && schedule.FinalNeeded(samples)) evaluate(true);
   progress.Done();
 
   result.wall_time_s = train_seconds();
+  result.final_test_accuracy = recorder.final_test_accuracy();
+  result.final_test_loss = recorder.final_test_loss();
+  result.best_test_accuracy = recorder.best_test_accuracy();
   result.updates = updates;
   result.samples = samples;
   result.reason = reason;
   result.status = failed ? "failed" : "completed";
   result.exit_status = failed ? 2 : 0;
-  std::map<std::string, std::string> extra = {
-      {"final_test_accuracy", CsvCell(result.final_test_accuracy)},
-      {"updates", std::to_string(updates)},
-      {"wall_time_s", CsvCell(result.wall_time_s)}};
-  if (time_to_target >= 0) extra["time_to_target_s"] = CsvCell(time_to_target);
-
   WorkerMetrics worker;
   worker.steps = updates;
   worker.samples = samples;
   worker.active_s = result.wall_time_s;
   worker.compute_s = std::chrono::duration<double>(compute).count();
-  WriteWorkers(*run.Open("workers.csv"), {worker});
-  SummaryRow summary;
+  SummaryRow summary = recorder.Summary();
   summary.run_id = run.id();
   summary.algorithm = "sgd";
   summary.model = config.String("model.name");
@@ -270,13 +219,8 @@ RunResult RunExperiment(const Config& config, const RunRequest& request, std::os
   summary.samples = samples;
   summary.updates = updates;
   summary.wall_time_s = result.wall_time_s;
-  summary.final_test_accuracy = result.final_test_accuracy;
-  summary.best_test_accuracy = result.best_test_accuracy;
-  summary.target_accuracy = stop.target_accuracy;
-  summary.time_to_target_s = time_to_target;
   summary.status = result.status;
-  WriteSummary(*run.Open("summary.csv"), summary);
-  run.Finish(result.status, reason, extra);
+  RunRecorder::Finish(run, summary, {worker}, nullptr, reason);
 
   if (failed) {
     ASGD_LOG(kError, reason);

@@ -1,0 +1,284 @@
+// The run core: stop reasons and their order, the evaluation schedule (by samples, by
+// seconds, the final full evaluation), and the recorder's schemas against results/README.md.
+#include "experiments/run_core.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <csignal>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+#include "core/error.h"
+#include "core/file_util.h"
+
+namespace asgd::experiments {
+namespace {
+
+StopPolicy::Limits Limits() {
+  StopPolicy::Limits l;
+  l.epochs = 2;
+  l.epochs_text = "2";
+  l.max_steps = 50;
+  l.max_time_s = 10;
+  l.max_time_text = "10";
+  l.target_accuracy = 0.9;
+  l.target_text = "0.9";
+  l.stop_at_target = true;
+  l.learning_rate_text = "0.5";
+  return l;
+}
+
+TEST(StopPolicy, GoesOnBelowEveryLimit) {
+  StopPolicy p(Limits(), 100);  // 200 samples
+  EXPECT_EQ(p.total_samples(), 200.0);
+  EXPECT_EQ(p.Check(199, 49, 9.9, false), std::nullopt);
+  EXPECT_TRUE(p.WorkMayContinue(199, 49));
+}
+
+TEST(StopPolicy, EachLimitHasItsReason) {
+  StopPolicy p(Limits(), 100);
+  EXPECT_EQ(p.Check(200, 0, 0, false), "reached 2 epochs");
+  EXPECT_EQ(p.Check(0, 50, 0, false), "reached max_steps 50");
+  EXPECT_EQ(p.Check(0, 0, 10, false), "reached max_time_s 10");
+  EXPECT_EQ(p.Check(0, 0, 0, true), "reached target accuracy 0.9");
+  EXPECT_FALSE(p.WorkMayContinue(200, 0));
+  EXPECT_FALSE(p.WorkMayContinue(0, 50));
+  // Time and target are the evaluating thread's to decide.
+  EXPECT_TRUE(p.WorkMayContinue(0, 0));
+}
+
+TEST(StopPolicy, ReportsTheFirstLimitInOrder) {
+  StopPolicy p(Limits(), 100);
+  EXPECT_EQ(p.Check(200, 50, 10, true), "reached 2 epochs");
+  EXPECT_EQ(p.Check(0, 50, 10, true), "reached max_steps 50");
+  EXPECT_EQ(p.Check(0, 0, 10, true), "reached max_time_s 10");
+}
+
+TEST(StopPolicy, ZeroLimitsAreOffAndTargetStopsOnlyWhenAsked) {
+  StopPolicy::Limits l = Limits();
+  l.max_steps = 0;
+  l.max_time_s = 0;
+  l.stop_at_target = false;
+  StopPolicy p(l, 100);
+  EXPECT_EQ(p.Check(0, 1'000'000, 1e9, true), std::nullopt);
+}
+
+TEST(StopPolicy, StopAtTargetWithoutATargetIsAConfigError) {
+  StopPolicy::Limits l = Limits();
+  l.target_accuracy = 0;
+  EXPECT_THROW(StopPolicy(l, 100), ConfigError);
+}
+
+TEST(StopPolicy, FailureReasons) {
+  StopPolicy p(Limits(), 100);
+  EXPECT_EQ(p.NonFiniteLossReason(std::nan(""), 7),
+            "training loss is NaN at update 7; lower algorithm.learning_rate (now 0.5)");
+  EXPECT_EQ(p.NonFiniteLossReason(INFINITY, 3),
+            "training loss is infinite at update 3; lower algorithm.learning_rate (now 0.5)");
+  EXPECT_EQ(StopPolicy::SignalReason(SIGINT), "interrupted (SIGINT)");
+  EXPECT_EQ(StopPolicy::SignalReason(SIGTERM), "terminated (SIGTERM)");
+}
+
+TEST(EvalSchedule, BySamples) {
+  EvalSchedule e(100, 0, 50);
+  e.Evaluated(0, 0, false);  // the first row
+  EXPECT_FALSE(e.Due(99, 1e9));
+  EXPECT_TRUE(e.Due(100, 0));
+  // A late evaluation skips the marks it passed: the next is the first above it.
+  e.Evaluated(250, 1, false);
+  EXPECT_EQ(e.next_samples(), 300.0);
+  EXPECT_FALSE(e.Due(299, 2));
+  EXPECT_TRUE(e.Due(300, 2));
+  EXPECT_EQ(e.ScheduledExamples(), 50);
+  EXPECT_FALSE(e.ScheduledIsFull());
+}
+
+TEST(EvalSchedule, BySeconds) {
+  EvalSchedule e(1e9, 2.5, 0);
+  e.Evaluated(0, 1.0, true);
+  EXPECT_FALSE(e.Due(10, 3.4));
+  EXPECT_TRUE(e.Due(10, 3.5));
+  e.SetLastTime(4.0);
+  EXPECT_FALSE(e.Due(10, 6.4));
+  EXPECT_TRUE(e.Due(10, 6.5));
+  EXPECT_EQ(e.ScheduledExamples(), 0);
+  EXPECT_TRUE(e.ScheduledIsFull());
+}
+
+TEST(EvalSchedule, FinalFullEvaluationUnlessTheLastRowIsIt) {
+  EvalSchedule partial(100, 0, 50);
+  partial.Evaluated(0, 0, false);
+  EXPECT_FALSE(partial.FinalNeeded(0));  // no training since the first row
+  partial.Evaluated(100, 1, false);
+  EXPECT_TRUE(partial.FinalNeeded(100));  // the last row saw part of the test set
+  EXPECT_TRUE(partial.FinalNeeded(130));
+
+  EvalSchedule full(100, 0, 0);
+  full.Evaluated(0, 0, true);
+  full.Evaluated(100, 1, true);
+  EXPECT_FALSE(full.FinalNeeded(100));
+  EXPECT_TRUE(full.FinalNeeded(101));
+}
+
+TEST(RunRecorder, WritesTheConvergenceSchemaAndKeepsTheAccount) {
+  std::ostringstream out;
+  RunRecorder r(&out, 0.8);
+  ConvergenceRow row;
+  row.epoch = 0.5;
+  row.samples = 50;
+  row.updates = 5;
+  row.train_loss = std::nan("");
+  row.test_loss = 1.5;
+  row.test_accuracy = 0.5;
+  row.eval_examples = 20;
+  row.learning_rate = 0.1;
+  EXPECT_FALSE(r.Convergence(row));
+  row.time_s = 2;
+  row.test_accuracy = 0.85;
+  EXPECT_TRUE(r.Convergence(row));  // first to reach the target
+  row.time_s = 3;
+  row.test_accuracy = 0.7;
+  row.test_loss = 0.9;
+  EXPECT_FALSE(r.Convergence(row));
+  EXPECT_EQ(r.convergence_rows(), 3);
+  EXPECT_EQ(r.best_test_accuracy(), 0.85);
+  EXPECT_EQ(r.final_test_accuracy(), 0.7);
+  EXPECT_EQ(r.final_test_loss(), 0.9);
+  EXPECT_EQ(r.time_to_target_s(), 2);
+  const SummaryRow s = r.Summary();
+  EXPECT_EQ(s.best_test_accuracy, 0.85);
+  EXPECT_EQ(s.target_accuracy, 0.8);
+  EXPECT_EQ(s.time_to_target_s, 2);
+
+  std::istringstream in(out.str());
+  std::string header, first;
+  std::getline(in, header);
+  std::getline(in, first);
+  EXPECT_EQ(ParseCsvLine(header), ConvergenceColumns());
+  EXPECT_EQ(ParseCsvLine(first),
+            (std::vector<std::string>{"0", "0.5", "50", "5", "nan", "1.5", "0.5", "20", "0.1"}));
+}
+
+TEST(RunRecorder, AppendingWritesNoHeaderAndCountsTheExistingRows) {
+  std::ostringstream out;
+  RunRecorder r(&out, 0, 4);
+  r.RestoreAccount(0.6, 12);
+  EXPECT_EQ(out.str(), "");
+  ConvergenceRow row;
+  row.test_accuracy = 0.5;
+  r.Convergence(row);
+  EXPECT_EQ(r.convergence_rows(), 5);
+  EXPECT_EQ(r.best_test_accuracy(), 0.6);
+  EXPECT_EQ(r.time_to_target_s(), 12);
+  EXPECT_EQ(ParseCsvLine(out.str().substr(0, out.str().find('\n'))).size(),
+            ConvergenceColumns().size());
+}
+
+// The first cells (`name`) of the markdown table after `heading` in results/README.md.
+std::vector<std::string> Documented(const std::string& heading) {
+  const std::string doc = ReadFile(std::string(ASGD_SOURCE_DIR) + "/results/README.md");
+  std::vector<std::string> names;
+  const size_t at = doc.find(heading);
+  EXPECT_NE(at, std::string::npos) << heading;
+  if (at == std::string::npos) return names;
+  std::istringstream in(doc.substr(at + heading.size()));
+  std::string line;
+  bool in_table = false;
+  static const std::regex row(R"(^\| `([a-z_0-9.]+)` \|)");
+  while (std::getline(in, line)) {
+    if (line.rfind("|", 0) == 0) {
+      in_table = true;
+      std::smatch m;
+      if (std::regex_search(line, m, row)) names.push_back(m[1]);
+    } else if (in_table) {
+      break;
+    }
+  }
+  return names;
+}
+
+TEST(RunRecorder, SchemasAreTheDocumentedOnes) {
+  EXPECT_EQ(ConvergenceColumns(), Documented("### convergence.csv"));
+  EXPECT_EQ(StalenessColumns(), Documented("### staleness.csv"));
+  EXPECT_EQ(StalenessHistogramColumns(), Documented("### staleness_histogram.csv"));
+  EXPECT_EQ(WorkersColumns(), Documented("### workers.csv"));
+  EXPECT_EQ(SummaryColumns(), Documented("### summary.csv"));
+}
+
+transport::StalenessRecord Rec(uint32_t worker, int64_t step, int64_t staleness) {
+  transport::StalenessRecord r;
+  r.wall_time_s = 0.25 * static_cast<double>(step);
+  r.worker = worker;
+  r.shard = 1;
+  r.step = step;
+  r.pulled_version = static_cast<uint64_t>(step);
+  r.applied_version = static_cast<uint64_t>(step + staleness);
+  r.staleness = staleness;
+  return r;
+}
+
+// Buffered rows are the unbuffered ones, in the same order, once flushed; they count
+// towards rows_written (and max_rows) as soon as they are recorded.
+TEST(StalenessRecorder, BufferedRowsMatchUnbufferedOnesAfterFlush) {
+  std::ostringstream direct_out, buffered_out;
+  StalenessRecorder direct(&direct_out, 5, 1.0);
+  StalenessRecorder buffered(&buffered_out, 5, 1.0, -1, /*buffered=*/true);
+  for (int64_t i = 0; i < 8; ++i) {
+    direct.Record(Rec(static_cast<uint32_t>(i % 3), i, i % 2));
+    buffered.Record(Rec(static_cast<uint32_t>(i % 3), i, i % 2));
+  }
+  EXPECT_EQ(buffered.rows_written(), 5);
+  // Only the header until the owner flushes.
+  EXPECT_EQ(buffered_out.str(), direct_out.str().substr(0, direct_out.str().find('\n') + 1));
+  buffered.Flush();
+  EXPECT_EQ(buffered_out.str(), direct_out.str());
+  EXPECT_EQ(buffered.histogram(), direct.histogram());
+  EXPECT_EQ(buffered.stats().count, 8);
+}
+
+TEST(StalenessRecorder, DestructionFlushesAndAppendingCountsExistingRows) {
+  std::ostringstream out;
+  {
+    StalenessRecorder r(&out, 3, 0.0, /*existing_rows=*/2, /*buffered=*/true);
+    r.Record(Rec(0, 1, 0));
+    r.Record(Rec(0, 2, 0));  // beyond max_rows: counted, not written
+    EXPECT_EQ(r.rows_written(), 3);
+  }
+  EXPECT_EQ(out.str(), "0.25,0,1,1,1,1,0,applied\n");
+}
+
+// Records from several threads: every row comes out once, whole, however flushes interleave.
+TEST(StalenessRecorder, ConcurrentRecordsAndFlushesKeepEveryRow) {
+  std::ostringstream out;
+  StalenessRecorder r(&out, 1'000'000, 0.0, -1, /*buffered=*/true);
+  std::vector<std::thread> threads;
+  for (uint32_t w = 0; w < 4; ++w) {
+    threads.emplace_back([&r, w] {
+      for (int64_t i = 0; i < 500; ++i) r.Record(Rec(w, i, 0));
+    });
+  }
+  std::thread flusher([&r] {
+    for (int i = 0; i < 50; ++i) r.Flush();
+  });
+  for (auto& t : threads) t.join();
+  flusher.join();
+  r.Flush();
+  std::istringstream in(out.str());
+  std::string line;
+  std::getline(in, line);
+  std::map<uint32_t, int64_t> next_step;  // each worker's rows in its own order
+  int64_t rows = 0;
+  while (std::getline(in, line)) {
+    const auto cells = ParseCsvLine(line);
+    ASSERT_EQ(cells.size(), StalenessColumns().size()) << line;
+    const auto w = static_cast<uint32_t>(std::stoul(cells[1]));
+    EXPECT_EQ(std::stoll(cells[3]), next_step[w]++);
+    ++rows;
+  }
+  EXPECT_EQ(rows, 2000);
+}
+
+}  // namespace
+}  // namespace asgd::experiments
