@@ -43,7 +43,11 @@ const char* SourcePath(const char* file) {
   // ASGD_CUDA_SOURCE_ROOT is the repository's path, defined by models/cuda/CMakeLists.txt.
   constexpr std::string_view root = ASGD_CUDA_SOURCE_ROOT "/";
   const std::string_view path(file);
-  return path.starts_with(root) ? file + root.size() : file;
+  if (path.starts_with(root)) return file + root.size();
+  // Ninja hands the compiler paths relative to the build folder ("../models/...").
+  const char* rest = file;
+  while (std::string_view(rest).starts_with("../")) rest += 3;
+  return rest;
 }
 
 void ThrowCudaError(cudaError_t error, const char* call, const char* file, int line) {

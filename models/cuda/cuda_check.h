@@ -35,7 +35,7 @@ inline void CheckCall(cublasStatus_t status, const char* call, const char* file,
 
 // "models/cuda/kernels.cu" for "<repository>/models/cuda/kernels.cu": paths inside the
 // repository relative to it, so messages do not depend on where the tree was built;
-// other paths unchanged.
+// a build folder's relative "../models/cuda/kernels.cu" likewise; other paths unchanged.
 const char* SourcePath(const char* file);
 
 }  // namespace asgd::models::cuda::internal
