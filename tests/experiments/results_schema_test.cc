@@ -22,26 +22,8 @@ namespace fs = std::filesystem;
 
 std::string Readme() { return ReadFile(std::string(ASGD_SOURCE_DIR) + "/results/README.md"); }
 
-// The first cells (`name`) of the markdown table that follows `heading`.
 std::vector<std::string> TableNames(const std::string& doc, const std::string& heading) {
-  std::vector<std::string> names;
-  size_t at = doc.find(heading);
-  EXPECT_NE(at, std::string::npos) << heading;
-  if (at == std::string::npos) return names;
-  std::istringstream in(doc.substr(at + heading.size()));
-  std::string line;
-  bool in_table = false;
-  static const std::regex row(R"(^\| `([a-z_0-9.]+)` \|)");
-  while (std::getline(in, line)) {
-    if (line.rfind("|", 0) == 0) {
-      in_table = true;
-      std::smatch m;
-      if (std::regex_search(line, m, row)) names.push_back(m[1]);
-    } else if (in_table) {
-      break;
-    }
-  }
-  return names;
+  return testing::MarkdownTableNames(doc, heading);
 }
 
 // Runs a tiny synthetic experiment and returns its run folder.

@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "core/file_util.h"
+#include "tests/support/test_util.h"
 
 namespace asgd::experiments {
 namespace {
@@ -178,25 +179,8 @@ TEST(RunRecorder, AppendingWritesNoHeaderAndCountsTheExistingRows) {
 
 // The first cells (`name`) of the markdown table after `heading` in results/README.md.
 std::vector<std::string> Documented(const std::string& heading) {
-  const std::string doc = ReadFile(std::string(ASGD_SOURCE_DIR) + "/results/README.md");
-  std::vector<std::string> names;
-  const size_t at = doc.find(heading);
-  EXPECT_NE(at, std::string::npos) << heading;
-  if (at == std::string::npos) return names;
-  std::istringstream in(doc.substr(at + heading.size()));
-  std::string line;
-  bool in_table = false;
-  static const std::regex row(R"(^\| `([a-z_0-9.]+)` \|)");
-  while (std::getline(in, line)) {
-    if (line.rfind("|", 0) == 0) {
-      in_table = true;
-      std::smatch m;
-      if (std::regex_search(line, m, row)) names.push_back(m[1]);
-    } else if (in_table) {
-      break;
-    }
-  }
-  return names;
+  return testing::MarkdownTableNames(
+      ReadFile(std::string(ASGD_SOURCE_DIR) + "/results/README.md"), heading);
 }
 
 TEST(RunRecorder, SchemasAreTheDocumentedOnes) {

@@ -1,10 +1,13 @@
 #include "tests/support/test_util.h"
 
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <regex>
+#include <sstream>
 #include <stdexcept>
 
 namespace asgd::testing {
@@ -33,6 +36,27 @@ void WriteTestFile(const std::string& path, const std::string& contents) {
   std::ofstream out(path, std::ios::binary);
   out << contents;
   if (!out) throw std::runtime_error("cannot write " + path);
+}
+
+std::vector<std::string> MarkdownTableNames(const std::string& doc, const std::string& heading) {
+  std::vector<std::string> names;
+  const std::size_t at = doc.find(heading);
+  EXPECT_NE(at, std::string::npos) << heading;
+  if (at == std::string::npos) return names;
+  std::istringstream in(doc.substr(at + heading.size()));
+  std::string line;
+  bool in_table = false;
+  static const std::regex row(R"(^\| `([a-z_0-9.]+)` \|)");
+  while (std::getline(in, line)) {
+    if (line.rfind("|", 0) == 0) {
+      in_table = true;
+      std::smatch m;
+      if (std::regex_search(line, m, row)) names.push_back(m[1]);
+    } else if (in_table) {
+      break;
+    }
+  }
+  return names;
 }
 
 }  // namespace asgd::testing

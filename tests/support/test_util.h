@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace asgd::testing {
 
@@ -26,6 +27,11 @@ class TempDir {
 
 // Writes contents to path (throws on failure).
 void WriteTestFile(const std::string& path, const std::string& contents);
+
+// The first cells (`name`, in backticks) of the markdown table that follows `heading` in
+// doc: how results/README.md documents a CSV's columns. Fails the test (and returns an
+// empty list) when the heading is missing.
+std::vector<std::string> MarkdownTableNames(const std::string& doc, const std::string& heading);
 
 }  // namespace asgd::testing
 
