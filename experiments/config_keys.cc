@@ -100,7 +100,10 @@ Schema BuildSchema() {
             "stop after this many passes over the training set (samples summed over workers)",
             "epochs"));
   s.Add(Int("experiment.max_steps", 0, 0, std::nullopt,
-            "stop after this many parameter updates; 0 = no limit", "updates"));
+            "stop after this many worker steps (mini-batch gradients, summed over workers: "
+            "summary.csv `steps`; for sgd one step is one update); workers already in a step "
+            "finish it, so a run may end up to workers - 1 steps past it; 0 = no limit",
+            "steps"));
   s.Add(Num("experiment.max_time_s", "0", 0, false, std::nullopt, false,
             "stop after this much wall time; 0 = no limit", "seconds"));
   s.Add(Int("experiment.checkpoint_every_steps", 0, 0, std::nullopt,

@@ -29,7 +29,8 @@ const std::vector<std::string>& SummaryColumns() {
   static const std::vector<std::string> c = {
       "run_id",          "algorithm",           "model",              "dataset",
       "workers",         "ps_shards",           "transport",          "device",
-      "seed",            "epochs",              "samples",            "updates",
+      "seed",            "epochs",              "samples",            "steps",
+      "updates",
       "wall_time_s",     "final_test_accuracy", "best_test_accuracy", "target_accuracy",
       "time_to_target_s", "staleness_mean",     "staleness_p50",      "staleness_p99",
       "staleness_max",   "dropped_pushes",      "updates_per_s",      "samples_per_s",
@@ -175,7 +176,8 @@ void WriteSummary(std::ostream& out, const SummaryRow& r) {
   CsvWriter w(out, SummaryColumns());
   w.WriteRow({CsvCell(r.run_id), CsvCell(r.algorithm), CsvCell(r.model), CsvCell(r.dataset),
               CsvCell(r.workers), CsvCell(r.ps_shards), CsvCell(r.transport), CsvCell(r.device),
-              CsvCell(r.seed), CsvCell(r.epochs), CsvCell(r.samples), CsvCell(r.updates),
+              CsvCell(r.seed), CsvCell(r.epochs), CsvCell(r.samples), CsvCell(r.steps),
+              CsvCell(r.updates),
               CsvCell(r.wall_time_s), CsvCell(r.final_test_accuracy),
               CsvCell(r.best_test_accuracy), CsvCell(r.target_accuracy),
               CsvCell(r.time_to_target_s >= 0 ? r.time_to_target_s : nan),

@@ -108,6 +108,7 @@ struct SummaryRow {
   int64_t seed = 0;
   double epochs = 0;
   int64_t samples = 0;
+  int64_t steps = 0;    // worker steps (mini-batch gradients), summed over workers
   int64_t updates = 0;
   double wall_time_s = 0;
   double final_test_accuracy = 0;

@@ -335,7 +335,7 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
   };
   hooks.after_step = [&](const alg::StepResult& r, int64_t batch) {
     shared.samples.fetch_add(batch, std::memory_order_relaxed);
-    shared.steps.fetch_add(1, std::memory_order_relaxed);
+    shared.steps.fetch_add(r.local_steps, std::memory_order_relaxed);
     shared.pushes.fetch_add(r.pushes, std::memory_order_relaxed);
     std::lock_guard<std::mutex> lock(shared.mu);
     shared.loss_sum += static_cast<double>(r.loss) * static_cast<double>(batch);

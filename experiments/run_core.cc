@@ -67,9 +67,15 @@ void RunRecorder::Finish(const RunDir& run, const SummaryRow& summary,
                          const std::map<std::string, std::string>& more) {
   WriteWorkers(*run.Open("workers.csv"), workers);
   if (staleness != nullptr) staleness->WriteHistogram(*run.Open("staleness_histogram.csv"));
-  WriteSummary(*run.Open("summary.csv"), summary);
+  // summary.csv's steps are the workers' steps, the count experiment.max_steps limits: one
+  // definition for every driver.
+  SummaryRow row = summary;
+  row.steps = 0;
+  for (const WorkerMetrics& w : workers) row.steps += w.steps;
+  WriteSummary(*run.Open("summary.csv"), row);
   std::map<std::string, std::string> extra = {
       {"final_test_accuracy", CsvCell(summary.final_test_accuracy)},
+      {"steps", std::to_string(row.steps)},
       {"updates", std::to_string(summary.updates)},
       {"wall_time_s", CsvCell(summary.wall_time_s)}};
   if (staleness != nullptr) {

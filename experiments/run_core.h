@@ -80,7 +80,8 @@ class RunRecorder {
   // The end of the run: writes workers.csv, staleness_histogram.csv (if `staleness` is
   // not null), summary.csv, and rewrites provenance.json with status, reason and the
   // headline numbers (plus the staleness ones when `staleness` is given, and any `more`
-  // fields: the coordinator's lost workers, restarts, ...). Throws IoError.
+  // fields: the coordinator's lost workers, restarts, ...). summary.csv's `steps` is the
+  // sum of the workers' steps, whatever summary.steps holds. Throws IoError.
   static void Finish(const RunDir& run, const SummaryRow& summary,
                      const std::vector<WorkerMetrics>& workers,
                      const StalenessRecorder* staleness, const std::string& reason,
@@ -103,7 +104,7 @@ class StopPolicy {
  public:
   struct Limits {
     double epochs = 1;            // experiment.epochs
-    int64_t max_steps = 0;        // <= 0: none (counts worker steps)
+    int64_t max_steps = 0;        // <= 0: none; worker steps summed over workers
     double max_time_s = 0;        // <= 0: none
     double target_accuracy = 0;   // <= 0: none
     bool stop_at_target = false;  // REQUIRES target_accuracy > 0 when true

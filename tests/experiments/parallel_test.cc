@@ -167,8 +167,8 @@ TEST(Parallel, BadDevicesAreConfigErrors) {
   }
 }
 
-// The summary's device column names where the workers computed.
-std::string SummaryDevice(const testing::TempDir& dir) {
+// A column of the run's summary.csv ("" if absent).
+std::string SummaryField(const testing::TempDir& dir, const std::string& name) {
   for (const auto& e : fs::directory_iterator(dir.File("runs"))) {
     std::istringstream in(ReadFile((e.path() / "summary.csv").string()));
     std::string header, row;
@@ -181,11 +181,58 @@ std::string SummaryDevice(const testing::TempDir& dir) {
       return cell;
     };
     for (int i = 0; i < 40; ++i) {
-      if (column(header, i) == "device") return column(row, i);
+      if (column(header, i) == name) return column(row, i);
     }
   }
   return "";
 }
+
+// The summary's device column names where the workers computed.
+std::string SummaryDevice(const testing::TempDir& dir) { return SummaryField(dir, "device"); }
+
+// experiment.max_steps counts worker steps (mini-batch gradients summed over workers) for
+// every kind of strategy: summary.csv's steps reach it, overshoot by fewer than the
+// workers, and equal the sum of workers.csv's steps; updates count something else
+// (DOWNPOUR pushes once per window).
+class MaxSteps : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(MaxSteps, CountsWorkerSteps) {
+  const std::string name = GetParam();
+  const int workers = name == "sgd" ? 1 : 3;
+  const int64_t max_steps = 40;
+  testing::TempDir dir;
+  Outcome o = RunConfig(dir,
+                        std::string(kSynthetic) + "[algorithm]\nname = " + name +
+                            "\nworkers = " + std::to_string(workers) +
+                            "\nwindow = 5\nlearning_rate = 0.05\n",
+                        {"experiment.max_steps=" + std::to_string(max_steps)});
+  ASSERT_EQ(o.status, 0) << o.err << o.out;
+  EXPECT_EQ(o.provenance["status_reason"].get<std::string>(),
+            "reached max_steps " + std::to_string(max_steps));
+  const int64_t steps = std::stoll(SummaryField(dir, "steps"));
+  const int64_t updates = std::stoll(SummaryField(dir, "updates"));
+  EXPECT_GE(steps, max_steps);
+  EXPECT_LT(steps, max_steps + workers);
+  EXPECT_EQ(std::stoll(o.provenance["steps"].get<std::string>()), steps);
+  int64_t worker_steps = 0;
+  for (const auto& e : fs::directory_iterator(dir.File("runs"))) {
+    std::istringstream in(ReadFile((e.path() / "workers.csv").string()));
+    std::string line;
+    std::getline(in, line);  // header: worker,steps,...
+    while (std::getline(in, line)) {
+      worker_steps += std::stoll(line.substr(line.find(',') + 1));
+    }
+  }
+  EXPECT_EQ(worker_steps, steps);
+  if (name == "downpour") {
+    EXPECT_LT(updates, steps);  // one push per window of 5 steps
+  } else {
+    EXPECT_EQ(updates, steps);  // one optimizer step or one push per worker step
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(WindowedSynchronousAsynchronous, MaxSteps,
+                         ::testing::Values("sgd", "async_sgd", "downpour", "sync_sgd"));
 
 TEST(Parallel, PerWorkerDeviceListOfCpus) {
   testing::TempDir dir;
