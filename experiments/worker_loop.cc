@@ -35,6 +35,41 @@ WorkerMetrics WorkerLoop::Snapshot() const {
   return m;
 }
 
+namespace {
+
+// The first element of v that is NaN or infinite, or -1.
+int64_t FirstNonFinite(std::span<const float> v) {
+  const auto it = std::find_if(v.begin(), v.end(), [](float x) { return !std::isfinite(x); });
+  return it == v.end() ? -1 : static_cast<int64_t>(it - v.begin());
+}
+
+}  // namespace
+
+std::string DescribeNonFiniteLoss(const NonFiniteLoss& f) {
+  const std::string what = std::isnan(f.loss) ? "NaN" : "infinite";
+  const std::string head = StrCat("training loss is ", what, " on worker ", f.worker);
+  if (f.worker_element < 0) {
+    // Finite parameters, non-finite loss: the step itself overflowed.
+    return StrCat(head, ", computed on finite parameters: the model diverged; lower "
+                  "algorithm.learning_rate (now ", f.learning_rate, ")");
+  }
+  if (f.shared_memory) {
+    return StrCat(head, ": the shared parameters hold a non-finite value at element ",
+                  f.worker_element, ", written by the workers' updates; lower "
+                  "algorithm.learning_rate (now ", f.learning_rate, ")");
+  }
+  if (f.server_element >= 0) {
+    // Shards refuse pushes holding NaN or Inf, so the server's arithmetic made it.
+    return StrCat(head, ": the server's parameters hold a non-finite value at element ",
+                  f.server_element, ", made by ", f.strategy, "'s server rule (shards refuse "
+                  "non-finite pushes, so no worker sent it); lower the rates and factors that "
+                  "rule uses (algorithm.* keys of ", f.strategy, ")");
+  }
+  return StrCat(head, ": its own parameters hold a non-finite value at element ",
+                f.worker_element, " after its local update (the server's are finite); lower "
+                "algorithm.learning_rate (now ", f.learning_rate, ")");
+}
+
 WorkerOutcome WorkerLoop::Run(alg::ParamClient& client, const WorkerHooks& hooks) {
   const WorkerSetup& s = setup_;
   const Clock& clock = *s.clock;
@@ -71,12 +106,16 @@ WorkerOutcome WorkerLoop::Run(alg::ParamClient& client, const WorkerHooks& hooks
     env.clock = &clock;
     env.options = s.options.worker;
     env.options.learning_rate = s.learning_rate;
+    // Where a non-finite loss came from: the first non-finite parameter it was computed
+    // on (-1: none), looked up only when the loss is not finite.
+    int64_t non_finite_param = -1;
     env.gradient = [&](std::span<const float> params, std::span<float> grad) {
       datasets::BatchView batch = sampler.Next();
       last_batch = batch.size;
       const Duration t0 = clock.Now();
       const float loss = local->LossAndGradient(params, batch, grad);
       compute += clock.Now() - t0;
+      if (!std::isfinite(loss)) non_finite_param = FirstNonFinite(params);
       return loss;
     };
     AlignedVector<float> sparse_params;
@@ -131,9 +170,20 @@ WorkerOutcome WorkerLoop::Run(alg::ParamClient& client, const WorkerHooks& hooks
       }
       if (!std::isfinite(r.loss)) {
         outcome.nan_loss = true;
-        outcome.failure = StrCat("training loss is ", std::isnan(r.loss) ? "NaN" : "infinite",
-                                 " on worker ", w, "; lower algorithm.learning_rate (now ",
-                                 s.learning_rate, ")");
+        NonFiniteLoss f;
+        f.worker = w;
+        f.loss = r.loss;
+        f.learning_rate = s.learning_rate;
+        f.strategy = s.strategy->name;
+        f.shared_memory = s.strategy->shared_memory;
+        f.worker_element = non_finite_param;
+        if (f.worker_element >= 0 && !f.shared_memory) {
+          // Were the server's parameters already non-finite? One pull, on this failure
+          // path only (it fails harmlessly if the store is shutting down).
+          std::vector<float> server(static_cast<std::size_t>(client.size()));
+          if (client.Pull(server).ok()) f.server_element = FirstNonFinite(server);
+        }
+        outcome.failure = DescribeNonFiniteLoss(f);
         break;
       }
       if (!r.status.ok()) {

@@ -60,6 +60,21 @@ struct WorkerOutcome {
   bool nan_loss = false;
 };
 
+// What is known about a non-finite training loss, to name its source.
+struct NonFiniteLoss {
+  int worker = 0;
+  float loss = 0;
+  double learning_rate = 0;
+  std::string strategy;
+  bool shared_memory = false;  // hogwild: the workers write the one vector
+  int64_t worker_element = -1;  // first non-finite parameter the loss was computed on; -1: none
+  int64_t server_element = -1;  // first non-finite value of a fresh pull; -1: none or unknown
+};
+// One line naming where the non-finite value came from: the step on finite parameters
+// (the model diverged), the server's rule (the server's values were already non-finite:
+// shards refuse non-finite pushes), or the worker's own local update.
+std::string DescribeNonFiniteLoss(const NonFiniteLoss& f);
+
 // Runs the loop until before_step says stop, the run ends, or a failure. Thread-safe as
 // far as *metrics goes: its fields are updated after every step with relaxed atomics
 // wrapped in `live` (readable by a reporter thread); `final_metrics` is complete after

@@ -5,14 +5,21 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "algorithms/strategy.h"
+#include "models/factory.h"
+#include "experiments/setup.h"
+#include "datasets/synthetic.h"
+#include "algorithms/memory_store.h"
 #include "core/file_util.h"
 #include "experiments/cli.h"
+#include "experiments/worker_loop.h"
 #include "models/device.h"
 #include "tests/support/test_util.h"
 
@@ -115,6 +122,77 @@ TEST(Parallel, NanLossStopsEveryWorkerWithStatusTwo) {
   EXPECT_EQ(o.status, 2) << o.out;
   EXPECT_THAT(o.out, HasSubstr("run stopped: "));
   EXPECT_EQ(o.provenance["status"], "failed");
+}
+
+// A NaN stop names what produced the NaN (issue 21 item 2): a worker whose pulled
+// parameters are already NaN is told the server made them, not to lower its rate. (A
+// real server rule that overflows, e.g. dc_asgd with a huge λ, may first hand out huge
+// finite values, so which message a run gets is timing-dependent; the store here holds
+// NaN from the start.)
+TEST(WorkerLoop, NanFromTheServerIsBlamedOnTheServerRule) {
+  datasets::SyntheticOptions so;
+  so.num_train = 200;
+  so.num_test = 10;
+  so.num_features = 8;
+  so.num_classes = 3;
+  const datasets::TrainTest data = datasets::MakeSynthetic(so);
+  models::ModelOptions mo;
+  mo.name = "mlp";
+  mo.hidden = {8};
+  const std::unique_ptr<models::Model> model = models::NewModel(mo, InputSpecFor(data.train));
+  const algorithms::Strategy& strategy = algorithms::FindStrategy("async_sgd");
+  algorithms::StrategyOptions options;
+  algorithms::MemoryStore store(
+      std::vector<float>(static_cast<std::size_t>(model->layout().size()), std::nanf("")),
+      strategy.server_rule(options, 0));
+  algorithms::MemoryClient client(&store, 0);
+  const std::unique_ptr<Clock> clock = NewSystemClock();
+  WorkerSetup ws;
+  ws.strategy = &strategy;
+  ws.options = options;
+  ws.model = model.get();
+  ws.train = &data.train;
+  for (int64_t i = 0; i < so.num_train; ++i) ws.examples.push_back(i);
+  ws.batch_size = 10;
+  ws.clock = clock.get();
+  WorkerLoop loop(std::move(ws));
+  WorkerHooks hooks;
+  hooks.before_step = [](double* lr_scale) {
+    *lr_scale = 1.0;
+    return true;
+  };
+  const WorkerOutcome o = loop.Run(client, hooks);
+  EXPECT_TRUE(o.nan_loss);
+  EXPECT_THAT(o.failure, HasSubstr("the server's parameters hold a non-finite value at element "
+                                   "0, made by async_sgd's server rule"));
+}
+
+TEST(WorkerLoop, NonFiniteLossNamesItsSource) {
+  NonFiniteLoss f;
+  f.worker = 2;
+  f.loss = std::nanf("");
+  f.learning_rate = 0.5;
+  f.strategy = "downpour";
+  // Finite parameters: the step diverged.
+  EXPECT_THAT(DescribeNonFiniteLoss(f),
+              HasSubstr("training loss is NaN on worker 2, computed on finite parameters"));
+  EXPECT_THAT(DescribeNonFiniteLoss(f), HasSubstr("lower algorithm.learning_rate (now 0.5)"));
+  // The worker's own parameters, while the server's are finite: its local update.
+  f.worker_element = 7;
+  EXPECT_THAT(DescribeNonFiniteLoss(f), HasSubstr("its own parameters hold a non-finite value "
+                                                  "at element 7 after its local update"));
+  // The server's too: the server rule.
+  f.server_element = 7;
+  EXPECT_THAT(DescribeNonFiniteLoss(f), HasSubstr("made by downpour's server rule"));
+  // One shared vector: the workers' updates.
+  f.shared_memory = true;
+  f.loss = std::numeric_limits<float>::infinity();
+  EXPECT_THAT(DescribeNonFiniteLoss(f), HasSubstr("training loss is infinite on worker 2: the "
+                                                  "shared parameters hold"));
+  for (bool shared : {false, true}) {
+    f.shared_memory = shared;
+    EXPECT_EQ(DescribeNonFiniteLoss(f).find('\n'), std::string::npos);
+  }
 }
 
 TEST(Parallel, BadStrategyOptionsAreConfigErrors) {
