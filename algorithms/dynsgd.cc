@@ -8,6 +8,10 @@
 // θ̃ ← θ̃ + Δ / (s + 1), one version per push. Convention: 1/(s + 1) as the thesis's
 // algorithm and dist-keras (the thesis equation's 1/s would divide by zero); the paper's
 // per-version re-weighting is not implemented (unverified, §8).
+// Sharded servers: s is the shard's own staleness (pushes that shard applied since the
+// worker's pull of it), so a push whose pieces reach two shards in different orders is
+// damped differently on each — a per-server clock, as the anchors' PS has one clock per
+// server process; there is no global clock. Pinned by DynSgdShards in algorithms_test.
 #include "algorithms/builtin_strategies.h"
 #include "algorithms/windowed_worker.h"
 
