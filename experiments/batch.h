@@ -19,7 +19,8 @@
 // exist, to check the placement on a machine without GPUs).
 //
 // --backend slurm: instead of running, writes <folder>/slurm/ (tasks.txt: line i + 1 is
-// array task i's `asgd run` command with its log; array.sbatch: the job-array script, one
+// array task i's `asgd run` command with its log, or with --srun its `srun --ntasks=N asgd
+// task` command, one SLURM task per role, ports apart per run; array.sbatch: the job-array script, one
 // task per run, with #SBATCH lines for --partition, --time, --gpus-per-task, --sbatch
 // options and the %P throttle from --parallel; args: what collect replans from), submits
 // it with `sbatch --parsable` (job id in slurm/job_id, printed) and returns 0;

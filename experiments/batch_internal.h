@@ -35,6 +35,9 @@ struct BatchRun {
   std::string run_dir;  // "" if none was found
   bool ok = false;      // exited 0 and left a well-formed summary.csv
   std::string problem;  // why not ok
+  // > 0 (--srun): a distributed run of this many SLURM tasks, one per role (`srun asgd
+  // task`); 0: one `asgd run` process.
+  int tasks = 0;
 };
 
 struct BatchOutcome {
@@ -101,6 +104,7 @@ struct SlurmOptions {
   std::string partition, time;
   int gpus_per_task = 0;
   std::vector<std::string> sbatch_args;  // passed as they are, after the options above
+  bool srun = false;  // each run as processes: `srun asgd task`, one SLURM task per role
 };
 
 // --gpus, --backend and the sbatch options, for both commands' option lists.
@@ -115,6 +119,12 @@ std::vector<int> ReadGpus(const boost::program_options::variables_map& vm,
                           const SlurmOptions& backend);
 // The path of program on PATH, or "".
 std::string FindOnPath(const std::string& program);
+// --srun: makes each run a distributed run of 1 + cluster.shards + algorithm.workers SLURM
+// tasks (coordinator, shards, workers: `asgd task`'s rank order) and gives run i the
+// ports cluster.base_port + i × (the most tasks of any run), so array tasks that share a
+// node do not collide. Call after the runs' overrides are final. ConfigError (one line)
+// for a strategy that cannot run as processes or ports past 65535.
+void PlanSrunRuns(std::vector<BatchRun>& runs);
 // Writes slurm/ (tasks.txt, array.sbatch, args) for runs; returns the script's path.
 std::string WriteSlurmFiles(const std::vector<BatchRun>& runs, const std::string& dir,
                             const std::vector<std::string>& replan_args,

@@ -117,6 +117,10 @@ std::string JoinPath(const std::string& dir, const std::string& name) {
 
 std::vector<std::string> ChildArgv(const std::string& program, const BatchRun& run) {
   std::vector<std::string> argv = {program, "run", run.config_path};
+  if (run.tasks > 0) {
+    argv = {"srun", "--ntasks=" + std::to_string(run.tasks), program, "task", "--config",
+            run.config_path};
+  }
   for (const auto& o : run.overrides) {
     argv.emplace_back("--set");
     argv.push_back(o);

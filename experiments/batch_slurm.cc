@@ -148,6 +148,9 @@ void AddBackendOptions(po::options_description& desc) {
       "gpus-per-task", po::value<int>(),
       "--backend slurm: sbatch --gpus-per-task (a run sees its GPUs through "
       "CUDA_VISIBLE_DEVICES: model.device = cuda is the first of them)")(
+      "srun",
+      "--backend slurm: run each run as processes, one SLURM task per role (coordinator, "
+      "cluster.shards shards, algorithm.workers workers) started by `srun asgd task`")(
       "sbatch", po::value<std::vector<std::string>>()->composing(),
       "--backend slurm: one more sbatch option, passed as it is (repeatable), e.g. "
       "--sbatch=--account=abc");
@@ -161,12 +164,13 @@ SlurmOptions ReadBackendOptions(const po::variables_map& vm, const std::string& 
                      ": unknown backend (expected local or slurm)");
   }
   const bool slurm = o.backend == "slurm";
-  for (const char* name : {"emit-only", "partition", "time", "gpus-per-task", "sbatch"}) {
+  for (const char* name : {"emit-only", "partition", "time", "gpus-per-task", "sbatch", "srun"}) {
     if (vm.count(name) && !slurm) {
       throw InputError("asgd " + command + ": --" + name + " needs --backend slurm");
     }
   }
   o.emit_only = vm.count("emit-only") > 0;
+  o.srun = vm.count("srun") > 0;
   if (vm.count("partition")) o.partition = vm["partition"].as<std::string>();
   if (vm.count("time")) o.time = vm["time"].as<std::string>();
   if (vm.count("gpus-per-task")) {
@@ -241,6 +245,33 @@ std::string FindOnPath(const std::string& program) {
   return "";
 }
 
+void PlanSrunRuns(std::vector<BatchRun>& runs) {
+  int most = 0;
+  std::vector<int64_t> base_ports;
+  for (auto& r : runs) {
+    const Config c = LoadRunConfig(r.config_path, r.overrides);
+    const std::string name = c.String("algorithm.name");
+    const algorithms::Strategy* s = name == kPsCheck ? nullptr : &algorithms::FindStrategy(name);
+    if (s == nullptr || s->sequential || s->shared_memory) {
+      throw ConfigError("algorithm.name", name,
+                        "a strategy over the parameter server for --srun (sgd and hogwild run in "
+                        "one process: leave --srun out)");
+    }
+    r.tasks = static_cast<int>(1 + c.Int("cluster.shards") + c.Int("algorithm.workers"));
+    most = std::max(most, r.tasks);
+    base_ports.push_back(c.Int("cluster.base_port"));
+  }
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    const int64_t port = base_ports[i] + static_cast<int64_t>(i) * most;
+    if (port + most - 1 > 65535) {
+      throw ConfigError("cluster.base_port", std::to_string(base_ports[i]),
+                        internal::StrCat("a port that leaves ", runs.size(), " runs x ", most,
+                               " tasks room below 65536"));
+    }
+    runs[i].overrides.push_back("cluster.base_port=" + std::to_string(port));
+  }
+}
+
 // Writes slurm/ (see above) for runs; returns the script's path.
 std::string WriteSlurmFiles(const std::vector<BatchRun>& runs, const std::string& dir,
                             const std::vector<std::string>& replan_args,
@@ -264,14 +295,17 @@ std::string WriteSlurmFiles(const std::vector<BatchRun>& runs, const std::string
   std::ostringstream s;
   s << "#!/bin/bash\n"
     << "# Written by asgd: one array task per run; task i runs line i + 1 of tasks.txt\n"
-    << "# (an `asgd run` into " << JoinPath(dir, "runs") << ") and writes its exit status\n"
-    << "# to status/i. Gather the results with `asgd "
+    << "# (an `asgd run`, or with --srun an `srun asgd task` run, into " << JoinPath(dir, "runs")
+    << ")\n# and writes its exit status"
+    << " to status/i. Gather the results with `asgd "
     << (job_name.find("suite") != std::string::npos ? "suite" : "sweep") << " collect " << dir
     << "`.\n"
     << "#SBATCH --job-name=" << job_name << "\n"
     << "#SBATCH --array=0-" << runs.size() - 1;
   if (parallel) s << "%" << *parallel;
-  s << "\n#SBATCH --ntasks=1\n"
+  int ntasks = 1;
+  for (const auto& r : runs) ntasks = std::max(ntasks, r.tasks);
+  s << "\n#SBATCH --ntasks=" << ntasks << "\n"
     << "#SBATCH --output=" << JoinPath(slurm, "output") << "/%A_%a.out\n"
     << "#SBATCH --chdir=" << fs::current_path().string() << "\n";
   if (!options.partition.empty()) s << "#SBATCH --partition=" << options.partition << "\n";
@@ -409,6 +443,8 @@ std::vector<std::string> ReplanIfCollect(const std::vector<std::string>& given,
   *collect_dir = fs::absolute(given[1]).lexically_normal().string();
   std::vector<std::string> args = ReadReplanArgs(*collect_dir, command);
   if (given.size() == 3) args.emplace_back("--no-plots");
+  // The batch was planned for SLURM (its --srun, if any, is in the replanned options).
+  args.insert(args.end(), {"--backend", "slurm"});
   return args;
 }
 

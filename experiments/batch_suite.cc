@@ -264,6 +264,7 @@ int Suite(const std::vector<std::string>& given_args, std::ostream& out) {
       throw InputError(path + ": [run " + r.label + "] " + e.what());
     }
   }
+  if (backend.srun) PlanSrunRuns(runs);
   AssignLogs(runs, planned);
   if (vm.count("dry-run")) {
     PrintDryRun(runs, planned, out);
@@ -284,12 +285,14 @@ int Suite(const std::vector<std::string>& given_args, std::ostream& out) {
   std::string dir = MakeBatchDir(given_out, default_out, "suite");
   if (slurm) dir = fs::absolute(dir).lexically_normal().string();
   add_fixed(dir);
+  if (backend.srun) PlanSrunRuns(runs);
   AssignLogs(runs, dir);
   WriteFileAtomic(JoinPath(dir, "suite.ini"), ReadFile(path));
   if (slurm) {
     std::vector<std::string> replan = {path};
     for (const auto& st : sets) replan.insert(replan.end(), {"--set", st});
     if (vm.count("no-plots")) replan.emplace_back("--no-plots");
+    if (backend.srun) replan.emplace_back("--srun");
     const std::string script = WriteSlurmFiles(
         runs, dir, replan, vm.count("parallel") ? std::optional<int>(parallel) : std::nullopt,
         backend, "asgd-suite-" + SanitizeLabel(name));

@@ -345,6 +345,7 @@ int Sweep(const std::vector<std::string>& given_args, std::ostream& out) {
   };
   add_fixed(planned);
   for (const auto& r : runs) LoadRunConfig(config_path, r.overrides);
+  if (backend.srun) PlanSrunRuns(runs);
   AssignLogs(runs, planned);  // checks the names; paths redone below
   if (vm.count("dry-run")) {
     PrintDryRun(runs, planned, out);
@@ -366,6 +367,7 @@ int Sweep(const std::vector<std::string>& given_args, std::ostream& out) {
   std::string dir = MakeBatchDir(given_out, default_out, "sweep");
   if (slurm) dir = fs::absolute(dir).lexically_normal().string();
   add_fixed(dir);
+  if (backend.srun) PlanSrunRuns(runs);
   AssignLogs(runs, dir);
   if (slurm) {
     std::vector<std::string> replan = {config_path, "--seeds", std::to_string(seeds)};
@@ -375,6 +377,7 @@ int Sweep(const std::vector<std::string>& given_args, std::ostream& out) {
     }
     for (const auto& st : sets) replan.insert(replan.end(), {"--set", st});
     if (vm.count("no-plots")) replan.emplace_back("--no-plots");
+    if (backend.srun) replan.emplace_back("--srun");
     const std::string script = WriteSlurmFiles(
         runs, dir, replan, vm.count("parallel") ? std::optional<int>(parallel) : std::nullopt,
         backend, "asgd-sweep-" + SanitizeLabel(stem));

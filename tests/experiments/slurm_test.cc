@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <thread>
 
@@ -14,6 +15,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include "core/file_util.h"
 #include "core/strings.h"
 #include "experiments/csv.h"
 #include "tests/support/subprocess.h"
@@ -148,6 +150,50 @@ TEST_F(Slurm, SweepAsJobArrayCompletesAndCollectReportsEveryRun) {
   }
   EXPECT_EQ(rows, 4);
   EXPECT_EQ(std::distance(fs::directory_iterator(sweep + "/runs"), {}), 8);
+}
+
+// --srun: each run of the sweep is a distributed run, `srun asgd task` with one SLURM task
+// per role (coordinator, 1 shard, 2 workers), its ports apart from the other runs'; the
+// array completes and collect finds both runs, each with 2 workers and 1 shard.
+TEST_F(Slurm, SweepOfDistributedRunsUsesSrunTasks) {
+  const std::string config = dir_.File("dist.ini");
+  testing::WriteTestFile(config, ReadFile(TinyConfig()) + "[cluster]\nshards = 1\ntimeout_s = 20\n");
+  const std::string sweep = dir_.File("sweep");
+  const int base_port = 27600 + static_cast<int>(::getpid() % 1000) * 8;
+  // --overcommit: 4 tasks on a node with 2 cores; --parallel 1: one run at a time.
+  const Result submit =
+      Exec({kAsgd, "sweep", config, "--grid", "algorithm.learning_rate=0.05,0.1", "--set",
+            "cluster.base_port=" + std::to_string(base_port), "--parallel", "1", "--backend",
+            "slurm", "--srun", "--sbatch=--overcommit", "--out", sweep},
+           dir_.File("submit.log"));
+  ASSERT_EQ(submit.status, 0) << submit.output;
+  const std::string tasks = ReadFile(sweep + "/slurm/tasks.txt");
+  EXPECT_THAT(tasks, HasSubstr("srun --ntasks=4 "));
+  EXPECT_THAT(tasks, HasSubstr(" task --config "));
+  EXPECT_THAT(tasks, HasSubstr("cluster.base_port=" + std::to_string(base_port) + " "));
+  EXPECT_THAT(tasks, HasSubstr("cluster.base_port=" + std::to_string(base_port + 4) + " "));
+  EXPECT_THAT(ReadFile(sweep + "/slurm/array.sbatch"), HasSubstr("#SBATCH --ntasks=4\n"));
+  const std::string job = JobId(sweep);
+  ASSERT_FALSE(job.empty());
+  ASSERT_TRUE(WaitForJob(job, 80s)) << "job " << job << " did not end";
+
+  const Result collect =
+      Exec({kAsgd, "sweep", "collect", sweep, "--no-plots"}, dir_.File("collect.log"));
+  EXPECT_EQ(collect.status, 0) << collect.output << ReadFile(sweep + "/logs/learning_rate_0.05-s1.log");
+  EXPECT_THAT(collect.output, HasSubstr("sweep collect: 2 of 2 runs completed, 0 failed, 0 missing"));
+  for (const auto& run : fs::directory_iterator(sweep + "/runs")) {
+    const std::string summary = ReadFile((run.path() / "summary.csv").string());
+    std::istringstream in(summary);
+    std::string header, row;
+    std::getline(in, header);
+    std::getline(in, row);
+    const auto names = ParseCsvLine(header), cells = ParseCsvLine(row);
+    std::map<std::string, std::string> s;
+    for (std::size_t i = 0; i < names.size() && i < cells.size(); ++i) s[names[i]] = cells[i];
+    EXPECT_EQ(s["workers"], "2") << run.path();
+    EXPECT_EQ(s["ps_shards"], "1") << run.path();
+    EXPECT_EQ(s["transport"], "tcp") << run.path();
+  }
 }
 
 // A task cancelled before it ran is reported as missing and counted, and collect exits 2;
