@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "algorithms/optimizer.h"
+#include "algorithms/schedule.h"
 #include "core/clock.h"
 #include "transport/server_rule.h"
 #include "transport/status.h"
@@ -188,6 +189,13 @@ struct StrategyOptions {
   // Server-side Adagrad's learning rate γ and initial accumulator (DistBelief form).
   double server_learning_rate = 0.01;
   double server_initial_accumulator = 0.1;
+  // sync_sgd applies the wrapped optimizer once per round on the server (TensorFlow's
+  // SyncReplicasOptimizer): its options (algorithm.optimizer, momentum, ...), the
+  // schedule at the round's epoch, and how many epochs one round's aggregated batches are
+  // (N·B / training examples; 0: the schedule stays at epoch 0).
+  OptimizerOptions optimizer;
+  ScheduleOptions schedule;
+  double epochs_per_round = 0;
 };
 
 // A registered strategy: its rules and the traits code outside algorithms/ asks (no caller

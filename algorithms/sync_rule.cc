@@ -1,6 +1,7 @@
 #include "algorithms/sync_rule.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "core/check.h"
 #include "core/error.h"
@@ -9,12 +10,24 @@ namespace asgd::algorithms {
 
 using transport::PushOutcome;
 
-SyncRule::SyncRule(int replicas_to_aggregate, Combine combine, std::string name)
+namespace {
+
+// SaveState's format: this tag, the optimizer's name, a NUL, then its State() floats.
+constexpr std::string_view kStateTag = "asgd sync optimizer v1\n";
+
+}  // namespace
+
+SyncRule::SyncRule(int replicas_to_aggregate, Combine combine, std::string name,
+                   std::optional<ServerStep> step)
     : configured_n_(replicas_to_aggregate),
       n_(replicas_to_aggregate),
       combine_(combine),
-      name_(std::move(name)) {
+      name_(std::move(name)),
+      step_(std::move(step)) {
   ASGD_CHECK(n_ >= 1, "replicas_to_aggregate must be >= 1");
+  ASGD_CHECK(!step_ || combine_ != Combine::kMeanReplace, "a server step adds gradients");
+  // Validates the optimizer options now (ConfigError naming the key), not at Start.
+  if (step_) (void)NewOptimizer(step_->optimizer, 1);
 }
 
 SyncRule::Combine SyncRule::FromAggregation(const std::string& aggregation) {
@@ -23,7 +36,58 @@ SyncRule::Combine SyncRule::FromAggregation(const std::string& aggregation) {
   throw ConfigError("algorithm.aggregation", aggregation, "mean or sum");
 }
 
-void SyncRule::Start(transport::ShardContext& ctx) { count_ = ctx.size(); }
+void SyncRule::Start(transport::ShardContext& ctx) {
+  count_ = ctx.size();
+  if (step_) optimizer_ = NewOptimizer(step_->optimizer, count_);
+}
+
+std::string SyncRule::SaveState() const {
+  if (!optimizer_) return {};
+  const std::vector<float> slots = optimizer_->State();
+  std::string out(kStateTag);
+  out += optimizer_->Name();
+  out += '\0';
+  out.append(reinterpret_cast<const char*>(slots.data()), slots.size() * sizeof(float));
+  return out;
+}
+
+void SyncRule::LoadState(std::string_view state) {
+  if (!optimizer_) {
+    ServerRule::LoadState(state);
+    return;
+  }
+  const std::string what = name_ + " server optimizer state";
+  if (state.empty()) {
+    // A checkpoint from before the optimizer moved to the server holds no slots: only a
+    // slot-less optimizer can continue from it exactly.
+    if (!optimizer_->State().empty()) {
+      throw InputError(what + ": none in the checkpoint, expected the " + optimizer_->Name() +
+                       " optimizer's slots (a checkpoint written before sync_sgd applied its "
+                       "optimizer on the server; start the run afresh)");
+    }
+    return;
+  }
+  if (state.substr(0, kStateTag.size()) != kStateTag) {
+    throw InputError(what + ": not a sync optimizer state (expected its format tag)");
+  }
+  state.remove_prefix(kStateTag.size());
+  const std::size_t nul = state.find('\0');
+  if (nul == std::string_view::npos) throw InputError(what + ": truncated before its slots");
+  const std::string saved(state.substr(0, nul));
+  if (saved != optimizer_->Name()) {
+    throw InputError(what + ": saved by the " + saved + " optimizer, this run uses " +
+                     optimizer_->Name());
+  }
+  state.remove_prefix(nul + 1);
+  const std::size_t expected = optimizer_->State().size();
+  if (state.size() != expected * sizeof(float)) {
+    throw InputError(what + ": " + std::to_string(state.size()) + " bytes of slots, expected " +
+                     std::to_string(expected * sizeof(float)));
+  }
+  std::vector<float> slots(expected);
+  std::memcpy(slots.data(), state.data(), state.size());
+  optimizer_->SetState(slots);
+}
 
 PushOutcome SyncRule::OnPush(transport::ShardContext& ctx, transport::ServerCall& call) {
   const transport::RequestInfo& info = call.info();
@@ -59,17 +123,30 @@ void SyncRule::Complete(transport::ShardContext& ctx) {
   std::vector<float> sum(static_cast<std::size_t>(count_), 0.0f);
   for (const auto& [worker, u] : round_) transport::AddTo(sum, u);
   auto values = ctx.mutable_values();
-  switch (combine_) {
-    case Combine::kMeanAdd:
-      transport::AddScaledTo(values, 1.0f / pushes, sum);
-      break;
-    case Combine::kSumAdd:
-      transport::AddTo(values, sum);
-      break;
-    case Combine::kMeanReplace: {
+  if (optimizer_) {
+    // The round's gradient (mean or sum, in worker order), one optimizer step at the
+    // schedule's rate for this round. The version counts rounds.
+    if (combine_ == Combine::kMeanAdd) {
       const float inv = 1.0f / pushes;
-      for (std::size_t i = 0; i < sum.size(); ++i) values[i] = sum[i] * inv;
-      break;
+      for (float& g : sum) g *= inv;
+    }
+    const double epoch = static_cast<double>(ctx.version()) * step_->epochs_per_round;
+    const auto lr =
+        static_cast<float>(step_->learning_rate * LearningRateScale(step_->schedule, epoch));
+    optimizer_->Step(values, sum, lr);
+  } else {
+    switch (combine_) {
+      case Combine::kMeanAdd:
+        transport::AddScaledTo(values, 1.0f / pushes, sum);
+        break;
+      case Combine::kSumAdd:
+        transport::AddTo(values, sum);
+        break;
+      case Combine::kMeanReplace: {
+        const float inv = 1.0f / pushes;
+        for (std::size_t i = 0; i < sum.size(); ++i) values[i] = sum[i] * inv;
+        break;
+      }
     }
   }
   ctx.AdvanceVersion();

@@ -17,6 +17,12 @@
 // order in which its pushes arrived. Convention (algorithms.md §3.9 (e)3): a round takes
 // exactly the first N fresh pushes; a worker's second push to the same round replaces
 // nothing and is dropped.
+// Server optimizer (sync_sgd): with a ServerStep the pushes are gradients and a round
+// applies the wrapped optimizer once to their mean (kMeanAdd) or sum (kSumAdd):
+//   θ̃ ← optimizer step of θ̃ with g = (1/N) Σ g_k, rate η·schedule(round · epochs_per_round)
+// as TensorFlow's SyncReplicasOptimizer applies it on the parameter server. The optimizer's
+// slots (velocity, accumulators, moments) live on the shard, over the shard's elements,
+// are saved by SaveState and restored by LoadState; a dropped push never reaches them.
 // Lost workers (multi-process runs): the coordinator tells every shard how many workers
 // are alive, and N becomes min(N, alive) until they come back (OnMembership).
 // Checkpoints: a round still open is not saved (its pushes are held requests, which do not
@@ -25,8 +31,14 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
 #include <vector>
 
+#include "algorithms/optimizer.h"
+#include "algorithms/schedule.h"
 #include "transport/server_rule.h"
 
 namespace asgd::algorithms {
@@ -34,7 +46,16 @@ namespace asgd::algorithms {
 class SyncRule final : public transport::ServerRule {
  public:
   enum class Combine { kMeanAdd, kSumAdd, kMeanReplace };
-  SyncRule(int replicas_to_aggregate, Combine combine, std::string name);
+  // The optimizer a round applies to the combined gradients (see above).
+  struct ServerStep {
+    OptimizerOptions optimizer;
+    double learning_rate = 0.05;    // η, the base rate
+    ScheduleOptions schedule;
+    double epochs_per_round = 0;    // the schedule's epoch advances this much per round
+  };
+  // REQUIRES: step only with kMeanAdd or kSumAdd.
+  SyncRule(int replicas_to_aggregate, Combine combine, std::string name,
+           std::optional<ServerStep> step = std::nullopt);
   // kMeanAdd for "mean", kSumAdd for "sum" (algorithm.aggregation); ConfigError otherwise.
   static Combine FromAggregation(const std::string& aggregation);
 
@@ -48,6 +69,9 @@ class SyncRule final : public transport::ServerRule {
   // Rounds re-formed with the survivors: N becomes min(replicas_to_aggregate, live
   // workers); a round that already holds that many pushes completes now.
   void OnMembership(transport::ShardContext& ctx, int live_workers) override;
+  // The server optimizer's slots (empty without a ServerStep).
+  std::string SaveState() const override;
+  void LoadState(std::string_view state) override;
 
  private:
   // Combines the round's pushes (in worker order, mean over the pushes it holds), applies
@@ -61,6 +85,8 @@ class SyncRule final : public transport::ServerRule {
   std::map<uint32_t, std::vector<float>> round_;  // worker -> its push, this round
   std::vector<uint64_t> held_;
   int64_t count_ = 0;  // shard elements
+  std::optional<ServerStep> step_;
+  std::unique_ptr<Optimizer> optimizer_;  // with step_, from Start
 };
 
 }  // namespace asgd::algorithms

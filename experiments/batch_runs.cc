@@ -297,7 +297,7 @@ Config LoadRunConfig(const std::string& path, const std::vector<std::string>& ov
   Config config = Config::FromFile(path, overrides, ExperimentSchema());
   const std::string algorithm = config.String("algorithm.name");
   if (algorithm != kPsCheck && !algorithms::FindStrategy(algorithm).sequential) {
-    BuildStrategyOptions(config);
+    BuildStrategyOptions(config, 0);
   }
   return config;
 }

@@ -73,13 +73,14 @@ Setup MakeSetup(const Config& config, const RoleRequest& request, const std::str
   s.timeout = Ms(s.config.Double("cluster.timeout_s"));
   s.report_interval = Ms(s.config.Double("cluster.report_interval_s"));
   s.heartbeat_timeout = Ms(s.config.Double("cluster.heartbeat_timeout_s"));
-  s.options = BuildStrategyOptions(s.config);
-  (void)s.strategy->server_rule(s.options, 0);  // validates the server options
+  // Validates the server options before the data is read.
+  (void)s.strategy->server_rule(BuildStrategyOptions(s.config, 0), 0);
   CheckWorkerDevices(s.config, s.workers);  // syntax only: workers resolve their own
 
   s.schedule = BuildScheduleOptions(s.config);
   s.optimizer = BuildOptimizerOptions(s.config);
   s.data = datasets::LoadDataset(BuildDataOptions(s.config, request.data_dirs));
+  s.options = BuildStrategyOptions(s.config, s.data.train.num_examples);
   s.model = models::NewModel(BuildModelOptions(s.config), InputSpecFor(s.data.train));
   (void)alg::NewOptimizer(s.optimizer, s.model->layout().size());  // validates
   tp::PlacementOptions po;

@@ -72,7 +72,7 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
   const algorithms::OptimizerOptions optimizer_options = BuildOptimizerOptions(config);
   (void)algorithms::NewOptimizer(optimizer_options, n_params);  // validate before the folder
 
-  const alg::StrategyOptions so = BuildStrategyOptions(config);
+  const alg::StrategyOptions so = BuildStrategyOptions(config, train.num_examples);
   (void)strategy.server_rule(so, 0);  // validates the server options
   const alg::ScheduleOptions schedule = BuildScheduleOptions(config);
   // Hogwild on a sparse model with plain SGD touches only the batch's coordinates.

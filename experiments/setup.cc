@@ -63,7 +63,7 @@ algorithms::OptimizerOptions BuildOptimizerOptions(const Config& config) {
   return o;
 }
 
-algorithms::StrategyOptions BuildStrategyOptions(const Config& config) {
+algorithms::StrategyOptions BuildStrategyOptions(const Config& config, int64_t train_examples) {
   algorithms::StrategyOptions so;
   const int workers = static_cast<int>(config.Int("algorithm.workers"));
   so.num_workers = workers;
@@ -91,6 +91,13 @@ algorithms::StrategyOptions BuildStrategyOptions(const Config& config) {
   so.server_optimizer = config.String("algorithm.server_optimizer");
   so.server_learning_rate = config.Double("algorithm.server_learning_rate");
   so.server_initial_accumulator = config.Double("algorithm.initial_accumulator");
+  so.optimizer = BuildOptimizerOptions(config);
+  so.schedule = BuildScheduleOptions(config);
+  if (train_examples > 0) {
+    so.epochs_per_round = static_cast<double>(algorithms::Replicas(so)) *
+                          static_cast<double>(config.Int("algorithm.batch_size")) /
+                          static_cast<double>(train_examples);
+  }
   const std::vector<double> rates = config.DoubleList("algorithm.worker_learning_rates");
   if (!rates.empty() && static_cast<int>(rates.size()) != workers) {
     throw ConfigError("algorithm.worker_learning_rates", config.Raw("algorithm.worker_learning_rates"),

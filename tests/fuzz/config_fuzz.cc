@@ -78,7 +78,7 @@ void CheckSetup(const Config& c) {
   (void)BuildScheduleOptions(c);
   const int workers = static_cast<int>(c.Int("algorithm.workers"));
   try {
-    (void)BuildStrategyOptions(c);
+    (void)BuildStrategyOptions(c, 0);
     for (int w = 0; w < workers; ++w) (void)WorkerLearningRate(c, w);
   } catch (const ConfigError& e) {
     CheckConfigError(e);
