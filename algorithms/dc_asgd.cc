@@ -6,8 +6,9 @@
 // continues from the reply. Server: keeps, per worker m, the values w_bak(m) that worker
 // last received (its pull or push-pull reply), and on a push applies
 //   w ← w − η·(g + λ·g⊙g⊙(w − w_bak(m)))
-// with η = algorithm.learning_rate (the base rate: the server does not follow the run's
-// per-epoch schedule) and λ = algorithm.dc_lambda (MXNet's default 0.04). Memory: one
+// with η = algorithm.learning_rate decayed per epoch by algorithm.lr_decay on the server
+// (the paper's step-decayed rate; the epoch is the shard's pushes × B / training
+// examples, each push one batch) and λ = algorithm.dc_lambda (MXNet's default 0.04). Memory: one
 // backup copy per worker on each shard (n + 1 copies of the shard's range).
 // λ = 0 is async SGD; one worker (w = w_bak always) is SGD exactly, for any λ.
 #include "algorithms/builtin_strategies.h"
@@ -19,12 +20,17 @@ namespace {
 
 class DcRule final : public transport::ServerRule {
  public:
-  DcRule(double lr, double lambda) : lr_(static_cast<float>(lr)), lambda_(static_cast<float>(lambda)) {}
+  DcRule(double lr, double lambda, double decay, double epochs_per_batch)
+      : lr0_(lr), lambda_(static_cast<float>(lambda)), epochs_per_batch_(epochs_per_batch) {
+    schedule_.decay = decay;
+  }
   std::string Name() const override { return "dc_asgd"; }
   void OnPull(transport::ShardContext& ctx, transport::ServerCall& call) override {
     backup_.Remember(call.info().worker, ctx.values());
   }
   transport::PushOutcome OnPush(transport::ShardContext& ctx, transport::ServerCall& call) override {
+    const float lr = static_cast<float>(
+        lr0_ * LearningRateScale(schedule_, static_cast<double>(ctx.version()) * epochs_per_batch_));
     const std::span<const float> backup = backup_.Of(call.info().worker);
     auto values = ctx.mutable_values();
     for (const auto& piece : call.payload().pieces()) {
@@ -33,7 +39,7 @@ class DcRule final : public transport::ServerRule {
         const float g = piece.values[i];
         // A worker that never pulled has no backup: no compensation (w − w_bak = 0).
         const float drift = backup.empty() ? 0.0f : values[at] - backup[at];
-        values[at] -= lr_ * (g + lambda_ * g * g * drift);
+        values[at] -= lr * (g + lambda_ * g * g * drift);
       }
     }
     ctx.AdvanceVersion();
@@ -52,7 +58,10 @@ class DcRule final : public transport::ServerRule {
 
  private:
   std::size_t size_ = 0;
-  float lr_, lambda_;
+  double lr0_;
+  float lambda_;
+  ScheduleOptions schedule_;
+  double epochs_per_batch_;
   ReceivedCopies backup_;
 };
 
@@ -62,12 +71,13 @@ Strategy DcAsgdStrategy() {
   Strategy s;
   s.name = "dc_asgd";
   s.description = "delay-compensated async SGD: g + λ·g⊙g⊙(w − w_bak) applied at the server";
-  s.keys = ReadKeys(kCommonKeys, {"algorithm.dc_lambda"});
+  s.keys = ReadKeys(kCommonKeys, {"algorithm.dc_lambda", "algorithm.lr_decay"});
   s.worker_rule = [](const StrategyOptions&) -> std::unique_ptr<WorkerRule> {
     return std::make_unique<GradientWorker>();
   };
   s.server_rule = [](const StrategyOptions& o, uint32_t) -> std::unique_ptr<transport::ServerRule> {
-    return std::make_unique<DcRule>(o.worker.learning_rate, o.dc_lambda);
+    return std::make_unique<DcRule>(o.worker.learning_rate, o.dc_lambda, o.schedule.decay,
+                                    o.epochs_per_batch);
   };
   return s;
 }

@@ -8,7 +8,9 @@
 // applies θ ← θ − (1/c)·Σ_l α₀/(s_l + 1)·g_l, one version per update. s counts updates
 // applied between the worker's read and the push (fresh = 0), so this is the paper's
 // α₀/σ with σ = s + 1 (fresh = 1): the same convention as DynSGD's 1/(s + 1).
-// α₀ = algorithm.learning_rate. One worker with c = 1 is SGD exactly.
+// α₀ = algorithm.learning_rate, decayed per epoch by algorithm.lr_decay on the server (the
+// paper's step-decayed base rate; the epoch is the shard's updates × c × B / training
+// examples). One worker with c = 1 is SGD exactly.
 #include <cstring>
 #include <string>
 
@@ -21,14 +23,19 @@ namespace {
 
 class SoftsyncRule final : public transport::ServerRule {
  public:
-  SoftsyncRule(int c, double alpha0) : c_(c), alpha0_(alpha0) {}
+  SoftsyncRule(int c, double alpha0, double decay, double epochs_per_batch)
+      : c_(c), alpha0_(alpha0), epochs_per_batch_(epochs_per_batch) {
+    schedule_.decay = decay;
+  }
   std::string Name() const override { return "staleness_aware"; }
   void Start(transport::ShardContext& ctx) override {
     buffer_.assign(static_cast<std::size_t>(ctx.size()), 0.0f);
   }
   transport::PushOutcome OnPush(transport::ShardContext& ctx, transport::ServerCall& call) override {
     const int64_t s = std::max<int64_t>(0, call.staleness());
-    const auto rate = static_cast<float>(alpha0_ / static_cast<double>(s + 1));
+    const double epoch = static_cast<double>(ctx.version()) * c_ * epochs_per_batch_;
+    const double alpha = alpha0_ * LearningRateScale(schedule_, epoch);
+    const auto rate = static_cast<float>(alpha / static_cast<double>(s + 1));
     for (const auto& piece : call.payload().pieces()) {
       transport::AddScaledTo(
           std::span<float>(buffer_).subspan(static_cast<std::size_t>(piece.offset),
@@ -63,6 +70,8 @@ class SoftsyncRule final : public transport::ServerRule {
  private:
   int c_;
   double alpha0_;
+  double epochs_per_batch_;
+  ScheduleOptions schedule_;
   int count_ = 0;
   std::vector<float> buffer_;
 };
@@ -73,13 +82,14 @@ Strategy StalenessAwareStrategy() {
   Strategy s;
   s.name = "staleness_aware";
   s.description = "staleness-aware async SGD: rate α₀/(s + 1), n-softsync aggregation";
-  s.keys = ReadKeys(kCommonKeys, {"algorithm.softsync"});
+  s.keys = ReadKeys(kCommonKeys, {"algorithm.softsync", "algorithm.lr_decay"});
   s.worker_rule = [](const StrategyOptions&) -> std::unique_ptr<WorkerRule> {
     return std::make_unique<GradientWorker>();
   };
   s.server_rule = [](const StrategyOptions& o, uint32_t) -> std::unique_ptr<transport::ServerRule> {
     const int n = o.softsync > 0 ? o.softsync : o.num_workers;
-    return std::make_unique<SoftsyncRule>(std::max(1, o.num_workers / n), o.worker.learning_rate);
+    return std::make_unique<SoftsyncRule>(std::max(1, o.num_workers / n), o.worker.learning_rate,
+                                          o.schedule.decay, o.epochs_per_batch);
   };
   return s;
 }

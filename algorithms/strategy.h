@@ -189,13 +189,14 @@ struct StrategyOptions {
   // Server-side Adagrad's learning rate γ and initial accumulator (DistBelief form).
   double server_learning_rate = 0.01;
   double server_initial_accumulator = 0.1;
-  // sync_sgd applies the wrapped optimizer once per round on the server (TensorFlow's
-  // SyncReplicasOptimizer): its options (algorithm.optimizer, momentum, ...), the
-  // schedule at the round's epoch, and how many epochs one round's aggregated batches are
-  // (N·B / training examples; 0: the schedule stays at epoch 0).
+  // Servers that follow the run's schedule: sync_sgd applies the wrapped optimizer once
+  // per round (TensorFlow's SyncReplicasOptimizer) with these options and the schedule at
+  // the round's epoch; dc_asgd and staleness_aware decay their server rate per epoch.
+  // epochs_per_batch = B / training examples turns the batches a shard has applied into
+  // epochs (0: the schedule stays at epoch 0).
   OptimizerOptions optimizer;
   ScheduleOptions schedule;
-  double epochs_per_round = 0;
+  double epochs_per_batch = 0;
 };
 
 // A registered strategy: its rules and the traits code outside algorithms/ asks (no caller

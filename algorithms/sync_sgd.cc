@@ -82,7 +82,7 @@ Strategy SyncSgdStrategy() {
     step.optimizer = o.optimizer;
     step.learning_rate = o.worker.learning_rate;
     step.schedule = o.schedule;
-    step.epochs_per_round = o.epochs_per_round;
+    step.epochs_per_round = static_cast<double>(Replicas(o)) * o.epochs_per_batch;
     return std::make_unique<SyncRule>(Replicas(o), SyncRule::FromAggregation(o.aggregation),
                                       "sync_sgd", step);
   };

@@ -94,8 +94,7 @@ algorithms::StrategyOptions BuildStrategyOptions(const Config& config, int64_t t
   so.optimizer = BuildOptimizerOptions(config);
   so.schedule = BuildScheduleOptions(config);
   if (train_examples > 0) {
-    so.epochs_per_round = static_cast<double>(algorithms::Replicas(so)) *
-                          static_cast<double>(config.Int("algorithm.batch_size")) /
+    so.epochs_per_batch = static_cast<double>(config.Int("algorithm.batch_size")) /
                           static_cast<double>(train_examples);
   }
   const std::vector<double> rates = config.DoubleList("algorithm.worker_learning_rates");

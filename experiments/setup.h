@@ -24,8 +24,8 @@ algorithms::OptimizerOptions BuildOptimizerOptions(const Config& config);
 // The options of the distributed strategy named by algorithm.name, with the checks that
 // involve several keys (replicas_to_aggregate <= workers, one worker_learning_rates entry
 // per worker, softsync <= workers): ConfigError naming the key. train_examples: the
-// training set's size, from which a server that follows the schedule (sync_sgd) knows the
-// epochs a round is; 0 when only validating a config.
+// training set's size, from which a server that follows the schedule (sync_sgd, dc_asgd,
+// staleness_aware) knows the epochs it has applied; 0 when only validating a config.
 algorithms::StrategyOptions BuildStrategyOptions(const Config& config, int64_t train_examples);
 // The learning-rate schedule: algorithm.lr_decay, and with algorithm.linear_scaling the
 // factor k (the mini-batches one update aggregates) and algorithm.warmup_epochs.

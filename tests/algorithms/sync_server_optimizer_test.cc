@@ -51,7 +51,7 @@ StrategyOptions SyncOptions(const std::string& optimizer) {
   o.optimizer.momentum = 0.9;
   // The rate halves every 2 rounds: the server follows the schedule by round.
   o.schedule.decay = 0.5;
-  o.epochs_per_round = 0.5;
+  o.epochs_per_batch = 0.5 / kReplicas;  // a round of 3 batches is half an epoch
   return o;
 }
 
@@ -121,7 +121,7 @@ std::vector<float> RunAndReplay(SyncShard& shard, const StrategyOptions& o, int 
               transport::PushOutcome::kDropped);
     const float inv = 1.0f / static_cast<float>(kReplicas);
     for (float& g : sum) g *= inv;
-    const double epoch = static_cast<double>(r) * o.epochs_per_round;
+    const double epoch = static_cast<double>(r) * kReplicas * o.epochs_per_batch;
     reference->Step(theta, sum, static_cast<float>(kRate * LearningRateScale(o.schedule, epoch)));
   }
   return theta;

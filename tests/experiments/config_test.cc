@@ -63,9 +63,10 @@ TEST(Config, IgnoredAlgorithmKeysAreTheSetKeysTheStrategyDoesNotRead) {
   EXPECT_EQ(ignored("[algorithm]\nname = downpour\nfetch_window = 5\nwindow = 5\n"), V{});
   EXPECT_EQ(ignored("[algorithm]\nname = sync_sgd\nfetch_window = 5\nwindow = 5\n"),
             (V{"algorithm.fetch_window", "algorithm.window"}));
+  // dc_asgd decays its server rate with lr_decay but has no local optimizer.
   EXPECT_EQ(ignored("[algorithm]\nname = dc_asgd\noptimizer = momentum\nlr_decay = 0.9\n"
-                    "dc_lambda = 0.1\n"),
-            (V{"algorithm.lr_decay", "algorithm.optimizer"}));
+                    "dc_lambda = 0.1\nwarmup_epochs = 1\n"),
+            (V{"algorithm.optimizer", "algorithm.warmup_epochs"}));
   EXPECT_EQ(ignored("[algorithm]\nname = aeamsgd\nweight_decay = 0.1\nmomentum = 0.5\n"),
             V{"algorithm.weight_decay"});
   EXPECT_EQ(ignored("[algorithm]\nname = sgd\nlearning_rate = 0.1\n"), V{});
