@@ -1,6 +1,6 @@
 // The run core every driver shares (sequential `runner.cc`, in-process `parallel_runner.cc`,
-// and next the multi-process coordinator): what a run records, when it stops, and when it
-// evaluates. The drivers differ only in where workers and shards live.
+// and the multi-process coordinator, `coordinator*.cc`): what a run records, when it stops,
+// and when it evaluates. The drivers differ only in where workers and shards live.
 //
 //   RunRecorder   the run folder's files: convergence.csv (its columns defined here, once),
 //                 workers.csv, staleness_histogram.csv, summary.csv and the end of
