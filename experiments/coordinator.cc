@@ -123,11 +123,7 @@ std::string Coordinator::Describe(const Key& k) const {
   return r.registered ? StrCat(Name(k), " (pid ", r.pid, " on ", r.host, ")") : Name(k);
 }
 
-// Training time: this coordinator's, plus a resumed run's before its checkpoint.
-double Coordinator::Elapsed() const {
-  return time_base_ +
-         (started_ ? std::chrono::duration<double>(Steady::now() - start_).count() : 0.0);
-}
+double Coordinator::Elapsed() const { return training_ ? training_->Seconds() : time_base_; }
 // Worker w's account over all its processes: those that were lost and replaced by a
 // restarted worker (retired_) and the current one.
 WorkerMetrics Coordinator::Total(std::size_t w) const {

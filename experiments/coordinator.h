@@ -72,7 +72,8 @@ class Coordinator {
   void OpenRunDir();  // new, or resumed from request_.resume_dir's newest checkpoint
   static std::string Name(const Key& k);
   std::string Describe(const Key& k) const;
-  // Training time: this coordinator's, plus a resumed run's before its checkpoint.
+  // Training time (TrainingClock's rule): this coordinator's since the workers started,
+  // plus a resumed run's before its checkpoint. Workers are not held for evaluations.
   double Elapsed() const;
   // Worker w's account over all its processes: those that were lost and replaced by a
   // restarted worker (retired_) and the current one.
@@ -154,7 +155,8 @@ class Coordinator {
   Phase phase_ = Phase::kRegistering;
   Steady::time_point phase_since_;
   bool started_ = false;
-  Steady::time_point start_;
+  std::unique_ptr<Clock> clock_ = NewSystemClock();
+  std::optional<TrainingClock> training_;  // from the start of training
   double start_wall_ = 0;
   double loss_sum_ = 0;
   int64_t loss_count_ = 0;

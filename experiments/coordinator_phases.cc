@@ -237,7 +237,8 @@ void Coordinator::Tick() {
     case Phase::kInitialEval:
       if (!pending_) {
         started_ = true;
-        start_ = Steady::now();
+        training_.emplace(clock_.get(), time_base_);
+        training_->Start();
         start_wall_ = WallSeconds();
         Enter(Phase::kRunning);
       } else if (PhaseOlderThan(s_.timeout)) {
