@@ -39,7 +39,7 @@ const std::vector<std::string>& ConvergenceColumns();
 // One convergence.csv row: the evaluated parameters' test loss and accuracy, and the
 // training they had seen.
 struct ConvergenceRow {
-  double time_s = 0;         // training time (the driver's clock) when evaluation began
+  double time_s = 0;         // training time (TrainingClock) when evaluation began
   double epoch = 0;          // samples / training examples
   int64_t samples = 0;
   int64_t updates = 0;       // optimizer steps (sequential) or pushes (distributed)

@@ -24,8 +24,8 @@ namespace {
 namespace fs = std::filesystem;
 
 struct Timed {
-  double time_s = 0;   // provenance's wall_time_s: the training time at the end
-  int rows = 0;        // convergence rows
+  double time_s = 0;  // provenance's wall_time_s: the training time at the end
+  int rows = 0;       // convergence rows
 };
 
 Timed Run(const std::string& algorithm, double eval_every_epochs) {
