@@ -14,6 +14,7 @@
 #include "datasets/loader.h"
 #include "experiments/evaluation.h"
 #include "experiments/keys.h"
+#include "experiments/run_core.h"
 #include "experiments/setup.h"
 #include "models/factory.h"
 
@@ -171,7 +172,9 @@ std::optional<models::EvalResult> CentreEvaluator::Evaluate(bool full) {
   }
   if (!st.ok()) throw InputError("evaluator: reading the centre: " + st.ToString());
   return EvaluateOn(*model_, centre_, setup_.data.test,
-                    full ? 0 : setup_.config.Int("metrics.eval_examples"));
+                    full ? 0
+                         : EvalSchedule::FromConfig(setup_.config, setup_.data.train.num_examples)
+                               .ScheduledExamples());
 }
 
 }  // namespace asgd::experiments::cluster

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <csignal>
 #include <variant>
 
 #include "core/check.h"
@@ -15,12 +14,6 @@ namespace asgd::experiments::cluster {
 
 namespace tp = ::asgd::transport;
 using ::asgd::internal::StrCat;
-
-namespace {
-const std::vector<std::string> kConvergenceColumns = {
-    "time_s",    "epoch",     "samples",       "updates",       "train_loss",
-    "test_loss", "test_accuracy", "eval_examples", "learning_rate"};
-}  // namespace
 
 int Coordinator::Run() {
   BlockedStopSignals signals;  // before the ZeroMQ context starts its threads
@@ -40,7 +33,7 @@ int Coordinator::Run() {
   while (phase_ != Phase::kDone) {
     if (auto req = server_->Receive(milliseconds(20))) Handle(*req);
     if (const int sig = signals.Wait(milliseconds(0))) {
-      Fail(sig == SIGINT ? "interrupted (SIGINT)" : "terminated (SIGTERM)");
+      Fail(StopPolicy::SignalReason(sig));
     }
     Tick();
   }
@@ -91,21 +84,21 @@ void Coordinator::OpenRunDir() {
     for (std::size_t w = 0; w < workers_.size() && w < c.manifest.workers.size(); ++w) {
       retired_[w] = c.manifest.workers[w];
     }
-    best_accuracy_ = c.manifest.best_test_accuracy;
-    time_to_target_ = c.manifest.time_to_target_s;
     last_ckpt_step_ = c.manifest.step;
     out_ << "coordinator: resuming " << run_->id() << " from " << c.dir << " (update "
          << c.manifest.step << ")" << std::endl;
   } else {
     run_ = std::make_unique<RunDir>(RunDir::Create(s_.config, request_.name, request_.command_line));
   }
-  convergence_file_ = resuming ? run_->OpenAppend("convergence.csv") : run_->Open("convergence.csv");
-  convergence_ = std::make_unique<CsvWriter>(*convergence_file_, kConvergenceColumns, !resuming);
+  recorder_ = std::make_unique<RunRecorder>(*run_, stop_.target_accuracy(),
+                                            resuming ? resume_->convergence_rows : -1);
   staleness_file_ = resuming ? run_->OpenAppend("staleness.csv") : run_->Open("staleness.csv");
+  // Buffered, as in the in-process runner: a report's records are written together.
   staleness_ = std::make_unique<StalenessRecorder>(
       staleness_file_.get(), s_.config.Int("metrics.staleness_rows"), time_base_,
-      resuming ? resume_->staleness_rows : -1);
+      resuming ? resume_->staleness_rows : -1, /*buffered=*/true);
   if (resume_) {
+    recorder_->RestoreAccount(resume_->best_test_accuracy, resume_->time_to_target_s);
     for (const auto& [worker, counts] : resume_->staleness_histogram) {
       for (const auto& [value, count] : counts) staleness_->AddCounts(worker, value, count);
     }
@@ -130,11 +123,7 @@ std::string Coordinator::Describe(const Key& k) const {
   return r.registered ? StrCat(Name(k), " (pid ", r.pid, " on ", r.host, ")") : Name(k);
 }
 
-// Training time: this coordinator's, plus a resumed run's before its checkpoint.
-double Coordinator::Elapsed() const {
-  return time_base_ +
-         (started_ ? std::chrono::duration<double>(Steady::now() - start_).count() : 0.0);
-}
+double Coordinator::Elapsed() const { return training_ ? training_->Seconds() : time_base_; }
 // Worker w's account over all its processes: those that were lost and replaced by a
 // restarted worker (retired_) and the current one.
 WorkerMetrics Coordinator::Total(std::size_t w) const {
@@ -278,7 +267,6 @@ std::string Coordinator::Answer(const WorkerReport& msg) {
   // however fast the workers run between reports.
   const auto i = static_cast<std::size_t>(w);
   const WorkerMetrics m = Total(i);
-  const Config& c = s_.config;
   // Budgets are kept over a worker's processes (Total); the reply is in the current
   // process's own count. A lost worker's unused grant goes back to the others.
   auto grant = [&](std::vector<int64_t>& budgets, double total, int64_t own,
@@ -305,11 +293,9 @@ std::string Coordinator::Answer(const WorkerReport& msg) {
     return budgets[i] - retired_[i].*done;
   };
   WorkerReply reply;
-  reply.sample_budget =
-      grant(sample_budgets_,
-            c.Double("experiment.epochs") * static_cast<double>(s_.data.train.num_examples),
-            m.samples, &WorkerMetrics::samples, c.Int("algorithm.batch_size"));
-  const int64_t max_steps = c.Int("experiment.max_steps");
+  reply.sample_budget = grant(sample_budgets_, stop_.total_samples(), m.samples,
+                              &WorkerMetrics::samples, s_.config.Int("algorithm.batch_size"));
+  const int64_t max_steps = stop_.limits().max_steps;
   reply.step_budget = max_steps > 0 ? grant(step_budgets_, static_cast<double>(max_steps),
                                             m.steps, &WorkerMetrics::steps, 1)
                                     : -1;
@@ -328,6 +314,7 @@ std::string Coordinator::Answer(const PsReport& msg) {
     rec.wall_time_s = started_ ? rec.wall_time_s - start_wall_ : 0.0;
     staleness_->Record(rec);  // staleness as the rule stated it (ssp: clocks)
   }
+  staleness_->Flush();
   if (msg.done) role.done = true;
   if (msg.version) ps_versions_[ps] = *msg.version;
   if (msg.saved && ckpt_ && msg.saved->step == ckpt_->manifest.step) {

@@ -20,8 +20,8 @@
 #include "experiments/checkpoint.h"
 #include "experiments/cluster_common.h"
 #include "experiments/control_protocol.h"
-#include "experiments/csv.h"
 #include "experiments/metrics.h"
+#include "experiments/run_core.h"
 #include "experiments/run_dir.h"
 #include "experiments/signals.h"
 
@@ -29,8 +29,13 @@ namespace asgd::experiments::cluster {
 
 class Coordinator {
  public:
+  // Throws ConfigError (the experiment.* stop keys, as the in-process runners do).
   Coordinator(Setup& setup, const RoleRequest& request, std::ostream& out)
-      : s_(setup), request_(request), out_(out) {}
+      : s_(setup),
+        request_(request),
+        out_(out),
+        stop_(StopPolicy::FromConfig(setup.config, setup.data.train.num_examples)),
+        schedule_(EvalSchedule::FromConfig(setup.config, setup.data.train.num_examples)) {}
   // Runs until the run ended; returns the exit status (0 completed, 2 failed).
   int Run();
 
@@ -67,7 +72,8 @@ class Coordinator {
   void OpenRunDir();  // new, or resumed from request_.resume_dir's newest checkpoint
   static std::string Name(const Key& k);
   std::string Describe(const Key& k) const;
-  // Training time: this coordinator's, plus a resumed run's before its checkpoint.
+  // Training time (TrainingClock's rule): this coordinator's since the workers started,
+  // plus a resumed run's before its checkpoint. Workers are not held for evaluations.
   double Elapsed() const;
   // Worker w's account over all its processes: those that were lost and replaced by a
   // restarted worker (retired_) and the current one.
@@ -89,7 +95,8 @@ class Coordinator {
   // ---- coordinator_phases.cc ----
   void MaybeCheckpoint();
   void CompleteCheckpoint();
-  // Asks for an evaluation now (the evaluator's next report takes it), or does it here.
+  // Asks for an evaluation now (the evaluator's next report takes it), or does it here;
+  // the schedule counts from it.
   void RequestEval(bool full);
   // Writes the convergence row of the pending evaluation.
   void Evaluated(const models::EvalResult& r);
@@ -106,21 +113,23 @@ class Coordinator {
   static bool ToldOrFinished(const Role& r) { return r.told_to_stop || r.done || r.dead; }
   static bool Alive(const Role& r) { return r.registered && !r.dead; }
   void Tick();
-  // The running phase: stops (epochs, max_steps, max_time_s, target), checkpoints,
-  // schedules evaluations.
+  // The running phase: stops (stop_), checkpoints, schedules evaluations (schedule_).
   void Running();
-  // Writes workers.csv, staleness_histogram.csv, summary.csv and the run's status.
+  // Writes workers.csv, staleness_histogram.csv, summary.csv and the run's status
+  // (RunRecorder::Finish, with the coordinator's own provenance fields).
   int Finish();
 
   Setup& s_;
   const RoleRequest& request_;
   std::ostream& out_;
+  const StopPolicy stop_;
+  EvalSchedule schedule_;
   std::shared_ptr<transport::Context> context_;
   std::unique_ptr<transport::ControlServer> server_;
   std::unique_ptr<RunDir> run_;
-  std::unique_ptr<std::ofstream> convergence_file_, staleness_file_;
-  std::unique_ptr<CsvWriter> convergence_;
-  std::unique_ptr<StalenessRecorder> staleness_;
+  std::unique_ptr<RunRecorder> recorder_;  // convergence.csv and the accuracy account
+  std::unique_ptr<std::ofstream> staleness_file_;
+  std::unique_ptr<StalenessRecorder> staleness_;  // buffered: flushed after each ps report
   std::unique_ptr<CentreEvaluator> inline_evaluator_;
   std::map<Key, Role> roles_;
   std::vector<WorkerMetrics> workers_;
@@ -146,15 +155,13 @@ class Coordinator {
   Phase phase_ = Phase::kRegistering;
   Steady::time_point phase_since_;
   bool started_ = false;
-  Steady::time_point start_;
+  std::unique_ptr<Clock> clock_ = NewSystemClock();
+  std::optional<TrainingClock> training_;  // from the start of training
   double start_wall_ = 0;
   double loss_sum_ = 0;
   int64_t loss_count_ = 0;
   std::optional<PendingEval> pending_;
   int64_t eval_id_ = 0;
-  double next_eval_samples_ = 0;
-  double last_eval_s_ = 0;
-  double final_accuracy_ = 0, final_loss_ = 0, best_accuracy_ = 0, time_to_target_ = -1;
   bool close_shards_ = false;
   std::string failure_, reason_;
   int64_t bad_messages_ = 0;

@@ -35,13 +35,16 @@ void Coordinator::MaybeCheckpoint() {
   m.steps = Steps();
   m.samples = Samples();
   m.time_s = Elapsed();
-  m.convergence_rows = convergence_->rows() + (resume_ ? resume_->convergence_rows : 0);
+  m.convergence_rows = recorder_->convergence_rows();
   m.resumes = resume_ ? resume_->resumes + 1 : 0;
+  // The file holds the rows the manifest names before any shard saves (and so before
+  // CompleteCheckpoint writes the manifest).
+  staleness_->Flush();
   m.staleness_rows = staleness_->rows_written();
   m.staleness_histogram = staleness_->histogram();
   for (std::size_t w = 0; w < workers_.size(); ++w) m.workers.push_back(Total(w));
-  m.best_test_accuracy = best_accuracy_;
-  m.time_to_target_s = time_to_target_;
+  m.best_test_accuracy = recorder_->best_test_accuracy();
+  m.time_to_target_s = recorder_->time_to_target_s();
   m.config_hash = TrainingConfigHash(c);
   m.algorithm = s_.strategy->name;
   request.dir = checkpointer_->Folder(m.step);
@@ -77,6 +80,15 @@ void Coordinator::RequestEval(bool full) {
   loss_sum_ = 0;
   loss_count_ = 0;
   pending_ = p;
+  // The schedule counts from the request (the row's time and samples are the request's):
+  // an evaluation that is dropped is not asked for again before the next one is due. The
+  // initial one moves only the time mark, as in the in-process runner (a resumed run
+  // evaluates again once training started).
+  if (phase_ == Phase::kRunning) {
+    schedule_.Evaluated(p.samples, p.time_s, full);
+  } else {
+    schedule_.SetLastTime(p.time_s);
+  }
   if (!evaluator_process_) {
     try {
       if (auto r = inline_evaluator_->Evaluate(full)) {
@@ -94,18 +106,20 @@ void Coordinator::Evaluated(const models::EvalResult& r) {
   const PendingEval p = *pending_;
   pending_.reset();
   const double epoch = static_cast<double>(p.samples) / static_cast<double>(s_.data.train.num_examples);
-  convergence_->Write(p.time_s, epoch, p.samples, p.updates, p.train_loss, r.mean_loss(),
-                      r.accuracy(), r.count,
-                      s_.config.Double("algorithm.learning_rate") *
-                          alg::LearningRateScale(s_.schedule, epoch));
+  ConvergenceRow row;
+  row.time_s = p.time_s;
+  row.epoch = epoch;
+  row.samples = p.samples;
+  row.updates = p.updates;
+  row.train_loss = p.train_loss;
+  row.test_loss = r.mean_loss();
+  row.test_accuracy = r.accuracy();
+  row.eval_examples = r.count;
+  row.learning_rate =
+      s_.config.Double("algorithm.learning_rate") * alg::LearningRateScale(s_.schedule, epoch);
+  recorder_->Convergence(row);
   ASGD_LOG(kInfo, "epoch ", Fixed(epoch, 2), ", ", p.updates, " updates: test accuracy ",
            Fixed(r.accuracy(), 4), " (", r.count, " examples), loss ", Fixed(r.mean_loss(), 4));
-  final_accuracy_ = r.accuracy();
-  final_loss_ = r.mean_loss();
-  best_accuracy_ = std::max(best_accuracy_, r.accuracy());
-  const double target = s_.config.Double("experiment.target_accuracy");
-  if (target > 0 && time_to_target_ < 0 && r.accuracy() >= target) time_to_target_ = p.time_s;
-  last_eval_s_ = p.time_s;
 }
 
 std::string Fixed(double v, int digits) {
@@ -223,7 +237,8 @@ void Coordinator::Tick() {
     case Phase::kInitialEval:
       if (!pending_) {
         started_ = true;
-        start_ = Steady::now();
+        training_.emplace(clock_.get(), time_base_);
+        training_->Start();
         start_wall_ = WallSeconds();
         Enter(Phase::kRunning);
       } else if (PhaseOlderThan(s_.timeout)) {
@@ -269,45 +284,28 @@ void Coordinator::Tick() {
 }
 
 void Coordinator::Running() {
-  const Config& c = s_.config;
-  const double total = c.Double("experiment.epochs") * static_cast<double>(s_.data.train.num_examples);
-  const int64_t max_steps = c.Int("experiment.max_steps");
-  const double max_time = c.Double("experiment.max_time_s");
-  std::string reason;
-  if (static_cast<double>(Samples()) >= total) {
-    reason = "reached " + c.Raw("experiment.epochs") + " epochs";
-  } else if (max_steps > 0 && Steps() >= max_steps) {
-    reason = "reached max_steps " + std::to_string(max_steps);
-  } else if (max_time > 0 && Elapsed() >= max_time) {
-    reason = "reached max_time_s " + c.Raw("experiment.max_time_s");
-  } else if (c.Bool("experiment.stop_at_target") && time_to_target_ >= 0) {
-    reason = "reached target accuracy " + c.Raw("experiment.target_accuracy");
-  }
+  // The reasons and their order are the in-process runners' (StopPolicy).
+  const std::optional<std::string> reason =
+      stop_.Check(Samples(), Steps(), Elapsed(), recorder_->time_to_target_s() >= 0);
   if (paused_ && Steady::now() - pause_since_ > s_.timeout) {
     Fail("a lost shard was not restarted within cluster.timeout_s");
     return;
   }
-  if (!reason.empty()) {
-    reason_ = reason;
+  if (reason) {
+    reason_ = *reason;
     Enter(Phase::kStoppingWorkers);
     return;
   }
   MaybeCheckpoint();
   if (pending_ || paused_) return;  // one evaluation at a time; none without every shard
-  const double every = c.Double("metrics.eval_every_epochs") * static_cast<double>(s_.data.train.num_examples);
-  const double every_s = c.Double("metrics.eval_every_s");
-  if (static_cast<double>(Samples()) >= next_eval_samples_ + every ||
-      (every_s > 0 && Elapsed() - last_eval_s_ >= every_s)) {
-    while (next_eval_samples_ + every <= static_cast<double>(Samples())) next_eval_samples_ += every;
-    RequestEval(false);
-  }
+  if (schedule_.Due(Samples(), Elapsed())) RequestEval(false);
 }
 
 int Coordinator::Finish() {
   const bool failed = !failure_.empty();
   const double wall = Elapsed();
   const StalenessRecorder::Stats st = staleness_->stats();
-  SummaryRow summary;
+  SummaryRow summary = recorder_->Summary();  // best, final, target, time to target
   summary.run_id = run_->id();
   summary.algorithm = s_.config.String("algorithm.name");
   summary.model = s_.config.String("model.name");
@@ -323,10 +321,6 @@ int Coordinator::Finish() {
   summary.samples = Samples();
   summary.updates = Updates();
   summary.wall_time_s = wall;
-  summary.final_test_accuracy = final_accuracy_;
-  summary.best_test_accuracy = best_accuracy_;
-  summary.target_accuracy = s_.config.Double("experiment.target_accuracy");
-  summary.time_to_target_s = time_to_target_;
   summary.staleness = st;
   std::vector<WorkerMetrics> totals;
   for (std::size_t w = 0; w < workers_.size(); ++w) {
@@ -336,26 +330,15 @@ int Coordinator::Finish() {
     summary.bytes_pulled += totals.back().bytes_pulled;
   }
   summary.status = failed ? "failed" : "completed";
-  WriteWorkers(*run_->Open("workers.csv"), totals);
-  staleness_->WriteHistogram(*run_->Open("staleness_histogram.csv"));
-  WriteSummary(*run_->Open("summary.csv"), summary);
   const std::string reason = failed ? failure_ : reason_;
-  std::map<std::string, std::string> extra = {
-      {"final_test_accuracy", CsvCell(final_accuracy_)},
-      {"updates", std::to_string(summary.updates)},
-      {"wall_time_s", CsvCell(wall)},
-      {"mean_staleness", CsvCell(st.count > 0 ? st.mean : 0.0)},
-      {"max_staleness", std::to_string(st.max)},
-      {"staleness_records", std::to_string(st.count)},
-      {"dropped_pushes", std::to_string(summary.dropped_pushes)}};
-  if (time_to_target_ >= 0) extra["time_to_target_s"] = CsvCell(time_to_target_);
-  extra["lost_workers"] = std::to_string(lost_workers_);
-  extra["rejoined_workers"] = std::to_string(rejoined_workers_);
-  extra["returned_stragglers"] = std::to_string(returned_stragglers_);
-  extra["ps_restarts"] = std::to_string(ps_restarts_);
-  extra["lost_updates"] = std::to_string(lost_updates_);
-  extra["paused_s"] = CsvCell(paused_total_s_);
-  run_->Finish(summary.status, reason, extra);
+  staleness_->Flush();
+  RunRecorder::Finish(*run_, summary, totals, staleness_.get(), reason,
+                      {{"lost_workers", std::to_string(lost_workers_)},
+                       {"rejoined_workers", std::to_string(rejoined_workers_)},
+                       {"returned_stragglers", std::to_string(returned_stragglers_)},
+                       {"ps_restarts", std::to_string(ps_restarts_)},
+                       {"lost_updates", std::to_string(lost_updates_)},
+                       {"paused_s", CsvCell(paused_total_s_)}});
   if (bad_messages_ > 0) {
     ASGD_LOG(kWarning, "coordinator: refused ", bad_messages_, " malformed messages");
   }
@@ -363,8 +346,8 @@ int Coordinator::Finish() {
     out_ << "run stopped: " << reason << "\nrun folder: " << run_->path() << std::endl;
     return kExitBadInput;
   }
-  out_ << "final test accuracy: " << Fixed(final_accuracy_, 4) << " (loss "
-       << Fixed(final_loss_, 4) << ") after " << Fixed(Epochs(), 2) << " epochs, "
+  out_ << "final test accuracy: " << Fixed(recorder_->final_test_accuracy(), 4) << " (loss "
+       << Fixed(recorder_->final_test_loss(), 4) << ") after " << Fixed(Epochs(), 2) << " epochs, "
        << summary.updates << " pushes, " << Fixed(wall, 1) << " s (" << reason << ")\n"
        << "mean staleness: " << Fixed(st.count > 0 ? st.mean : 0.0, 2) << " (max " << st.max
        << ") over " << st.count << " pushes";

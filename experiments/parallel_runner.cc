@@ -49,6 +49,8 @@ struct Shared {
   std::atomic<int64_t> steps{0};
   std::atomic<int64_t> pushes{0};
   std::atomic<bool> stop{false};
+  // While the main thread evaluates: workers start no step (TrainingClock's held time).
+  std::atomic<bool> hold{false};
   std::mutex mu;
   double loss_sum = 0;  // guarded by mu: since the last convergence row
   int64_t loss_count = 0;
@@ -144,6 +146,10 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
   AlignedVector<float> initial(static_cast<std::size_t>(n_params));
   model->Initialize(initial, DeriveSeed(seed, "init"));
   auto clock = NewSystemClock();
+  // time_s is training time (TrainingClock's rule): from here, with the evaluations, during
+  // which workers start no step, taken out.
+  TrainingClock training(clock.get(), time_base);
+  training.Start();
 
   // The parameter store, and a way to read the centre for evaluation.
   std::unique_ptr<alg::HogwildStore> hogwild;
@@ -249,18 +255,30 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
   Progress progress(Progress::DecideLive(config.String("experiment.progress")), std::cerr);
   RunResult result;
   result.run_dir = run.path();
-  auto seconds = [&] { return time_base + std::chrono::duration<double>(clock->Now()).count(); };
+  auto seconds = [&] { return training.Seconds(); };
   if (resuming) {
     shared.samples.store(resume.manifest.samples);
     shared.steps.store(resume.manifest.steps);
     shared.pushes.store(resume.manifest.step);
     recorder.RestoreAccount(resume.manifest.best_test_accuracy, resume.manifest.time_to_target_s);
   }
+  auto hold = [&] {
+    shared.hold.store(true, std::memory_order_release);
+    training.Hold();
+  };
+  auto release = [&] {
+    training.Release();
+    shared.hold.store(false, std::memory_order_release);
+  };
   auto evaluate = [&](bool full) {
+    // A worker in a step finishes it (a synchronous one may wait in its round); none
+    // starts another until release().
+    hold();
     const double t = seconds();
     const int64_t samples = shared.samples.load();
     alg::Status st = read_centre();
     if (!st.ok()) {
+      release();
       fail("evaluator: reading the centre: " + st.ToString());
       return;
     }
@@ -296,6 +314,7 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
     ps.elapsed_s = t;
     ps.updates_per_s = t > 0 ? static_cast<double>(ps.updates) / t : 0.0;
     progress.Evaluated(ps, r.mean_loss());
+    release();
   };
 
   // The first row: the initial parameters, before any worker starts.
@@ -327,6 +346,10 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
   }
   WorkerHooks hooks;
   hooks.before_step = [&](double* lr_scale) {
+    while (shared.hold.load(std::memory_order_acquire)) {
+      if (shared.stop.load(std::memory_order_relaxed)) return false;
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
     if (shared.stop.load(std::memory_order_relaxed)) return false;
     const int64_t done = shared.samples.load(std::memory_order_relaxed);
     if (!stop.WorkMayContinue(done, shared.steps.load(std::memory_order_relaxed))) return false;
@@ -440,7 +463,7 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
     }
     if (eval_schedule.Due(samples, seconds())) {
       evaluate(false);
-      // The schedule by seconds counts from the end of this evaluation.
+      // The schedule by seconds counts training time (the evaluation is held time).
       eval_schedule.Evaluated(samples, seconds(), false);
       continue;
     }

@@ -1,6 +1,7 @@
 #include "experiments/run_core.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <csignal>
 
@@ -182,6 +183,44 @@ void EvalSchedule::Evaluated(int64_t samples, double seconds, bool full) {
 
 bool EvalSchedule::FinalNeeded(int64_t samples) const {
   return !(last_samples_ == samples && (last_full_ || samples == 0));
+}
+
+// ---- TrainingClock -------------------------------------------------------------------
+
+TrainingClock::TrainingClock(const Clock* clock, double base_s) : clock_(clock), base_s_(base_s) {
+  ASGD_CHECK(clock_ != nullptr, "TrainingClock needs a clock");
+}
+
+void TrainingClock::Start() {
+  if (started_) return;
+  started_ = true;
+  start_ = clock_->Now();
+  // A hold that began before training counts from the start.
+  if (held_) held_since_ = start_;
+}
+
+double TrainingClock::Seconds() const {
+  if (!started_) return base_s_;
+  const Duration now = held_ ? held_since_ : clock_->Now();
+  return base_s_ + std::chrono::duration<double>(now - start_ - held_total_).count();
+}
+
+void TrainingClock::Hold() {
+  ASGD_CHECK(!held_, "TrainingClock::Hold while already held");
+  held_ = true;
+  held_since_ = started_ ? clock_->Now() : Duration{0};
+}
+
+void TrainingClock::Release() {
+  ASGD_CHECK(held_, "TrainingClock::Release without Hold");
+  held_ = false;
+  if (started_) held_total_ += clock_->Now() - held_since_;
+}
+
+double TrainingClock::held_s() const {
+  Duration total = held_total_;
+  if (held_ && started_) total += clock_->Now() - held_since_;
+  return std::chrono::duration<double>(total).count();
 }
 
 }  // namespace asgd::experiments

@@ -1,6 +1,6 @@
 // The run core every driver shares (sequential `runner.cc`, in-process `parallel_runner.cc`,
-// and next the multi-process coordinator): what a run records, when it stops, and when it
-// evaluates. The drivers differ only in where workers and shards live.
+// and the multi-process coordinator, `coordinator*.cc`): what a run records, when it stops,
+// and when it evaluates. The drivers differ only in where workers and shards live.
 //
 //   RunRecorder   the run folder's files: convergence.csv (its columns defined here, once),
 //                 workers.csv, staleness_histogram.csv, summary.csv and the end of
@@ -9,6 +9,7 @@
 //   StopPolicy    the one list of stop reasons (epochs, max_steps, max_time_s, target
 //                 accuracy, a non-finite loss, a signal) and their wording.
 //   EvalSchedule  evaluation by epochs (samples), by seconds, and the final full one.
+//   TrainingClock the time_s of every row and limit: one rule for every driver (below).
 //
 // Thread safety: none of these is thread-safe; the thread that evaluates (the main thread,
 // or the coordinator's loop) owns them. Workers see only StopPolicy::WorkMayContinue,
@@ -23,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "core/clock.h"
 #include "experiments/config.h"
 #include "experiments/csv.h"
 #include "experiments/metrics.h"
@@ -37,7 +39,7 @@ const std::vector<std::string>& ConvergenceColumns();
 // One convergence.csv row: the evaluated parameters' test loss and accuracy, and the
 // training they had seen.
 struct ConvergenceRow {
-  double time_s = 0;         // training time (the driver's clock) when evaluation began
+  double time_s = 0;         // training time (TrainingClock) when evaluation began
   double epoch = 0;          // samples / training examples
   int64_t samples = 0;
   int64_t updates = 0;       // optimizer steps (sequential) or pushes (distributed)
@@ -183,6 +185,44 @@ class EvalSchedule {
   double last_s_ = 0;
   int64_t last_samples_ = -1;
   bool last_full_ = false;
+};
+
+// Training time, the time_s of convergence.csv, summary.csv's wall_time_s and
+// time_to_target_s, and what experiment.max_time_s, metrics.eval_every_s and
+// experiment.checkpoint_every_s count. One rule for every driver: the time on `clock`
+// since training began (Start), plus a resumed run's training time before its checkpoint
+// (base_s), minus the time the workers were held for an evaluation (Hold .. Release).
+// A driver holds its workers while it evaluates when it can: the sequential runner
+// evaluates between steps, the thread runner keeps its workers from starting a step until
+// the evaluation ends; the process runner does not hold its workers (they keep training
+// while the evaluator works), so nothing is taken out of its time.
+class TrainingClock {
+ public:
+  // `clock` must outlive this.
+  explicit TrainingClock(const Clock* clock, double base_s = 0);
+
+  // Training begins now; before, Seconds() is base_s. Only the first call counts.
+  void Start();
+  bool started() const { return started_; }
+  // base_s + the time since Start that the workers were not held; constant while held.
+  double Seconds() const;
+
+  // The workers are held for an evaluation from now until Release.
+  // REQUIRES !held() (Hold), held() (Release).
+  void Hold();
+  void Release();
+  bool held() const { return held_; }
+  // The time taken out so far (held periods after Start).
+  double held_s() const;
+
+ private:
+  const Clock* clock_;
+  double base_s_;
+  bool started_ = false;
+  Duration start_{0};
+  Duration held_total_{0};
+  bool held_ = false;
+  Duration held_since_{0};
 };
 
 }  // namespace asgd::experiments

@@ -103,12 +103,11 @@ RunResult RunExperiment(const Config& config, const RunRequest& request, std::os
 
   Progress progress(Progress::DecideLive(config.String("experiment.progress")), std::cerr);
   auto clock = NewSystemClock();
-  // time_s counts training only: the sequential baseline evaluates inline, and the time
-  // spent evaluating is excluded so that it does not count against the algorithm.
-  Duration eval_time{0};
-  auto train_seconds = [&] {
-    return std::chrono::duration<double>(clock->Now() - eval_time).count();
-  };
+  // time_s is training time (TrainingClock's rule): the baseline evaluates between steps,
+  // and its evaluations are held time.
+  TrainingClock training(clock.get());
+  training.Start();
+  auto train_seconds = [&] { return training.Seconds(); };
 
   RunResult result;
   result.run_dir = run.path();
@@ -136,11 +135,10 @@ RunResult RunExperiment(const Config& config, const RunRequest& request, std::os
 
   // Evaluates, writes a convergence row and returns the test accuracy.
   auto evaluate = [&](bool full) {
+    training.Hold();
     const double t = train_seconds();
-    const Duration eval_start = clock->Now();
     models::EvalResult r =
         EvaluateOn(*model, params, test, full ? 0 : schedule.ScheduledExamples());
-    eval_time += clock->Now() - eval_start;
     ConvergenceRow row;
     row.time_s = t;
     row.epoch = static_cast<double>(samples) / static_cast<double>(train.num_examples);
@@ -156,6 +154,7 @@ RunResult RunExperiment(const Config& config, const RunRequest& request, std::os
     loss_sum = 0;
     loss_count = 0;
     schedule.Evaluated(samples, t, full);
+    training.Release();
     return r.accuracy();
   };
 

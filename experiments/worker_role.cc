@@ -15,6 +15,7 @@
 #include "experiments/cluster_run.h"
 #include "experiments/exit_status.h"
 #include "experiments/ps_param_client.h"
+#include "experiments/run_core.h"
 #include "experiments/setup.h"
 #include "experiments/signals.h"
 #include "experiments/worker_loop.h"
@@ -114,7 +115,7 @@ int RunTrainingWorkerRole(const Config& config, const RoleRequest& request, std:
   std::thread reporter([&] {
     while (!finished.load()) {
       if (const int sig = signals.Wait(link.interval())) {
-        link_failure = sig == SIGINT ? "interrupted (SIGINT)" : "terminated (SIGTERM)";
+        link_failure = StopPolicy::SignalReason(sig);
         stop.store(true);
         break;
       }

@@ -142,11 +142,21 @@ TEST(Launch, SspOverIpcTrainsAndRecordsClockStaleness) {
   const auto status = launch.Wait(kTimeout);
   ASSERT_TRUE(status.has_value()) << "launch hung:\n" << launch.Output();
   EXPECT_EQ(*status, 0) << launch.Output();
-  auto s = Summary(dir);
+  fs::path run;
+  auto s = Summary(dir, &run);
   EXPECT_EQ(s["transport"], "ipc");
   EXPECT_GE(std::stod(s["final_test_accuracy"]), 0.85);
   EXPECT_LE(std::stod(s["staleness_max"]), 3);  // ssp_bound's default, in clocks
   EXPECT_GT(std::stoll(s["bytes_pushed"]), 0);
+  // The coordinator writes summary.csv through the run core, as the in-process runners
+  // do: its steps are the sum of workers.csv's (worker,steps,...).
+  std::ifstream workers(run / "workers.csv");
+  std::string line;
+  std::getline(workers, line);
+  int64_t worker_steps = 0;
+  while (std::getline(workers, line)) worker_steps += std::stoll(ParseCsvLine(line).at(1));
+  EXPECT_GT(worker_steps, 0);
+  EXPECT_EQ(std::stoll(s["steps"]), worker_steps);
 }
 
 // CURVE on: keys from `asgd keys generate`, every connection (control channel and shards)

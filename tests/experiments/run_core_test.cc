@@ -1,5 +1,6 @@
 // The run core: stop reasons and their order, the evaluation schedule (by samples, by
-// seconds, the final full evaluation), and the recorder's schemas against results/README.md.
+// seconds, the final full evaluation), the training clock, and the recorder's schemas
+// against results/README.md.
 #include "experiments/run_core.h"
 
 #include <gtest/gtest.h>
@@ -10,6 +11,7 @@
 #include <sstream>
 #include <thread>
 
+#include "core/clock.h"
 #include "core/error.h"
 #include "core/file_util.h"
 #include "tests/support/test_util.h"
@@ -262,6 +264,70 @@ TEST(StalenessRecorder, ConcurrentRecordsAndFlushesKeepEveryRow) {
     ++rows;
   }
   EXPECT_EQ(rows, 2000);
+}
+
+// The rule of time_s for every driver: time since Start plus the resumed base, minus the
+// held periods (evaluations with the workers held); a driver that evaluates more often
+// reports the same training time.
+TEST(TrainingClock, HeldTimeIsNotTrainingTime) {
+  ManualClock clock(std::chrono::seconds(100));
+  TrainingClock t(&clock, /*base_s=*/5);
+  clock.Advance(std::chrono::seconds(3));  // before training: not counted
+  EXPECT_DOUBLE_EQ(t.Seconds(), 5);
+  t.Start();
+  clock.Advance(std::chrono::seconds(2));
+  EXPECT_DOUBLE_EQ(t.Seconds(), 7);
+  t.Hold();
+  clock.Advance(std::chrono::seconds(4));
+  EXPECT_DOUBLE_EQ(t.Seconds(), 7);  // constant while held
+  EXPECT_DOUBLE_EQ(t.held_s(), 4);
+  t.Release();
+  clock.Advance(std::chrono::seconds(1));
+  EXPECT_DOUBLE_EQ(t.Seconds(), 8);
+  EXPECT_DOUBLE_EQ(t.held_s(), 4);
+}
+
+TEST(TrainingClock, AHoldBeforeTrainingCountsFromTheStart) {
+  ManualClock clock;
+  TrainingClock t(&clock);
+  t.Hold();  // the initial evaluation
+  clock.Advance(std::chrono::seconds(2));
+  t.Start();
+  clock.Advance(std::chrono::seconds(3));
+  EXPECT_DOUBLE_EQ(t.Seconds(), 0);
+  t.Release();
+  clock.Advance(std::chrono::seconds(1));
+  EXPECT_DOUBLE_EQ(t.Seconds(), 1);
+  EXPECT_DOUBLE_EQ(t.held_s(), 3);
+}
+
+// The same training (10 s of steps) with 2 and with 20 evaluations of 0.5 s each: the same
+// time_s at the end, and each evaluation row carries the time its training had taken.
+TEST(TrainingClock, EvaluatingTenTimesAsOftenGivesTheSameTrainingTime) {
+  auto run = [](int evaluations) {
+    ManualClock clock;
+    TrainingClock t(&clock);
+    t.Start();
+    std::vector<double> rows;
+    const int steps = 1000;
+    for (int step = 1; step <= steps; ++step) {
+      clock.Advance(std::chrono::milliseconds(10));
+      if (step % (steps / evaluations) == 0) {
+        t.Hold();
+        rows.push_back(t.Seconds());
+        clock.Advance(std::chrono::milliseconds(500));
+        t.Release();
+      }
+    }
+    return std::make_pair(t.Seconds(), rows);
+  };
+  const auto [rare_s, rare_rows] = run(2);
+  const auto [often_s, often_rows] = run(20);
+  EXPECT_DOUBLE_EQ(rare_s, 10);
+  EXPECT_DOUBLE_EQ(often_s, 10);
+  ASSERT_EQ(often_rows.size(), 20u);
+  EXPECT_DOUBLE_EQ(often_rows[9], rare_rows[0]);  // both after 500 steps
+  EXPECT_DOUBLE_EQ(often_rows[19], rare_rows[1]);
 }
 
 }  // namespace
