@@ -144,7 +144,8 @@ void MemoryStore::Shutdown() {
 }
 
 MemoryStore::Result MemoryStore::Request(Op op, uint32_t worker, int64_t step, uint64_t version,
-                                         std::span<const float> update, std::span<float> out) {
+                                         std::span<const float> update, std::span<float> out,
+                                         std::optional<uint64_t> oldest_version) {
   std::unique_lock<std::mutex> lock(mu_);
   Result result;
   if (shut_down_) {
@@ -164,6 +165,7 @@ MemoryStore::Result MemoryStore::Request(Op op, uint32_t worker, int64_t step, u
   info.op = op;
   info.worker = worker;
   info.version = version;
+  if (pushes) info.oldest_version = oldest_version;
   info.clock = step;
   info.offset = 0;
   info.count = pushes || reads ? static_cast<int64_t>(size_) : 0;
@@ -208,14 +210,23 @@ Status MemoryClient::DoPull(std::span<float> out) {
   return r.status;
 }
 
+std::optional<uint64_t> MemoryClient::TakeOldestVersion() {
+  std::optional<uint64_t> oldest;
+  if (window_version_ && *window_version_ < pulled_version_) oldest = window_version_;
+  window_version_.reset();
+  return oldest;
+}
+
 Status MemoryClient::DoPush(std::span<const float> update, int64_t step) {
-  auto r = store_->Request(Op::kPush, worker_, step, pulled_version_, update, {});
+  auto r = store_->Request(Op::kPush, worker_, step, pulled_version_, update, {},
+                           TakeOldestVersion());
   if (r.status.ok() && r.outcome == PushOutcome::kDropped) ++dropped_;
   return r.status;
 }
 
 Status MemoryClient::DoPushPull(std::span<const float> update, std::span<float> out, int64_t step) {
-  auto r = store_->Request(Op::kPushPull, worker_, step, pulled_version_, update, out);
+  auto r = store_->Request(Op::kPushPull, worker_, step, pulled_version_, update, out,
+                           TakeOldestVersion());
   if (r.status.ok()) {
     pulled_version_ = r.version;
     if (r.outcome == PushOutcome::kDropped) ++dropped_;

@@ -8,7 +8,7 @@
 // rule releases it; tests that use deferring rules run one thread per worker.
 //
 // The shard's bookkeeping (staleness: version at arrival minus the version the client
-// last pulled, one StalenessRecord per applied or accepted push; outcome counts;
+// last pulled, one StalenessRecord per push, dropped ones included; outcome counts;
 // non-finite rejection; held requests; snapshots) is transport::ShardCore's, the same as
 // a ShardServer's. This class is its in-process adapter: it serialises requests under
 // its mutex and blocks a deferred request's thread on a condition variable.
@@ -22,6 +22,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -46,7 +47,8 @@ class MemoryStore {
   // A copy of the values and the version, read atomically.
   std::vector<float> values() const;
   uint64_t version() const;
-  // Pushes applied, accepted and dropped; staleness records produced.
+  // Pushes applied, accepted and dropped; staleness records of the applied and accepted
+  // ones, and their staleness.
   struct Stats {
     uint64_t applied = 0, accepted = 0, dropped = 0, records = 0, rejected = 0;
     int64_t staleness_sum = 0, staleness_max = 0;
@@ -63,14 +65,16 @@ class MemoryStore {
   transport::ShardSnapshot Snapshot(const std::function<void()>& while_held = {}) const;
   void Restore(const transport::ShardSnapshot& snapshot);
 
-  // The requests a MemoryClient makes. `version` is what the client last pulled.
+  // The requests a MemoryClient makes. `version` is what the client last pulled;
+  // `oldest_version` (pushes) what it had pulled when its push window began, if earlier.
   struct Result {
     Status status;
     uint64_t version = 0;  // after the request (pull: the version read)
     transport::PushOutcome outcome = transport::PushOutcome::kApplied;
   };
   Result Request(transport::Op op, uint32_t worker, int64_t step, uint64_t version,
-                 std::span<const float> update, std::span<float> out);
+                 std::span<const float> update, std::span<float> out,
+                 std::optional<uint64_t> oldest_version = std::nullopt);
 
  private:
   class Replies;
@@ -99,11 +103,16 @@ class MemoryClient final : public ParamClient {
   Status DoPush(std::span<const float> update, int64_t step) override;
   Status DoPushPull(std::span<const float> update, std::span<float> out, int64_t step) override;
   Status DoSendClock(int64_t clock) override;
+  void DoMarkWindowStart() override { window_version_ = pulled_version_; }
 
  private:
+  // The oldest version of the push to come: the mark's, when it is older than the last pull.
+  std::optional<uint64_t> TakeOldestVersion();
+
   MemoryStore* store_;
   uint32_t worker_;
   uint64_t pulled_version_ = 0;
+  std::optional<uint64_t> window_version_;  // pulled_version_ at the last MarkWindowStart
   int64_t dropped_ = 0;
 };
 

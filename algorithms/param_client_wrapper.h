@@ -44,6 +44,7 @@ class ParamClientWrapper : public ParamClient {
     return target_->PushPull(update, out, step);
   }
   Status DoSendClock(int64_t clock) override { return target_->SendClock(clock); }
+  void DoMarkWindowStart() override { target_->MarkWindowStart(); }
   Status DoPullSparse(std::span<const int64_t> indices, std::span<float> out) override {
     return target_->PullSparse(indices, out);
   }

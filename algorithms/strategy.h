@@ -70,6 +70,15 @@ class ParamClient {
   Status PushSparse(std::span<const int64_t> indices, std::span<const float> values,
                     int64_t step);
 
+  // Marks the start of a push window: the worker's next gradient is the window's first.
+  // The next Push or PushPull then carries, besides the version(s) of the last pull (the
+  // newest parameters its gradients were computed on), the version(s) pulled when this
+  // was called (the oldest), so that a window with pulls inside it (DOWNPOUR with
+  // n_fetch < n_push) is recorded with both (transport/staleness.h). The mark is used up
+  // by that push; without one a push's oldest version is its newest. Clients without
+  // versions (hogwild's shared vector) ignore it.
+  void MarkWindowStart() { DoMarkWindowStart(); }
+
   // Pushes this client's pushes dropped as stale so far (synchronous rules).
   virtual int64_t dropped_pushes() const = 0;
   // Payload moved so far (successful calls).
@@ -80,6 +89,7 @@ class ParamClient {
   virtual Status DoPush(std::span<const float> update, int64_t step) = 0;
   virtual Status DoPushPull(std::span<const float> update, std::span<float> out, int64_t step) = 0;
   virtual Status DoSendClock(int64_t clock) = 0;
+  virtual void DoMarkWindowStart() {}
   // Defaults go through the dense calls; the shared-vector client touches only the listed
   // coordinates.
   virtual Status DoPullSparse(std::span<const int64_t> indices, std::span<float> out);

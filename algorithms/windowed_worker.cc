@@ -20,6 +20,9 @@ Status WindowedWorker::Start(WorkerEnv& env) {
 
 StepResult WindowedWorker::Step(WorkerEnv& env) {
   StepResult r;
+  // The window's first gradient: its parameters are the oldest the push will hold, which
+  // a fetch inside the window (n_fetch < W) makes older than the last pull.
+  if (in_window_ == 0) env.ps->MarkWindowStart();
   r.loss = env.gradient(theta_, grad_);
   const auto lr = static_cast<float>(env.options.learning_rate * env.learning_rate_scale);
   if (mode_.push_gradients) {

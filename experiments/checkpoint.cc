@@ -12,6 +12,7 @@
 #include "core/file_util.h"
 #include "core/log.h"
 #include "core/sha256.h"
+#include "experiments/metrics.h"
 
 namespace asgd::experiments {
 namespace {
@@ -269,11 +270,83 @@ LoadedCheckpoint LoadNewestCheckpoint(const std::string& run_path, const std::st
   throw DataError(run_path, "no valid checkpoint; the newest: " + skipped.front());
 }
 
+namespace {
+
+std::vector<std::string_view> SplitCells(std::string_view line) {
+  std::vector<std::string_view> cells;
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t comma = line.find(',', start);
+    cells.push_back(line.substr(start, comma == std::string_view::npos ? std::string_view::npos
+                                                                        : comma - start));
+    if (comma == std::string_view::npos) return cells;
+    start = comma + 1;
+  }
+}
+
+// The schema before dropped pushes and windowed pushes had columns: the first eight.
+constexpr std::size_t kOldStalenessColumns = 8;
+
+}  // namespace
+
+void UpgradeStalenessCsv(const std::string& path) {
+  const std::string text = ReadFile(path);
+  const std::size_t at = text.find('\n');
+  if (at == std::string::npos) throw DataError(path, "no header line");
+  const std::vector<std::string_view> header = SplitCells(std::string_view(text).substr(0, at));
+  const std::vector<std::string>& now = StalenessColumns();
+  if (std::equal(header.begin(), header.end(), now.begin(), now.end())) return;
+  if (!std::equal(header.begin(), header.end(), now.begin(), now.begin() + kOldStalenessColumns)) {
+    throw DataError(path, StrCat("columns \"", std::string_view(text).substr(0, at),
+                                 "\" are not those of staleness.csv"));
+  }
+  // Every old row was an applied or accepted push computed on one version:
+  // oldest_version = pulled_version, oldest_staleness = staleness, dropped = 0.
+  std::string out;
+  out.reserve(text.size() + text.size() / 4);
+  for (std::size_t c = 0; c < now.size(); ++c) {
+    if (c > 0) out.push_back(',');
+    out.append(now[c]);
+  }
+  out.push_back('\n');
+  long line_no = 1;
+  for (std::size_t from = at + 1; from < text.size();) {
+    std::size_t nl = text.find('\n', from);
+    const bool complete = nl != std::string::npos;
+    if (!complete) nl = text.size();
+    const std::string_view line(text.data() + from, nl - from);
+    ++line_no;
+    from = nl + 1;
+    out.append(line);
+    if (!complete) break;  // a last row cut short by a crash: left to the resume to drop
+    if (!line.empty()) {
+      const std::vector<std::string_view> cells = SplitCells(line);
+      if (cells.size() != kOldStalenessColumns) {
+        throw DataError(path,
+                        StrCat("a row without the ", kOldStalenessColumns, " columns of its header"),
+                        line_no);
+      }
+      out.append(StrCat(",", cells[4], ",", cells[6], ",0"));
+    }
+    out.push_back('\n');
+  }
+  WriteFileAtomic(path, out);
+}
+
 KeptStaleness FilterStalenessCsv(const std::string& path, const std::vector<uint64_t>& shard_versions) {
+  UpgradeStalenessCsv(path);
   const std::string text = ReadFile(path);
   std::size_t at = text.find('\n');
   if (at == std::string::npos) throw DataError(path, "no header line");
   std::string out = text.substr(0, at + 1);
+  const std::vector<std::string>& columns = StalenessColumns();
+  auto column = [&](std::string_view name) {
+    return static_cast<std::size_t>(std::find(columns.begin(), columns.end(), name) -
+                                    columns.begin());
+  };
+  const std::size_t worker_at = column("worker"), shard_at = column("shard"),
+                    applied_at = column("applied_version"), staleness_at = column("staleness"),
+                    dropped_at = column("dropped");
   KeptStaleness kept;
   long line_no = 1;
   for (std::size_t from = at + 1; from < text.size();) {
@@ -284,27 +357,28 @@ KeptStaleness FilterStalenessCsv(const std::string& path, const std::vector<uint
     const bool complete = nl < text.size();
     from = nl + 1;
     if (!complete || line.empty()) continue;
-    // time_s, worker, shard, step, pulled_version, applied_version, staleness, outcome
-    std::vector<std::string_view> cells;
-    std::size_t start = 0;
-    while (cells.size() < 8) {
-      const std::size_t comma = line.find(',', start);
-      cells.push_back(line.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start));
-      if (comma == std::string_view::npos) break;
-      start = comma + 1;
+    const std::vector<std::string_view> cells = SplitCells(line);
+    if (cells.size() != columns.size()) {
+      throw DataError(path, StrCat("a row without the ", columns.size(), " staleness columns"),
+                      line_no);
     }
-    if (cells.size() != 8) throw DataError(path, "a row without the 8 staleness columns", line_no);
     try {
-      const auto worker = static_cast<uint32_t>(std::stoul(std::string(cells[1])));
-      const auto shard = static_cast<std::size_t>(std::stoul(std::string(cells[2])));
-      const uint64_t applied = std::stoull(std::string(cells[5]));
-      const int64_t staleness = std::stoll(std::string(cells[6]));
+      const auto worker = static_cast<uint32_t>(std::stoul(std::string(cells[worker_at])));
+      const auto shard = static_cast<std::size_t>(std::stoul(std::string(cells[shard_at])));
+      const uint64_t applied = std::stoull(std::string(cells[applied_at]));
+      const int64_t staleness = std::stoll(std::string(cells[staleness_at]));
+      const bool dropped = cells[dropped_at] == "1";
+      if (!dropped && cells[dropped_at] != "0") {
+        throw DataError(path, "a staleness row whose dropped is neither 0 nor 1", line_no);
+      }
       if (shard >= shard_versions.size()) throw DataError(path, "a row of an unknown shard", line_no);
+      // A dropped push is kept when it reached the shard before the save, as the others.
       if (applied >= shard_versions[shard]) continue;  // after the shard was saved
       out.append(line);
       out.push_back('\n');
       ++kept.rows;
-      ++kept.histogram[worker][staleness];
+      // The histogram holds the pushes the shards took in, as StalenessRecorder's.
+      if (!dropped) ++kept.histogram[worker][staleness];
     } catch (const std::logic_error&) {
       throw DataError(path, "a staleness row with a non-number", line_no);
     }

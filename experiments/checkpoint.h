@@ -97,11 +97,21 @@ CheckpointManifest::Shard WriteShardFile(const std::string& folder, std::size_t 
 // configuration.
 LoadedCheckpoint LoadNewestCheckpoint(const std::string& run_path, const std::string& config_hash);
 
+// staleness.csv written before its columns oldest_version, oldest_staleness and dropped
+// (the first eight columns only): rewritten with them (oldest = pulled, dropped = 0: such
+// rows were applied or accepted pushes of one version), so that a resumed run appends rows
+// of the current schema under a header that names them. A file of the current schema is
+// left untouched. Throws DataError for another header or a row of another width, IoError
+// if the file cannot be rewritten. Call it before TruncateCsv on a resumed staleness.csv.
+void UpgradeStalenessCsv(const std::string& path);
+
 // staleness.csv of a run resumed from a checkpoint whose shards were saved one by one
-// (multi-process runs): keeps exactly the rows of the pushes the saved shards contain
-// (applied_version < that shard's saved version), in their order, and drops the others
-// (pushes after the save). Returns what was kept. Throws DataError for a malformed row,
-// IoError if the file cannot be rewritten.
+// (multi-process runs): upgrades it (UpgradeStalenessCsv), then keeps exactly the rows of
+// the pushes the saved shards contain (applied_version < that shard's saved version, dropped
+// pushes included), in their order, and drops the others (pushes after the save). Returns
+// what was kept; the histogram counts the kept rows that were not dropped (as
+// StalenessRecorder's). Throws DataError for a malformed row, IoError if the file cannot be
+// rewritten.
 struct KeptStaleness {
   int64_t rows = 0;
   std::map<uint32_t, std::map<int64_t, int64_t>> histogram;  // worker -> staleness -> count

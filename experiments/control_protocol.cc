@@ -176,6 +176,15 @@ class Fields {
       default: return Fail(StrCat("\"", key, "\" is ", TypeName(*v), ", expected a number"));
     }
   }
+  bool OptionalBool(const char* key, bool* out) {
+    const msgpack::object* v = Find(key, false);
+    if (!v) return ok();
+    if (v->type != msgpack::type::BOOLEAN) {
+      return Fail(StrCat("\"", key, "\" is ", TypeName(*v), ", expected a boolean"));
+    }
+    *out = v->via.boolean;
+    return true;
+  }
   bool Bool(const char* key, bool* out) {
     const msgpack::object* v = Find(key, true);
     if (!v) return false;
@@ -283,12 +292,27 @@ bool ReadMetrics(Fields& f, WorkerMetrics* m) {
 
 bool ReadRecord(Fields& f, transport::StalenessRecord* r) {
   const int64_t u32 = std::numeric_limits<uint32_t>::max();
-  return f.IntAs("worker", 0, u32, &r->worker) && f.IntAs("shard", 0, u32, &r->shard) &&
-         f.Int("step", std::numeric_limits<int64_t>::min(), kI64Max, &r->step) &&
-         f.Uint("pulled_version", &r->pulled_version) &&
-         f.Uint("applied_version", &r->applied_version) &&
-         f.Int("staleness", std::numeric_limits<int64_t>::min(), kI64Max, &r->staleness) &&
-         f.Double("wall_time_s", &r->wall_time_s);
+  std::optional<uint64_t> oldest;
+  bool dropped = false;
+  if (!(f.IntAs("worker", 0, u32, &r->worker) && f.IntAs("shard", 0, u32, &r->shard) &&
+        f.Int("step", std::numeric_limits<int64_t>::min(), kI64Max, &r->step) &&
+        f.Uint("pulled_version", &r->pulled_version) &&
+        f.Uint("applied_version", &r->applied_version) &&
+        f.Int("staleness", std::numeric_limits<int64_t>::min(), kI64Max, &r->staleness) &&
+        f.Double("wall_time_s", &r->wall_time_s) && f.OptionalUint("oldest_version", &oldest) &&
+        f.OptionalBool("dropped", &dropped))) {
+    return false;
+  }
+  // Absent: the push's gradients were all computed on the pulled version.
+  if (oldest) {
+    if (*oldest > r->pulled_version) {
+      return f.Fail(StrCat("\"oldest_version\" = ", *oldest, " exceeds \"pulled_version\" = ",
+                           r->pulled_version));
+    }
+    r->oldest_lag = r->pulled_version - *oldest;
+  }
+  r->outcome = dropped ? transport::PushOutcome::kDropped : transport::PushOutcome::kApplied;
+  return true;
 }
 
 bool ReadSaved(Fields& f, SavedShard* s) {
@@ -457,7 +481,10 @@ std::string Encode(const PsReport& m) {
   w.Put("done", m.done);
   w.Array("records", static_cast<uint32_t>(m.records.size()));
   for (const auto& r : m.records) {
-    w.RawMap(7);
+    // The optional keys only when they say something, so a record of an applied push
+    // without a window is what a coordinator of before them reads.
+    const bool windowed = r.oldest_lag > 0;
+    w.RawMap(7 + (windowed ? 1u : 0u) + (r.dropped() ? 1u : 0u));
     w.Put("worker", uint64_t{r.worker});
     w.Put("shard", uint64_t{r.shard});
     w.Put("step", r.step);
@@ -465,6 +492,8 @@ std::string Encode(const PsReport& m) {
     w.Put("applied_version", r.applied_version);
     w.Put("staleness", r.staleness);
     w.Put("wall_time_s", r.wall_time_s);
+    if (windowed) w.Put("oldest_version", r.oldest_version());
+    if (r.dropped()) w.Put("dropped", true);
   }
   return w.Bytes();
 }

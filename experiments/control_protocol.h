@@ -87,8 +87,12 @@ struct SavedShard {
   bool operator==(const SavedShard&) const = default;
 };
 
-// A shard's periodic report: the staleness records since the last one (their outcome is
-// not sent: the coordinator records every one as applied, as it always did).
+// A shard's periodic report: the staleness records since the last one. A record's keys:
+// worker, shard, step, pulled_version, applied_version, staleness, wall_time_s, and two
+// optional ones, sent only when they say something: "oldest_version" (the version the
+// push's oldest gradients were computed on; at most pulled_version, absent = equal) and
+// "dropped" (true: the rule dropped the push). Of the outcome only that is sent: the
+// coordinator records an applied or accepted push as applied, as it always did.
 struct PsReport {
   int task = 0;
   std::vector<transport::StalenessRecord> records;

@@ -75,6 +75,7 @@ void Coordinator::OpenRunDir() {
         }
       }
     } else {
+      UpgradeStalenessCsv(run_->File("staleness.csv"));  // a run of before its last columns
       TruncateCsv(run_->File("staleness.csv"), c.manifest.staleness_rows);
     }
     resume_ = c.manifest;

@@ -7,9 +7,12 @@
 namespace asgd::experiments {
 
 const std::vector<std::string>& StalenessColumns() {
-  static const std::vector<std::string> c = {"time_s",         "worker",          "shard",
-                                             "step",           "pulled_version",  "applied_version",
-                                             "staleness",      "outcome"};
+  // The last three came later (dropped pushes and windowed pushes); appended, so that
+  // readers of the first eight by position keep working.
+  static const std::vector<std::string> c = {
+      "time_s",         "worker",          "shard",            "step",
+      "pulled_version", "applied_version", "staleness",        "outcome",
+      "oldest_version", "oldest_staleness", "dropped"};
   return c;
 }
 
@@ -64,7 +67,9 @@ void StalenessRecorder::Record(const transport::StalenessRecord& r) {
   std::unique_lock<std::mutex> write_lock(write_mu_, std::defer_lock);
   if (!buffered_) write_lock.lock();
   std::lock_guard<std::mutex> lock(mu_);
-  ++histogram_[r.worker][r.staleness];
+  // The histogram (and the summary statistics drawn from it) counts the pushes the shards
+  // took in; a dropped push has its row only.
+  if (!r.dropped()) ++histogram_[r.worker][r.staleness];
   if (rows_ && existing_rows_ + accepted_ < max_rows_) {
     ++accepted_;
     if (buffered_) {
@@ -79,7 +84,9 @@ void StalenessRecorder::WriteRow(const transport::StalenessRecord& r) {
   rows_->Write(r.wall_time_s + time_offset_s_, static_cast<int64_t>(r.worker),
                static_cast<int64_t>(r.shard), r.step, static_cast<int64_t>(r.pulled_version),
                static_cast<int64_t>(r.applied_version), r.staleness,
-               std::string(transport::PushOutcomeName(r.outcome)));
+               std::string(transport::PushOutcomeName(r.outcome)),
+               static_cast<int64_t>(r.oldest_version()), r.oldest_staleness(),
+               int64_t{r.dropped() ? 1 : 0});
 }
 
 // write_mu_ is held across the swap and the writing, so two flushes cannot interleave

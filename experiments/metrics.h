@@ -1,6 +1,8 @@
 // What a run measures, beyond the learning curve (results/README.md has every column):
-//   staleness.csv            one row per applied or accepted push, up to a row limit
-//   staleness_histogram.csv  exact counts of every staleness value per worker
+//   staleness.csv            one row per push a shard handled (applied, accepted or
+//                            dropped), up to a row limit
+//   staleness_histogram.csv  exact counts of every staleness value per worker, over the
+//                            applied and accepted pushes
 //   workers.csv              per worker: steps, throughput, compute and wait time, traffic
 //   summary.csv              one row: what the run was and what it achieved
 // The writers take streams (tests capture them); the run folder supplies files.
@@ -26,8 +28,10 @@ const std::vector<std::string>& WorkersColumns();
 const std::vector<std::string>& SummaryColumns();
 
 // Receives the staleness records of every shard (thread-safe: shards and workers call it
-// concurrently): writes the first `max_rows` as staleness.csv rows and counts every one in
-// an exact per-worker histogram. Rows come out in the order Record was called.
+// concurrently): writes the first `max_rows` as staleness.csv rows, dropped pushes
+// included, and counts every applied or accepted one in an exact per-worker histogram of
+// `staleness` (from the newest parameters), which stats() and the summary use. Rows come
+// out in the order Record was called.
 //
 // Buffered (the in-process runner): Record, which shard servers call while they hold their
 // shard, only keeps the record; the rows reach the stream when the owner calls Flush (from

@@ -127,6 +127,7 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
   if (resuming) {
     // The CSVs as they were at the checkpoint; this run appends to them.
     TruncateCsv(run.File("convergence.csv"), resume.manifest.convergence_rows);
+    UpgradeStalenessCsv(run.File("staleness.csv"));  // a run of before its last columns
     TruncateCsv(run.File("staleness.csv"), resume.manifest.staleness_rows);
     ASGD_LOG(kInfo, "resuming ", run.id(), " from ", resume.dir, " (update ",
              resume.manifest.step, ", ", resume.manifest.samples, " samples, ",

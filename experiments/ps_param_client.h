@@ -6,6 +6,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "algorithms/strategy.h"
 #include "transport/ps_client.h"
@@ -31,11 +32,16 @@ class PsParamClient final : public algorithms::ParamClient {
   algorithms::Status DoSendClock(int64_t clock) override {
     return client_->SendClock(clock).Wait();
   }
+  void DoMarkWindowStart() override;
 
  private:
   algorithms::Status Finish(transport::RequestHandle& handle);
+  // The push options of a push at `step`, using up the window mark.
+  transport::PushOptions TakePushOptions(int64_t step);
 
   std::unique_ptr<transport::PsClient> client_;
+  // The versions pulled at the last MarkWindowStart; empty when no mark is pending.
+  std::vector<uint64_t> window_versions_;
   int64_t dropped_ = 0;
 };
 

@@ -95,7 +95,7 @@ std::size_t EncodeHeader(const Header& h, std::span<std::byte> out) {
   ASGD_CHECK_GE(out.size(), kMaxHeaderBytes);
   FixedStream stream(out);
   msgpack::packer<FixedStream> pk(stream);
-  pk.pack_array(kHeaderFields);
+  pk.pack_array(kHeaderFields + (h.oldest_version ? 1 : 0));
   pk.pack_uint32(h.protocol);
   pk.pack_uint8(static_cast<uint8_t>(h.op));
   pk.pack_uint32(h.flags);
@@ -115,6 +115,7 @@ std::size_t EncodeHeader(const Header& h, std::span<std::byte> out) {
   const std::size_t n = std::min(h.message.size(), kMaxErrorMessageBytes);
   pk.pack_str(static_cast<uint32_t>(n));
   pk.pack_str_body(h.message.data(), static_cast<uint32_t>(n));
+  if (h.oldest_version) pk.pack_uint64(*h.oldest_version);
   return stream.size();
 }
 
@@ -138,14 +139,16 @@ enum Field : uint32_t {
   kFCode,
   kFAux,
   kFMessage,
+  kFOldestVersion,  // optional
 };
+constexpr uint32_t kMaxFields = kHeaderFields + kOptionalHeaderFields;
 
 const char* FieldName(uint32_t i) {
   static constexpr const char* kNames[] = {
       "protocol", "op",     "flags", "role",          "sender", "shard", "request_id",
       "version",  "clock",  "dtype", "offset",        "count",  "payload_bytes",
-      "frames",   "code",   "aux",   "message"};
-  return i < kHeaderFields ? kNames[i] : "extra field";
+      "frames",   "code",   "aux",   "message",       "oldest_version"};
+  return i < kMaxFields ? kNames[i] : "extra field";
 }
 
 // A msgpack-c visitor that reads the header array in one pass, without allocating, and
@@ -154,8 +157,8 @@ const char* FieldName(uint32_t i) {
 struct HeaderVisitor : msgpack::null_visitor {
   static constexpr uint32_t kMaxArray = 64;
 
-  uint64_t u[kHeaderFields] = {};
-  bool set[kHeaderFields] = {};
+  uint64_t u[kMaxFields] = {};
+  bool set[kMaxFields] = {};
   int64_t clock = 0;
   const char* message = nullptr;
   uint32_t message_size = 0;
@@ -192,7 +195,7 @@ struct HeaderVisitor : msgpack::null_visitor {
 
   bool visit_positive_integer(uint64_t v) {
     if (!InField()) return WrongType("integer");
-    if (index >= static_cast<int64_t>(kHeaderFields)) return true;  // judged by the count
+    if (index >= static_cast<int64_t>(kMaxFields)) return true;  // judged by the count
     if (index == kFMessage) return WrongType("integer");
     u[index] = v;
     set[index] = true;
@@ -210,7 +213,7 @@ struct HeaderVisitor : msgpack::null_visitor {
   bool visit_negative_integer(int64_t v) {
     if (v >= 0) return visit_positive_integer(static_cast<uint64_t>(v));
     if (!InField()) return WrongType("integer");
-    if (index >= static_cast<int64_t>(kHeaderFields)) return true;
+    if (index >= static_cast<int64_t>(kMaxFields)) return true;
     if (index != kFClock) {
       return Fail(internal::StrCat("header field ", FieldName(static_cast<uint32_t>(index)),
                                    " = ", v, " is negative"));
@@ -221,7 +224,7 @@ struct HeaderVisitor : msgpack::null_visitor {
   }
   bool visit_str(const char* p, uint32_t n) {
     if (!InField()) return WrongType("string");
-    if (index >= static_cast<int64_t>(kHeaderFields)) return true;
+    if (index >= static_cast<int64_t>(kMaxFields)) return true;
     if (index != kFMessage) return WrongType("string");
     if (n > kMaxErrorMessageBytes) {
       return Fail(internal::StrCat("header message is ", n, " bytes, limit ",
@@ -290,10 +293,10 @@ DecodeError DecodeHeader(std::span<const std::byte> frame, Header* out) {
     return Err(ErrorCode::kMalformedHeader,
                internal::StrCat("header has ", frame.size() - off, " trailing bytes"));
   }
-  if (v.array_size != kHeaderFields) {
-    return Err(ErrorCode::kMalformedHeader, internal::StrCat("header array has ", v.array_size,
-                                                             " elements, expected ",
-                                                             kHeaderFields));
+  if (v.array_size < kHeaderFields || v.array_size > kMaxFields) {
+    return Err(ErrorCode::kMalformedHeader,
+               internal::StrCat("header array has ", v.array_size, " elements, expected ",
+                                kHeaderFields, " to ", kMaxFields));
   }
 
   // Range checks, field by field.
@@ -334,6 +337,22 @@ DecodeError DecodeHeader(std::span<const std::byte> frame, Header* out) {
   out->code = static_cast<ErrorCode>(v.u[kFCode]);
   out->aux = v.u[kFAux];
   if (v.message_size > 0) out->message.assign(v.message, v.message_size);
+  if (v.set[kFOldestVersion]) {
+    // Only a push request has gradients whose age it can state, and none older than
+    // the newest parameters it names.
+    if (out->is_reply() || !OpRequestHasPayload(out->op)) {
+      return Err(ErrorCode::kMalformedHeader,
+                 internal::StrCat("header field oldest_version on a ", OpName(out->op),
+                                  out->is_reply() ? " reply" : " request",
+                                  ", expected only on push and push_pull requests"));
+    }
+    if (v.u[kFOldestVersion] > out->version) {
+      return Err(ErrorCode::kMalformedHeader,
+                 internal::StrCat("header field oldest_version = ", v.u[kFOldestVersion],
+                                  " exceeds version = ", out->version));
+    }
+    out->oldest_version = v.u[kFOldestVersion];
+  }
 
   // Lengths: everything that describes the payload must agree before anyone trusts it.
   constexpr uint64_t kMaxElements = uint64_t{1} << 40;  // 4 TiB of float32; a sanity bound

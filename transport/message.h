@@ -11,7 +11,9 @@
 // the frames as one run of `count` elements in shard-local order, starting at the
 // shard-local element `offset`. Frame boundaries carry no meaning beyond that.
 //
-// The header is a MessagePack array of exactly kHeaderFields elements, in this order:
+// The header is a MessagePack array of kHeaderFields elements, optionally followed by
+// kOptionalHeaderFields more (a peer that does not know them never sends them), in this
+// order:
 //
 //   #  field          type    meaning
 //   0  protocol       uint    kProtocolVersion
@@ -34,6 +36,17 @@
 //  15  aux            uint    op-specific: push reply = PushOutcome; register reply = shard
 //                             size in elements; barrier = number of participants
 //  16  message        str     one-line error text (error replies), empty otherwise
+//  optional:
+//  17  oldest_version uint    push and push-pull requests only: the version of the oldest
+//                             parameters the push's gradients were computed on, at most
+//                             version (below it when the worker pulled again inside its
+//                             push window: DOWNPOUR with n_fetch < n_push); clients leave
+//                             it out when it equals version
+//
+// Compatibility: the optional field keeps the protocol version. A peer of before it decodes
+// every message that leaves it out (all but a windowed push that fetched inside its window)
+// and refuses the others as malformed ("header array has 18 elements"); a newer peer reads
+// a 17-field push as oldest_version = version.
 //
 // A fixed-position array keeps the header small (about 20-40 bytes) and lets the decoder
 // check every field's type and range before it looks at a payload byte.
@@ -43,6 +56,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -52,7 +66,8 @@
 namespace asgd::transport {
 
 inline constexpr uint32_t kProtocolVersion = 1;
-inline constexpr uint32_t kHeaderFields = 17;
+inline constexpr uint32_t kHeaderFields = 17;           // always present
+inline constexpr uint32_t kOptionalHeaderFields = 1;    // oldest_version
 // An encoded header never exceeds this many bytes.
 inline constexpr std::size_t kMaxHeaderBytes = 512;
 // Longest error message carried on the wire; longer ones are cut.
@@ -123,13 +138,16 @@ struct Header {
   ErrorCode code = ErrorCode::kNone;
   uint64_t aux = 0;
   std::string message;
+  // Optional field 17; set only on push and push-pull requests, and then <= version.
+  std::optional<uint64_t> oldest_version;
 
   bool is_reply() const { return (flags & kFlagReply) != 0; }
   bool operator==(const Header&) const = default;
 };
 
-// Encodes h into out and returns the number of bytes written. message is cut to
-// kMaxErrorMessageBytes. REQUIRES: out.size() >= kMaxHeaderBytes.
+// Encodes h into out and returns the number of bytes written: kHeaderFields fields, and
+// oldest_version after them when set. message is cut to kMaxErrorMessageBytes.
+// REQUIRES: out.size() >= kMaxHeaderBytes.
 std::size_t EncodeHeader(const Header& h, std::span<std::byte> out);
 
 // The result of decoding or validating: kNone, or a code and a one-line reason naming
@@ -143,7 +161,8 @@ struct DecodeError {
 // Decodes one header frame into *out and validates each field on its own: the array
 // shape, every field's type, protocol version, op, role, dtype and flag values, lengths
 // (count * element size == payload_bytes, frames <= kMaxPayloadFrames, a payload only
-// for ops that carry one, count and offset + count without overflow). Never reads past
+// for ops that carry one, count and offset + count without overflow), and the optional
+// oldest_version (a push or push-pull request only, at most version). Never reads past
 // frame.size() and never allocates more than the message string.
 // On failure *out may be partly filled: out->request_id is set whenever the frame was
 // well-formed enough to read it (so the error reply can be matched), else 0.

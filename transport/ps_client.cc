@@ -630,6 +630,20 @@ void CheckShardRange(const Placement& p, int shard, int64_t offset, std::size_t 
              shard, " (size ", p.shard_size(shard), ")");
 }
 
+void CheckOldestVersions(const PushOptions& o, int num_shards) {
+  ASGD_CHECK(o.oldest_versions.empty() || static_cast<int>(o.oldest_versions.size()) == num_shards,
+             "push oldest versions: ", o.oldest_versions.size(), " for ", num_shards, " shards");
+}
+
+// The header's optional field: sent only where it says something (below the version), so
+// that every other push stays readable by a peer that does not know the field.
+std::optional<uint64_t> OldestVersion(const PushOptions& o, int shard, uint64_t version) {
+  if (o.oldest_versions.empty()) return std::nullopt;
+  const uint64_t oldest = o.oldest_versions[static_cast<std::size_t>(shard)];
+  if (oldest >= version) return std::nullopt;
+  return oldest;
+}
+
 }  // namespace
 
 RequestHandle PsClient::Push(std::span<const float> values, const PushOptions& options) {
@@ -664,6 +678,7 @@ RequestHandle PsClient::PushPull(std::span<const float> values, std::span<float>
   std::span<const uint64_t> versions =
       options.versions.empty() ? pulled_versions() : options.versions;
   ASGD_CHECK_EQ(static_cast<int>(versions.size()), p.num_shards(), "push versions per shard");
+  CheckOldestVersions(options, p.num_shards());
   const Op op = pull ? Op::kPushPull : Op::kPush;
   auto st = core_->NewRequest(op);
   Header base;
@@ -678,6 +693,7 @@ RequestHandle PsClient::PushPull(std::span<const float> values, std::span<float>
                                       static_cast<std::size_t>(r.count)));
     }
     base.version = versions[static_cast<std::size_t>(s)];
+    base.oldest_version = OldestVersion(options, s, base.version);
     internal::RequestPart part{s, 0, p.shard_size(s), pull ? out.data() : nullptr, pull};
     core_->SendPart(st, part, base, pieces);
   }
@@ -709,12 +725,14 @@ RequestHandle PsClient::PushPullShard(int shard, int64_t offset, std::span<const
   std::span<const uint64_t> versions =
       options.versions.empty() ? pulled_versions() : options.versions;
   ASGD_CHECK_EQ(static_cast<int>(versions.size()), num_shards(), "push versions per shard");
+  CheckOldestVersions(options, num_shards());
   const Op op = pull ? Op::kPushPull : Op::kPush;
   auto st = core_->NewRequest(op);
   Header base;
   base.op = op;
   base.clock = options.clock;
   base.version = versions[static_cast<std::size_t>(shard)];
+  base.oldest_version = OldestVersion(options, shard, base.version);
   internal::RequestPart part{shard, offset, static_cast<int64_t>(values.size()),
                              pull ? out.data() : nullptr, false};
   const std::span<const float> pieces[1] = {values};

@@ -22,7 +22,8 @@
 //
 // Versions: every pull reply carries the version each shard read; pulled_versions()
 // keeps the latest per shard and a push sends them by default (PushOptions::versions
-// overrides), so the server can compute staleness (DESIGN.md §4).
+// overrides), so the server can compute staleness (DESIGN.md §4); a windowed push may
+// add the versions its oldest gradients were computed on (PushOptions::oldest_versions).
 //
 // Thread safety: a PsClient and its handles are used by one thread at a time (one
 // client per worker thread). A handle may outlive its client; a request still pending
@@ -72,6 +73,11 @@ struct PushOptions {
   // The version of each shard the push was computed from, num_shards() entries. Empty
   // (default): pulled_versions().
   std::span<const uint64_t> versions;
+  // The version of each shard the push's oldest gradients were computed on, when the
+  // worker pulled again inside its push window (DOWNPOUR with n_fetch < n_push);
+  // num_shards() entries, or empty (default: the same as versions). Sent in the header's
+  // optional oldest_version field for the shards where it is below versions[shard].
+  std::span<const uint64_t> oldest_versions;
 };
 
 // What one shard answered.

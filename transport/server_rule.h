@@ -52,6 +52,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -69,10 +70,17 @@ struct RequestInfo {
   uint32_t worker = 0;      // sender id
   uint64_t request_id = 0;  // per client
   uint64_t version = 0;     // push/push-pull: the shard version the sender computed from
+                            // (its last pull: the newest parameters of the push)
+  // Push/push-pull: the version of the oldest parameters the push's gradients were
+  // computed on, when the sender pulled again inside its push window (DOWNPOUR with
+  // n_fetch < n_push); unset means version. At most version (the codec checks it).
+  std::optional<uint64_t> oldest_version;
   int64_t clock = 0;        // sender's clock (step)
   int64_t offset = 0;       // first shard-local element addressed
   int64_t count = 0;        // elements addressed
   uint64_t aux = 0;         // op-specific value from the header
+
+  uint64_t OldestVersion() const { return oldest_version.value_or(version); }
 };
 
 // The float32 payload of a push, in shard-local order: one or more pieces, each a

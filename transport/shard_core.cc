@@ -77,10 +77,9 @@ ShardCore::Result ShardCore::PushOrPushPull(const RequestInfo& info, Payload pay
     case PushOutcome::kDropped: Bump(counters_.pushes_dropped); break;
   }
   if (info.op == Op::kPushPull) Bump(counters_.push_pulls);
-  // The rule may have restated the staleness in its own unit (set_staleness).
-  if (result.outcome != PushOutcome::kDropped) {
-    Record(info, result.outcome, arrival, call.staleness());
-  }
+  // The rule may have restated the staleness in its own unit (set_staleness). A dropped
+  // push gets its record too: its staleness is what a backup-worker study looks at.
+  Record(info, result.outcome, arrival, call.staleness());
   result.token = call.token();
   if (call.deferred()) {
     result.deferred = true;
@@ -149,12 +148,16 @@ void ShardCore::FailAll(ErrorCode code, const std::string& message) {
 
 void ShardCore::Record(const RequestInfo& info, PushOutcome outcome, uint64_t applied_version,
                        int64_t staleness) {
-  Bump(counters_.records);
-  if (staleness > 0) {
-    const auto s = static_cast<uint64_t>(staleness);
-    Bump(counters_.staleness_sum, s);
-    if (s > counters_.staleness_max.load(std::memory_order_relaxed)) {
-      counters_.staleness_max.store(s, std::memory_order_relaxed);
+  // The counters describe the pushes the shard took in (applied or accepted), as the
+  // summary statistics do; a dropped push is counted in pushes_dropped only.
+  if (outcome != PushOutcome::kDropped) {
+    Bump(counters_.records);
+    if (staleness > 0) {
+      const auto s = static_cast<uint64_t>(staleness);
+      Bump(counters_.staleness_sum, s);
+      if (s > counters_.staleness_max.load(std::memory_order_relaxed)) {
+        counters_.staleness_max.store(s, std::memory_order_relaxed);
+      }
     }
   }
   if (options_.staleness_sink != nullptr) {
@@ -165,6 +168,9 @@ void ShardCore::Record(const RequestInfo& info, PushOutcome outcome, uint64_t ap
     r.pulled_version = info.version;
     r.applied_version = applied_version;
     r.staleness = staleness;
+    // The codec guarantees oldest <= version; a direct caller of the core may not.
+    const uint64_t oldest = info.OldestVersion();
+    r.oldest_lag = oldest < info.version ? info.version - oldest : 0;
     r.wall_time_s = options_.clock->NowSeconds();
     r.outcome = outcome;
     options_.staleness_sink->Record(r);

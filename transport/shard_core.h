@@ -1,10 +1,11 @@
 // The shard's server-side bookkeeping, independent of any transport (DESIGN.md §3-4).
 //
 // A ShardCore owns one shard's rule, version, staleness accounting (counters and
-// StalenessSink records, in the unit the rule restates), push outcome counts, the
-// rejection of non-finite pushes, the deferred (held) requests, Start-once semantics,
-// Snapshot/Restore of values plus rule state, and OnTick/OnMembership forwarding. It is
-// the ShardContext the rule sees.
+// StalenessSink records, in the unit the rule restates; a record for every push the rule
+// handled, dropped ones included, but counters of applied and accepted ones only), push
+// outcome counts, the rejection of non-finite pushes, the deferred (held) requests,
+// Start-once semantics, Snapshot/Restore of values plus rule state, and
+// OnTick/OnMembership forwarding. It is the ShardContext the rule sees.
 //
 // Hosts are thin adapters: the ZeroMQ ShardServer (shard_server.h) and the in-process
 // MemoryStore (algorithms/memory_store.h) decode a request, call Push/Pull/PushPull/
@@ -92,7 +93,8 @@ struct ShardCoreStats {
   uint64_t pushes_applied = 0, pushes_accepted = 0, pushes_dropped = 0;
   uint64_t pulls = 0, push_pulls = 0, clocks = 0;
   uint64_t rejected = 0;        // non-finite pushes and InputErrors of the rule
-  uint64_t records = 0;         // staleness records (applied + accepted pushes)
+  uint64_t records = 0;         // staleness records of applied + accepted pushes (the sink
+                                // also receives the dropped ones; pushes_dropped counts them)
   uint64_t staleness_sum = 0;   // over records, negative staleness counting as 0
   uint64_t staleness_max = 0;   // likewise
 };
@@ -103,7 +105,8 @@ class ShardCore final : public ShardContext {
     uint32_t shard = 0;
     // Not owned; REQUIRED (the host supplies a system clock by default).
     const ::asgd::Clock* clock = nullptr;
-    // Not owned; may be null (records are then only counted).
+    // Not owned; may be null (records are then only counted). Receives one record per
+    // push the rule handled, whatever its outcome (StalenessRecord::outcome).
     StalenessSink* staleness_sink = nullptr;
     // Reject pushes holding NaN or Inf (unless the rule ChecksNonFinite()).
     bool reject_non_finite = true;

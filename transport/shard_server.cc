@@ -514,6 +514,7 @@ RequestInfo InfoFrom(const Header& h) {
   info.worker = h.sender;
   info.request_id = h.request_id;
   info.version = h.version;
+  info.oldest_version = h.oldest_version;
   info.clock = h.clock;
   info.offset = static_cast<int64_t>(h.offset);
   info.count = static_cast<int64_t>(h.count);

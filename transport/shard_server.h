@@ -74,7 +74,8 @@ struct ServerOptions {
   // Time source for staleness records (wall_time_s) and ShardContext::Now(). Not owned;
   // must outlive the server. Default (nullptr): a system clock owned by the server.
   const Clock* clock = nullptr;
-  // Receives one record per applied or accepted push. Not owned; must outlive the
+  // Receives one record per push the rule handled (applied, accepted or dropped:
+  // StalenessRecord::outcome). Not owned; must outlive the
   // server. Default (nullptr): records are only counted.
   StalenessSink* staleness_sink = nullptr;
   // CURVE encryption and client authentication (curve.h); checked by the constructor
@@ -96,7 +97,8 @@ struct ShardStats {
   uint64_t barriers = 0;
   uint64_t errors = 0;           // error replies sent
   std::array<uint64_t, 16> errors_by_code{};  // by ErrorCode value
-  uint64_t staleness_sum = 0;    // over staleness records (negative ones count as 0)
+  uint64_t staleness_sum = 0;    // over the records of applied and accepted pushes
+                                 // (negative staleness counts as 0)
   uint64_t staleness_max = 0;
   uint64_t bytes_received = 0;   // all frames of all requests
   uint64_t bytes_sent = 0;       // all frames of all replies

@@ -185,10 +185,20 @@ TEST(SyncSgd, BackupWorkersDropTheSlowestPushOfEveryRound) {
   EXPECT_EQ(stats.accepted, static_cast<uint64_t>(3 * kRounds));
   EXPECT_EQ(h.clients[3]->dropped_pushes(), kRounds);
   for (int w = 0; w < 3; ++w) EXPECT_EQ(h.clients[static_cast<std::size_t>(w)]->dropped_pushes(), 0);
-  for (const auto& r : h.sink.records()) {  // dropped pushes make no staleness record
-    EXPECT_EQ(r.staleness, 0);
-    EXPECT_NE(r.worker, 3u);
+  // Every push has its record; the dropped ones are worker 3's, one round late.
+  int64_t dropped_records = 0;
+  for (const auto& r : h.sink.records()) {
+    if (r.dropped()) {
+      ++dropped_records;
+      EXPECT_EQ(r.worker, 3u);
+      EXPECT_EQ(r.staleness, 1);
+    } else {
+      EXPECT_EQ(r.staleness, 0);
+      EXPECT_NE(r.worker, 3u);
+    }
+    EXPECT_EQ(r.oldest_version(), r.pulled_version);
   }
+  EXPECT_EQ(dropped_records, h.clients[3]->dropped_pushes());
   EXPECT_EQ(h.store->values(), ref.store->values());
 }
 

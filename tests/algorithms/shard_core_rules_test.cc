@@ -116,16 +116,43 @@ TEST_P(ShardCoreRules, PushesAreCountedAndRecorded) {
   const transport::ShardCoreStats s = h.core->stats();
   EXPECT_EQ(s.pushes_applied + s.pushes_accepted + s.pushes_dropped, 1u);
   EXPECT_EQ(s.records, s.pushes_applied + s.pushes_accepted);
-  ASSERT_EQ(h.sink.size(), s.records);
+  // A record for the push whatever its outcome; the counters hold applied and accepted.
+  ASSERT_EQ(h.sink.size(), 1u);
   for (const auto& rec : h.sink.records()) {
     EXPECT_EQ(rec.pulled_version, before.version);
     EXPECT_EQ(rec.applied_version, before.version);
+    EXPECT_EQ(rec.outcome, r.outcome);
+    EXPECT_EQ(rec.oldest_version(), rec.pulled_version);  // no window: the two ends agree
   }
   EXPECT_EQ(h.core->held(), r.deferred ? 1u : 0u);
   // Held requests are failed, in order, when the host asks.
   h.core->FailAll(ErrorCode::kShuttingDown, "stopping");
   EXPECT_EQ(h.core->held(), 0u);
   EXPECT_EQ(h.replies.failed, r.deferred ? 1 : 0);
+}
+
+// A push that names an older oldest version is recorded with both ends, whatever the rule.
+TEST_P(ShardCoreRules, RecordsTheOldestVersionAPushNames) {
+  Host h(GetParam());
+  h.core->AdvanceVersion(6);
+  transport::RequestInfo info = h.Info(Op::kPush);
+  info.version = 4;
+  info.oldest_version = 1;
+  const std::vector<float> update(kSize, 0.25f);
+  ShardCore::Result r = h.core->Push(info, transport::Payload(0, {{0, update}}));
+  if (r.error == ErrorCode::kRejectedByRule) {
+    info.op = Op::kPushPull;
+    r = h.core->PushPull(info, transport::Payload(0, {{0, update}}));
+  }
+  if (!r.ok()) GTEST_SKIP() << "the rule refuses the push: " << r.message;
+  ASSERT_EQ(h.sink.size(), 1u);
+  const transport::StalenessRecord rec = h.sink.records()[0];
+  EXPECT_EQ(rec.pulled_version, 4u);
+  EXPECT_EQ(rec.oldest_version(), 1u);
+  EXPECT_EQ(rec.oldest_lag, 3u);
+  // In the rule's unit (ssp restates it in clocks), plus the window's lag.
+  EXPECT_EQ(rec.oldest_staleness(), rec.staleness + 3);
+  h.core->FailAll(ErrorCode::kShuttingDown, "stopping");
 }
 
 TEST_P(ShardCoreRules, SnapshotRestoresValuesVersionAndRuleState) {

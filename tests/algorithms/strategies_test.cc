@@ -141,6 +141,71 @@ TEST(Strategies, DownpourFetchWindowIsIndependentOfThePushWindow) {
   EXPECT_EQ(h.store->version(), 2u);
 }
 
+// DOWNPOUR with n_fetch < n_push: a push holds gradients computed on the parameters of
+// several pulls. Round-robin, n workers, W = 4, a fetch every step: worker w's k-th push
+// (k >= 2) arrives at version n(k−1) + w, its last pull read n(k−1) (staleness w), and its
+// window's first gradient was computed on what its previous push-pull returned,
+// n(k−2) + w + 1, so its oldest gradient is n − 1 updates old — what DOWNPOUR without the
+// fetches inside the window reports as its staleness.
+TEST(Strategies, DownpourFetchInsideTheWindowRecordsTheOldestVersion) {
+  const int n = 3;
+  const int kPushes = 4;
+  Harness h("downpour", n, Options(0.01, 4, 1));
+  h.Run(4 * kPushes);
+  const auto records = h.sink.records();
+  ASSERT_EQ(records.size(), static_cast<std::size_t>(n * kPushes));
+  for (std::size_t i = 0; i < records.size(); ++i) {
+    const transport::StalenessRecord& r = records[i];
+    const auto w = static_cast<int64_t>(r.worker);
+    const int64_t k = static_cast<int64_t>(i) / n + 1;
+    SCOPED_TRACE("worker " + std::to_string(w) + " push " + std::to_string(k));
+    EXPECT_EQ(r.applied_version, static_cast<uint64_t>(n * (k - 1) + w));
+    EXPECT_EQ(r.pulled_version, static_cast<uint64_t>(n * (k - 1)));
+    EXPECT_EQ(r.staleness, w);
+    EXPECT_GE(r.oldest_staleness(), r.staleness);
+    EXPECT_LE(r.oldest_version(), r.pulled_version);
+    if (k == 1) {
+      EXPECT_EQ(r.oldest_version(), 0u);  // every pull of the first window read version 0
+      EXPECT_EQ(r.oldest_staleness(), w);
+    } else {
+      EXPECT_EQ(r.oldest_version(), static_cast<uint64_t>(n * (k - 2) + w + 1));
+      EXPECT_EQ(r.oldest_staleness(), n - 1);
+    }
+  }
+  // Without the fetches inside the window the push's staleness is the oldest one's.
+  Harness plain("downpour", n, Options(0.01, 4, 4));
+  plain.Run(4 * kPushes);
+  const auto plain_records = plain.sink.records();
+  ASSERT_EQ(plain_records.size(), records.size());
+  for (std::size_t i = static_cast<std::size_t>(n); i < plain_records.size(); ++i) {
+    EXPECT_EQ(plain_records[i].staleness, n - 1) << i;
+    EXPECT_EQ(plain_records[i].oldest_staleness(), n - 1) << i;
+  }
+}
+
+// Only a worker that pulls inside its push window computes one push on several versions:
+// every strategy run with its fetches at its pushes (the default) records the two ends
+// equal, dropped pushes included.
+TEST(Strategies, OldestVersionIsThePulledOneWithoutFetchesInsideTheWindow) {
+  for (const Strategy* s : Strategies()) {
+    if (s->sequential || s->shared_memory || !s->server_rule) continue;
+    SCOPED_TRACE(s->name);
+    Harness h(s->name, 3, Options(0.01, 2));
+    if (s->synchronous) {
+      h.RunThreads(6);
+    } else {
+      h.Run(6);
+    }
+    const auto records = h.sink.records();
+    EXPECT_FALSE(records.empty());
+    for (const transport::StalenessRecord& r : records) {
+      EXPECT_EQ(r.oldest_lag, 0u);
+      EXPECT_EQ(r.oldest_version(), r.pulled_version);
+      EXPECT_EQ(r.oldest_staleness(), r.staleness);
+    }
+  }
+}
+
 // DistBelief's server-side Adagrad, one push: θ̃ ← θ̃ − γ·g/√(A0 + g²).
 TEST(Strategies, DownpourServerAdagradMatchesItsFormula) {
   StrategyOptions so = Options(0.01, 1);

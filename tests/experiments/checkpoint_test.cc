@@ -244,32 +244,87 @@ TEST(TruncateCsv, KeepsHeaderAndRows) {
 namespace asgd::experiments {
 namespace {
 
+constexpr const char* kStalenessHeader =
+    "time_s,worker,shard,step,pulled_version,applied_version,staleness,outcome,"
+    "oldest_version,oldest_staleness,dropped\n";
+
 // The rows of pushes a saved shard holds (applied_version below its saved version) stay,
-// in order; later ones and a last row cut short by a crash go; the kept histogram is exact.
+// in order, dropped pushes included; later ones and a last row cut short by a crash go;
+// the kept histogram is exact and, as the recorder's, leaves the dropped pushes out.
 TEST(FilterStalenessCsv, KeepsThePushesTheSavedShardsHold) {
+  testing::TempDir dir;
+  const std::string path = dir.File("staleness.csv");
+  const std::string rows =
+      "0.1,0,0,1,0,0,0,applied,0,0,0\n"
+      "0.1,0,1,1,0,0,0,applied,0,0,0\n"
+      "0.2,1,0,1,0,1,1,dropped,0,1,1\n"
+      "0.2,2,0,1,0,1,1,applied,0,1,0\n"
+      "0.2,1,1,1,0,1,1,applied,0,1,0\n"
+      "0.3,0,0,2,1,2,1,applied,0,2,0\n";
+  testing::WriteTestFile(path, std::string(kStalenessHeader) + rows + "0.3,0,1,2,1,2,1,app");
+  const KeptStaleness kept = FilterStalenessCsv(path, {2, 1});
+  EXPECT_EQ(kept.rows, 4);
+  EXPECT_EQ(ReadFile(path), std::string(kStalenessHeader) +
+                                "0.1,0,0,1,0,0,0,applied,0,0,0\n"
+                                "0.1,0,1,1,0,0,0,applied,0,0,0\n"
+                                "0.2,1,0,1,0,1,1,dropped,0,1,1\n"
+                                "0.2,2,0,1,0,1,1,applied,0,1,0\n");
+  EXPECT_EQ(kept.histogram.at(0).at(0), 2);
+  EXPECT_EQ(kept.histogram.count(1), 0u);  // worker 1's kept push was dropped
+  EXPECT_EQ(kept.histogram.at(2).at(1), 1);
+  const std::string header(kStalenessHeader);
+  testing::WriteTestFile(path, header + "0.1,0,5,1,0,0,0,applied,0,0,0\n");
+  EXPECT_THROW(FilterStalenessCsv(path, {2, 1}), DataError);  // no shard 5
+  testing::WriteTestFile(path, header + "0.1,x,0,1,0,0,0,applied,0,0,0\n");
+  EXPECT_THROW(FilterStalenessCsv(path, {2, 1}), DataError);
+  testing::WriteTestFile(path, header + "0.1,0,0,1,0,0,0,applied,0,0,2\n");
+  EXPECT_THROW(FilterStalenessCsv(path, {2, 1}), DataError);  // dropped is 0 or 1
+  testing::WriteTestFile(path, header + "0.1,0,0,1,0,0,0,applied\n");
+  EXPECT_THROW(FilterStalenessCsv(path, {2, 1}), DataError);  // a row of the old width
+  testing::WriteTestFile(path, "h\n0.1,0,0,1,0,0,0,applied\n");
+  EXPECT_THROW(FilterStalenessCsv(path, {2, 1}), DataError);  // not staleness.csv
+}
+
+// A staleness.csv of before the last three columns (a run resumed by a newer asgd) is
+// rewritten with them, so the rows the resumed run appends sit under a header that names
+// them; the old rows were single-version applied pushes. The current schema is untouched.
+TEST(FilterStalenessCsv, UpgradesAFileOfTheOldSchema) {
   testing::TempDir dir;
   const std::string path = dir.File("staleness.csv");
   testing::WriteTestFile(path,
                          "time_s,worker,shard,step,pulled_version,applied_version,staleness,outcome\n"
                          "0.1,0,0,1,0,0,0,applied\n"
-                         "0.1,0,1,1,0,0,0,applied\n"
-                         "0.2,1,0,1,0,1,1,applied\n"
-                         "0.2,1,1,1,0,1,1,applied\n"
+                         "0.2,1,0,1,0,1,1,accepted\n"
                          "0.3,0,0,2,1,2,1,applied\n"
                          "0.3,0,1,2,1,2,1,app");
-  const KeptStaleness kept = FilterStalenessCsv(path, {2, 1});
-  EXPECT_EQ(kept.rows, 3);
-  EXPECT_EQ(ReadFile(path),
-            "time_s,worker,shard,step,pulled_version,applied_version,staleness,outcome\n"
-            "0.1,0,0,1,0,0,0,applied\n"
-            "0.1,0,1,1,0,0,0,applied\n"
-            "0.2,1,0,1,0,1,1,applied\n");
-  EXPECT_EQ(kept.histogram.at(0).at(0), 2);
-  EXPECT_EQ(kept.histogram.at(1).at(1), 1);
-  testing::WriteTestFile(path, "h\n0.1,0,5,1,0,0,0,applied\n");
-  EXPECT_THROW(FilterStalenessCsv(path, {2, 1}), DataError);  // no shard 5
-  testing::WriteTestFile(path, "h\n0.1,x,0,1,0,0,0,applied\n");
-  EXPECT_THROW(FilterStalenessCsv(path, {2, 1}), DataError);
+  UpgradeStalenessCsv(path);
+  const std::string upgraded = std::string(kStalenessHeader) +
+                               "0.1,0,0,1,0,0,0,applied,0,0,0\n"
+                               "0.2,1,0,1,0,1,1,accepted,0,1,0\n"
+                               "0.3,0,0,2,1,2,1,applied,1,1,0\n"
+                               "0.3,0,1,2,1,2,1,app";
+  EXPECT_EQ(ReadFile(path), upgraded);
+  UpgradeStalenessCsv(path);
+  EXPECT_EQ(ReadFile(path), upgraded);
+  TruncateCsv(path, 2);  // what a resumed in-process run does next
+  EXPECT_EQ(ReadFile(path), std::string(kStalenessHeader) +
+                                "0.1,0,0,1,0,0,0,applied,0,0,0\n"
+                                "0.2,1,0,1,0,1,1,accepted,0,1,0\n");
+  // The filter of a multi-process resume upgrades too.
+  testing::WriteTestFile(path,
+                         "time_s,worker,shard,step,pulled_version,applied_version,staleness,outcome\n"
+                         "0.1,0,0,1,0,0,0,applied\n"
+                         "0.2,1,0,1,0,1,1,applied\n");
+  const KeptStaleness kept = FilterStalenessCsv(path, {1});
+  EXPECT_EQ(kept.rows, 1);
+  EXPECT_EQ(ReadFile(path), std::string(kStalenessHeader) + "0.1,0,0,1,0,0,0,applied,0,0,0\n");
+}
+
+// The header the filter and the upgrade read is the one the recorder writes.
+TEST(FilterStalenessCsv, HeaderIsTheRecordersColumns) {
+  std::string joined;
+  for (const std::string& c : StalenessColumns()) joined += (joined.empty() ? "" : ",") + c;
+  EXPECT_EQ(joined + "\n", kStalenessHeader);
 }
 
 }  // namespace

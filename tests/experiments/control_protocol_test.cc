@@ -49,7 +49,10 @@ PsReport SomePsReport() {
   b.worker = 0;
   b.step = -1;
   b.staleness = -2;  // ssp states clocks
-  r.records = {a, b};
+  transport::StalenessRecord c = a;  // a windowed push a synchronous rule dropped
+  c.oldest_lag = 6;
+  c.outcome = transport::PushOutcome::kDropped;
+  r.records = {a, b, c};
   r.version = 44;
   r.saved = SavedShard{500, "shard-2.ckpt", std::string(64, 'a'), 44, 1000};
   return r;
@@ -227,6 +230,29 @@ TEST(ControlProtocol, RefusesMissingMistypedAndOutOfRangeFields) {
   PsReport p = SomePsReport();
   p.saved->sha256 = "not-a-digest";
   EXPECT_THAT(RequestError(Encode(p)), HasSubstr("\"sha256\" is not 64 lowercase hex digits"));
+}
+
+// A record's optional keys travel only when they say something (an older coordinator
+// reads the others), come back as sent, and an oldest version above the pulled one is
+// refused by name.
+TEST(ControlProtocol, StalenessRecordsCarryTheOldestVersionAndDropped) {
+  PsReport p = SomePsReport();
+  p.records.resize(1);  // a: applied, no window
+  std::string bytes = Encode(p);
+  EXPECT_EQ(bytes.find("oldest_version"), std::string::npos);
+  EXPECT_EQ(bytes.find("\xa7" "dropped"), std::string::npos);  // the key, a 7-byte fixstr
+  p = SomePsReport();
+  const PsReport back = RoundTripRequest(p);
+  ASSERT_EQ(back.records.size(), 3u);
+  EXPECT_EQ(back.records[2].oldest_version(), 34u);
+  EXPECT_EQ(back.records[2].oldest_staleness(), 9);
+  EXPECT_TRUE(back.records[2].dropped());
+  EXPECT_FALSE(back.records[0].dropped());
+  EXPECT_EQ(back.records[0].oldest_lag, 0u);
+  p.records[2].oldest_lag = p.records[2].pulled_version + 1;  // oldest would wrap above
+  EXPECT_THAT(RequestError(Encode(p)),
+              HasSubstr("record 2 \"oldest_version\" = 18446744073709551615 exceeds "
+                        "\"pulled_version\" = 40"));
 }
 
 TEST(ControlProtocol, RefusesExtraAndRepeatedFields) {

@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -149,6 +150,94 @@ TEST(ResultsSchema, StalenessColumnsAreExactlyTheDocumentedOnes) {
     EXPECT_NE(documented.find("`" + key + "`"), std::string::npos) << key << " is undocumented";
   }
   EXPECT_TRUE(provenance.contains("mean_staleness"));
+}
+
+// The rows of a run's staleness.csv as column -> value maps.
+std::vector<std::map<std::string, std::string>> StalenessRows(const fs::path& run) {
+  const auto rows = CsvRows(run / "staleness.csv");
+  std::vector<std::map<std::string, std::string>> out;
+  for (std::size_t i = 1; i < rows.size(); ++i) {
+    std::map<std::string, std::string> row;
+    for (std::size_t c = 0; c < rows[0].size() && c < rows[i].size(); ++c) {
+      row[rows[0][c]] = rows[i][c];
+    }
+    out.push_back(row);
+  }
+  return out;
+}
+
+std::map<std::string, std::string> SummaryRow(const fs::path& run) {
+  const auto summary = CsvRows(run / "summary.csv");
+  std::map<std::string, std::string> row;
+  if (summary.size() != 2) return row;
+  for (std::size_t i = 0; i < summary[0].size(); ++i) row[summary[0][i]] = summary[1][i];
+  return row;
+}
+
+// Backup workers: every push a round dropped has its row with dropped = 1 (and outcome
+// dropped), as many as summary.csv's dropped_pushes; the histogram and the staleness
+// statistics count the others only.
+TEST(ResultsSchema, DroppedPushesHaveRowsAndStayOutOfTheStatistics) {
+  testing::TempDir dir;
+  // Batches of one: about 250 rounds, so that every worker takes part (a round drops the
+  // push of whichever worker comes fourth) however late a thread starts.
+  fs::path run = RunTiny(dir, "[algorithm]\nname = sync_sgd\nworkers = 4\n"
+                              "replicas_to_aggregate = 3\nbatch_size = 1\n");
+  const auto rows = StalenessRows(run);
+  int64_t dropped = 0, kept = 0;
+  for (const auto& r : rows) {
+    ASSERT_TRUE(r.at("dropped") == "0" || r.at("dropped") == "1") << r.at("dropped");
+    if (r.at("dropped") == "1") {
+      ++dropped;
+      EXPECT_EQ(r.at("outcome"), "dropped");
+    } else {
+      ++kept;
+      EXPECT_NE(r.at("outcome"), "dropped");
+    }
+    EXPECT_EQ(r.at("oldest_version"), r.at("pulled_version"));
+    EXPECT_EQ(r.at("oldest_staleness"), r.at("staleness"));
+  }
+  const auto summary = SummaryRow(run);
+  EXPECT_GT(dropped, 0) << ReadFile((run / "staleness.csv").string())
+                        << ReadFile((run / "workers.csv").string());
+  EXPECT_EQ(std::to_string(dropped), summary.at("dropped_pushes"));
+  const auto histogram = CsvRows(run / "staleness_histogram.csv");
+  int64_t counted = 0;
+  for (std::size_t i = 1; i < histogram.size(); ++i) counted += std::stoll(histogram[i][2]);
+  EXPECT_EQ(counted, kept);
+  auto provenance = nlohmann::json::parse(ReadFile((run / "provenance.json").string()));
+  EXPECT_EQ(provenance["staleness_records"], std::to_string(kept));
+  EXPECT_EQ(provenance["dropped_pushes"], std::to_string(dropped));
+}
+
+// DOWNPOUR fetching every step and pushing every 4: the rows name the oldest parameters
+// too; the summary's percentiles are of `staleness` (from the newest), not of
+// oldest_staleness.
+TEST(ResultsSchema, WindowedPushesNameTheirOldestVersion) {
+  testing::TempDir dir;
+  // Batches of one: about 80 pushes per worker, so pushes of others fall inside windows.
+  fs::path run = RunTiny(dir, "[algorithm]\nname = downpour\nworkers = 3\nwindow = 4\n"
+                              "fetch_window = 1\nbatch_size = 1\n");
+  const auto rows = StalenessRows(run);
+  ASSERT_FALSE(rows.empty());
+  int64_t older = 0, max_staleness = 0, max_oldest = 0;
+  for (const auto& r : rows) {
+    const int64_t oldest = std::stoll(r.at("oldest_version"));
+    const int64_t pulled = std::stoll(r.at("pulled_version"));
+    const int64_t staleness = std::stoll(r.at("staleness"));
+    const int64_t oldest_staleness = std::stoll(r.at("oldest_staleness"));
+    EXPECT_LE(oldest, pulled);
+    EXPECT_EQ(oldest_staleness, staleness + pulled - oldest);
+    EXPECT_EQ(oldest_staleness, std::stoll(r.at("applied_version")) - oldest);
+    EXPECT_EQ(r.at("dropped"), "0");
+    if (oldest < pulled) ++older;
+    max_staleness = std::max(max_staleness, staleness);
+    max_oldest = std::max(max_oldest, oldest_staleness);
+  }
+  EXPECT_GT(older, 0);
+  const auto summary = SummaryRow(run);
+  EXPECT_EQ(summary.at("staleness_max"), std::to_string(max_staleness));
+  EXPECT_LE(max_staleness, max_oldest);
 }
 
 TEST(ResultsSchema, RunFolderHoldsTheDocumentedFiles) {

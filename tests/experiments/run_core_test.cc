@@ -232,7 +232,34 @@ TEST(StalenessRecorder, DestructionFlushesAndAppendingCountsExistingRows) {
     r.Record(Rec(0, 2, 0));  // beyond max_rows: counted, not written
     EXPECT_EQ(r.rows_written(), 3);
   }
-  EXPECT_EQ(out.str(), "0.25,0,1,1,1,1,0,applied\n");
+  EXPECT_EQ(out.str(), "0.25,0,1,1,1,1,0,applied,1,0,0\n");
+}
+
+// A dropped push gets its row (dropped = 1) but stays out of the histogram and the
+// statistics; a windowed push's row names its oldest version and the staleness from it,
+// while the statistics use the staleness from the newest.
+TEST(StalenessRecorder, DroppedAndWindowedPushes) {
+  std::ostringstream out;
+  StalenessRecorder r(&out, 10);
+  transport::StalenessRecord dropped = Rec(1, 4, 3);
+  dropped.outcome = transport::PushOutcome::kDropped;
+  r.Record(dropped);
+  transport::StalenessRecord windowed = Rec(0, 6, 1);  // pulled 6, applied 7
+  windowed.oldest_lag = 4;                             // oldest 2
+  r.Record(windowed);
+  EXPECT_EQ(out.str(),
+            "time_s,worker,shard,step,pulled_version,applied_version,staleness,outcome,"
+            "oldest_version,oldest_staleness,dropped\n"
+            "1,1,1,4,4,7,3,dropped,4,3,1\n"
+            "1.5,0,1,6,6,7,1,applied,2,5,0\n");
+  EXPECT_EQ(r.rows_written(), 2);
+  const auto histogram = r.histogram();
+  ASSERT_EQ(histogram.size(), 1u);
+  EXPECT_EQ(histogram.at(0).at(1), 1);
+  const StalenessRecorder::Stats st = r.stats();
+  EXPECT_EQ(st.count, 1);
+  EXPECT_EQ(st.max, 1);
+  EXPECT_EQ(st.p99, 1);
 }
 
 // Records from several threads: every row comes out once, whole, however flushes interleave.

@@ -45,6 +45,10 @@ void CheckRequest(const ControlRequest& m) {
     ASGD_FUZZ_CHECK(w->metrics.dropped_pushes >= 0 && w->loss_count >= 0);
   } else if (const auto* p = std::get_if<PsReport>(&m)) {
     ASGD_FUZZ_CHECK(p->task >= 0 && p->records.size() <= kMaxStalenessRecords);
+    for (const auto& rec : p->records) {
+      ASGD_FUZZ_CHECK(rec.oldest_lag <= rec.pulled_version);
+      ASGD_FUZZ_CHECK(rec.outcome != transport::PushOutcome::kAccepted);
+    }
     if (p->saved) ASGD_FUZZ_CHECK(p->saved->step >= 0 && Sha256Ok(p->saved->sha256));
   } else if (const auto* e = std::get_if<EvaluatorReport>(&m)) {
     ASGD_FUZZ_CHECK(e->task == 0);
@@ -141,6 +145,12 @@ fuzz::Seeds MakeSeeds() {
   p.records = {r, r};
   p.version = 20;
   add("ps_report", 0, Encode(p));
+  transport::StalenessRecord late = r;  // a windowed push a round dropped
+  late.oldest_lag = 5;
+  late.outcome = transport::PushOutcome::kDropped;
+  p.records = {r, late};
+  add("ps_report_windowed_dropped", 0, Encode(p));
+  p.records = {r, r};
   p.saved = SavedShard{100, "shard-0.ckpt", std::string(64, 'c'), 20, 4096};
   add("ps_report_saved", 0, Encode(p));
   PsReport last;

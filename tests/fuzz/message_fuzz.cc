@@ -92,6 +92,10 @@ void CheckHeader(const Header& h) {
   ASGD_FUZZ_CHECK(h.count <= kMaxElements);
   ASGD_FUZZ_CHECK(h.offset <= kMaxElements);
   ASGD_FUZZ_CHECK(h.message.size() <= kMaxErrorMessageBytes);
+  if (h.oldest_version) {  // the optional field: on push requests only, never above version
+    ASGD_FUZZ_CHECK(!h.is_reply() && OpRequestHasPayload(h.op));
+    ASGD_FUZZ_CHECK(*h.oldest_version <= h.version);
+  }
   const bool has_payload = h.frames > 0 || h.payload_bytes > 0;
   if (has_payload) {
     ASGD_FUZZ_CHECK(h.dtype == DType::kFloat32);
@@ -221,6 +225,9 @@ bool WriteSeeds(const std::string& dir) {
   seeds.emplace_back("push_one_frame", Message(Request(Op::kPush, 4, 4, 1), {4}));
   seeds.emplace_back("push_three_frames", Message(Request(Op::kPush, 0, 6, 3), {1, 2, 3}));
   seeds.emplace_back("push_pull", Message(Request(Op::kPushPull, 60, 4, 1), {4}));
+  Header window = Request(Op::kPush, 4, 4, 1);
+  window.oldest_version = 1;  // the optional field: a push computed on versions 1 to 3
+  seeds.emplace_back("push_window", Message(window, {4}));
   seeds.emplace_back("pull", Message(Request(Op::kPull, 8, 16, 0)));
   Header clock = Request(Op::kClock, 0, 0, 0);
   clock.clock = -5;

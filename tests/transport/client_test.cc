@@ -221,6 +221,46 @@ TEST(Client, PushesCarryPulledVersionsAndServersRecordStaleness) {
   EXPECT_EQ(ps.sink.records().back().staleness, 0);
 }
 
+// A windowed push names the versions its oldest gradients were computed on: they travel
+// in the header's optional field, per shard, and the records hold both ends.
+TEST(Client, WindowedPushCarriesItsOldestVersionsPerShard) {
+  const int64_t n = TestLayout().size();
+  TestServers ps("tcp", 2, PlacementPolicy::kEvenSplit, Initial(n));
+  auto a = ps.Client(0), b = ps.Client(1);
+  const std::vector<float> d = Delta(n, 0, 0);
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(b->PushAndWait(d).ok());  // both shards at 5
+  PushOptions po;
+  po.clock = 8;
+  const uint64_t newest[2] = {5, 4};
+  const uint64_t oldest[2] = {2, 4};  // shard 1: no pull inside the window
+  po.versions = newest;
+  po.oldest_versions = oldest;
+  ASSERT_TRUE(a->PushAndWait(d, po).ok());  // arrives at version 5 on both
+  auto records = ps.sink.records();
+  ASSERT_EQ(records.size(), 12u);
+  for (std::size_t i = 10; i < 12; ++i) {
+    const auto& r = records[i];
+    SCOPED_TRACE(r.shard);
+    EXPECT_EQ(r.worker, 0u);
+    EXPECT_EQ(r.pulled_version, newest[r.shard]);
+    EXPECT_EQ(r.oldest_version(), oldest[r.shard]);
+    EXPECT_EQ(r.staleness, static_cast<int64_t>(5 - newest[r.shard]));
+    EXPECT_EQ(r.oldest_staleness(), static_cast<int64_t>(5 - oldest[r.shard]));
+  }
+  // Without them, and with ones no older than the versions, the two ends are equal.
+  const uint64_t later[2] = {7, 9};
+  po.oldest_versions = later;
+  ASSERT_TRUE(a->PushAndWait(d, po).ok());
+  po.oldest_versions = {};
+  ASSERT_TRUE(a->PushAndWait(d, po).ok());
+  records = ps.sink.records();
+  ASSERT_EQ(records.size(), 16u);
+  for (std::size_t i = 12; i < 16; ++i) {
+    EXPECT_EQ(records[i].oldest_lag, 0u) << i;
+    EXPECT_EQ(records[i].oldest_version(), records[i].pulled_version) << i;
+  }
+}
+
 TEST(Client, NonFinitePushIsARemoteErrorAndChangesNothing) {
   const int64_t n = TestLayout().size();
   const std::vector<float> initial = Initial(n);

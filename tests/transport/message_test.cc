@@ -8,9 +8,11 @@
 #include <gtest/gtest.h>
 #include <msgpack.hpp>
 
+#include <cstddef>
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -173,6 +175,77 @@ TEST(Codec, RoundTripsEveryRequestOp) {
   }
 }
 
+// The optional oldest_version (field 17) of a windowed push: sent after the 17 fields
+// only when set, read back as it was; a header without it is exactly the 17-field layout
+// a peer of before the field reads, and decodes with the field unset.
+TEST(Codec, OldestVersionRoundTripsOnPushRequestsOnly) {
+  for (Op op : {Op::kPush, Op::kPushPull}) {
+    SCOPED_TRACE(OpName(op));
+    Header h = PushRequest();  // version 5
+    h.op = op;
+    const std::vector<std::byte> plain = Encode(h);
+    ASSERT_GE(plain.size(), 3u);
+    EXPECT_EQ(plain[0], std::byte{0xdc});  // array16 ...
+    EXPECT_EQ(std::to_integer<int>(plain[2]), 17);  // ... of the 17 fields
+    Header got;
+    ASSERT_TRUE(Decode(plain, &got).ok());
+    EXPECT_FALSE(got.oldest_version.has_value());
+    for (uint64_t oldest : {uint64_t{0}, uint64_t{2}, uint64_t{5}}) {
+      h.oldest_version = oldest;
+      const std::vector<std::byte> bytes = Encode(h);
+      EXPECT_EQ(std::to_integer<int>(bytes[2]), 18);
+      EXPECT_EQ(bytes.size(), plain.size() + 1);  // a positive fixint
+      const DecodeError e = Decode(bytes, &got);
+      ASSERT_TRUE(e.ok()) << e.detail;
+      EXPECT_EQ(got, h);
+      ASSERT_TRUE(got.oldest_version.has_value());
+      EXPECT_EQ(*got.oldest_version, oldest);
+    }
+    // A peer writing the 17 fields and the optional one by hand is read the same.
+    std::vector<FieldWriter> fields = WireFields(PushRequest());
+    fields[1] = Uint(static_cast<uint64_t>(op));
+    fields.push_back(Uint(3));
+    ASSERT_TRUE(Decode(PackArray(fields), &got).ok());
+    EXPECT_EQ(got.oldest_version, std::optional<uint64_t>(3));
+    // Wide versions, the largest oldest one included.
+    h.version = kU64Max;
+    h.oldest_version = kU64Max - 1;
+    ASSERT_TRUE(Decode(Encode(h), &got).ok());
+    EXPECT_EQ(got, h);
+    EXPECT_LE(Encode(h).size(), kMaxHeaderBytes);
+  }
+}
+
+// Where oldest_version would mean nothing or contradict the version, the header is refused
+// by name: on a request without gradients, on a reply, above the version, of the wrong type.
+TEST(Codec, OldestVersionIsRefusedWhereItMeansNothing) {
+  auto with_oldest = [](Header h, FieldWriter oldest) {
+    std::vector<FieldWriter> fields = WireFields(h);
+    fields.push_back(std::move(oldest));
+    return PackArray(fields);
+  };
+  ExpectRejected(Decode(with_oldest(PullRequest(), Uint(1))), ErrorCode::kMalformedHeader,
+                 "oldest_version on a pull request");
+  Header reply = PushRequest();
+  reply.flags = kFlagReply;
+  reply.payload_bytes = 0;
+  reply.frames = 0;
+  ExpectRejected(Decode(with_oldest(reply, Uint(1))), ErrorCode::kMalformedHeader,
+                 "oldest_version on a push reply");
+  Header clock = PullRequest();
+  clock.op = Op::kClock;
+  ExpectRejected(Decode(with_oldest(clock, Uint(1))), ErrorCode::kMalformedHeader,
+                 "oldest_version on a clock request");
+  ExpectRejected(Decode(with_oldest(PushRequest(), Uint(6))), ErrorCode::kMalformedHeader,
+                 "oldest_version = 6 exceeds version = 5");
+  ExpectRejected(Decode(with_oldest(PushRequest(), Int(-1))), ErrorCode::kMalformedHeader,
+                 "oldest_version = -1 is negative");
+  ExpectRejected(Decode(with_oldest(PushRequest(), Str("1"))), ErrorCode::kMalformedHeader,
+                 "(oldest_version) is a string");
+  ExpectRejected(Decode(with_oldest(PushRequest(), [](Packer& pk) { pk.pack_nil(); })),
+                 ErrorCode::kMalformedHeader, "(oldest_version) is a nil");
+}
+
 // The largest value of every field fits the encoding and comes back unchanged, and the
 // encoded header stays within kMaxHeaderBytes (receivers size buffers by it).
 TEST(Codec, RoundTripsMaximumValues) {
@@ -286,15 +359,16 @@ TEST(Codec, TruncatedHeaderIsRejectedAtEveryLength) {
   }
 }
 
-// The header is an array of exactly kHeaderFields: a peer with fewer or extra fields
-// speaks another layout, whose fields must not be read as ours.
+// The header is an array of kHeaderFields plus at most the optional ones: a peer with
+// fewer or more fields speaks another layout, whose fields must not be read as ours.
 TEST(Codec, WrongArrayLengthIsRejected) {
   const std::vector<FieldWriter> fields = WireFields(PushRequest());
   std::vector<FieldWriter> shorter(fields.begin(), fields.end() - 1);
   std::vector<FieldWriter> longer = fields;
-  longer.push_back(Uint(0));
+  longer.push_back(Uint(0));  // oldest_version: fine
+  longer.push_back(Uint(0));  // and one the protocol does not have
   ExpectRejected(Decode(PackArray(shorter)), ErrorCode::kMalformedHeader, "16 elements");
-  ExpectRejected(Decode(PackArray(longer)), ErrorCode::kMalformedHeader, "18 elements");
+  ExpectRejected(Decode(PackArray(longer)), ErrorCode::kMalformedHeader, "19 elements");
   ExpectRejected(Decode(PackArray({})), ErrorCode::kMalformedHeader, "0 elements");
   std::vector<FieldWriter> huge(1000, Uint(1));  // above the decoder's array bound
   ExpectRejected(Decode(PackArray(huge)), ErrorCode::kMalformedHeader, "1000 elements");
