@@ -456,6 +456,12 @@ void ShardServer::Impl::Handle(std::size_t nparts, bool too_many_frames) {
   for (std::size_t i = 2; i < nparts; ++i) sizes[i - 2] = parts_[i].size();
   DecodeError e = CheckPayloadFrames(h, sizes, max_payload_bytes_);
   if (e.ok()) e = CheckRequestForShard(h, options_.shard, static_cast<uint64_t>(size_));
+  if (e.ok() && h.count == 0 && (h.op == Op::kPush || h.op == Op::kPushPull)) {
+    // It would change nothing, yet the rule would count it as an update and advance the
+    // version: a peer could inflate every other worker's staleness at no cost.
+    e.code = ErrorCode::kMalformedHeader;
+    e.detail = ::asgd::internal::StrCat(OpName(h.op), " of 0 elements: nothing to apply");
+  }
   if (!e.ok()) {
     SendError(routing, h, e.code, e.detail);
     return;
