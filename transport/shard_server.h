@@ -71,6 +71,20 @@ struct ServerOptions {
   int reply_hwm = 10000;
   // Retired value buffers kept for copy-on-write reuse. Default 2.
   int spare_buffers = 2;
+  // Most reply bytes queued towards one peer (sent by the server, not yet released by
+  // ZeroMQ: a peer that does not read keeps them). A pull reply read from the shard's
+  // values is charged the whole shard's bytes, since it can pin a copy-on-write copy of
+  // the whole shard; a reply the rule built is charged its payload. A reply that would
+  // pass the budget is dropped, counted in replies_dropped and replies_over_budget, and
+  // logged once per episode; the server keeps serving. 0 (default): 8 x the shard's bytes,
+  // at least 1 MiB.
+  uint64_t max_queued_reply_bytes = 0;
+  // A barrier not complete this long after its first arrival is released with an error
+  // reply (kRejectedByRule) to everyone waiting in it. Zero: never. Default 10 min.
+  std::chrono::milliseconds barrier_timeout{600000};
+  // Most barrier requests one peer may have waiting; one more gets kRejectedByRule.
+  // Default 4 (a worker waits in one at a time).
+  int max_barriers_per_peer = 4;
   // Time source for staleness records (wall_time_s) and ShardContext::Now(). Not owned;
   // must outlive the server. Default (nullptr): a system clock owned by the server.
   const Clock* clock = nullptr;
@@ -106,6 +120,18 @@ struct ShardStats {
   uint64_t copies_on_write = 0;  // writes that found the values referenced by a reply
   uint64_t auth_refused = 0;     // connections refused by CURVE (ServerOptions::curve), or
                                  // that ended during its handshake
+  // What the server holds for its peers right now (issue 22):
+  uint64_t queued_reply_bytes = 0;   // charged bytes of replies ZeroMQ has not released
+                                     // (see ServerOptions::max_queued_reply_bytes)
+  uint64_t pinned_snapshots = 0;     // value buffers alive besides the current one: retired
+                                     // copies pinned by queued pull replies, plus up to
+                                     // spare_buffers kept for reuse
+  uint64_t held_barriers = 0;        // barrier requests waiting for their participants
+  // Refusals of what would exceed those bounds (since start):
+  uint64_t replies_over_budget = 0;  // replies dropped at the peer's reply budget (also
+                                     // in replies_dropped)
+  uint64_t barriers_timed_out = 0;   // barrier requests released by barrier_timeout
+  uint64_t barriers_refused = 0;     // barrier requests past max_barriers_per_peer
 
   uint64_t errors_for(ErrorCode code) const {
     auto i = static_cast<std::size_t>(code);
