@@ -5,6 +5,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <string_view>
 #include <new>
 #include <thread>
 #include <unordered_map>
@@ -110,6 +111,31 @@ struct Held {
 
 std::atomic<uint64_t> g_control_counter{0};
 
+// Whether endpoint is not a tcp:// address, or one on loopback only.
+bool IsLoopbackTcp(const std::string& endpoint) {
+  constexpr std::string_view kTcp = "tcp://";
+  if (endpoint.rfind(kTcp, 0) != 0) return true;  // inproc:// and ipc:// stay on this host
+  const std::size_t colon = endpoint.rfind(':');
+  std::string host = endpoint.substr(kTcp.size(), colon == std::string::npos || colon < kTcp.size()
+                                                      ? std::string::npos
+                                                      : colon - kTcp.size());
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
+// Compares without an early exit, so that the time taken does not tell how much of a
+// guessed token was right.
+bool SameSecret(std::string_view a, std::string_view b) {
+  if (a.size() != b.size() || a.empty()) return false;
+  unsigned char diff = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  }
+  return diff == 0;
+}
+
 }  // namespace
 
 // The ZeroMQ adapter of a ShardCore: decodes requests, calls the core, encodes replies.
@@ -165,7 +191,7 @@ class ShardServer::Impl final : public ValueStorage, public ReplySink {
     std::atomic<uint64_t> requests{0}, registrations{0}, barriers{0}, errors{0},
         bytes_received{0}, bytes_sent{0}, replies_sent{0}, replies_dropped{0},
         copies_on_write{0}, replies_over_budget{0}, barriers_timed_out{0}, barriers_refused{0},
-        held_barriers{0};
+        held_barriers{0}, stops_refused{0};
     std::array<std::atomic<uint64_t>, 16> errors_by_code{};
   };
   static void Bump(std::atomic<uint64_t>& c, uint64_t by = 1) {
@@ -273,6 +299,14 @@ ShardServer::Impl::Impl(std::shared_ptr<Context> context, ServerOptions options,
   }
   endpoint_ = ParseEndpoint(options_.endpoint, "server.endpoint");
   CheckCurveServer(options_.curve);
+  if (!options_.curve.enabled && !options_.allow_plain_remote && !IsLoopbackTcp(options_.endpoint)) {
+    throw ConfigError(
+        "cluster.allow_plain_remote", "false",
+        ::asgd::internal::StrCat("true to serve ", options_.endpoint,
+                                 " without CURVE: it is not a loopback address, and anyone who "
+                                 "reaches it could read and change the shard (or set "
+                                 "cluster.curve = true, or bind 127.0.0.1)"));
+  }
   if (options_.curve.enabled && endpoint_->Scheme() == "inproc") {
     throw ConfigError("server.curve", "enabled",
                       "an ipc:// or tcp:// endpoint for a CURVE server (inproc:// connections "
@@ -651,11 +685,28 @@ void ShardServer::Impl::HandleValid(const Header& h, std::size_t nparts) {
       Payload payload;
       BuildPayload(h, nparts, &payload);
       const RequestInfo info = InfoFrom(h);
-      ShardCore::Result r = h.op == Op::kPush ? core_->Push(info, std::move(payload))
-                                              : core_->PushPull(info, std::move(payload));
+      const uint64_t overflows_before = NonFiniteResultsOnThisThread();
+      // The core scans the payload for NaN right before the rule adds it: the add reuses
+      // that scan's largest magnitude to know whether it can overflow (server_rule.h).
+      internal::ArmPayloadScans();
+      ShardCore::Result r;
+      try {
+        r = h.op == Op::kPush ? core_->Push(info, std::move(payload))
+                              : core_->PushPull(info, std::move(payload));
+      } catch (...) {
+        internal::DisarmPayloadScans();
+        throw;
+      }
+      internal::DisarmPayloadScans();
       ReleasePayloadFrames(nparts);
       if (!r.ok()) {
-        SendError(routing, h, r.error, r.message);
+        // A rule's add helper refused a result that would not be finite (server_rule.h):
+        // the same refusal as a non-finite payload, and the shard is unchanged.
+        const ErrorCode code = r.error == ErrorCode::kRejectedByRule &&
+                                       NonFiniteResultsOnThisThread() != overflows_before
+                                   ? ErrorCode::kNonFinite
+                                   : r.error;
+        SendError(routing, h, code, r.message);
         return;
       }
       if (r.deferred) {
@@ -701,7 +752,16 @@ void ShardServer::Impl::HandleValid(const Header& h, std::size_t nparts) {
       return;
     case Op::kStop:
       if (!options_.allow_remote_stop) {
+        Bump(counters_.stops_refused);
         SendError(routing, h, ErrorCode::kUnknownOp, "remote stop is disabled on this server");
+        return;
+      }
+      if (endpoint_->Scheme() != "inproc" && !SameSecret(h.message, options_.stop_token)) {
+        // The token is never echoed or logged, right or wrong.
+        Bump(counters_.stops_refused);
+        ASGD_LOG(kWarning, "shard ", options_.shard, ": refused a stop request without the run's token");
+        SendError(routing, h, ErrorCode::kUnknownOp,
+                  "stop refused: it does not carry this run's token (ASGD_RUN_TOKEN)");
         return;
       }
       SendAck(routing, h, 0);
@@ -1083,6 +1143,7 @@ ShardStats ShardServer::Impl::stats() const {
   s.replies_over_budget = get(counters_.replies_over_budget);
   s.barriers_timed_out = get(counters_.barriers_timed_out);
   s.barriers_refused = get(counters_.barriers_refused);
+  s.stops_refused = get(counters_.stops_refused);
   return s;
 }
 

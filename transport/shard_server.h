@@ -61,9 +61,21 @@ struct ServerOptions {
   // Reject pushes holding NaN or Inf with kNonFinite (unless the rule checks itself,
   // ServerRule::ChecksNonFinite). Default true.
   bool reject_non_finite = true;
-  // Whether a stop request from a peer stops the server (a coordinator stopping its
-  // shards). Stop() always works. Default true.
+  // Whether a stop request from a peer may stop the server (ps_check's worker 0 stopping
+  // the shards). Even then a stop is obeyed only from an inproc:// peer (this process) or
+  // when it carries stop_token; any other is refused with kUnknownOp and counted in
+  // stops_refused, so that no peer that merely reaches the address can stop a shard.
+  // Stop() always works. Default true.
   bool allow_remote_stop = true;
+  // The run's secret (made by the launcher, handed to each role by the environment,
+  // never logged) that a stop request must carry in its header's message field. Empty
+  // (default): only inproc:// peers may stop the server.
+  std::string stop_token;
+  // A tcp:// address on another interface than loopback (127.0.0.0/8, ::1, localhost),
+  // including "*", without CURVE is a ConfigError (naming the config key
+  // cluster.allow_plain_remote) unless this is true: anyone who reaches such an address
+  // can read and change the shard. Default false.
+  bool allow_plain_remote = false;
   // ZeroMQ high-water marks, in messages: requests queued towards this server, and
   // replies queued towards one peer (further replies to a peer that does not read are
   // dropped and counted in replies_dropped). Default 10000 each.
@@ -132,6 +144,7 @@ struct ShardStats {
                                      // in replies_dropped)
   uint64_t barriers_timed_out = 0;   // barrier requests released by barrier_timeout
   uint64_t barriers_refused = 0;     // barrier requests past max_barriers_per_peer
+  uint64_t stops_refused = 0;        // stop requests without the run's token
 
   uint64_t errors_for(ErrorCode code) const {
     auto i = static_cast<std::size_t>(code);
