@@ -17,6 +17,14 @@
 // the values copies them first into a spare buffer (copy-on-write), so a reply always
 // shows the values at the version it reports, and pulls cost no copy on the server.
 //
+// What one peer can make the server hold is bounded (README "Failure and security
+// model" has the formula): reply bytes queued towards it (max_queued_reply_bytes; past it
+// its replies are dropped, never the server's service to others), barrier requests
+// waiting (max_barriers_per_peer, released after barrier_timeout), and requests queued
+// from it (request_hwm x max_payload_bytes). An incomplete multipart message is buffered
+// by libzmq with no hook to bound it: only CURVE, which reads no frame of an
+// unauthenticated peer, bounds that. ShardStats shows what is held now.
+//
 // Bad input never changes the shard: every request is decoded and checked (message.h)
 // before the rule sees it; a bad one gets an error reply (ErrorCode + one-line message)
 // and increments errors_by_code, and the server keeps serving.
