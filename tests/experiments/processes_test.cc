@@ -231,6 +231,33 @@ TEST(Processes, PsStopsCleanlyOnSigterm) {
   EXPECT_THAT(ps.Output(), HasSubstr("stopped at version 0"));
 }
 
+// Issue 22 item 6: ps_check's worker 0 stops its servers with the run's token; a worker
+// with another token cannot stop them (its stop is refused and it says so, exit 2), and
+// the server serves on until SIGTERM.
+TEST(Processes, StopWithoutTheRunsTokenIsRefused) {
+  testing::TempDir dir;
+  const std::string config =
+      CheckConfig(dir, "ps = ipc://" + dir.File("ps.sock") + "\nworker = ipc://" +
+                           dir.File("w.sock") + "\n");
+  Subprocess ps({kAsgd, "ps", "--config", config, "--task", "0"}, dir.File("ps"),
+                {"ASGD_RUN_TOKEN=the-servers-token"});
+  Subprocess worker({kAsgd, "worker", "--config", config, "--task", "0"}, dir.File("worker"),
+                    {"ASGD_RUN_TOKEN=another-token"});
+  const auto worker_status = worker.Wait(kProcessTimeout);
+  ASSERT_TRUE(worker_status.has_value()) << worker.Output();
+  EXPECT_EQ(*worker_status, 2) << worker.Output();
+  EXPECT_THAT(worker.Output(), HasSubstr("plus 1 x 25 pushes exactly"));
+  EXPECT_THAT(worker.Output(), HasSubstr("stopping the servers"));
+  std::this_thread::sleep_for(200ms);
+  EXPECT_THAT(ps.Output(), ::testing::Not(HasSubstr("stopped at")));
+  ps.Signal(SIGTERM);
+  const auto status = ps.Wait(kProcessTimeout);
+  ASSERT_TRUE(status.has_value());
+  EXPECT_EQ(*status, 0) << ps.Output();
+  EXPECT_THAT(ps.Output(), HasSubstr("stopped at version 25"));
+  EXPECT_THAT(ps.Output(), HasSubstr("1 error replies"));  // the refused stop
+}
+
 // A worker whose model differs from the servers' learns it when it registers.
 TEST(Processes, MismatchedModelIsDetectedAtRegistration) {
   testing::TempDir dir;
