@@ -30,6 +30,7 @@ import csv
 import datetime
 import os
 import re
+import secrets
 import signal
 import socket
 import subprocess
@@ -273,6 +274,9 @@ def main():
     os.makedirs(logs, exist_ok=True)
     config = os.path.join(args.out, "soak.ini")
     write_config(args, config)
+    # The run's token, inherited by every role: worker 0's stop request must carry it
+    # for the shard servers to obey it (README "Failure and security model").
+    os.environ.setdefault("ASGD_RUN_TOKEN", secrets.token_hex(16))
 
     # Ctrl-C, SIGTERM and SIGHUP end the run through the finally below. Set explicitly:
     # a shell starts background jobs with SIGINT ignored.

@@ -282,6 +282,10 @@ Schema BuildSchema() {
                "frozen one that wakes up is taken back"));
   s.Add(Str("cluster.bind_host", "127.0.0.1",
             "interface a tcp shard server binds (\"*\" = every interface)", false));
+  s.Add(Bool("cluster.allow_plain_remote", false,
+             "let a shard server bind a non-loopback tcp address without CURVE (anyone who "
+             "reaches it can read and change the shard); without it such a server refuses "
+             "to start"));
   s.Add(Bool("cluster.curve", false,
              "encrypt every connection of a run as processes with ZeroMQ CURVE and let the "
              "servers (ps, coordinator) accept only the client keys listed in keys_dir's "

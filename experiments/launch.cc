@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <random>
 #include <ostream>
 
 #include "algorithms/strategy.h"
@@ -113,6 +114,22 @@ void Drain(Child& c, std::ostream& out) {
 
 }  // namespace
 
+std::string RunTokenFromEnvironment() {
+  const char* v = std::getenv(kRunTokenVariable);
+  return v != nullptr ? std::string(v) : std::string();
+}
+
+std::string NewRunToken() {
+  std::random_device device;  // the kernel's entropy on Linux
+  std::string token;
+  constexpr char kHex[] = "0123456789abcdef";
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t r = device();
+    for (int b = 0; b < 8; ++b) token += kHex[(r >> (4 * b)) & 0xf];
+  }
+  return token;
+}
+
 int LaunchCommand(const std::vector<std::string>& args, std::ostream& out) {
   const std::string usage =
       "usage: asgd launch CONFIG [--set section.key=value ...] [--resume RUN_DIR]\n\n"
@@ -178,6 +195,10 @@ int LaunchCommand(const std::vector<std::string>& args, std::ostream& out) {
 
   BlockedStopSignals signals;  // before any child: SIGINT stops the run, not just launch
   const std::string self = SelfExecutable();
+  // Handed to every role in its environment: never on a command line (other users can
+  // read those) and never printed.
+  std::string token = RunTokenFromEnvironment();
+  if (token.empty()) token = NewRunToken();
   std::vector<Child> children;
   auto start = [&](const std::string& child_name, const std::string& role, int task) {
     ChildOptions o;
@@ -193,6 +214,7 @@ int LaunchCommand(const std::vector<std::string>& args, std::ostream& out) {
       o.argv.insert(o.argv.end(), {"--resume", p.resume_dir});
     }
     o.unset_env = {"TF_CONFIG"};  // the cluster is the one above
+    o.env = {StrCat(kRunTokenVariable, "=", token)};
     children.push_back(Child{child_name, role, ChildProcess::Start(o), std::nullopt});
     out << "[launch] " << child_name << ": pid " << children.back().process->pid() << std::endl;
   };

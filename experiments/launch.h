@@ -25,4 +25,15 @@ int LaunchCommand(const std::vector<std::string>& args, std::ostream& out);
 // `asgd task --config C`: the role of this rank under SLURM or Open MPI.
 int TaskCommand(const std::vector<std::string>& args, std::ostream& out);
 
+// The run's secret token: what a stop request must carry for a shard server to obey it
+// (transport::ServerOptions::stop_token). launch makes one per run (or keeps the one in
+// its own environment) and hands it to every role in the environment variable below;
+// roles started by hand (ps_check's `asgd ps` and `asgd worker`, a soak) share one the
+// same way. Never logged, never written to a file of the run.
+inline constexpr const char* kRunTokenVariable = "ASGD_RUN_TOKEN";
+// This process's token: the variable's value, or empty when it is unset.
+std::string RunTokenFromEnvironment();
+// 128 random bits as 32 hex digits.
+std::string NewRunToken();
+
 }  // namespace asgd::experiments

@@ -12,6 +12,7 @@
 #include "experiments/cluster_common.h"
 #include "experiments/cluster_run.h"
 #include "experiments/exit_status.h"
+#include "experiments/launch.h"
 #include "experiments/signals.h"
 #include "transport/checkpoint.h"
 #include "transport/shard_server.h"
@@ -56,6 +57,10 @@ int RunTrainingPsRole(const Config& config, const RoleRequest& request, std::ost
   options.clock = &wall;
   options.staleness_sink = &records;
   options.curve = s.curve;
+  options.allow_plain_remote = s.config.Bool("cluster.allow_plain_remote");
+  // The coordinator stops this shard through its reports, never with a stop request;
+  // one is obeyed only with the run's token all the same.
+  options.stop_token = RunTokenFromEnvironment();
   tp::ShardServer server(context, options, s.placement.Gather(shard, s.Initial()),
                          s.strategy->server_rule(s.options, static_cast<uint32_t>(shard)));
   // Registered before serving: a restarted shard first restores its range from the

@@ -19,6 +19,7 @@
 #include "experiments/cluster_run.h"
 #include "experiments/config_keys.h"
 #include "experiments/keys.h"
+#include "experiments/launch.h"
 #include "experiments/setup.h"
 #include "experiments/signals.h"
 #include "models/factory.h"
@@ -371,7 +372,16 @@ int RunPsRole(const Config& config, const RoleRequest& request, std::ostream& ou
   options.shard = static_cast<uint32_t>(shard);
   options.endpoint = spec.PsBindAddress(shard, config.String("cluster.bind_host"));
   options.curve = CurveFromConfig(config, /*serves=*/true);
+  options.allow_plain_remote = config.Bool("cluster.allow_plain_remote");
+  options.stop_token = RunTokenFromEnvironment();  // worker 0's stop must carry it
   tp::ShardServer server(context, options, placement.Gather(shard, initial), tp::NewAddRule());
+  if (options.stop_token.empty() && config.Bool("cluster.stop_servers") &&
+      server.endpoint().rfind("inproc://", 0) != 0) {
+    out << "ps " << shard << ": no " << kRunTokenVariable
+        << " in the environment, so no stop request will be obeyed: end this process with "
+           "SIGTERM"
+        << std::endl;
+  }
   out << "ps " << shard << ": serving " << placement.shard_size(shard) << " of "
       << layout.size() << " parameters at " << server.endpoint() << std::endl;
   // A timed ps_check (a soak) also reports the pushes applied so far, on the workers'
@@ -443,7 +453,8 @@ int RunWorkerRole(const Config& config, const RoleRequest& request, std::ostream
   CheckOk(client->Barrier(2, static_cast<uint32_t>(workers)).Wait(), worker,
           "barrier before stopping");
   if (worker == 0 && config.Bool("cluster.stop_servers")) {
-    CheckOk(client->StopServers().Wait(), worker, "stopping the servers");
+    CheckOk(client->StopServers(RunTokenFromEnvironment()).Wait(), worker,
+            "stopping the servers (they obey only a stop with the same ASGD_RUN_TOKEN)");
   }
   return status;
 }

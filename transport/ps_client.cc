@@ -751,12 +751,13 @@ std::vector<int> AllShards(int n) {
 }  // namespace
 
 RequestHandle PsClient::Control(Op op, const std::vector<int>& shards, int64_t clock,
-                                uint64_t aux) {
+                                uint64_t aux, const std::string& message) {
   auto st = core_->NewRequest(op);
   Header base;
   base.op = op;
   base.clock = clock;
   base.aux = aux;
+  base.message = message;
   for (int s : shards) {
     core_->SendPart(st, internal::RequestPart{s, 0, 0, nullptr, false}, base, {});
   }
@@ -775,8 +776,8 @@ RequestHandle PsClient::Heartbeat() {
 RequestHandle PsClient::Barrier(int64_t id, uint32_t participants) {
   return Control(Op::kBarrier, {0}, id, participants);
 }
-RequestHandle PsClient::StopServers() {
-  return Control(Op::kStop, AllShards(num_shards()), 0, 0);
+RequestHandle PsClient::StopServers(const std::string& token) {
+  return Control(Op::kStop, AllShards(num_shards()), 0, 0, token);
 }
 
 Status PsClient::PushAndWait(std::span<const float> values, const PushOptions& options) {

@@ -190,8 +190,10 @@ class PsClient {
   RequestHandle Heartbeat();
   // Held by shard 0 until `participants` barrier requests with this id arrived.
   RequestHandle Barrier(int64_t id, uint32_t participants);
-  // Asks every shard to stop (servers with allow_remote_stop).
-  RequestHandle StopServers();
+  // Asks every shard to stop (servers with allow_remote_stop). Over ipc:// and tcp:// a
+  // server obeys only a stop that carries its ServerOptions::stop_token (the run's
+  // secret): pass it here.
+  RequestHandle StopServers(const std::string& token = {});
 
   // Blocking conveniences, with options().timeout.
   Status PushAndWait(std::span<const float> values, const PushOptions& options = {});
@@ -209,7 +211,9 @@ class PsClient {
 
  private:
   // A request without payload to each shard in `shards`.
-  RequestHandle Control(Op op, const std::vector<int>& shards, int64_t clock, uint64_t aux);
+  // `message` rides in the header's message field (a stop's token).
+  RequestHandle Control(Op op, const std::vector<int>& shards, int64_t clock, uint64_t aux,
+                        const std::string& message = {});
 
   std::unique_ptr<internal::ClientCore> core_;
 };

@@ -59,6 +59,7 @@
 #include <vector>
 
 #include "core/clock.h"
+#include "core/error.h"
 #include "transport/message.h"
 
 namespace asgd::transport {
@@ -277,9 +278,38 @@ using ServerRuleFactory = std::function<std::unique_ptr<ServerRule>(uint32_t sha
 // replies with the values after the add.
 std::unique_ptr<ServerRule> NewAddRule();
 
+// What AddTo and AddScaledTo throw for an add whose result would not be finite (a finite
+// shard plus a finite payload can still overflow to Inf: two pushes of FLT_MAX). The
+// shard server answers it as kNonFinite; the range it was given is unchanged.
+class NonFiniteResultError : public InputError {
+ public:
+  using InputError::InputError;
+};
+
 // Element-wise helpers for rules (vectorised): dst[i] += src[i]; dst[i] += scale * src[i].
+// All or nothing: when a result would be NaN or Inf they throw NonFiniteResultError and
+// leave dst unchanged. Checked inside the add: a pass over src alone shows whether any
+// result can overflow (only an addend of magnitude 2^102 or more can overflow a finite
+// value), and only then is every result computed before any is written. A rule that adds
+// several pieces and wants the push all-or-nothing checks them first (AddStaysFinite),
+// as the add rule does. With dst already holding NaN or Inf nothing is promised.
 void AddTo(std::span<float> dst, std::span<const float> src);
 void AddScaledTo(std::span<float> dst, float scale, std::span<const float> src);
+// Whether every dst[i] + scale * src[i] is finite, for finite dst. Reads only src unless
+// some |scale * src[i]| >= 2^102.
+bool AddStaysFinite(std::span<const float> dst, float scale, std::span<const float> src);
+namespace internal {
+// Between these calls on one thread (the shard server's, around each push) FindNonFinite
+// remembers the largest magnitude of each payload span it scans, and the add helpers
+// reuse it for a src inside such a span instead of reading src a second time. Outside
+// them (other hosts), the helpers read src themselves first.
+void ArmPayloadScans();
+void DisarmPayloadScans();
+}  // namespace internal
+
+// How many adds this thread's helpers refused as non-finite so far (the shard server
+// tells a rule's refusal for that reason from others with it).
+uint64_t NonFiniteResultsOnThisThread();
 // Index of the first NaN or Inf in values, or -1. Vectorised; reads every element once.
 int64_t FindNonFinite(std::span<const float> values);
 

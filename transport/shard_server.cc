@@ -5,6 +5,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <string_view>
 #include <new>
 #include <thread>
 #include <unordered_map>
@@ -26,6 +27,13 @@ namespace {
 using internal::Bytes;
 using internal::HeaderMessage;
 
+// What the server holds for its peers, shared with reply frames (which may outlive the
+// server): bytes of queued replies and value blocks alive.
+struct ReplyTally {
+  std::atomic<int64_t> queued_bytes{0};
+  std::atomic<int64_t> value_blocks{0};
+};
+
 // The shard's values, shared with zero-copy reply frames. The server holds one
 // reference to the blocks it owns; every reply frame pointing into a block holds one
 // more, dropped by ZeroMQ's free callback (on whichever thread closes the frame). The
@@ -34,12 +42,17 @@ struct ValueBlock {
   std::atomic<int64_t> refs{1};
   int64_t capacity = 0;
   float* data = nullptr;
+  std::shared_ptr<ReplyTally> tally;
 
-  explicit ValueBlock(int64_t n) : capacity(n) {
+  ValueBlock(int64_t n, std::shared_ptr<ReplyTally> t) : capacity(n), tally(std::move(t)) {
     const std::size_t bytes = static_cast<std::size_t>(std::max<int64_t>(n, 1)) * sizeof(float);
     data = static_cast<float*>(::operator new(bytes, std::align_val_t{kBufferAlignment}));
+    tally->value_blocks.fetch_add(1, std::memory_order_relaxed);
   }
-  ~ValueBlock() { ::operator delete(data, std::align_val_t{kBufferAlignment}); }
+  ~ValueBlock() {
+    ::operator delete(data, std::align_val_t{kBufferAlignment});
+    tally->value_blocks.fetch_sub(1, std::memory_order_relaxed);
+  }
 
   void Ref() { refs.fetch_add(1, std::memory_order_relaxed); }
   void Unref() {
@@ -50,10 +63,44 @@ struct ValueBlock {
   // access before the writes that follow.
   bool exclusive() const { return refs.load(std::memory_order_acquire) == 1; }
 
-  static void FreeFrame(void* /*data*/, void* hint) { static_cast<ValueBlock*>(hint)->Unref(); }
 };
 
-void FreeReplyBuffer(void* data, void* /*hint*/) { ReplyBuffer::Free(static_cast<float*>(data)); }
+// One peer (a routing id) as the server sees it. `bytes` is released by reply frames on
+// ZeroMQ's threads; the rest belongs to the serving thread.
+struct PeerQueue {
+  explicit PeerQueue(std::shared_ptr<ReplyTally> t) : tally(std::move(t)) {}
+  std::shared_ptr<ReplyTally> tally;
+  std::atomic<int64_t> bytes{0};  // charged bytes of this peer's queued replies
+  int barriers = 0;               // its barrier requests waiting
+  bool over_budget = false;       // its replies are being dropped (logged once per episode)
+};
+
+// A queued reply payload's hold on its peer's budget and on what the frame points into:
+// a value block (block != nullptr) or a ReplyBuffer the frame owns. Freed by ZeroMQ's
+// free callback once the frame is sent, dropped or closed by the reader (inproc).
+struct FrameHold {
+  std::shared_ptr<PeerQueue> peer;
+  int64_t charge = 0;
+  ValueBlock* block = nullptr;
+
+  FrameHold(std::shared_ptr<PeerQueue> p, int64_t c, ValueBlock* b)
+      : peer(std::move(p)), charge(c), block(b) {
+    peer->bytes.fetch_add(charge, std::memory_order_relaxed);
+    peer->tally->queued_bytes.fetch_add(charge, std::memory_order_relaxed);
+    if (block != nullptr) block->Ref();
+  }
+  static void Free(void* data, void* hint) {
+    auto* h = static_cast<FrameHold*>(hint);
+    h->peer->bytes.fetch_sub(h->charge, std::memory_order_relaxed);
+    h->peer->tally->queued_bytes.fetch_sub(h->charge, std::memory_order_relaxed);
+    if (h->block != nullptr) {
+      h->block->Unref();
+    } else {
+      ReplyBuffer::Free(static_cast<float*>(data));
+    }
+    delete h;
+  }
+};
 
 // The return address of a request held by the rule (ServerCall::Defer) or by a barrier;
 // the core keeps the rest (HeldRequest) under the same token.
@@ -63,6 +110,31 @@ struct Held {
 };
 
 std::atomic<uint64_t> g_control_counter{0};
+
+// Whether endpoint is not a tcp:// address, or one on loopback only.
+bool IsLoopbackTcp(const std::string& endpoint) {
+  constexpr std::string_view kTcp = "tcp://";
+  if (endpoint.rfind(kTcp, 0) != 0) return true;  // inproc:// and ipc:// stay on this host
+  const std::size_t colon = endpoint.rfind(':');
+  std::string host = endpoint.substr(kTcp.size(), colon == std::string::npos || colon < kTcp.size()
+                                                      ? std::string::npos
+                                                      : colon - kTcp.size());
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
+// Compares without an early exit, so that the time taken does not tell how much of a
+// guessed token was right.
+bool SameSecret(std::string_view a, std::string_view b) {
+  if (a.size() != b.size() || a.empty()) return false;
+  unsigned char diff = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  }
+  return diff == 0;
+}
 
 }  // namespace
 
@@ -118,7 +190,8 @@ class ShardServer::Impl final : public ValueStorage, public ReplySink {
   struct Counters {
     std::atomic<uint64_t> requests{0}, registrations{0}, barriers{0}, errors{0},
         bytes_received{0}, bytes_sent{0}, replies_sent{0}, replies_dropped{0},
-        copies_on_write{0};
+        copies_on_write{0}, replies_over_budget{0}, barriers_timed_out{0}, barriers_refused{0},
+        held_barriers{0}, stops_refused{0};
     std::array<std::atomic<uint64_t>, 16> errors_by_code{};
   };
   static void Bump(std::atomic<uint64_t>& c, uint64_t by = 1) {
@@ -141,6 +214,20 @@ class ShardServer::Impl final : public ValueStorage, public ReplySink {
                   uint64_t aux);
   void FailAllHeld(ErrorCode code, const std::string& why) ASGD_REQUIRES(mu_);
   void Tick();
+
+  using Steady = std::chrono::steady_clock;
+  // The peer behind a routing frame (created on first use; idle ones are swept).
+  std::shared_ptr<PeerQueue> PeerFor(const zmq::message_t& routing);
+  std::shared_ptr<PeerQueue> PeerFor(const std::string& routing_id);
+  // Whether a reply charged `charge` bytes may be queued to peer; counts and logs a drop.
+  bool WithinBudget(PeerQueue& peer, int64_t charge);
+  void HandleBarrier(const Header& h) ASGD_REQUIRES(mu_);
+  // Releases, with an error reply, the barriers whose deadline has passed.
+  void ExpireBarriers(Steady::time_point now) ASGD_REQUIRES(mu_);
+  // Forgets every barrier (their held requests are answered by the core) and the peers'
+  // counts of them.
+  void ForgetBarriers() ASGD_REQUIRES(mu_);
+  void PublishBarriers() ASGD_REQUIRES(mu_);
 
   std::shared_ptr<Context> context_;
   ServerOptions options_;
@@ -166,8 +253,20 @@ class ShardServer::Impl final : public ValueStorage, public ReplySink {
   ValueBlock* current_ ASGD_GUARDED_BY(mu_) = nullptr;
   std::vector<ValueBlock*> spares_ ASGD_GUARDED_BY(mu_);
   std::unordered_map<uint64_t, Held> held_ ASGD_GUARDED_BY(mu_);
-  // barrier id -> (participants, tokens)
-  std::map<int64_t, std::pair<uint64_t, std::vector<uint64_t>>> barriers_ ASGD_GUARDED_BY(mu_);
+  struct Barrier {
+    uint64_t participants = 0;
+    std::vector<uint64_t> tokens;                   // held in the core
+    std::vector<std::shared_ptr<PeerQueue>> peers;  // who sent each, for the per-peer cap
+    Steady::time_point deadline = Steady::time_point::max();
+  };
+  std::map<int64_t, Barrier> barriers_ ASGD_GUARDED_BY(mu_);  // by barrier id
+  // The earliest deadline in barriers_ (max when none); read by the serving loop.
+  Steady::time_point barrier_wake_ = Steady::time_point::max();
+  // Serving thread only. Peers by routing id; swept of idle ones past sweep_at_.
+  std::unordered_map<std::string, std::shared_ptr<PeerQueue>> peers_;
+  std::size_t sweep_at_ = 64;
+  std::shared_ptr<ReplyTally> tally_ = std::make_shared<ReplyTally>();
+  int64_t reply_budget_ = 0;  // bytes, per peer
   // Set by the constructor, then never reassigned: its calls need mu_, its stats() not.
   std::unique_ptr<ShardCore> core_;
 
@@ -200,6 +299,14 @@ ShardServer::Impl::Impl(std::shared_ptr<Context> context, ServerOptions options,
   }
   endpoint_ = ParseEndpoint(options_.endpoint, "server.endpoint");
   CheckCurveServer(options_.curve);
+  if (!options_.curve.enabled && !options_.allow_plain_remote && !IsLoopbackTcp(options_.endpoint)) {
+    throw ConfigError(
+        "cluster.allow_plain_remote", "false",
+        ::asgd::internal::StrCat("true to serve ", options_.endpoint,
+                                 " without CURVE: it is not a loopback address, and anyone who "
+                                 "reaches it could read and change the shard (or set "
+                                 "cluster.curve = true, or bind 127.0.0.1)"));
+  }
   if (options_.curve.enabled && endpoint_->Scheme() == "inproc") {
     throw ConfigError("server.curve", "enabled",
                       "an ipc:// or tcp:// endpoint for a CURVE server (inproc:// connections "
@@ -215,6 +322,26 @@ ShardServer::Impl::Impl(std::shared_ptr<Context> context, ServerOptions options,
                            ? options_.max_payload_bytes
                            : std::max<uint64_t>(static_cast<uint64_t>(size_) * 4, 4096);
   rule_name_ = rule->Name();
+  {
+    const auto shard_bytes = static_cast<uint64_t>(size_) * sizeof(float);
+    const uint64_t budget = options_.max_queued_reply_bytes != 0
+                                ? options_.max_queued_reply_bytes
+                                : std::max<uint64_t>(8 * shard_bytes, uint64_t{1} << 20);
+    if (budget < shard_bytes || budget > (uint64_t{1} << 62)) {
+      throw ConfigError("server.max_queued_reply_bytes", std::to_string(budget),
+                        ::asgd::internal::StrCat("at least the shard's ", shard_bytes,
+                                                 " bytes (one pull reply)"));
+    }
+    reply_budget_ = static_cast<int64_t>(budget);
+  }
+  if (options_.max_barriers_per_peer < 1) {
+    throw ConfigError("server.max_barriers_per_peer",
+                      std::to_string(options_.max_barriers_per_peer), "at least 1");
+  }
+  if (options_.barrier_timeout.count() < 0) {
+    throw ConfigError("server.barrier_timeout", std::to_string(options_.barrier_timeout.count()),
+                      "a duration >= 0 (0: never)");
+  }
 
   try {
     socket_ = zmq::socket_t(context_->zmq_context(), zmq::socket_type::router);
@@ -254,7 +381,7 @@ ShardServer::Impl::Impl(std::shared_ptr<Context> context, ServerOptions options,
   // can throw (a bind refused), or a failed construction leaks the shard's values.
   {
     std::lock_guard<std::mutex> lock(mu_);
-    current_ = new ValueBlock(size_);
+    current_ = new ValueBlock(size_, tally_);
     if (size_ > 0) std::memcpy(current_->data, initial.data(), initial.size() * sizeof(float));
     ShardCore::Options core_options;
     core_options.shard = options_.shard;
@@ -293,7 +420,7 @@ std::span<float> ShardServer::Impl::mutable_values() {
         break;
       }
     }
-    if (next == nullptr) next = new ValueBlock(size_);
+    if (next == nullptr) next = new ValueBlock(size_, tally_);
     std::memcpy(next->data, current_->data, static_cast<std::size_t>(size_) * sizeof(float));
     if (static_cast<int>(spares_.size()) < options_.spare_buffers) {
       spares_.push_back(current_);
@@ -327,23 +454,32 @@ void ShardServer::Impl::Serve() {
       core_->Start();
       tick = core_->rule().TickInterval();
     }
-    using Steady = std::chrono::steady_clock;
-    auto next_tick = Steady::now() + tick;
+    auto next_tick = tick > Duration::zero() ? Steady::now() + tick : Steady::time_point::max();
     int timeout_ms = -1;
     socket_.set(zmq::sockopt::rcvtimeo, -1);
     while (!stop_requested_.load()) {
-      if (tick > Duration::zero()) {
-        const auto left = std::chrono::ceil<std::chrono::milliseconds>(next_tick - Steady::now());
-        const int ms = static_cast<int>(std::max<int64_t>(0, left.count()));
-        if (ms != timeout_ms) {
-          socket_.set(zmq::sockopt::rcvtimeo, ms);
-          timeout_ms = ms;
-        }
+      // Wake for the rule's tick and for the first barrier deadline, whichever is sooner.
+      const Steady::time_point wake = std::min(next_tick, barrier_wake_);
+      int ms = -1;
+      if (wake != Steady::time_point::max()) {
+        const auto left = std::chrono::ceil<std::chrono::milliseconds>(wake - Steady::now());
+        ms = static_cast<int>(std::clamp<int64_t>(left.count(), 0, 1 << 30));
+      }
+      if (ms != timeout_ms) {
+        socket_.set(zmq::sockopt::rcvtimeo, ms);
+        timeout_ms = ms;
       }
       ReceiveOne(/*block=*/true);
-      if (tick > Duration::zero() && Steady::now() >= next_tick) {
+      if (next_tick != Steady::time_point::max() && Steady::now() >= next_tick) {
         Tick();
         next_tick = Steady::now() + tick;
+      }
+      if (barrier_wake_ != Steady::time_point::max()) {
+        const Steady::time_point now = Steady::now();
+        if (now >= barrier_wake_) {
+          std::lock_guard<std::mutex> lock(mu_);
+          ExpireBarriers(now);
+        }
       }
     }
     std::lock_guard<std::mutex> lock(mu_);
@@ -456,6 +592,12 @@ void ShardServer::Impl::Handle(std::size_t nparts, bool too_many_frames) {
   for (std::size_t i = 2; i < nparts; ++i) sizes[i - 2] = parts_[i].size();
   DecodeError e = CheckPayloadFrames(h, sizes, max_payload_bytes_);
   if (e.ok()) e = CheckRequestForShard(h, options_.shard, static_cast<uint64_t>(size_));
+  if (e.ok() && h.count == 0 && (h.op == Op::kPush || h.op == Op::kPushPull)) {
+    // It would change nothing, yet the rule would count it as an update and advance the
+    // version: a peer could inflate every other worker's staleness at no cost.
+    e.code = ErrorCode::kMalformedHeader;
+    e.detail = ::asgd::internal::StrCat(OpName(h.op), " of 0 elements: nothing to apply");
+  }
   if (!e.ok()) {
     SendError(routing, h, e.code, e.detail);
     return;
@@ -544,11 +686,28 @@ void ShardServer::Impl::HandleValid(const Header& h, std::size_t nparts) {
       Payload payload;
       BuildPayload(h, nparts, &payload);
       const RequestInfo info = InfoFrom(h);
-      ShardCore::Result r = h.op == Op::kPush ? core_->Push(info, std::move(payload))
-                                              : core_->PushPull(info, std::move(payload));
+      const uint64_t overflows_before = NonFiniteResultsOnThisThread();
+      // The core scans the payload for NaN right before the rule adds it: the add reuses
+      // that scan's largest magnitude to know whether it can overflow (server_rule.h).
+      internal::ArmPayloadScans();
+      ShardCore::Result r;
+      try {
+        r = h.op == Op::kPush ? core_->Push(info, std::move(payload))
+                              : core_->PushPull(info, std::move(payload));
+      } catch (...) {
+        internal::DisarmPayloadScans();
+        throw;
+      }
+      internal::DisarmPayloadScans();
       ReleasePayloadFrames(nparts);
       if (!r.ok()) {
-        SendError(routing, h, r.error, r.message);
+        // A rule's add helper refused a result that would not be finite (server_rule.h):
+        // the same refusal as a non-finite payload, and the shard is unchanged.
+        const ErrorCode code = r.error == ErrorCode::kRejectedByRule &&
+                                       NonFiniteResultsOnThisThread() != overflows_before
+                                   ? ErrorCode::kNonFinite
+                                   : r.error;
+        SendError(routing, h, code, r.message);
         return;
       }
       if (r.deferred) {
@@ -589,34 +748,21 @@ void ShardServer::Impl::HandleValid(const Header& h, std::size_t nparts) {
     case Op::kHeartbeat:
       SendAck(routing, h, static_cast<uint64_t>(size_));
       return;
-    case Op::kBarrier: {
-      if (h.aux == 0) {
-        SendError(routing, h, ErrorCode::kMalformedHeader, "barrier with 0 participants");
-        return;
-      }
-      auto& [participants, tokens] = barriers_[h.clock];
-      if (tokens.empty()) participants = h.aux;
-      if (participants != h.aux) {
-        SendError(routing, h, ErrorCode::kMalformedHeader,
-                  ::asgd::internal::StrCat("barrier ", h.clock, " has ", participants,
-                                   " participants, request says ", h.aux));
-        return;
-      }
-      const uint64_t token = core_->Hold(InfoFrom(h));
-      held_[token] = Held{std::string(static_cast<const char*>(routing.data()), routing.size()),
-                          RequestCopy(h)};
-      tokens.push_back(token);
-      Bump(counters_.barriers);
-      if (tokens.size() >= participants) {
-        const std::vector<uint64_t> release = std::move(tokens);
-        barriers_.erase(h.clock);
-        for (uint64_t t : release) core_->Release(t);
-      }
+    case Op::kBarrier:
+      HandleBarrier(h);
       return;
-    }
     case Op::kStop:
       if (!options_.allow_remote_stop) {
+        Bump(counters_.stops_refused);
         SendError(routing, h, ErrorCode::kUnknownOp, "remote stop is disabled on this server");
+        return;
+      }
+      if (endpoint_->Scheme() != "inproc" && !SameSecret(h.message, options_.stop_token)) {
+        // The token is never echoed or logged, right or wrong.
+        Bump(counters_.stops_refused);
+        ASGD_LOG(kWarning, "shard ", options_.shard, ": refused a stop request without the run's token");
+        SendError(routing, h, ErrorCode::kUnknownOp,
+                  "stop refused: it does not carry this run's token (ASGD_RUN_TOKEN)");
         return;
       }
       SendAck(routing, h, 0);
@@ -628,6 +774,124 @@ void ShardServer::Impl::HandleValid(const Header& h, std::size_t nparts) {
   }
   SendError(routing, h, ErrorCode::kUnknownOp,
             ::asgd::internal::StrCat("op ", OpName(h.op), " is not served by shard servers"));
+}
+
+void ShardServer::Impl::HandleBarrier(const Header& h) {
+  zmq::message_t& routing = parts_[0];
+  if (h.aux == 0) {
+    SendError(routing, h, ErrorCode::kMalformedHeader, "barrier with 0 participants");
+    return;
+  }
+  auto found = barriers_.find(h.clock);
+  if (found != barriers_.end() && found->second.participants != h.aux) {
+    SendError(routing, h, ErrorCode::kMalformedHeader,
+              ::asgd::internal::StrCat("barrier ", h.clock, " has ", found->second.participants,
+                                       " participants, request says ", h.aux));
+    return;
+  }
+  std::shared_ptr<PeerQueue> peer = PeerFor(routing);
+  if (peer->barriers >= options_.max_barriers_per_peer) {
+    // Each waiting barrier request holds its return address until the barrier completes:
+    // a peer must not make the server hold an unbounded number of them.
+    Bump(counters_.barriers_refused);
+    SendError(routing, h, ErrorCode::kRejectedByRule,
+              ::asgd::internal::StrCat("this peer already waits in ", peer->barriers,
+                                       " barriers, the most allowed (server.max_barriers_per_peer)"));
+    return;
+  }
+  Barrier& b = found != barriers_.end() ? found->second : barriers_[h.clock];
+  if (b.tokens.empty()) {
+    b.participants = h.aux;
+    if (options_.barrier_timeout.count() > 0) b.deadline = Steady::now() + options_.barrier_timeout;
+  }
+  const uint64_t token = core_->Hold(InfoFrom(h));
+  held_[token] = Held{std::string(static_cast<const char*>(routing.data()), routing.size()),
+                      RequestCopy(h)};
+  b.tokens.push_back(token);
+  ++peer->barriers;
+  b.peers.push_back(std::move(peer));
+  Bump(counters_.barriers);
+  if (b.tokens.size() >= b.participants) {
+    const Barrier done = std::move(b);
+    barriers_.erase(h.clock);
+    for (const auto& p : done.peers) --p->barriers;
+    for (uint64_t t : done.tokens) core_->Release(t);
+  }
+  PublishBarriers();
+}
+
+void ShardServer::Impl::ExpireBarriers(Steady::time_point now) {
+  for (auto it = barriers_.begin(); it != barriers_.end();) {
+    if (it->second.deadline > now) {
+      ++it;
+      continue;
+    }
+    const int64_t id = it->first;
+    const Barrier expired = std::move(it->second);
+    it = barriers_.erase(it);
+    for (const auto& p : expired.peers) --p->barriers;
+    Bump(counters_.barriers_timed_out, expired.tokens.size());
+    const std::string why = ::asgd::internal::StrCat(
+        "barrier ", id, " timed out with ", expired.tokens.size(), " of ", expired.participants,
+        " participants (server.barrier_timeout ", options_.barrier_timeout.count(), " ms)");
+    ASGD_LOG(kWarning, "shard ", options_.shard, ": ", why);
+    for (uint64_t t : expired.tokens) core_->Fail(t, why);
+  }
+  PublishBarriers();
+}
+
+void ShardServer::Impl::ForgetBarriers() {
+  for (auto& [id, b] : barriers_) {
+    for (const auto& p : b.peers) --p->barriers;
+  }
+  barriers_.clear();
+  PublishBarriers();
+}
+
+void ShardServer::Impl::PublishBarriers() {
+  uint64_t held = 0;
+  barrier_wake_ = Steady::time_point::max();
+  for (const auto& [id, b] : barriers_) {
+    held += b.tokens.size();
+    barrier_wake_ = std::min(barrier_wake_, b.deadline);
+  }
+  counters_.held_barriers.store(held, std::memory_order_relaxed);
+}
+
+std::shared_ptr<PeerQueue> ShardServer::Impl::PeerFor(const zmq::message_t& routing) {
+  return PeerFor(std::string(static_cast<const char*>(routing.data()), routing.size()));
+}
+
+std::shared_ptr<PeerQueue> ShardServer::Impl::PeerFor(const std::string& routing_id) {
+  auto it = peers_.find(routing_id);
+  if (it != peers_.end()) return it->second;
+  if (peers_.size() >= sweep_at_) {
+    // Forget peers that hold nothing: no queued reply, no barrier, no frame in flight.
+    std::erase_if(peers_, [](const auto& entry) {
+      const PeerQueue& p = *entry.second;
+      return entry.second.use_count() == 1 && p.barriers == 0 &&
+             p.bytes.load(std::memory_order_relaxed) == 0;
+    });
+    sweep_at_ = std::max<std::size_t>(64, 2 * peers_.size());
+  }
+  return peers_.emplace(routing_id, std::make_shared<PeerQueue>(tally_)).first->second;
+}
+
+bool ShardServer::Impl::WithinBudget(PeerQueue& peer, int64_t charge) {
+  const int64_t queued = peer.bytes.load(std::memory_order_relaxed);
+  if (queued + charge <= reply_budget_) {
+    peer.over_budget = false;
+    return true;
+  }
+  Bump(counters_.replies_dropped);
+  Bump(counters_.replies_over_budget);
+  if (!peer.over_budget) {
+    peer.over_budget = true;
+    ASGD_LOG(kWarning, "shard ", options_.shard, ": a peer holds ", queued,
+             " bytes of unread replies (budget ", reply_budget_,
+             ", server.max_queued_reply_bytes); dropping its replies until it reads them");
+  }
+  return false;
 }
 
 namespace {
@@ -712,15 +976,20 @@ void ShardServer::Impl::SendValues(zmq::message_t& routing, const Header& reques
   r.dtype = DType::kFloat32;
   r.payload_bytes = bytes;
   r.frames = 1;
+  // A reply read from the values may pin a copy-on-write copy of the whole shard.
+  const int64_t charge = rule_payload != nullptr ? static_cast<int64_t>(bytes)
+                                                 : size_ * static_cast<int64_t>(sizeof(float));
+  std::shared_ptr<PeerQueue> peer = PeerFor(routing);
+  if (!WithinBudget(*peer, charge)) return;
   zmq::message_t payload;
   if (rule_payload != nullptr) {
     ASGD_CHECK_EQ(rule_payload->count(), static_cast<int64_t>(request.count),
                   "rule ", rule_name_, " replied with a payload of the wrong size");
-    payload = zmq::message_t(rule_payload->Release(), bytes, &FreeReplyBuffer, nullptr);
+    auto* hold = new FrameHold(std::move(peer), charge, nullptr);
+    payload = zmq::message_t(rule_payload->Release(), bytes, &FrameHold::Free, hold);
   } else {
-    current_->Ref();
-    payload = zmq::message_t(current_->data + request.offset, bytes, &ValueBlock::FreeFrame,
-                             current_);
+    auto* hold = new FrameHold(std::move(peer), charge, current_);
+    payload = zmq::message_t(current_->data + request.offset, bytes, &FrameHold::Free, hold);
   }
   SendReply(routing, r, &payload);
 }
@@ -758,7 +1027,7 @@ void ShardServer::Impl::Fail(uint64_t token, const HeldRequest& /*request*/, Err
 
 void ShardServer::Impl::FailAllHeld(ErrorCode code, const std::string& why) {
   core_->FailAll(code, why);
-  barriers_.clear();
+  ForgetBarriers();
   held_published_.store(0, std::memory_order_relaxed);
 }
 
@@ -867,6 +1136,15 @@ ShardStats ShardServer::Impl::stats() const {
   s.held = held_published_.load(std::memory_order_relaxed);
   s.copies_on_write = get(counters_.copies_on_write);
   s.auth_refused = curve_ != nullptr ? curve_->refused() : 0;
+  s.queued_reply_bytes =
+      static_cast<uint64_t>(std::max<int64_t>(0, tally_->queued_bytes.load(std::memory_order_relaxed)));
+  s.pinned_snapshots = static_cast<uint64_t>(
+      std::max<int64_t>(0, tally_->value_blocks.load(std::memory_order_relaxed) - 1));
+  s.held_barriers = get(counters_.held_barriers);
+  s.replies_over_budget = get(counters_.replies_over_budget);
+  s.barriers_timed_out = get(counters_.barriers_timed_out);
+  s.barriers_refused = get(counters_.barriers_refused);
+  s.stops_refused = get(counters_.stops_refused);
   return s;
 }
 

@@ -17,6 +17,14 @@
 // the values copies them first into a spare buffer (copy-on-write), so a reply always
 // shows the values at the version it reports, and pulls cost no copy on the server.
 //
+// What one peer can make the server hold is bounded (README "Failure and security
+// model" has the formula): reply bytes queued towards it (max_queued_reply_bytes; past it
+// its replies are dropped, never the server's service to others), barrier requests
+// waiting (max_barriers_per_peer, released after barrier_timeout), and requests queued
+// from it (request_hwm x max_payload_bytes). An incomplete multipart message is buffered
+// by libzmq with no hook to bound it: only CURVE, which reads no frame of an
+// unauthenticated peer, bounds that. ShardStats shows what is held now.
+//
 // Bad input never changes the shard: every request is decoded and checked (message.h)
 // before the rule sees it; a bad one gets an error reply (ErrorCode + one-line message)
 // and increments errors_by_code, and the server keeps serving.
@@ -61,9 +69,21 @@ struct ServerOptions {
   // Reject pushes holding NaN or Inf with kNonFinite (unless the rule checks itself,
   // ServerRule::ChecksNonFinite). Default true.
   bool reject_non_finite = true;
-  // Whether a stop request from a peer stops the server (a coordinator stopping its
-  // shards). Stop() always works. Default true.
+  // Whether a stop request from a peer may stop the server (ps_check's worker 0 stopping
+  // the shards). Even then a stop is obeyed only from an inproc:// peer (this process) or
+  // when it carries stop_token; any other is refused with kUnknownOp and counted in
+  // stops_refused, so that no peer that merely reaches the address can stop a shard.
+  // Stop() always works. Default true.
   bool allow_remote_stop = true;
+  // The run's secret (made by the launcher, handed to each role by the environment,
+  // never logged) that a stop request must carry in its header's message field. Empty
+  // (default): only inproc:// peers may stop the server.
+  std::string stop_token;
+  // A tcp:// address on another interface than loopback (127.0.0.0/8, ::1, localhost),
+  // including "*", without CURVE is a ConfigError (naming the config key
+  // cluster.allow_plain_remote) unless this is true: anyone who reaches such an address
+  // can read and change the shard. Default false.
+  bool allow_plain_remote = false;
   // ZeroMQ high-water marks, in messages: requests queued towards this server, and
   // replies queued towards one peer (further replies to a peer that does not read are
   // dropped and counted in replies_dropped). Default 10000 each.
@@ -71,6 +91,20 @@ struct ServerOptions {
   int reply_hwm = 10000;
   // Retired value buffers kept for copy-on-write reuse. Default 2.
   int spare_buffers = 2;
+  // Most reply bytes queued towards one peer (sent by the server, not yet released by
+  // ZeroMQ: a peer that does not read keeps them). A pull reply read from the shard's
+  // values is charged the whole shard's bytes, since it can pin a copy-on-write copy of
+  // the whole shard; a reply the rule built is charged its payload. A reply that would
+  // pass the budget is dropped, counted in replies_dropped and replies_over_budget, and
+  // logged once per episode; the server keeps serving. 0 (default): 8 x the shard's bytes,
+  // at least 1 MiB.
+  uint64_t max_queued_reply_bytes = 0;
+  // A barrier not complete this long after its first arrival is released with an error
+  // reply (kRejectedByRule) to everyone waiting in it. Zero: never. Default 10 min.
+  std::chrono::milliseconds barrier_timeout{600000};
+  // Most barrier requests one peer may have waiting; one more gets kRejectedByRule.
+  // Default 4 (a worker waits in one at a time).
+  int max_barriers_per_peer = 4;
   // Time source for staleness records (wall_time_s) and ShardContext::Now(). Not owned;
   // must outlive the server. Default (nullptr): a system clock owned by the server.
   const Clock* clock = nullptr;
@@ -108,6 +142,19 @@ struct ShardStats {
   uint64_t copies_on_write = 0;  // writes that found the values referenced by a reply
   uint64_t auth_refused = 0;     // connections refused by CURVE (ServerOptions::curve), or
                                  // that ended during its handshake
+  // What the server holds for its peers right now (issue 22):
+  uint64_t queued_reply_bytes = 0;   // charged bytes of replies ZeroMQ has not released
+                                     // (see ServerOptions::max_queued_reply_bytes)
+  uint64_t pinned_snapshots = 0;     // value buffers alive besides the current one: retired
+                                     // copies pinned by queued pull replies, plus up to
+                                     // spare_buffers kept for reuse
+  uint64_t held_barriers = 0;        // barrier requests waiting for their participants
+  // Refusals of what would exceed those bounds (since start):
+  uint64_t replies_over_budget = 0;  // replies dropped at the peer's reply budget (also
+                                     // in replies_dropped)
+  uint64_t barriers_timed_out = 0;   // barrier requests released by barrier_timeout
+  uint64_t barriers_refused = 0;     // barrier requests past max_barriers_per_peer
+  uint64_t stops_refused = 0;        // stop requests without the run's token
 
   uint64_t errors_for(ErrorCode code) const {
     auto i = static_cast<std::size_t>(code);

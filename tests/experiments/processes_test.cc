@@ -44,6 +44,10 @@ std::string CheckConfig(const testing::TempDir& dir, const std::string& cluster)
   return path;
 }
 
+// The run's token, as a launcher would hand it to every role: worker 0's stop request
+// must carry it for the shard servers to obey it.
+const std::string kToken = "ASGD_RUN_TOKEN=processes-test-token";
+
 // Starts 2 ps and 3 worker processes and checks every one ends well.
 void RunCluster(const testing::TempDir& dir, const std::string& config,
                 const std::vector<std::string>& ps_env,
@@ -52,7 +56,7 @@ void RunCluster(const testing::TempDir& dir, const std::string& config,
   for (int i = 0; i < 2; ++i) {
     std::vector<std::string> argv = {kAsgd, "ps", "--config", config};
     if (pass_task) argv.insert(argv.end(), {"--task", std::to_string(i)});
-    std::vector<std::string> env;
+    std::vector<std::string> env = {kToken};
     if (!ps_env.empty()) env.push_back(ps_env[static_cast<std::size_t>(i)]);
     ps.push_back(std::make_unique<Subprocess>(argv, dir.File("ps" + std::to_string(i)), env));
   }
@@ -61,6 +65,7 @@ void RunCluster(const testing::TempDir& dir, const std::string& config,
     if (pass_task) argv.insert(argv.end(), {"--task", std::to_string(i)});
     std::vector<std::string> env;
     if (!worker_env.empty()) env = worker_env[static_cast<std::size_t>(i)];
+    env.push_back(kToken);
     workers.push_back(
         std::make_unique<Subprocess>(argv, dir.File("worker" + std::to_string(i)), env));
   }
@@ -133,7 +138,8 @@ TEST(Processes, TimedCheckOverTcpCountsEveryPushOnBothSides) {
   auto start = [&](const std::string& role, int i) {
     std::vector<std::string> argv = {kAsgd, role, "--config", config, "--task", std::to_string(i)};
     argv.insert(argv.end(), timed.begin(), timed.end());
-    return std::make_unique<Subprocess>(argv, dir.File(role + std::to_string(i)));
+    return std::make_unique<Subprocess>(argv, dir.File(role + std::to_string(i)),
+                                        std::vector<std::string>{kToken});
   };
   std::vector<std::unique_ptr<Subprocess>> ps, workers;
   for (int i = 0; i < 2; ++i) ps.push_back(start("ps", i));
@@ -162,6 +168,31 @@ TEST(Processes, TimedCheckOverTcpCountsEveryPushOnBothSides) {
     EXPECT_THAT(out, HasSubstr("0 error replies"));
     EXPECT_GE(SumMatches(out, R"(progress: unix_s=[0-9.]+ pushes_applied=(\d+))").second, 5)
         << out;
+  }
+}
+
+// Issue 22 item 6: a shard server on every interface (bind_host = *) without CURVE
+// refuses to start, in one line naming the key that would allow it, exit 2 — both the
+// standalone ps_check server and a training run's shard.
+TEST(Processes, PlainTcpOnEveryInterfaceIsRefusedUnlessAllowed) {
+  testing::TempDir dir;
+  const int port = BasePort(1) + 7;
+  const std::string config = CheckConfig(
+      dir, ::asgd::internal::StrCat("bind_host = *\nps = 127.0.0.1:", port,
+                                    "\nworker = 127.0.0.1:", port + 1,
+                                    "\ncoordinator = 127.0.0.1:", port + 2, "\n"));
+  for (const std::string algorithm : {"ps_check", "async_sgd"}) {
+    SCOPED_TRACE(algorithm);
+    Subprocess ps({kAsgd, "ps", "--config", config, "--task", "0", "--set",
+                   "algorithm.name=" + algorithm},
+                  dir.File("ps-" + algorithm));
+    const auto status = ps.Wait(kProcessTimeout);
+    ASSERT_TRUE(status.has_value());
+    EXPECT_EQ(*status, 2);
+    const std::string out = ps.Output();
+    EXPECT_THAT(out, HasSubstr("cluster.allow_plain_remote"));
+    EXPECT_THAT(out, HasSubstr("CURVE"));
+    EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
   }
 }
 
@@ -198,6 +229,33 @@ TEST(Processes, PsStopsCleanlyOnSigterm) {
   ASSERT_TRUE(status.has_value());
   EXPECT_EQ(*status, 0) << ps.Output();
   EXPECT_THAT(ps.Output(), HasSubstr("stopped at version 0"));
+}
+
+// Issue 22 item 6: ps_check's worker 0 stops its servers with the run's token; a worker
+// with another token cannot stop them (its stop is refused and it says so, exit 2), and
+// the server serves on until SIGTERM.
+TEST(Processes, StopWithoutTheRunsTokenIsRefused) {
+  testing::TempDir dir;
+  const std::string config =
+      CheckConfig(dir, "ps = ipc://" + dir.File("ps.sock") + "\nworker = ipc://" +
+                           dir.File("w.sock") + "\n");
+  Subprocess ps({kAsgd, "ps", "--config", config, "--task", "0"}, dir.File("ps"),
+                {"ASGD_RUN_TOKEN=the-servers-token"});
+  Subprocess worker({kAsgd, "worker", "--config", config, "--task", "0"}, dir.File("worker"),
+                    {"ASGD_RUN_TOKEN=another-token"});
+  const auto worker_status = worker.Wait(kProcessTimeout);
+  ASSERT_TRUE(worker_status.has_value()) << worker.Output();
+  EXPECT_EQ(*worker_status, 2) << worker.Output();
+  EXPECT_THAT(worker.Output(), HasSubstr("plus 1 x 25 pushes exactly"));
+  EXPECT_THAT(worker.Output(), HasSubstr("stopping the servers"));
+  std::this_thread::sleep_for(200ms);
+  EXPECT_THAT(ps.Output(), ::testing::Not(HasSubstr("stopped at")));
+  ps.Signal(SIGTERM);
+  const auto status = ps.Wait(kProcessTimeout);
+  ASSERT_TRUE(status.has_value());
+  EXPECT_EQ(*status, 0) << ps.Output();
+  EXPECT_THAT(ps.Output(), HasSubstr("stopped at version 25"));
+  EXPECT_THAT(ps.Output(), HasSubstr("1 error replies"));  // the refused stop
 }
 
 // A worker whose model differs from the servers' learns it when it registers.

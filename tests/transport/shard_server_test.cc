@@ -238,6 +238,14 @@ std::vector<BadInput> BadInputs() {
     h.aux = 0;
     add("BarrierOfNoParticipants", ErrorCode::kMalformedHeader, kRequestId, {Encode(h)});
   }
+  // A push of nothing would change no value, yet count as an update and advance the
+  // version (issue 22 item 5).
+  add("PushOfZeroElements", ErrorCode::kMalformedHeader, kRequestId, {Encode(Push(3, 0, 0))});
+  {
+    Header h = Push(0, 0, 0);
+    h.op = Op::kPushPull;
+    add("PushPullOfZeroElements", ErrorCode::kMalformedHeader, kRequestId, {Encode(h)});
+  }
   return cases;
 }
 
