@@ -326,7 +326,7 @@ ShardServer::Impl::Impl(std::shared_ptr<Context> context, ServerOptions options,
     const auto shard_bytes = static_cast<uint64_t>(size_) * sizeof(float);
     const uint64_t budget = options_.max_queued_reply_bytes != 0
                                 ? options_.max_queued_reply_bytes
-                                : std::max<uint64_t>(8 * shard_bytes, uint64_t{1} << 20);
+                                : std::max<uint64_t>(32 * shard_bytes, uint64_t{16} << 20);
     if (budget < shard_bytes || budget > (uint64_t{1} << 62)) {
       throw ConfigError("server.max_queued_reply_bytes", std::to_string(budget),
                         ::asgd::internal::StrCat("at least the shard's ", shard_bytes,

@@ -96,8 +96,10 @@ struct ServerOptions {
   // values is charged the whole shard's bytes, since it can pin a copy-on-write copy of
   // the whole shard; a reply the rule built is charged its payload. A reply that would
   // pass the budget is dropped, counted in replies_dropped and replies_over_budget, and
-  // logged once per episode; the server keeps serving. 0 (default): 8 x the shard's bytes,
-  // at least 1 MiB.
+  // logged once per episode; the server keeps serving. 0 (default): 32 x the shard's bytes,
+  // at least 16 MiB — room for a client with 8 pulls in flight whose received replies are
+  // still held (8 x the shard was too tight: transport_bench's 1 MiB pulls with 8 in flight
+  // over inproc passed it and timed out).
   uint64_t max_queued_reply_bytes = 0;
   // A barrier not complete this long after its first arrival is released with an error
   // reply (kRejectedByRule) to everyone waiting in it. Zero: never. Default 10 min.

@@ -126,17 +126,18 @@ void WaitFor(Pred pred) {
 
 // Issue 22 item 2: a peer pulls thousands of times between pushes and never reads. Each
 // queued pull reply pins a copy-on-write copy of the shard; without a bound this holds
-// kPulls x the shard (64 MiB here). With the per-peer budget (default: 8 x the shard, at
-// least 1 MiB) the server holds at most the budget, drops (and counts) the rest, and
-// keeps serving other peers exactly.
+// kPulls x the shard (64 MiB here). With a per-peer budget (here 1 MiB; the default is
+// 32 x the shard, at least 16 MiB) the server holds at most the budget, drops (and counts)
+// the rest, and keeps serving other peers exactly.
 TEST(ShardServerBounds, UnreadPullRepliesAreBoundedPerPeer) {
   constexpr int64_t kShardSize = 4096;  // 16 KiB
   constexpr int kPulls = 4000;
   constexpr int64_t kShardBytes = kShardSize * 4;
-  constexpr int64_t kBudget = int64_t{1} << 20;  // the default for this shard
+  constexpr int64_t kBudget = int64_t{1} << 20;
   auto context = NewContext();
   ServerOptions options;
   options.endpoint = "tcp://127.0.0.1:*";
+  options.max_queued_reply_bytes = kBudget;
   ShardServer server(context, options, std::vector<float>(kShardSize, 1.0f), NewAddRule());
   server.Start();
   const int64_t rss_before = ResidentBytes();
@@ -327,6 +328,36 @@ TEST(ShardServerBounds, StopIsObeyedOnlyWithTheRunToken) {
   ASSERT_TRUE(client.StopServers(options.stop_token).Wait().ok());
   server.Join();
   EXPECT_FALSE(server.serving());
+}
+
+// The default reply budget leaves a reading client its pipeline: 8 pulls in flight of a
+// 1 MiB shard over inproc (replies sent zero-copy, held until the client is done with
+// them), 200 rounds, never dropped. The first default (8 x the shard) dropped replies here
+// and the client timed out (transport_bench's Pull/inproc/1MiB/inflight:8).
+TEST(ShardServerBounds, DefaultBudgetServesAPipelinedClient) {
+  constexpr int64_t kShardSize = 1 << 18;  // 1 MiB
+  constexpr int kInFlight = 8;
+  auto context = NewContext();
+  ServerOptions options;
+  options.endpoint = "inproc://bounds-pipelined";
+  ShardServer server(context, options, std::vector<float>(kShardSize, 1.0f), NewAddRule());
+  server.Start();
+  ClientOptions client_options;
+  client_options.timeout = std::chrono::seconds(20);
+  ParamLayout layout;
+  layout.Add("w", {kShardSize});
+  PsClient client(context, {server.endpoint()}, Placement::Build(layout, 1, {}), client_options);
+  std::vector<std::vector<float>> out(kInFlight, std::vector<float>(kShardSize));
+  std::vector<RequestHandle> handles;
+  for (int i = 0; i < kInFlight; ++i) handles.push_back(client.Pull(out[static_cast<std::size_t>(i)]));
+  for (int round = 0; round < 200; ++round) {
+    const auto slot = static_cast<std::size_t>(round % kInFlight);
+    ASSERT_TRUE(handles[slot].Wait().ok()) << "round " << round;
+    handles[slot] = client.Pull(out[slot]);
+  }
+  for (auto& h : handles) ASSERT_TRUE(h.Wait().ok());
+  EXPECT_EQ(server.stats().replies_over_budget, 0u);
+  EXPECT_EQ(server.stats().replies_dropped, 0u);
 }
 
 // Issue 22 item 6: a server on a non-loopback address without CURVE refuses to start,
