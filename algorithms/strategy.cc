@@ -11,7 +11,7 @@
 namespace asgd::algorithms {
 namespace {
 
-// The sequential baseline: experiments/runner.cc trains it (one worker, no store).
+// The sequential baseline: experiments/run/runner.cc trains it (one worker, no store).
 Strategy SgdStrategy() {
   Strategy s;
   s.name = "sgd";
@@ -25,9 +25,9 @@ const std::map<std::string, Strategy>& Registry() {
   static const auto* registry = [] {
     auto* m = new std::map<std::string, Strategy>();
     for (Strategy s :
-         {SgdStrategy(), AsyncSgdStrategy(), HogwildStrategy(), DownpourStrategy(),
-          AgnStrategy(), DynSgdStrategy(), AdagDistanceStrategy(), SyncSgdStrategy(),
-          SagnStrategy(), EasgdStrategy(), AeasgdStrategy(), AeamsgdStrategy(), StalenessAwareStrategy(),
+         {SgdStrategy(), AsyncSgdStrategy(), HogwildStrategy(), DownpourStrategy(), AgnStrategy(),
+          DynSgdStrategy(), AdagDistanceStrategy(), SyncSgdStrategy(), SagnStrategy(),
+          EasgdStrategy(), AeasgdStrategy(), AeamsgdStrategy(), StalenessAwareStrategy(),
           SspStrategy(), ModelAveragingStrategy(), DcAsgdStrategy()}) {
       (*m)[s.name] = s;
     }
@@ -72,7 +72,8 @@ Status ParamClient::PushSparse(std::span<const int64_t> indices, std::span<const
   ASGD_CHECK_EQ(indices.size(), values.size(), "sparse push");
   Status st = DoPushSparse(indices, values, step);
   if (st.ok()) {
-    traffic_.bytes_pushed += static_cast<int64_t>(indices.size() * (sizeof(int64_t) + sizeof(float)));
+    traffic_.bytes_pushed +=
+        static_cast<int64_t>(indices.size() * (sizeof(int64_t) + sizeof(float)));
   }
   return st;
 }
@@ -97,9 +98,9 @@ std::vector<std::string> ReadKeys(unsigned groups, std::initializer_list<const c
   std::vector<std::string> keys = {"algorithm.name", "algorithm.workers", "algorithm.batch_size",
                                    "algorithm.learning_rate"};
   if (groups & kOptimizerKeys) {
-    for (const char* k : {"algorithm.optimizer", "algorithm.momentum", "algorithm.beta1",
-                          "algorithm.beta2", "algorithm.epsilon", "algorithm.initial_accumulator",
-                          "algorithm.weight_decay"}) {
+    for (const char* k :
+         {"algorithm.optimizer", "algorithm.momentum", "algorithm.beta1", "algorithm.beta2",
+          "algorithm.epsilon", "algorithm.initial_accumulator", "algorithm.weight_decay"}) {
       keys.emplace_back(k);
     }
   }

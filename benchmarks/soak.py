@@ -8,7 +8,7 @@ Runs `asgd ps` (one process per shard) and `asgd worker` (one per worker) with
 algorithm.name = ps_check and algorithm.check_seconds = --seconds: the workers push as fast
 as they can (4 pushes in flight each) for that long from a common start, meet at a barrier,
 and each pulls the parameters and checks them exactly, including every shard's count of
-every worker's pushes (experiments/roles.cc explains the values pushed). Meanwhile this
+every worker's pushes (experiments/cluster/roles.cc explains the values pushed). Meanwhile this
 script samples every process's resident memory (VmRSS of /proc/PID/status) and the machine's
 load, and the processes print their push counts every --report-every seconds.
 

@@ -20,7 +20,7 @@
 // With enabled false nothing of this exists.
 //
 // Keys are Z85 text of 40 characters (ZeroMQ's zmq_curve_keypair). Reading key files is
-// experiments/' business (experiments/keys.h); this layer takes the keys as strings.
+// experiments/' business (experiments/cluster/keys.h); this layer takes the keys as strings.
 #pragma once
 
 #include <cstddef>

@@ -1,7 +1,7 @@
 // `asgd sweep` and `asgd suite`: runs as child processes of the real binary on a tiny
 // synthetic config, the aggregate table against the runs' own summaries, validation
 // before anything starts, and SIGINT ending every child. Every process is ended by PID.
-#include "experiments/batch.h"
+#include "experiments/batch/batch.h"
 
 #include <chrono>
 #include <cmath>
@@ -19,9 +19,9 @@
 #include <unistd.h>
 
 #include "core/file_util.h"
-#include "experiments/cli.h"
-#include "experiments/compare.h"
-#include "experiments/csv.h"
+#include "experiments/analysis/compare.h"
+#include "experiments/cli/cli.h"
+#include "experiments/record/csv.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/test_util.h"
 

@@ -1,23 +1,23 @@
-// Checkpoints and `asgd run --resume` (experiments/checkpoint.h): a run saves checkpoints
+// Checkpoints and `asgd run --resume` (experiments/record/checkpoint.h): a run saves checkpoints
 // as it goes; a resumed run continues from the newest valid one, appends to the same
 // CSVs (no row lost or duplicated: every applied push has exactly one staleness row), and
 // refuses a corrupt, mismatched or missing checkpoint with one line and status 2.
-#include "experiments/checkpoint.h"
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
+#include "experiments/record/checkpoint.h"
 
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
 #include "core/error.h"
 #include "core/file_util.h"
-#include "experiments/cli.h"
+#include "experiments/cli/cli.h"
 #include "tests/support/test_util.h"
 
 namespace asgd::experiments {
@@ -37,7 +37,8 @@ const char* kBase =
     "[data]\ndataset = synthetic\nsynthetic_train = 3000\nsynthetic_test = 600\n"
     "synthetic_classes = 3\nsynthetic_features = 16\n[model]\nname = mlp\nhidden = 16\n";
 
-Outcome RunAsgd(const testing::TempDir& dir, const std::string& body, std::vector<std::string> extra = {}) {
+Outcome RunAsgd(const testing::TempDir& dir, const std::string& body,
+                std::vector<std::string> extra = {}) {
   testing::WriteTestFile(dir.File("run.ini"), std::string(kBase) + body);
   std::vector<std::string> args = {"run", dir.File("run.ini"), "--set",
                                    "experiment.out_dir=" + dir.File("runs")};
@@ -291,12 +292,13 @@ TEST(FilterStalenessCsv, KeepsThePushesTheSavedShardsHold) {
 TEST(FilterStalenessCsv, UpgradesAFileOfTheOldSchema) {
   testing::TempDir dir;
   const std::string path = dir.File("staleness.csv");
-  testing::WriteTestFile(path,
-                         "time_s,worker,shard,step,pulled_version,applied_version,staleness,outcome\n"
-                         "0.1,0,0,1,0,0,0,applied\n"
-                         "0.2,1,0,1,0,1,1,accepted\n"
-                         "0.3,0,0,2,1,2,1,applied\n"
-                         "0.3,0,1,2,1,2,1,app");
+  testing::WriteTestFile(
+      path,
+      "time_s,worker,shard,step,pulled_version,applied_version,staleness,outcome\n"
+      "0.1,0,0,1,0,0,0,applied\n"
+      "0.2,1,0,1,0,1,1,accepted\n"
+      "0.3,0,0,2,1,2,1,applied\n"
+      "0.3,0,1,2,1,2,1,app");
   UpgradeStalenessCsv(path);
   const std::string upgraded = std::string(kStalenessHeader) +
                                "0.1,0,0,1,0,0,0,applied,0,0,0\n"
@@ -311,10 +313,11 @@ TEST(FilterStalenessCsv, UpgradesAFileOfTheOldSchema) {
                                 "0.1,0,0,1,0,0,0,applied,0,0,0\n"
                                 "0.2,1,0,1,0,1,1,accepted,0,1,0\n");
   // The filter of a multi-process resume upgrades too.
-  testing::WriteTestFile(path,
-                         "time_s,worker,shard,step,pulled_version,applied_version,staleness,outcome\n"
-                         "0.1,0,0,1,0,0,0,applied\n"
-                         "0.2,1,0,1,0,1,1,applied\n");
+  testing::WriteTestFile(
+      path,
+      "time_s,worker,shard,step,pulled_version,applied_version,staleness,outcome\n"
+      "0.1,0,0,1,0,0,0,applied\n"
+      "0.2,1,0,1,0,1,1,applied\n");
   const KeptStaleness kept = FilterStalenessCsv(path, {1});
   EXPECT_EQ(kept.rows, 1);
   EXPECT_EQ(ReadFile(path), std::string(kStalenessHeader) + "0.1,0,0,1,0,0,0,applied,0,0,0\n");

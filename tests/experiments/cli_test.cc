@@ -1,14 +1,14 @@
 // The `asgd` command line: exit statuses and the one-line messages for bad input.
-#include "experiments/cli.h"
+#include "experiments/cli/cli.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <zlib.h>
-
-#include <filesystem>
 #include <nlohmann/json.hpp>
-#include <fstream>
-#include <sstream>
+#include <zlib.h>
 
 #include "core/file_util.h"
 #include "tests/support/test_util.h"
@@ -42,10 +42,12 @@ std::string SyntheticConfig(const testing::TempDir& dir, const std::string& extr
   const std::string path = dir.File("synthetic.ini");
   testing::WriteTestFile(path,
                          "[experiment]\nname = cli-test\nepochs = 2\nprogress = off\n"
-                         "log_level = error\nout_dir = " + dir.File("runs") +
+                         "log_level = error\nout_dir = " +
+                             dir.File("runs") +
                              "\n[data]\ndataset = synthetic\nsynthetic_train = 2000\n"
                              "synthetic_test = 500\n[model]\nname = softmax\n"
-                             "[algorithm]\nlearning_rate = 0.1\n" + extra);
+                             "[algorithm]\nlearning_rate = 0.1\n" +
+                             extra);
   return path;
 }
 
@@ -168,9 +170,9 @@ TEST(Cli, CorruptDataFileIsOneLineNamingTheFile) {
     WriteGzip(dir.File(std::string("data/mnist/") + name), header);
   }
   const std::string config = dir.File("mnist.ini");
-  testing::WriteTestFile(config, "[experiment]\nprogress = off\nout_dir = " + dir.File("runs") +
-                                     "\n[data]\ndataset = mnist\nverify = false\ndir = " +
-                                     dir.File("data") + "\n");
+  testing::WriteTestFile(
+      config, "[experiment]\nprogress = off\nout_dir = " + dir.File("runs") +
+                  "\n[data]\ndataset = mnist\nverify = false\ndir = " + dir.File("data") + "\n");
   CliResult r = RunCli({"run", config});
   EXPECT_EQ(r.status, kExitBadInput) << r.out;
   EXPECT_TRUE(OneLine(r.err)) << r.err;
@@ -185,16 +187,17 @@ TEST(Cli, BadLibsvmFilesAreOneLineNamingFileAndLine) {
   testing::WriteTestFile(dir.File("data/a9a/a9a"), "+1 3:1 7:1\n-1 0:1\n");
   testing::WriteTestFile(dir.File("data/a9a/a9a.t"), "+1 3:1\n");
   const std::string config = dir.File("a9a.ini");
-  const std::string common = "[experiment]\nprogress = off\nout_dir = " + dir.File("runs") +
-                             "\n[model]\nname = logreg\n[data]\ndataset = a9a\ndir = " +
-                             dir.File("data") + "\n";
+  const std::string common =
+      "[experiment]\nprogress = off\nout_dir = " + dir.File("runs") +
+      "\n[model]\nname = logreg\n[data]\ndataset = a9a\ndir = " + dir.File("data") + "\n";
   // Verification on (the default): the content is not a9a's.
   testing::WriteTestFile(config, common);
   CliResult r = RunCli({"run", config});
   EXPECT_EQ(r.status, kExitBadInput);
   EXPECT_TRUE(OneLine(r.err)) << r.err;
   EXPECT_THAT(r.err, AllOf(HasSubstr("a9a/a9a"), HasSubstr("sha256 mismatch")));
-  // Verification off: the parser finds index 0 on line 2 (LIBSVM indices start at 1), named as file:line.
+  // Verification off: the parser finds index 0 on line 2 (LIBSVM indices start at 1), named as
+  // file:line.
   testing::WriteTestFile(config, common + "verify = false\n");
   r = RunCli({"run", config});
   EXPECT_EQ(r.status, kExitBadInput);

@@ -1,6 +1,6 @@
 // Ranks and hosts from SLURM's and Open MPI's environment, and the cluster `asgd task`
-// builds from them (experiments/cluster_env.h).
-#include "experiments/cluster_env.h"
+// builds from them (experiments/cluster/cluster_env.h).
+#include "experiments/cluster/cluster_env.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -36,8 +36,10 @@ TEST(ClusterEnv, SlurmRanksFollowTheBlockDistribution) {
   EXPECT_EQ(info->rank, 3);
   EXPECT_THAT(info->hosts, ElementsAre("n1", "n1", "n1", "n2"));
   try {
-    RankFromEnvironment({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "5"},
-                         {"SLURM_JOB_NODELIST", "n[1-2]"}, {"SLURM_TASKS_PER_NODE", "2(x2)"}});
+    RankFromEnvironment({{"SLURM_PROCID", "0"},
+                         {"SLURM_NTASKS", "5"},
+                         {"SLURM_JOB_NODELIST", "n[1-2]"},
+                         {"SLURM_TASKS_PER_NODE", "2(x2)"}});
     FAIL();
   } catch (const ConfigError& e) {
     EXPECT_THAT(std::string(e.what()), HasSubstr("SLURM_TASKS_PER_NODE"));

@@ -2,7 +2,7 @@
 // schema (results/README.md): the CSV has one row per run with every summary.csv column,
 // the markdown table the columns a paper reports, the PNGs are real PNGs of the fixed
 // size, and every bad input is one line on stderr and exit status 2.
-#include "experiments/compare.h"
+#include "experiments/analysis/compare.h"
 
 #include <cstdint>
 #include <cstdlib>
@@ -17,8 +17,8 @@
 #include <sys/stat.h>
 
 #include "core/file_util.h"
-#include "experiments/cli.h"
-#include "experiments/csv.h"
+#include "experiments/cli/cli.h"
+#include "experiments/record/csv.h"
 #include "tests/support/test_util.h"
 
 namespace asgd::experiments {

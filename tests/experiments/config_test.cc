@@ -1,13 +1,13 @@
 // The experiment config: defaults, types, ranges, overrides and the messages users see.
-#include "experiments/config.h"
+#include "experiments/config/config.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "algorithms/strategy.h"
 #include "core/error.h"
-#include "experiments/config_keys.h"
-#include "experiments/setup.h"
+#include "experiments/config/config_keys.h"
+#include "experiments/config/setup.h"
 
 namespace asgd::experiments {
 namespace {
@@ -96,8 +96,8 @@ TEST(Config, UnknownKeyNamesItAndSuggestsTheClosest) {
 
 TEST(Config, WrongTypeNamesKeyValueAndExpectation) {
   std::string msg = ErrorOf("[algorithm]\nbatch_size = many\n");
-  EXPECT_THAT(msg, AllOf(HasSubstr("algorithm.batch_size"), HasSubstr("many"),
-                         HasSubstr("integer")));
+  EXPECT_THAT(msg,
+              AllOf(HasSubstr("algorithm.batch_size"), HasSubstr("many"), HasSubstr("integer")));
   EXPECT_EQ(msg.find('\n'), std::string::npos) << "one line: " << msg;
   EXPECT_THAT(ErrorOf("[algorithm]\nlearning_rate = fast\n"),
               AllOf(HasSubstr("algorithm.learning_rate"), HasSubstr("fast"), HasSubstr("number")));

@@ -1,11 +1,11 @@
-#include "experiments/control_protocol.h"
+#include "experiments/cluster/control_protocol.h"
+
+#include <cmath>
+#include <string>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <msgpack.hpp>
-
-#include <cmath>
-#include <string>
 
 namespace asgd::experiments {
 namespace {
@@ -48,7 +48,7 @@ PsReport SomePsReport() {
   transport::StalenessRecord b = a;
   b.worker = 0;
   b.step = -1;
-  b.staleness = -2;  // ssp states clocks
+  b.staleness = -2;                  // ssp states clocks
   transport::StalenessRecord c = a;  // a windowed push a synchronous rule dropped
   c.oldest_lag = 6;
   c.outcome = transport::PushOutcome::kDropped;
@@ -187,7 +187,8 @@ TEST(ControlProtocol, RefusesOtherVersionsAndTypes) {
               HasSubstr("has no \"version\""));
   EXPECT_THAT(RequestError(Builder(2).Put("version", 1).Put("type", "dance").Bytes()),
               HasSubstr("unknown type \"dance\""));
-  EXPECT_THAT(RequestError("\x93\x01\x02\x03"), HasSubstr("is an array, expected a map"));  // [1, 2, 3]
+  EXPECT_THAT(RequestError("\x93\x01\x02\x03"),
+              HasSubstr("is an array, expected a map"));  // [1, 2, 3]
   // A reply where a request belongs, and the reverse.
   EXPECT_THAT(RequestError(Encode(WorkerReply{})), HasSubstr("unknown type \"worker_reply\""));
   WorkerReply w;
@@ -200,21 +201,25 @@ TEST(ControlProtocol, RefusesMissingMistypedAndOutOfRangeFields) {
   auto reg = [](uint32_t n) { return Builder(n + 2, "register"); };
   EXPECT_THAT(RequestError(reg(3).Put("role", "worker").Put("task", 0).Put("pid", 1).Bytes()),
               HasSubstr("has no \"host\""));
-  EXPECT_THAT(RequestError(reg(4).Put("role", "worker").Put("task", "0").Put("pid", 1)
-                               .Put("host", "x").Bytes()),
-              HasSubstr("\"task\" is a string, expected an integer"));
-  EXPECT_THAT(RequestError(reg(4).Put("role", "worker").Put("task", -1).Put("pid", 1)
-                               .Put("host", "x").Bytes()),
-              HasSubstr("\"task\" = -1 is outside"));
-  EXPECT_THAT(RequestError(reg(4).Put("role", "chief").Put("task", 0).Put("pid", 1)
-                               .Put("host", "x").Bytes()),
-              HasSubstr("expected ps, worker or evaluator"));
-  EXPECT_THAT(RequestError(reg(4).Put("role", "worker").Put("task", 0).Put("pid", 1.5)
-                               .Put("host", "x").Bytes()),
-              HasSubstr("\"pid\" is a float, expected an integer"));
-  EXPECT_THAT(RequestError(reg(4).Put("role", "worker").Put("task", 0).Put("pid", 1)
-                               .Nil("host").Bytes()),
-              HasSubstr("\"host\" is nil"));
+  EXPECT_THAT(
+      RequestError(
+          reg(4).Put("role", "worker").Put("task", "0").Put("pid", 1).Put("host", "x").Bytes()),
+      HasSubstr("\"task\" is a string, expected an integer"));
+  EXPECT_THAT(
+      RequestError(
+          reg(4).Put("role", "worker").Put("task", -1).Put("pid", 1).Put("host", "x").Bytes()),
+      HasSubstr("\"task\" = -1 is outside"));
+  EXPECT_THAT(
+      RequestError(
+          reg(4).Put("role", "chief").Put("task", 0).Put("pid", 1).Put("host", "x").Bytes()),
+      HasSubstr("expected ps, worker or evaluator"));
+  EXPECT_THAT(
+      RequestError(
+          reg(4).Put("role", "worker").Put("task", 0).Put("pid", 1.5).Put("host", "x").Bytes()),
+      HasSubstr("\"pid\" is a float, expected an integer"));
+  EXPECT_THAT(
+      RequestError(reg(4).Put("role", "worker").Put("task", 0).Put("pid", 1).Nil("host").Bytes()),
+      HasSubstr("\"host\" is nil"));
   // Inside nested maps: the message and the field are named.
   Builder ps(5, "ps_report");
   ps.Put("task", 0).Put("done", false).Put("records", std::vector<int>{1, 2, 3});
@@ -240,7 +245,9 @@ TEST(ControlProtocol, StalenessRecordsCarryTheOldestVersionAndDropped) {
   p.records.resize(1);  // a: applied, no window
   std::string bytes = Encode(p);
   EXPECT_EQ(bytes.find("oldest_version"), std::string::npos);
-  EXPECT_EQ(bytes.find("\xa7" "dropped"), std::string::npos);  // the key, a 7-byte fixstr
+  EXPECT_EQ(bytes.find("\xa7"
+                       "dropped"),
+            std::string::npos);  // the key, a 7-byte fixstr
   p = SomePsReport();
   const PsReport back = RoundTripRequest(p);
   ASSERT_EQ(back.records.size(), 3u);
@@ -256,21 +263,38 @@ TEST(ControlProtocol, StalenessRecordsCarryTheOldestVersionAndDropped) {
 }
 
 TEST(ControlProtocol, RefusesExtraAndRepeatedFields) {
-  EXPECT_THAT(RequestError(Builder(7).Put("version", 1).Put("type", "register")
-                               .Put("role", "ps").Put("task", 0).Put("pid", 1).Put("host", "x")
-                               .Put("colour", "blue").Bytes()),
+  EXPECT_THAT(RequestError(Builder(7)
+                               .Put("version", 1)
+                               .Put("type", "register")
+                               .Put("role", "ps")
+                               .Put("task", 0)
+                               .Put("pid", 1)
+                               .Put("host", "x")
+                               .Put("colour", "blue")
+                               .Bytes()),
               HasSubstr("unknown field \"colour\""));
-  EXPECT_THAT(RequestError(Builder(7).Put("version", 1).Put("type", "register")
-                               .Put("role", "ps").Put("task", 0).Put("task", 1).Put("pid", 1)
-                               .Put("host", "x").Bytes()),
+  EXPECT_THAT(RequestError(Builder(7)
+                               .Put("version", 1)
+                               .Put("type", "register")
+                               .Put("role", "ps")
+                               .Put("task", 0)
+                               .Put("task", 1)
+                               .Put("pid", 1)
+                               .Put("host", "x")
+                               .Bytes()),
               HasSubstr("repeats \"task\""));
 }
 
 // A peer's text lands in error lines with its control characters replaced, cut short:
 // still one line.
 TEST(ControlProtocol, PeerTextInErrorsStaysOneLine) {
-  EXPECT_EQ(RequestError(Builder(7, "register").Put("role", "ps").Put("task", 0).Put("pid", 1)
-                             .Put("host", "x").Put("a\nb", 1).Bytes()),
+  EXPECT_EQ(RequestError(Builder(7, "register")
+                             .Put("role", "ps")
+                             .Put("task", 0)
+                             .Put("pid", 1)
+                             .Put("host", "x")
+                             .Put("a\nb", 1)
+                             .Bytes()),
             "control message \"register\" has an unknown field \"a?b\"");
   EXPECT_THAT(RequestError(Builder(2, std::string(100, 'y').c_str()).Bytes()),
               HasSubstr("unknown type \"" + std::string(64, 'y') + "...\""));

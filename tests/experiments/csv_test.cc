@@ -1,10 +1,10 @@
-#include "experiments/csv.h"
-
-#include <gtest/gtest.h>
+#include "experiments/record/csv.h"
 
 #include <cmath>
 #include <limits>
 #include <sstream>
+
+#include <gtest/gtest.h>
 
 #include "core/error.h"
 

@@ -1,7 +1,7 @@
 // `asgd keys generate` and the CURVE keys a process reads from cluster.keys_dir: the
 // layout, private secret files, no overwriting without --force, and one-line errors that
 // name the key and the file.
-#include "experiments/keys.h"
+#include "experiments/cluster/keys.h"
 
 #include <filesystem>
 #include <sstream>
@@ -12,8 +12,8 @@
 
 #include "core/error.h"
 #include "core/file_util.h"
-#include "experiments/cli.h"
-#include "experiments/config_keys.h"
+#include "experiments/cli/cli.h"
+#include "experiments/config/config_keys.h"
 #include "tests/support/test_util.h"
 
 namespace asgd::experiments {

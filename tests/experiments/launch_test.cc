@@ -2,25 +2,25 @@
 // `mpirun` (Open MPI) with `asgd task`, Ctrl-C leaving no process behind, a failed role
 // failing the run, and a coordinator that refuses malformed control messages without
 // falling over. Every process is ended by PID; each test times out on its own.
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-#include <signal.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <filesystem>
-#include <functional>
 #include <fstream>
-#include <nlohmann/json.hpp>
+#include <functional>
 #include <regex>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <signal.h>
+#include <unistd.h>
+
 #include "core/file_util.h"
-#include "experiments/control_protocol.h"
-#include "experiments/csv.h"
+#include "experiments/cluster/control_protocol.h"
+#include "experiments/record/csv.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/test_util.h"
 #include "transport/context.h"
@@ -48,9 +48,11 @@ std::string TrainingConfig(const testing::TempDir& dir, const std::string& algor
                 dir.File("runs") +
                 "\n[data]\ndataset = synthetic\nsynthetic_train = 3000\nsynthetic_test = 600\n"
                 "synthetic_classes = 3\nsynthetic_features = 16\n[model]\nname = mlp\n"
-                "hidden = 16\n[algorithm]\nname = " + algorithm +
+                "hidden = 16\n[algorithm]\nname = " +
+                algorithm +
                 "\nworkers = 3\nwindow = 2\nlearning_rate = 0.1\n[cluster]\nshards = 2\n"
-                "timeout_s = 20\n" + extra);
+                "timeout_s = 20\n" +
+                extra);
   return path;
 }
 
@@ -248,15 +250,14 @@ int64_t CsvRows(const testing::TempDir& dir, const std::string& name) {
 // once every role registered. Returns launch's exit status; *output its output.
 int RunWithWorkerTrouble(const testing::TempDir& dir, const std::string& algorithm,
                          const std::string& extra, int seconds,
-                         const std::function<void(pid_t, Subprocess&)>& act,
-                         std::string* output) {
+                         const std::function<void(pid_t, Subprocess&)>& act, std::string* output) {
   // A lower rate than the 3-epoch runs: these train for seconds (hundreds of epochs).
   const std::string config =
       TrainingConfig(dir, algorithm, "heartbeat_timeout_s = 2\nreport_interval_s = 0.1\n" + extra);
-  Subprocess launch({kAsgd, "launch", config, "--set", "experiment.epochs=100000", "--set",
-                     "experiment.max_time_s=" + std::to_string(seconds), "--set",
-                     "algorithm.learning_rate=0.02"},
-                    dir.File("launch.log"));
+  Subprocess launch(
+      {kAsgd, "launch", config, "--set", "experiment.epochs=100000", "--set",
+       "experiment.max_time_s=" + std::to_string(seconds), "--set", "algorithm.learning_rate=0.02"},
+      dir.File("launch.log"));
   WaitForOutput(launch, "all 6 roles registered");
   const std::vector<pid_t> pids = ChildPids(launch.Output());
   EXPECT_EQ(pids.size(), 7u) << launch.Output();
@@ -279,10 +280,12 @@ TEST(Launch, AsyncRunSurvivesAKilledWorker) {
   testing::TempDir dir;
   std::string output;
   const int status = RunWithWorkerTrouble(
-      dir, "async_sgd", "", 6, [](pid_t worker, Subprocess&) {
+      dir, "async_sgd", "", 6,
+      [](pid_t worker, Subprocess&) {
         std::this_thread::sleep_for(1s);
         ::kill(worker, SIGKILL);
-      }, &output);
+      },
+      &output);
   ASSERT_EQ(status, 0) << output;
   EXPECT_THAT(output, HasSubstr("training goes on without it"));
   const auto summary = Summary(dir);
@@ -299,13 +302,14 @@ TEST(Launch, RestartedWorkerRejoins) {
   std::string output;
   std::unique_ptr<Subprocess> restarted;
   const int status = RunWithWorkerTrouble(
-      dir, "async_sgd", "", 10, [&](pid_t worker, Subprocess& launch) {
+      dir, "async_sgd", "", 10,
+      [&](pid_t worker, Subprocess& launch) {
         std::this_thread::sleep_for(1s);
         ::kill(worker, SIGKILL);
         WaitForOutput(launch, "training goes on without it");
         // The cluster launch generated, from its "[launch] cluster: --set ..." line.
-        std::vector<std::string> argv = {kAsgd, "worker", "--config", dir.File("train.ini"),
-                                          "--task", "2", "--set", "experiment.progress=off"};
+        std::vector<std::string> argv = {kAsgd,    "worker", "--config", dir.File("train.ini"),
+                                         "--task", "2",      "--set",    "experiment.progress=off"};
         const std::string out = launch.Output();
         const auto at = out.find("[launch] cluster:");
         ASSERT_NE(at, std::string::npos) << out;
@@ -315,7 +319,8 @@ TEST(Launch, RestartedWorkerRejoins) {
           if (word.rfind("cluster.", 0) == 0) argv.insert(argv.end(), {"--set", word});
         }
         restarted = std::make_unique<Subprocess>(argv, dir.File("restarted.log"));
-      }, &output);
+      },
+      &output);
   ASSERT_EQ(status, 0) << output;
   ASSERT_NE(restarted, nullptr);
   const auto worker_status = restarted->Wait(30s);
@@ -334,12 +339,14 @@ TEST(Launch, FrozenWorkerIsTakenBackAsAStraggler) {
   testing::TempDir dir;
   std::string output;
   const int status = RunWithWorkerTrouble(
-      dir, "async_sgd", "", 8, [](pid_t worker, Subprocess&) {
+      dir, "async_sgd", "", 8,
+      [](pid_t worker, Subprocess&) {
         std::this_thread::sleep_for(1s);
         ::kill(worker, SIGSTOP);
         std::this_thread::sleep_for(3500ms);
         ::kill(worker, SIGCONT);
-      }, &output);
+      },
+      &output);
   ASSERT_EQ(status, 0) << output;
   EXPECT_THAT(output, HasSubstr("(a straggler)"));
   EXPECT_EQ(Provenance(dir)["returned_stragglers"], "1");
@@ -369,7 +376,8 @@ TEST(Launch, SynchronousRunsReformRoundsWithTheSurvivors) {
         [](pid_t worker, Subprocess&) {
           std::this_thread::sleep_for(1s);
           ::kill(worker, SIGKILL);
-        }, &output);
+        },
+        &output);
     EXPECT_EQ(status, c.status) << c.algorithm << " " << c.extra << output;
     EXPECT_THAT(output, HasSubstr(c.says)) << c.algorithm;
     if (c.status == 0) {
@@ -400,7 +408,7 @@ TEST(Launch, KilledShardIsRestoredFromTheLastCheckpoint) {
   const std::string config =
       TrainingConfig(dir, "async_sgd", "heartbeat_timeout_s = 2\nreport_interval_s = 0.1\n");
   const std::vector<std::string> sets = {
-      "--set", "experiment.epochs=100000", "--set", "experiment.max_time_s=25",
+      "--set", "experiment.epochs=100000",     "--set", "experiment.max_time_s=25",
       "--set", "algorithm.learning_rate=0.02", "--set", "experiment.checkpoint_every_steps=2000",
       "--set", "cluster.timeout_s=15"};
   std::vector<std::string> argv = {kAsgd, "launch", config};
@@ -410,7 +418,7 @@ TEST(Launch, KilledShardIsRestoredFromTheLastCheckpoint) {
   const std::vector<pid_t> pids = ChildPids(launch.Output());
   ASSERT_EQ(pids.size(), 7u) << launch.Output();
   WaitForOutput(launch, "coordinator: checkpoint");  // at least one complete checkpoint
-  ::kill(pids[2], SIGKILL);                           // ps 1
+  ::kill(pids[2], SIGKILL);                          // ps 1
   WaitForOutput(launch, "workers pause until it is restarted");
   std::vector<std::string> ps = {kAsgd, "ps", "--config", config, "--task", "1"};
   ps.insert(ps.end(), sets.begin(), sets.end());
@@ -444,9 +452,9 @@ TEST(Launch, KilledCoordinatorResumesFromTheLastCheckpoint) {
   testing::TempDir dir;
   const std::string config =
       TrainingConfig(dir, "async_sgd", "heartbeat_timeout_s = 2\nreport_interval_s = 0.1\n");
-  const std::vector<std::string> sets = {
-      "--set", "algorithm.learning_rate=0.02", "--set", "experiment.checkpoint_every_steps=2000",
-      "--set", "cluster.timeout_s=5"};
+  const std::vector<std::string> sets = {"--set", "algorithm.learning_rate=0.02",
+                                         "--set", "experiment.checkpoint_every_steps=2000",
+                                         "--set", "cluster.timeout_s=5"};
   std::vector<std::string> argv = {kAsgd, "launch", config, "--set", "experiment.epochs=100000"};
   argv.insert(argv.end(), sets.begin(), sets.end());
   std::vector<pid_t> pids;
@@ -463,8 +471,8 @@ TEST(Launch, KilledCoordinatorResumesFromTheLastCheckpoint) {
   for (pid_t pid : pids) EXPECT_FALSE(Alive(pid)) << "pid " << pid << " survived";
   fs::path run;
   (void)Summary(dir, &run);
-  std::vector<std::string> again = {kAsgd, "launch", config, "--set", "experiment.epochs=30",
-                                    "--resume", run.string()};
+  std::vector<std::string> again = {
+      kAsgd, "launch", config, "--set", "experiment.epochs=30", "--resume", run.string()};
   again.insert(again.end(), sets.begin(), sets.end());
   Subprocess resumed(again, dir.File("resumed.log"));
   const auto status = resumed.Wait(90s);
@@ -493,8 +501,8 @@ TEST(Launch, MpirunRunsOneShardAndTwoWorkers) {
   }
   testing::TempDir dir;
   const std::string config = TrainingConfig(dir, "agn");
-  Subprocess mpirun({"/usr/bin/mpirun", "--oversubscribe", "--allow-run-as-root", "-np", "4",
-                     kAsgd, "task", "--config", config, "--set", "cluster.shards=1", "--set",
+  Subprocess mpirun({"/usr/bin/mpirun", "--oversubscribe", "--allow-run-as-root", "-np", "4", kAsgd,
+                     "task", "--config", config, "--set", "cluster.shards=1", "--set",
                      "cluster.base_port=" + std::to_string(BasePort())},
                     dir.File("mpirun.log"), {"OMPI_MCA_plm_rsh_agent="});
   const auto status = mpirun.Wait(kTimeout);
@@ -516,12 +524,11 @@ TEST(Launch, CoordinatorRefusesMalformedMessagesAndTimesOutMissingRoles) {
   const int port = BasePort() + 3;
   const std::string config = TrainingConfig(dir, "agn");
   const std::string cluster = "127.0.0.1:" + std::to_string(port);
-  Subprocess coordinator(
-      {kAsgd, "coordinator", "--config", config, "--set", "cluster.timeout_s=3", "--set",
-       "cluster.coordinator=" + cluster,
-       "--set", "cluster.ps=127.0.0.1:" + std::to_string(port + 1), "--set",
-       "cluster.worker=127.0.0.1:" + std::to_string(port + 2)},
-      dir.File("coordinator.log"));
+  Subprocess coordinator({kAsgd, "coordinator", "--config", config, "--set", "cluster.timeout_s=3",
+                          "--set", "cluster.coordinator=" + cluster, "--set",
+                          "cluster.ps=127.0.0.1:" + std::to_string(port + 1), "--set",
+                          "cluster.worker=127.0.0.1:" + std::to_string(port + 2)},
+                         dir.File("coordinator.log"));
   auto context = transport::NewContext();
   transport::ControlClient client(context, "tcp://" + cluster);
   auto ask = [&](const std::string& text) {
@@ -531,7 +538,7 @@ TEST(Launch, CoordinatorRefusesMalformedMessagesAndTimesOutMissingRoles) {
     return std::string("no reply");
   };
   RegisterRequest stranger{"worker", 7, 1, "x"};  // no worker 7 in a one-worker cluster
-  WorkerReport early;  // worker 0 reports before it registered
+  WorkerReport early;                             // worker 0 reports before it registered
   const std::string wrong_version = [] {
     std::string m = Encode(RegisterRequest{"ps", 0, 1, "x"});
     m[m.find("version") + 7] = 2;  // the value after the key: positive fixint 1 -> 2
@@ -549,7 +556,8 @@ TEST(Launch, CoordinatorRefusesMalformedMessagesAndTimesOutMissingRoles) {
   const auto status = coordinator.Wait(kTimeout);
   ASSERT_TRUE(status.has_value()) << coordinator.Output();
   EXPECT_EQ(*status, 2) << coordinator.Output();
-  EXPECT_THAT(coordinator.Output(), HasSubstr("never registered within cluster.timeout_s: ps 0, worker 0"));
+  EXPECT_THAT(coordinator.Output(),
+              HasSubstr("never registered within cluster.timeout_s: ps 0, worker 0"));
   EXPECT_EQ(Summary(dir)["status"], "failed");
 }
 

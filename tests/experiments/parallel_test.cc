@@ -1,26 +1,26 @@
 // Distributed strategies run end to end in one process: worker threads against shard
 // servers over inproc:// or the in-memory store (hogwild: a shared vector), the centre
 // evaluated while they run, staleness recorded.
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <limits>
-#include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "algorithms/strategy.h"
-#include "models/factory.h"
-#include "experiments/setup.h"
-#include "datasets/synthetic.h"
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
 #include "algorithms/memory_store.h"
+#include "algorithms/strategy.h"
 #include "core/file_util.h"
-#include "experiments/cli.h"
-#include "experiments/worker_loop.h"
+#include "datasets/synthetic.h"
+#include "experiments/cli/cli.h"
+#include "experiments/config/setup.h"
+#include "experiments/run/worker_loop.h"
 #include "models/device.h"
+#include "models/factory.h"
 #include "tests/support/test_util.h"
 
 namespace asgd::experiments {
@@ -36,10 +36,11 @@ struct Outcome {
 };
 
 Outcome RunConfig(const testing::TempDir& dir, const std::string& body,
-            const std::vector<std::string>& sets = {}) {
+                  const std::vector<std::string>& sets = {}) {
   testing::WriteTestFile(dir.File("run.ini"),
                          "[experiment]\nname = par\nprogress = off\nlog_level = error\n"
-                         "out_dir = " + dir.File("runs") + "\n" + body);
+                         "out_dir = " +
+                             dir.File("runs") + "\n" + body);
   std::vector<std::string> args = {"run", dir.File("run.ini")};
   for (const auto& s : sets) args.insert(args.end(), {"--set", s});
   std::ostringstream out, err;
@@ -82,10 +83,10 @@ TEST_P(EveryStrategy, LearnsAndRecordsStaleness) {
   // workers × window batches; the sum (AGN's rate, applied synchronously) learns this
   // small problem within 3 epochs.
   const std::string extra = name == "sagn" ? "aggregation = sum\n" : "";
-  Outcome o = RunConfig(dir, std::string(kSynthetic) +
-                           "[algorithm]\nname = " + name + "\nworkers = 3\nwindow = 2\n"
-                           "learning_rate = 0.1\n" + extra + "[cluster]\ntransport = " +
-                           transport + "\n");
+  Outcome o = RunConfig(dir, std::string(kSynthetic) + "[algorithm]\nname = " + name +
+                                 "\nworkers = 3\nwindow = 2\n"
+                                 "learning_rate = 0.1\n" +
+                                 extra + "[cluster]\ntransport = " + transport + "\n");
   ASSERT_EQ(o.status, 0) << o.err << o.out;
   EXPECT_THAT(o.out, HasSubstr("final test accuracy: "));
   EXPECT_THAT(o.out, HasSubstr("mean staleness: "));
@@ -109,16 +110,17 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(Parallel, ShardedInprocServersTrainAsOne) {
   testing::TempDir dir;
   Outcome o = RunConfig(dir, std::string(kSynthetic) +
-                           "[algorithm]\nname = agn\nworkers = 2\nwindow = 2\n"
-                           "[cluster]\nshards = 3\nplacement = greedy\n");
+                                 "[algorithm]\nname = agn\nworkers = 2\nwindow = 2\n"
+                                 "[cluster]\nshards = 3\nplacement = greedy\n");
   ASSERT_EQ(o.status, 0) << o.err;
   EXPECT_GE(std::stod(o.provenance["final_test_accuracy"].get<std::string>()), 0.9);
 }
 
 TEST(Parallel, NanLossStopsEveryWorkerWithStatusTwo) {
   testing::TempDir dir;
-  Outcome o = RunConfig(dir, std::string(kSynthetic) +
-                           "[algorithm]\nname = async_sgd\nworkers = 3\nlearning_rate = 1e30\n");
+  Outcome o =
+      RunConfig(dir, std::string(kSynthetic) +
+                         "[algorithm]\nname = async_sgd\nworkers = 3\nlearning_rate = 1e30\n");
   EXPECT_EQ(o.status, 2) << o.out;
   EXPECT_THAT(o.out, HasSubstr("run stopped: "));
   EXPECT_EQ(o.provenance["status"], "failed");
@@ -280,9 +282,8 @@ TEST_P(MaxSteps, CountsWorkerSteps) {
   const int64_t max_steps = 40;
   testing::TempDir dir;
   Outcome o = RunConfig(dir,
-                        std::string(kSynthetic) + "[algorithm]\nname = " + name +
-                            "\nworkers = " + std::to_string(workers) +
-                            "\nwindow = 5\nlearning_rate = 0.05\n",
+                        std::string(kSynthetic) + "[algorithm]\nname = " + name + "\nworkers = " +
+                            std::to_string(workers) + "\nwindow = 5\nlearning_rate = 0.05\n",
                         {"experiment.max_steps=" + std::to_string(max_steps)});
   ASSERT_EQ(o.status, 0) << o.err << o.out;
   EXPECT_EQ(o.provenance["status_reason"].get<std::string>(),
@@ -329,8 +330,9 @@ TEST(Parallel, GpuWorkersTrain) {
   }
   {
     testing::TempDir dir;
-    Outcome o = RunConfig(dir, std::string(kSynthetic) + "[algorithm]\nname = dynsgd\nworkers = 2\n",
-                          {"model.device=cuda:0,cpu"});
+    Outcome o =
+        RunConfig(dir, std::string(kSynthetic) + "[algorithm]\nname = dynsgd\nworkers = 2\n",
+                  {"model.device=cuda:0,cpu"});
     ASSERT_EQ(o.status, 0) << o.err;
     EXPECT_GE(std::stod(o.provenance["final_test_accuracy"].get<std::string>()), 0.9);
     EXPECT_EQ(SummaryDevice(dir), "cuda:0+cpu");
@@ -362,8 +364,8 @@ TEST(Parallel, SyncSgdReportsDroppedPushesAndScaledRates) {
   // The rate ramps from 0.05 towards 3 × 0.05 over the first epoch.
   const std::string run = o.provenance["run_id"].get<std::string>();
   const std::string csv = ReadFile(dir.File("runs/" + run + "/convergence.csv"));
-  EXPECT_THAT(csv, HasSubstr(",0.05\n"));   // the first row, before any step
-  EXPECT_THAT(csv, HasSubstr(",0.15\n"));   // after the warmup
+  EXPECT_THAT(csv, HasSubstr(",0.05\n"));  // the first row, before any step
+  EXPECT_THAT(csv, HasSubstr(",0.15\n"));  // after the warmup
 }
 
 // Hogwild on a sparse model (logistic regression on sparse synthetic data) takes the

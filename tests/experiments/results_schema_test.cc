@@ -1,19 +1,19 @@
 // The run folder against its documentation in results/README.md: the files, the
 // provenance keys and the convergence.csv columns, so the two cannot drift apart.
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <regex>
 #include <sstream>
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
 #include "core/file_util.h"
-#include "experiments/cli.h"
-#include "experiments/csv.h"
+#include "experiments/cli/cli.h"
+#include "experiments/record/csv.h"
 #include "tests/support/test_util.h"
 
 namespace asgd::experiments {
@@ -31,7 +31,8 @@ std::vector<std::string> TableNames(const std::string& doc, const std::string& h
 fs::path RunTiny(const testing::TempDir& dir, const std::string& algorithm = "") {
   testing::WriteTestFile(dir.File("tiny.ini"),
                          "[experiment]\nname = schema\nepochs = 1\nprogress = off\n"
-                         "log_level = error\nout_dir = " + dir.File("runs") +
+                         "log_level = error\nout_dir = " +
+                             dir.File("runs") +
                              "\n[data]\ndataset = synthetic\nsynthetic_train = 1000\n"
                              "synthetic_test = 200\n[model]\nname = mlp\nhidden = 8\n" +
                              algorithm);
@@ -73,8 +74,9 @@ std::vector<std::vector<std::string>> CsvRows(const fs::path& file) {
 // columns, rows as wide as the header, and agree with each other and with staleness.csv.
 TEST(ResultsSchema, SummaryWorkersAndHistogramAreTheDocumentedOnes) {
   testing::TempDir dir;
-  fs::path run = RunTiny(dir, "[algorithm]\nname = agn\nworkers = 3\nwindow = 2\n"
-                              "[metrics]\nstaleness_rows = 4\n");
+  fs::path run = RunTiny(dir,
+                         "[algorithm]\nname = agn\nworkers = 3\nwindow = 2\n"
+                         "[metrics]\nstaleness_rows = 4\n");
   const auto summary = CsvRows(run / "summary.csv");
   ASSERT_EQ(summary.size(), 2u);
   EXPECT_EQ(summary[0], TableNames(Readme(), "### summary.csv"));
@@ -181,8 +183,9 @@ TEST(ResultsSchema, DroppedPushesHaveRowsAndStayOutOfTheStatistics) {
   testing::TempDir dir;
   // Batches of one: about 250 rounds, so that every worker takes part (a round drops the
   // push of whichever worker comes fourth) however late a thread starts.
-  fs::path run = RunTiny(dir, "[algorithm]\nname = sync_sgd\nworkers = 4\n"
-                              "replicas_to_aggregate = 3\nbatch_size = 1\n");
+  fs::path run = RunTiny(dir,
+                         "[algorithm]\nname = sync_sgd\nworkers = 4\n"
+                         "replicas_to_aggregate = 3\nbatch_size = 1\n");
   const auto rows = StalenessRows(run);
   int64_t dropped = 0, kept = 0;
   for (const auto& r : rows) {
@@ -216,8 +219,9 @@ TEST(ResultsSchema, DroppedPushesHaveRowsAndStayOutOfTheStatistics) {
 TEST(ResultsSchema, WindowedPushesNameTheirOldestVersion) {
   testing::TempDir dir;
   // Batches of one: about 80 pushes per worker, so pushes of others fall inside windows.
-  fs::path run = RunTiny(dir, "[algorithm]\nname = downpour\nworkers = 3\nwindow = 4\n"
-                              "fetch_window = 1\nbatch_size = 1\n");
+  fs::path run = RunTiny(dir,
+                         "[algorithm]\nname = downpour\nworkers = 3\nwindow = 4\n"
+                         "fetch_window = 1\nbatch_size = 1\n");
   const auto rows = StalenessRows(run);
   ASSERT_FALSE(rows.empty());
   int64_t older = 0, max_staleness = 0, max_oldest = 0;

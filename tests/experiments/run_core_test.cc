@@ -1,15 +1,15 @@
 // The run core: stop reasons and their order, the evaluation schedule (by samples, by
 // seconds, the final full evaluation), the training clock, and the recorder's schemas
 // against results/README.md.
-#include "experiments/run_core.h"
-
-#include <gtest/gtest.h>
+#include "experiments/record/run_core.h"
 
 #include <cmath>
 #include <csignal>
 #include <regex>
 #include <sstream>
 #include <thread>
+
+#include <gtest/gtest.h>
 
 #include "core/clock.h"
 #include "core/error.h"
@@ -186,8 +186,8 @@ TEST(RunRecorder, AppendingWritesNoHeaderAndCountsTheExistingRows) {
 
 // The first cells (`name`) of the markdown table after `heading` in results/README.md.
 std::vector<std::string> Documented(const std::string& heading) {
-  return testing::MarkdownTableNames(
-      ReadFile(std::string(ASGD_SOURCE_DIR) + "/results/README.md"), heading);
+  return testing::MarkdownTableNames(ReadFile(std::string(ASGD_SOURCE_DIR) + "/results/README.md"),
+                                     heading);
 }
 
 TEST(RunRecorder, SchemasAreTheDocumentedOnes) {

@@ -17,7 +17,7 @@
 
 #include "core/file_util.h"
 #include "core/strings.h"
-#include "experiments/csv.h"
+#include "experiments/record/csv.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/test_util.h"
 
@@ -157,7 +157,8 @@ TEST_F(Slurm, SweepAsJobArrayCompletesAndCollectReportsEveryRun) {
 // array completes and collect finds both runs, each with 2 workers and 1 shard.
 TEST_F(Slurm, SweepOfDistributedRunsUsesSrunTasks) {
   const std::string config = dir_.File("dist.ini");
-  testing::WriteTestFile(config, ReadFile(TinyConfig()) + "[cluster]\nshards = 1\ntimeout_s = 20\n");
+  testing::WriteTestFile(config,
+                         ReadFile(TinyConfig()) + "[cluster]\nshards = 1\ntimeout_s = 20\n");
   const std::string sweep = dir_.File("sweep");
   const int base_port = 27600 + static_cast<int>(::getpid() % 1000) * 8;
   // --overcommit: 4 tasks on a node with 2 cores; --parallel 1: one run at a time.
@@ -179,8 +180,10 @@ TEST_F(Slurm, SweepOfDistributedRunsUsesSrunTasks) {
 
   const Result collect =
       Exec({kAsgd, "sweep", "collect", sweep, "--no-plots"}, dir_.File("collect.log"));
-  EXPECT_EQ(collect.status, 0) << collect.output << ReadFile(sweep + "/logs/learning_rate_0.05-s1.log");
-  EXPECT_THAT(collect.output, HasSubstr("sweep collect: 2 of 2 runs completed, 0 failed, 0 missing"));
+  EXPECT_EQ(collect.status, 0) << collect.output
+                               << ReadFile(sweep + "/logs/learning_rate_0.05-s1.log");
+  EXPECT_THAT(collect.output,
+              HasSubstr("sweep collect: 2 of 2 runs completed, 0 failed, 0 missing"));
   for (const auto& run : fs::directory_iterator(sweep + "/runs")) {
     const std::string summary = ReadFile((run.path() / "summary.csv").string());
     std::istringstream in(summary);

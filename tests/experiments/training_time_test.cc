@@ -6,16 +6,16 @@
 // clock that counted them reports about three times the time. (The thread runner checks
 // its schedule every few milliseconds, later on a loaded machine, so evaluations may come
 // late; ten per run still happen at this size.)
-#include <gtest/gtest.h>
-
 #include <filesystem>
-#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
 #include "core/file_util.h"
-#include "experiments/cli.h"
+#include "experiments/cli/cli.h"
 #include "tests/support/test_util.h"
 
 namespace asgd::experiments {
@@ -36,10 +36,11 @@ Timed Run(const std::string& algorithm, double eval_every_epochs) {
           dir.File("runs") +
           "\n[data]\ndataset = synthetic\nsynthetic_train = 50000\nsynthetic_test = 150000\n"
           "synthetic_classes = 3\nsynthetic_features = 32\n[model]\nname = mlp\nhidden = 256\n"
-          "[algorithm]\nname = " + algorithm + "\nbatch_size = 8\nlearning_rate = 0.05\n" +
+          "[algorithm]\nname = " +
+          algorithm + "\nbatch_size = 8\nlearning_rate = 0.05\n" +
           (algorithm == "sgd" ? "" : "workers = 2\n[cluster]\ntransport = memory\n") +
-          "[metrics]\neval_examples = 0\neval_every_epochs = " +
-          std::to_string(eval_every_epochs) + "\n");
+          "[metrics]\neval_examples = 0\neval_every_epochs = " + std::to_string(eval_every_epochs) +
+          "\n");
   std::ostringstream out, err;
   const int status = Main({"run", dir.File("run.ini")}, out, err);
   EXPECT_EQ(status, 0) << err.str() << out.str();
@@ -62,16 +63,14 @@ void ExpectSameTrainingTime(const std::string& algorithm) {
   // Within a generous factor: the machine is shared and noisy. Counting the evaluations
   // (150,000 examples each, 9 more of them) would multiply the time about three times.
   EXPECT_LT(often.time_s / rare.time_s, 1.8)
-      << algorithm << ": " << often.time_s << " s with " << often.rows << " rows, "
-      << rare.time_s << " s with " << rare.rows;
+      << algorithm << ": " << often.time_s << " s with " << often.rows << " rows, " << rare.time_s
+      << " s with " << rare.rows;
   EXPECT_GT(often.time_s / rare.time_s, 1 / 1.8) << algorithm;
 }
 
 TEST(TrainingTime, SequentialBaselineDoesNotCountItsEvaluations) { ExpectSameTrainingTime("sgd"); }
 
-TEST(TrainingTime, DistributedRunDoesNotCountItsEvaluations) {
-  ExpectSameTrainingTime("downpour");
-}
+TEST(TrainingTime, DistributedRunDoesNotCountItsEvaluations) { ExpectSameTrainingTime("downpour"); }
 
 }  // namespace
 }  // namespace asgd::experiments

@@ -5,8 +5,6 @@
 // the in-memory store gives; the asynchronous ones are checked statistically (thread
 // timing decides the interleaving): they converge on the quadratic, every push is
 // recorded once per shard, and the staleness stays in the range the interleaving allows.
-#include <gtest/gtest.h>
-
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -17,8 +15,10 @@
 #include <tuple>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "core/param_layout.h"
-#include "experiments/ps_param_client.h"
+#include "experiments/run/ps_param_client.h"
 #include "tests/algorithms/strategy_harness.h"
 #include "transport/checkpoint.h"
 #include "transport/context.h"
@@ -68,7 +68,8 @@ struct ZmqRun {
     servers = tp::StartShardServers(
         context, placement, kInit, [&](uint32_t s) { return strategy.server_rule(so, s); },
         [&](int s) -> std::string {
-          if (scheme == "inproc") return "inproc://zmq-strategies-" + std::to_string(tag) + "-" + std::to_string(s);
+          if (scheme == "inproc")
+            return "inproc://zmq-strategies-" + std::to_string(tag) + "-" + std::to_string(s);
           return "tcp://127.0.0.1:*";
         },
         base);
@@ -82,7 +83,8 @@ struct ZmqRun {
         tp::ClientOptions co;
         co.id = static_cast<uint32_t>(w);
         co.timeout = std::chrono::seconds(20);
-        PsParamClient client(std::make_unique<tp::PsClient>(context, tp::Endpoints(servers), placement, co));
+        PsParamClient client(
+            std::make_unique<tp::PsClient>(context, tp::Endpoints(servers), placement, co));
         auto optimizer = alg::testing::MakeOptimizer("sgd");
         alg::WorkerEnv env;
         env.worker = w;
@@ -153,7 +155,8 @@ TEST_P(ZmqSynchronous, EqualsTheInMemoryStore) {
   const auto want = MemoryResult(name, kWorkers, so, kSteps);
   const auto got = run.Values();
   if (alg::FindStrategy(name).clocks) {
-    for (int i = 0; i < kDim; ++i) EXPECT_NEAR(got[static_cast<std::size_t>(i)], want[static_cast<std::size_t>(i)], 1e-5) << i;
+    for (int i = 0; i < kDim; ++i)
+      EXPECT_NEAR(got[static_cast<std::size_t>(i)], want[static_cast<std::size_t>(i)], 1e-5) << i;
   } else {
     EXPECT_EQ(got, want);
   }
@@ -162,15 +165,17 @@ TEST_P(ZmqSynchronous, EqualsTheInMemoryStore) {
   EXPECT_NE(got, kInit);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Strategies, ZmqSynchronous,
-    ::testing::Combine(::testing::ValuesIn(alg::testing::StrategiesWhere([](const alg::Strategy& s) {
-                         return !s.sequential && !s.shared_memory && s.synchronous;
-                       })),
-                       ::testing::Values("inproc", "tcp")),
-    [](const auto& param_info) {
-      return std::get<0>(param_info.param) + "_" + std::get<1>(param_info.param);
-    });
+INSTANTIATE_TEST_SUITE_P(Strategies, ZmqSynchronous,
+                         ::testing::Combine(::testing::ValuesIn(alg::testing::StrategiesWhere(
+                                                [](const alg::Strategy& s) {
+                                                  return !s.sequential && !s.shared_memory &&
+                                                         s.synchronous;
+                                                })),
+                                            ::testing::Values("inproc", "tcp")),
+                         [](const auto& param_info) {
+                           return std::get<0>(param_info.param) + "_" +
+                                  std::get<1>(param_info.param);
+                         });
 
 class ZmqAsynchronous : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
 
@@ -202,15 +207,17 @@ TEST_P(ZmqAsynchronous, ConvergeAndRecordEveryPush) {
   EXPECT_EQ(per_shard[0], per_shard[1]);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Strategies, ZmqAsynchronous,
-    ::testing::Combine(::testing::ValuesIn(alg::testing::StrategiesWhere([](const alg::Strategy& s) {
-                         return !s.sequential && !s.shared_memory && !s.synchronous;
-                       })),
-                       ::testing::Values("inproc", "tcp")),
-    [](const auto& param_info) {
-      return std::get<0>(param_info.param) + "_" + std::get<1>(param_info.param);
-    });
+INSTANTIATE_TEST_SUITE_P(Strategies, ZmqAsynchronous,
+                         ::testing::Combine(::testing::ValuesIn(alg::testing::StrategiesWhere(
+                                                [](const alg::Strategy& s) {
+                                                  return !s.sequential && !s.shared_memory &&
+                                                         !s.synchronous;
+                                                })),
+                                            ::testing::Values("inproc", "tcp")),
+                         [](const auto& param_info) {
+                           return std::get<0>(param_info.param) + "_" +
+                                  std::get<1>(param_info.param);
+                         });
 
 // Backup workers over ZeroMQ: with 4 workers and N = 3 every round applies exactly 3
 // pushes per shard; whatever the timing, pushes are either in a round or dropped.
@@ -239,7 +246,8 @@ TEST(ZmqBackupWorkers, EveryPushIsAppliedInARoundOrDropped) {
       tp::ClientOptions co;
       co.id = static_cast<uint32_t>(w);
       co.timeout = std::chrono::seconds(20);
-      PsParamClient client(std::make_unique<tp::PsClient>(context, tp::Endpoints(servers), placement, co));
+      PsParamClient client(
+          std::make_unique<tp::PsClient>(context, tp::Endpoints(servers), placement, co));
       const Quadratic q(kDim, static_cast<float>(w));
       auto opt = alg::testing::MakeOptimizer("sgd");
       alg::WorkerEnv env;
@@ -277,7 +285,8 @@ TEST(ZmqBackupWorkers, EveryPushIsAppliedInARoundOrDropped) {
     // Every completed push was accepted or dropped; one cut short by Close may have been
     // held (accepted) or refused.
     EXPECT_GE(st.pushes_accepted + st.pushes_dropped, static_cast<uint64_t>(sent.load()));
-    EXPECT_LE(st.pushes_accepted + st.pushes_dropped, static_cast<uint64_t>(sent.load() + closed.load()));
+    EXPECT_LE(st.pushes_accepted + st.pushes_dropped,
+              static_cast<uint64_t>(sent.load() + closed.load()));
     EXPECT_GT(st.version, 0u);
   }
   EXPECT_EQ(dropped.load(), static_cast<int64_t>(servers[0]->stats().pushes_dropped +
@@ -370,7 +379,8 @@ TEST_P(CheckpointRestore, ContinuesBitForBit) {
   std::vector<int> order;
   for (int i = 0; i < 40; ++i) order.push_back(i % 2);
   constexpr std::size_t kCheckpointAfter = 19;
-  auto steps = [&](std::vector<std::unique_ptr<Worker>>& workers, std::size_t from, std::size_t to) {
+  auto steps = [&](std::vector<std::unique_ptr<Worker>>& workers, std::size_t from,
+                   std::size_t to) {
     for (std::size_t i = from; i < to; ++i) {
       Worker& w = *workers[static_cast<std::size_t>(order[i])];
       const alg::StepResult r = w.rule->Step(w.env);
@@ -440,7 +450,8 @@ TEST(ZmqMembership, SyncRoundsAreReformedWithTheLiveWorkers) {
     tp::ClientOptions co;
     co.id = w;
     co.timeout = std::chrono::seconds(10);
-    clients.push_back(std::make_unique<tp::PsClient>(context, tp::Endpoints(servers), placement, co));
+    clients.push_back(
+        std::make_unique<tp::PsClient>(context, tp::Endpoints(servers), placement, co));
   }
   const std::vector<float> u0(kDim, 1.0f), u1(kDim, 3.0f);
   std::vector<float> out0(kDim), out1(kDim);

@@ -1,7 +1,7 @@
-// libFuzzer target over the experiment config (experiments/config.h): the INI parse
+// libFuzzer target over the experiment config (experiments/config/config.h): the INI parse
 // (Config::FromString, Boost.Program_options underneath), the validation of every value
-// against the schema (experiments/config_keys.cc), --set overrides, and the checks that
-// turn a parsed config into the libraries' options (experiments/setup.h), which involve
+// against the schema (experiments/config/config_keys.cc), --set overrides, and the checks that
+// turn a parsed config into the libraries' options (experiments/config/setup.h), which involve
 // several keys. Bad input may only ever throw ConfigError with a one-line message; never
 // crash, hang, read out of bounds or throw anything else.
 //
@@ -25,9 +25,9 @@
 #include <vector>
 
 #include "core/error.h"
-#include "experiments/config.h"
-#include "experiments/config_keys.h"
-#include "experiments/setup.h"
+#include "experiments/config/config.h"
+#include "experiments/config/config_keys.h"
+#include "experiments/config/setup.h"
 #include "tests/fuzz/fuzz_util.h"
 
 namespace asgd::experiments {
@@ -70,7 +70,7 @@ void CheckValues(const Config& c) {
   }
 }
 
-// The checks of experiments/setup.cc that involve several keys: ConfigError or success.
+// The checks of experiments/config/setup.cc that involve several keys: ConfigError or success.
 void CheckSetup(const Config& c) {
   (void)BuildDataOptions(c, {});
   (void)BuildModelOptions(c);
@@ -163,7 +163,8 @@ fuzz::Seeds MakeSeeds() {
   seeds.emplace_back("bad_override", "[model]\nname = mlp\n\0model.hidden"s);
   seeds.emplace_back("replicas_above_workers",
                      "[algorithm]\nname = sync_sgd\nworkers = 2\nreplicas_to_aggregate = 3\n");
-  seeds.emplace_back("device_list_length", "[model]\ndevice = cpu,cpu,cpu\n[algorithm]\nworkers = 2\n");
+  seeds.emplace_back("device_list_length",
+                     "[model]\ndevice = cpu,cpu,cpu\n[algorithm]\nworkers = 2\n");
   return seeds;
 }
 

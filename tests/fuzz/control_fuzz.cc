@@ -1,4 +1,4 @@
-// libFuzzer target over the control protocol's decoders (experiments/control_protocol.h):
+// libFuzzer target over the control protocol's decoders (experiments/cluster/control_protocol.h):
 // what the coordinator reads from any peer (DecodeRequest) and what each role reads from
 // the coordinator (DecodeReply of every reply type). They must never crash, throw or read
 // outside the input; an error must be one line; and whatever they accept must satisfy
@@ -18,7 +18,7 @@
 #include <string_view>
 #include <variant>
 
-#include "experiments/control_protocol.h"
+#include "experiments/cluster/control_protocol.h"
 #include "fuzz_util.h"
 
 namespace asgd::experiments {
@@ -103,11 +103,16 @@ void FuzzOne(const uint8_t* data, std::size_t size) {
   // A heap copy of exactly the message, so that AddressSanitizer sees a read past its end.
   const std::string bytes(reinterpret_cast<const char*>(data) + 1, size - 1);
   switch (data[0] % 5) {
-    case 0: return FuzzRequest(bytes);
-    case 1: return FuzzReply<RegisterReply>(bytes);
-    case 2: return FuzzReply<WorkerReply>(bytes);
-    case 3: return FuzzReply<PsReply>(bytes);
-    default: return FuzzReply<EvaluatorReply>(bytes);
+    case 0:
+      return FuzzRequest(bytes);
+    case 1:
+      return FuzzReply<RegisterReply>(bytes);
+    case 2:
+      return FuzzReply<WorkerReply>(bytes);
+    case 3:
+      return FuzzReply<PsReply>(bytes);
+    default:
+      return FuzzReply<EvaluatorReply>(bytes);
   }
 }
 
@@ -162,10 +167,11 @@ fuzz::Seeds MakeSeeds() {
   add("evaluator_report_result", 0, Encode(e));
   add("register_reply", 1, Encode(RegisterReply{"20261124-run", std::nullopt}));
   add("register_reply_restore", 1,
-      Encode(RegisterReply{"20261124-run",
-                           RestoreOrder{"run/checkpoints/step-100/shard-0.ckpt", std::string(64, 'e'), 20}}));
+      Encode(RegisterReply{"20261124-run", RestoreOrder{"run/checkpoints/step-100/shard-0.ckpt",
+                                                        std::string(64, 'e'), 20}}));
   add("worker_reply", 2, Encode(WorkerReply{true, false, false, 6400, 128, -1}));
-  add("ps_reply", 3, Encode(PsReply{false, false, 2, CheckpointOrder{100, "run/checkpoints/step-100"}}));
+  add("ps_reply", 3,
+      Encode(PsReply{false, false, 2, CheckpointOrder{100, "run/checkpoints/step-100"}}));
   add("evaluator_reply", 4, Encode(EvaluatorReply{false, EvalOrder{3, true}}));
   add("error_reply", 2, Encode(ErrorReply{"no worker 7 in this cluster"}));
   return seeds;

@@ -1,0 +1,77 @@
+// `asgd sweep` and `asgd suite`: many runs, each an `asgd run` child process, then one
+// comparison of them (experiments/analysis/compare.h).
+//
+// Both validate everything they can before starting anything (every grid point's or
+// suite entry's config is loaded with its overrides through the schema), so a typo is
+// one line and exit status 2, not a failure an hour in. Then they run at most
+// `parallel` children at a time, each with its output in <folder>/logs/<label>-s<seed>.log
+// and its run folder under <folder>/runs/, print one line per finished run, and compare
+// the runs into <folder>. A run that exits non-zero (or leaves no summary.csv) is
+// reported and counted; the command then exits 2 after writing what it can.
+//
+// SIGINT or SIGTERM to the sweep or suite ends every running child by PID (SIGTERM, then
+// SIGKILL after 2 s), reaps it and returns 128 + the signal number; the children also
+// get SIGTERM from the kernel should this process die (PR_SET_PDEATHSIG).
+//
+// --gpus 0,1,... (local backend): at most one run per listed CUDA device at a time, each
+// started with model.device = cuda:N of a free device; a device that does not exist here
+// is one line and exit 2 before anything starts (ASGD_FAKE_CUDA_DEVICES=N pretends N
+// exist, to check the placement on a machine without GPUs).
+//
+// --backend slurm: instead of running, writes <folder>/slurm/ (tasks.txt: line i + 1 is
+// array task i's `asgd run` command with its log, or with --srun its `srun --ntasks=N asgd
+// task` command, one SLURM task per role, ports apart per run; array.sbatch: the job-array script,
+// one task per run, with #SBATCH lines for --partition, --time, --gpus-per-task, --sbatch options
+// and the %P throttle from --parallel; args: what collect replans from), submits it with `sbatch
+// --parsable` (job id in slurm/job_id, printed) and returns 0;
+// --emit-only stops before submitting. sbatch refusing the script, sbatch not on PATH or
+// an unknown backend is one line and exit 2. `collect DIR [--no-plots]` replans the batch
+// from slurm/args, takes each task's exit status from slurm/status/<i> (written by the
+// script), asks squeue, sacct and scontrol about tasks that left none (reported as not
+// finished or missing and counted), and writes the tables and comparison as a local
+// batch does; exit 2 unless every run completed.
+//
+// Sweep folder (default results/sweeps/<UTC yyyymmdd-hhmmss>-<config stem>):
+//   runs/ logs/ comparison.{csv,md} *.png   as described above
+//   sweep.csv    one row per grid point: label, the grid values, runs, failed, and the
+//                mean, std (sample standard deviation; nan below two values), min and
+//                max over the point's completed runs of final_test_accuracy,
+//                best_test_accuracy, wall_time_s, time_to_target_s, samples_per_s and
+//                staleness_mean (nan values, e.g. a target never reached, are left out)
+//   sweep.md     the same as a markdown table (mean ± std), then the best point on each
+//                metric by its mean (highest accuracies and samples/s, lowest times and
+//                staleness)
+//   sweep_<metric>_vs_<key>.png   (unless --no-plots) final accuracy and time to target
+//                against each grid key, drawn by experiments/plots/asgd_plots.py
+// Suite folder (default results/suites/<name>-<UTC yyyymmdd-hhmmss>):
+//   suite.ini (a copy of the suite file), runs/ logs/ comparison.{csv,md} *.png
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+namespace asgd::experiments {
+
+// Mean, sample standard deviation, min and max of the non-nan values; nan where there
+// are too few (std: fewer than two).
+struct SampleStats {
+  int64_t n = 0;
+  double mean = 0, std = 0, min = 0, max = 0;
+};
+SampleStats Describe(const std::vector<double>& values);
+
+// The metrics sweep.csv aggregates, in column order.
+const std::vector<std::string>& SweepMetrics();
+
+// `asgd sweep CONFIG --grid section.key=v1,v2 ... [--seeds N] [--parallel P]
+// [--set section.key=value ...] [--out DIR] [--gpus LIST | --backend slurm ...]` or
+// `asgd sweep collect DIR`: args without the command name.
+int SweepCommand(const std::vector<std::string>& args, std::ostream& out);
+
+// `asgd suite FILE [--parallel P] [--out DIR] [--set section.key=value ...] [--gpus LIST |
+// --backend slurm ...]` or `asgd suite collect DIR`.
+int SuiteCommand(const std::vector<std::string>& args, std::ostream& out);
+
+}  // namespace asgd::experiments

@@ -1,0 +1,180 @@
+#include "experiments/cluster/cluster_common.h"
+
+#include <algorithm>
+#include <cmath>
+#include <thread>
+
+#include <unistd.h>
+
+#include "core/build_info.h"
+#include "core/check.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/rng.h"
+#include "datasets/loader.h"
+#include "experiments/cluster/keys.h"
+#include "experiments/config/setup.h"
+#include "experiments/record/run_core.h"
+#include "experiments/run/evaluation.h"
+#include "models/factory.h"
+
+namespace asgd::experiments::cluster {
+
+namespace alg = ::asgd::algorithms;
+namespace tp = ::asgd::transport;
+using ::asgd::internal::StrCat;
+
+milliseconds Ms(double seconds) {
+  return milliseconds(static_cast<int64_t>(std::ceil(seconds * 1000.0)));
+}
+
+double WallSeconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+Duration WallClock::Now() const {
+  return std::chrono::duration_cast<Duration>(std::chrono::system_clock::now().time_since_epoch());
+}
+void WallClock::SleepFor(Duration d) { std::this_thread::sleep_for(d); }
+
+std::vector<float> Setup::Initial() const {
+  AlignedVector<float> v(static_cast<std::size_t>(model->layout().size()));
+  model->Initialize(v, DeriveSeed(seed, "init"));
+  return {v.begin(), v.end()};
+}
+
+Setup MakeSetup(const Config& config, const RoleRequest& request, const std::string& role) {
+  Setup s(config);
+  s.spec = ResolveCluster(config, request, role);
+  if (s.spec.coordinator.empty()) {
+    throw ConfigError("cluster.coordinator", "",
+                      "the coordinator's address (host:port) for a training run across "
+                      "processes (or a TF_CONFIG with a chief)");
+  }
+  if (s.spec.num_workers() == 0) {
+    throw ConfigError("cluster.worker", "", "at least one worker address");
+  }
+  const std::string name = config.String("algorithm.name");
+  s.strategy = &alg::FindStrategy(name);
+  if (s.strategy->sequential) {
+    throw ConfigError("algorithm.name", name,
+                      "a distributed strategy: the sequential baseline runs with `asgd run`");
+  }
+  if (s.strategy->shared_memory) {
+    throw ConfigError("algorithm.name", name,
+                      "a strategy over the parameter server: hogwild shares one vector inside "
+                      "one process (across processes its rule is async_sgd)");
+  }
+  s.workers = s.spec.num_workers();
+  if (s.config.Int("algorithm.workers") != s.workers) {
+    ASGD_LOG(kInfo, "algorithm.workers = ", s.workers, " (the cluster's worker count)");
+    s.config.Set("algorithm.workers", std::to_string(s.workers));
+  }
+  s.seed = static_cast<uint64_t>(s.config.Int("experiment.seed"));
+  s.timeout = Ms(s.config.Double("cluster.timeout_s"));
+  s.report_interval = Ms(s.config.Double("cluster.report_interval_s"));
+  s.heartbeat_timeout = Ms(s.config.Double("cluster.heartbeat_timeout_s"));
+  // Validates the server options before the data is read.
+  (void)s.strategy->server_rule(BuildStrategyOptions(s.config, 0), 0);
+  CheckWorkerDevices(s.config, s.workers);  // syntax only: workers resolve their own
+
+  s.schedule = BuildScheduleOptions(s.config);
+  s.optimizer = BuildOptimizerOptions(s.config);
+  s.data = datasets::LoadDataset(BuildDataOptions(s.config, request.data_dirs));
+  s.options = BuildStrategyOptions(s.config, s.data.train.num_examples);
+  s.model = models::NewModel(BuildModelOptions(s.config), InputSpecFor(s.data.train));
+  (void)alg::NewOptimizer(s.optimizer, s.model->layout().size());  // validates
+  tp::PlacementOptions po;
+  po.policy = tp::ParsePlacementPolicy(s.config.String("cluster.placement"));
+  s.placement = tp::Placement::Build(s.model->layout(), s.spec.num_ps(), po);
+  s.curve = CurveFromConfig(s.config, /*serves=*/role == "ps" || role == "coordinator");
+  return s;
+}
+
+// ---- the link to the coordinator -------------------------------------------------
+
+CoordinatorLink::CoordinatorLink(std::shared_ptr<tp::Context> context, const Setup& setup,
+                                 std::string role, int task)
+    : client_(std::move(context), setup.CoordinatorAddress(),
+              tp::ControlOptions{.curve = setup.curve}),
+      client_address_(setup.CoordinatorAddress()),
+      role_(std::move(role)),
+      task_(task),
+      interval_(setup.report_interval),
+      patience_(std::max(setup.timeout, setup.heartbeat_timeout)) {}
+
+RegisterReply CoordinatorLink::Register() {
+  RegisterRequest msg;
+  msg.role = role_;
+  msg.task = task_;
+  msg.pid = static_cast<int64_t>(::getpid());
+  msg.host = HostName();
+  const std::string bytes = Encode(msg);
+  const auto deadline = Steady::now() + patience_;
+  while (Steady::now() < deadline) {
+    if (auto reply = Send<RegisterReply>(bytes, std::max(interval_, milliseconds(500)))) {
+      return *reply;
+    }
+  }
+  throw InputError(StrCat(role_, " ", task_, ": no coordinator answered at ", client_address_,
+                          " within ", patience_.count() / 1000, " s"));
+}
+
+std::optional<WorkerReply> CoordinatorLink::Report(const WorkerReport& report,
+                                                   milliseconds timeout) {
+  return Send<WorkerReply>(Encode(report), timeout);
+}
+std::optional<PsReply> CoordinatorLink::Report(const PsReport& report, milliseconds timeout) {
+  return Send<PsReply>(Encode(report), timeout);
+}
+std::optional<EvaluatorReply> CoordinatorLink::Report(const EvaluatorReport& report,
+                                                      milliseconds timeout) {
+  return Send<EvaluatorReply>(Encode(report), timeout);
+}
+
+template <typename Reply>
+std::optional<Reply> CoordinatorLink::Send(const std::string& bytes, milliseconds timeout) {
+  auto answer = client_.Request(bytes, timeout);
+  if (!answer) return std::nullopt;
+  Reply reply;
+  const ControlError e = DecodeReply(*answer, &reply);
+  if (!e.ok()) {
+    // A refusal says so itself; anything else is a reply this process cannot read.
+    throw InputError(StrCat(
+        role_, " ", task_, ": ",
+        e.refused() ? e.message() : "the coordinator sent a malformed reply: " + e.message()));
+  }
+  last_answer_ = Steady::now();
+  return reply;
+}
+
+// ---- evaluating the centre -------------------------------------------------------
+
+CentreEvaluator::CentreEvaluator(std::shared_ptr<tp::Context> context, const Setup& setup)
+    : setup_(setup),
+      model_(setup.model->Clone()),
+      centre_(static_cast<std::size_t>(setup.model->layout().size())) {
+  tp::ClientOptions co;
+  co.role = tp::Role::kEvaluator;
+  co.id = static_cast<uint32_t>(setup.workers);
+  co.timeout = setup.timeout;
+  co.curve = setup.curve;
+  client_ = tp::PsClient::FromCluster(std::move(context), setup.spec, setup.placement, co);
+}
+
+tp::Status CentreEvaluator::WaitForServers() { return client_->WaitForServers(setup_.timeout); }
+
+std::optional<models::EvalResult> CentreEvaluator::Evaluate(bool full) {
+  const tp::Status st = client_->PullAndWait(centre_);
+  if (st.code() == tp::StatusCode::kTimeout) {
+    ASGD_LOG(kWarning, "evaluator: reading the centre: ", st.ToString());
+    return std::nullopt;
+  }
+  if (!st.ok()) throw InputError("evaluator: reading the centre: " + st.ToString());
+  return EvaluateOn(*model_, centre_, setup_.data.test,
+                    full ? 0
+                         : EvalSchedule::FromConfig(setup_.config, setup_.data.train.num_examples)
+                               .ScheduledExamples());
+}
+
+}  // namespace asgd::experiments::cluster

@@ -1,0 +1,124 @@
+// What the processes of a multi-process training run (cluster_run.h) share: the setup
+// each derives from the config, a role's typed link to the coordinator
+// (control_protocol.h over transport/control.h) and the evaluation of the centre.
+// Internal to experiments/ (coordinator.cc, ps_role.cc, worker_role.cc,
+// evaluator_role.cc).
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "algorithms/schedule.h"
+#include "algorithms/strategy.h"
+#include "core/aligned.h"
+#include "core/clock.h"
+#include "datasets/dataset.h"
+#include "experiments/cluster/control_protocol.h"
+#include "experiments/cluster/roles.h"
+#include "experiments/config/config.h"
+#include "models/model.h"
+#include "transport/cluster_spec.h"
+#include "transport/context.h"
+#include "transport/control.h"
+#include "transport/curve.h"
+#include "transport/placement.h"
+#include "transport/ps_client.h"
+
+namespace asgd::experiments::cluster {
+
+using Steady = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+// seconds, rounded up to whole milliseconds.
+milliseconds Ms(double seconds);
+// Seconds since the Unix epoch.
+double WallSeconds();
+
+// Wall-clock time (seconds since the Unix epoch), for staleness records made in one
+// process and placed on the coordinator's time axis in another.
+class WallClock final : public Clock {
+ public:
+  Duration Now() const override;
+  void SleepFor(Duration d) override;
+};
+
+// What every process of the run derives from the config.
+struct Setup {
+  explicit Setup(const Config& c) : config(c) {}
+  Config config;  // algorithm.workers set to the cluster's worker count
+  transport::ClusterSpec spec;
+  datasets::TrainTest data;
+  std::unique_ptr<models::Model> model;
+  transport::Placement placement;
+  const algorithms::Strategy* strategy = nullptr;
+  algorithms::StrategyOptions options;
+  algorithms::ScheduleOptions schedule;
+  algorithms::OptimizerOptions optimizer;
+  uint64_t seed = 0;
+  int workers = 0;
+  milliseconds timeout{60000}, report_interval{100}, heartbeat_timeout{10000};
+  transport::CurveOptions curve;  // cluster.curve: this process's keys (experiments/cluster/keys.h)
+
+  // The initial parameters (from the seed).
+  std::vector<float> Initial() const;
+  std::string CoordinatorAddress() const { return spec.CoordinatorAddress(); }
+};
+
+// The setup of `role` ("coordinator", "ps", "worker", "evaluator"): loads the data,
+// builds the model and placement, validates the strategy's options. Throws
+// ConfigError/InputError naming the key.
+Setup MakeSetup(const Config& config, const RoleRequest& request, const std::string& role);
+
+// A role's link to the coordinator: registration, then reports, each answered by the
+// reply type the role expects. A reply the coordinator refused or that does not decode
+// throws InputError ("<role> <task>: ..."), one line.
+class CoordinatorLink {
+ public:
+  CoordinatorLink(std::shared_ptr<transport::Context> context, const Setup& setup, std::string role,
+                  int task);
+
+  // Registers, retrying until the coordinator answers (it may start later) or the
+  // run's timeout passes. Throws InputError if it refuses or never answers.
+  RegisterReply Register();
+  // One report; nullopt if the coordinator did not answer within timeout.
+  std::optional<WorkerReply> Report(const WorkerReport& report, milliseconds timeout);
+  std::optional<PsReply> Report(const PsReport& report, milliseconds timeout);
+  std::optional<EvaluatorReply> Report(const EvaluatorReport& report, milliseconds timeout);
+  // True when the coordinator has not answered for longer than the run allows.
+  bool Lost() const { return Steady::now() - last_answer_ > patience_; }
+  milliseconds interval() const { return interval_; }
+
+ private:
+  template <typename Reply>
+  std::optional<Reply> Send(const std::string& bytes, milliseconds timeout);
+
+  transport::ControlClient client_;
+  std::string client_address_;
+  std::string role_;
+  int task_;
+  milliseconds interval_;
+  milliseconds patience_;
+  Steady::time_point last_answer_ = Steady::now();
+};
+
+// Pulls the centre and evaluates it (the evaluator role, or the coordinator itself).
+class CentreEvaluator {
+ public:
+  CentreEvaluator(std::shared_ptr<transport::Context> context, const Setup& setup);
+  transport::Status WaitForServers();
+  // Evaluates on the whole test set (full) or metrics.eval_examples of it; nullopt when
+  // reading the centre timed out (a shard is down: the evaluation is retried or
+  // dropped). Throws InputError when a shard answers with an error.
+  std::optional<models::EvalResult> Evaluate(bool full);
+
+ private:
+  const Setup& setup_;
+  std::unique_ptr<models::Model> model_;
+  AlignedVector<float> centre_;
+  std::unique_ptr<transport::PsClient> client_;
+};
+
+}  // namespace asgd::experiments::cluster

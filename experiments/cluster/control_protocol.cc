@@ -1,0 +1,669 @@
+#include "experiments/cluster/control_protocol.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <exception>
+#include <limits>
+#include <type_traits>
+
+#include <msgpack.hpp>
+
+#include "core/check.h"
+
+namespace asgd::experiments {
+namespace {
+
+using ::asgd::internal::StrCat;
+constexpr int64_t kI64Max = std::numeric_limits<int64_t>::max();
+constexpr int64_t kIntMax = std::numeric_limits<int>::max();
+
+// A peer's text for an error line: control characters (a line break would make two
+// lines) become '?', and anything past max bytes is cut.
+std::string Printable(std::string_view text, std::size_t max = 64) {
+  std::string out(text.substr(0, max));
+  for (char& c : out) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) c = '?';
+  }
+  if (text.size() > max) out += "...";
+  return out;
+}
+
+// ---- encoding: one map, "version" and "type" first ------------------------------------
+
+class Writer {
+ public:
+  // fields: the message's own fields that will be written (the map's size needs them).
+  Writer(const char* type, uint32_t fields) : pk_(buf_) {
+    pk_.pack_map(fields + 2);
+    Put("version", uint64_t{kControlVersion});
+    Put("type", std::string_view(type));
+  }
+  void Key(const char* k) { Text(k); }
+  void Put(const char* k, uint64_t v) {
+    Key(k);
+    pk_.pack_uint64(v);
+  }
+  void Put(const char* k, int64_t v) {
+    Key(k);
+    pk_.pack_int64(v);
+  }
+  void Put(const char* k, int v) { Put(k, static_cast<int64_t>(v)); }
+  void Put(const char* k, double v) {
+    Key(k);
+    pk_.pack_double(v);
+  }
+  void Put(const char* k, bool v) {
+    Key(k);
+    v ? pk_.pack_true() : pk_.pack_false();
+  }
+  void Put(const char* k, std::string_view v) {
+    Key(k);
+    Text(v);
+  }
+  void Put(const char* k, const std::string& v) { Put(k, std::string_view(v)); }
+  void Map(const char* k, uint32_t n) {
+    Key(k);
+    pk_.pack_map(n);
+  }
+  void Array(const char* k, uint32_t n) {
+    Key(k);
+    pk_.pack_array(n);
+  }
+  void RawMap(uint32_t n) { pk_.pack_map(n); }
+  std::string Bytes() const { return {buf_.data(), buf_.size()}; }
+
+ private:
+  void Text(std::string_view s) {
+    pk_.pack_str(static_cast<uint32_t>(s.size()));
+    pk_.pack_str_body(s.data(), static_cast<uint32_t>(s.size()));
+  }
+  msgpack::sbuffer buf_;
+  msgpack::packer<msgpack::sbuffer> pk_;
+};
+
+void PutMetrics(Writer& w, const WorkerMetrics& m) {
+  w.Map("metrics", 9);
+  w.Put("steps", m.steps);
+  w.Put("samples", m.samples);
+  w.Put("pushes", m.pushes);
+  w.Put("active_s", m.active_s);
+  w.Put("compute_s", m.compute_s);
+  w.Put("wait_s", m.wait_s);
+  w.Put("bytes_pushed", m.bytes_pushed);
+  w.Put("bytes_pulled", m.bytes_pulled);
+  w.Put("dropped_pushes", m.dropped_pushes);
+}
+
+// ---- decoding --------------------------------------------------------------------
+
+const char* TypeName(const msgpack::object& o) {
+  switch (o.type) {
+    case msgpack::type::NIL:
+      return "nil";
+    case msgpack::type::BOOLEAN:
+      return "a boolean";
+    case msgpack::type::POSITIVE_INTEGER:
+    case msgpack::type::NEGATIVE_INTEGER:
+      return "an integer";
+    case msgpack::type::FLOAT32:
+    case msgpack::type::FLOAT64:
+      return "a float";
+    case msgpack::type::STR:
+      return "a string";
+    case msgpack::type::BIN:
+      return "bin";
+    case msgpack::type::ARRAY:
+      return "an array";
+    case msgpack::type::MAP:
+      return "a map";
+    case msgpack::type::EXT:
+      return "ext";
+  }
+  return "unknown";
+}
+
+// The fields of one msgpack map, read by name. The first problem is kept in error (one
+// line, prefixed by what the map is); later reads are then no-ops returning false.
+class Fields {
+ public:
+  Fields(const msgpack::object& o, std::string what, std::string* error)
+      : what_(std::move(what)), error_(error) {
+    if (!error_->empty()) return;
+    if (o.type != msgpack::type::MAP) {
+      Fail(StrCat("is ", TypeName(o), ", expected a map"));
+      return;
+    }
+    map_ = &o.via.map;
+    used_.assign(map_->size, false);
+    for (uint32_t i = 0; i < map_->size; ++i) {
+      const msgpack::object& k = map_->ptr[i].key;
+      if (k.type != msgpack::type::STR) {
+        Fail(StrCat("has a key that is ", TypeName(k), ", expected a string"));
+        return;
+      }
+      for (uint32_t j = 0; j < i; ++j) {
+        if (KeyIs(map_->ptr[j].key, KeyView(k))) {
+          Fail(StrCat("repeats \"", Printable(KeyView(k)), "\""));
+          return;
+        }
+      }
+    }
+  }
+
+  bool ok() const { return error_->empty(); }
+
+  // The value of key, or nullptr (with an error if required) when absent. nil counts as
+  // absent for optional keys only.
+  const msgpack::object* Find(const char* key, bool required) {
+    if (!ok()) return nullptr;
+    for (uint32_t i = 0; i < map_->size; ++i) {
+      if (KeyIs(map_->ptr[i].key, key)) {
+        used_[i] = true;
+        const msgpack::object& v = map_->ptr[i].val;
+        if (!required && v.type == msgpack::type::NIL) return nullptr;
+        return &v;
+      }
+    }
+    if (required) Fail(StrCat("has no \"", key, "\""));
+    return nullptr;
+  }
+
+  bool Int(const char* key, int64_t lo, int64_t hi, int64_t* out) {
+    const msgpack::object* v = Find(key, true);
+    return v && IntValue(*v, key, lo, hi, out);
+  }
+  template <typename T>
+  bool IntAs(const char* key, int64_t lo, int64_t hi, T* out) {
+    int64_t v = 0;
+    if (!Int(key, lo, hi, &v)) return false;
+    *out = static_cast<T>(v);
+    return true;
+  }
+  bool Uint(const char* key, uint64_t* out) {
+    const msgpack::object* v = Find(key, true);
+    return v && UintValue(*v, key, out);
+  }
+  bool OptionalUint(const char* key, std::optional<uint64_t>* out) {
+    out->reset();
+    const msgpack::object* v = Find(key, false);
+    if (!v) return ok();
+    uint64_t u = 0;
+    if (!UintValue(*v, key, &u)) return false;
+    *out = u;
+    return true;
+  }
+  bool Double(const char* key, double* out) {
+    const msgpack::object* v = Find(key, true);
+    if (!v) return false;
+    // msgpack-c (and other encoders) write a float with an integral value as an integer.
+    switch (v->type) {
+      case msgpack::type::FLOAT32:
+      case msgpack::type::FLOAT64:
+        *out = v->via.f64;
+        return true;
+      case msgpack::type::POSITIVE_INTEGER:
+        *out = static_cast<double>(v->via.u64);
+        return true;
+      case msgpack::type::NEGATIVE_INTEGER:
+        *out = static_cast<double>(v->via.i64);
+        return true;
+      default:
+        return Fail(StrCat("\"", key, "\" is ", TypeName(*v), ", expected a number"));
+    }
+  }
+  bool OptionalBool(const char* key, bool* out) {
+    const msgpack::object* v = Find(key, false);
+    if (!v) return ok();
+    if (v->type != msgpack::type::BOOLEAN) {
+      return Fail(StrCat("\"", key, "\" is ", TypeName(*v), ", expected a boolean"));
+    }
+    *out = v->via.boolean;
+    return true;
+  }
+  bool Bool(const char* key, bool* out) {
+    const msgpack::object* v = Find(key, true);
+    if (!v) return false;
+    if (v->type != msgpack::type::BOOLEAN) {
+      return Fail(StrCat("\"", key, "\" is ", TypeName(*v), ", expected a boolean"));
+    }
+    *out = v->via.boolean;
+    return true;
+  }
+  bool Str(const char* key, std::string* out) {
+    const msgpack::object* v = Find(key, true);
+    if (!v) return false;
+    if (v->type != msgpack::type::STR) {
+      return Fail(StrCat("\"", key, "\" is ", TypeName(*v), ", expected a string"));
+    }
+    if (v->via.str.size > kMaxControlString) {
+      return Fail(
+          StrCat("\"", key, "\" is ", v->via.str.size, " bytes, limit ", kMaxControlString));
+    }
+    out->assign(v->via.str.ptr, v->via.str.size);
+    return true;
+  }
+  bool Sha256(const char* key, std::string* out) {
+    if (!Str(key, out)) return false;
+    const bool hex =
+        out->size() == 64 && out->find_first_not_of("0123456789abcdef") == std::string::npos;
+    return hex || Fail(StrCat("\"", key, "\" is not 64 lowercase hex digits"));
+  }
+  // Every key was read: anything else is an unknown field.
+  bool Done() {
+    if (!ok()) return false;
+    for (uint32_t i = 0; i < map_->size; ++i) {
+      if (!used_[i])
+        return Fail(StrCat("has an unknown field \"", Printable(KeyView(map_->ptr[i].key)), "\""));
+    }
+    return true;
+  }
+  bool Fail(const std::string& detail) {
+    if (error_->empty()) *error_ = StrCat(what_, " ", detail);
+    return false;
+  }
+  const std::string& what() const { return what_; }
+  std::string* error() const { return error_; }
+
+ private:
+  static std::string_view KeyView(const msgpack::object& k) {
+    return {k.via.str.ptr, k.via.str.size};
+  }
+  static bool KeyIs(const msgpack::object& k, std::string_view key) { return KeyView(k) == key; }
+
+  bool IntValue(const msgpack::object& v, const char* key, int64_t lo, int64_t hi, int64_t* out) {
+    int64_t x = 0;
+    if (v.type == msgpack::type::POSITIVE_INTEGER) {
+      if (v.via.u64 > static_cast<uint64_t>(kI64Max)) {
+        return Fail(StrCat("\"", key, "\" = ", v.via.u64, " does not fit int64"));
+      }
+      x = static_cast<int64_t>(v.via.u64);
+    } else if (v.type == msgpack::type::NEGATIVE_INTEGER) {
+      x = v.via.i64;
+    } else {
+      return Fail(StrCat("\"", key, "\" is ", TypeName(v), ", expected an integer"));
+    }
+    if (x < lo || x > hi) {
+      return Fail(StrCat("\"", key, "\" = ", x, " is outside [", lo, ", ", hi, "]"));
+    }
+    *out = x;
+    return true;
+  }
+  bool UintValue(const msgpack::object& v, const char* key, uint64_t* out) {
+    if (v.type == msgpack::type::NEGATIVE_INTEGER) {
+      return Fail(StrCat("\"", key, "\" = ", v.via.i64, " is negative"));
+    }
+    if (v.type != msgpack::type::POSITIVE_INTEGER) {
+      return Fail(StrCat("\"", key, "\" is ", TypeName(v), ", expected an integer"));
+    }
+    *out = v.via.u64;
+    return true;
+  }
+
+  std::string what_;
+  std::string* error_;
+  const msgpack::object_map* map_ = nullptr;
+  std::vector<bool> used_;
+};
+
+// A nested map field: absent/nil (optional) leaves out unset.
+template <typename T, typename ReadFn>
+bool Nested(Fields& f, const char* key, bool required, std::optional<T>* out, ReadFn read) {
+  out->reset();
+  const msgpack::object* v = f.Find(key, required);
+  if (!v) return f.ok();
+  Fields inner(*v, StrCat(f.what(), " \"", key, "\""), f.error());
+  T value;
+  if (!read(inner, &value) || !inner.Done()) return false;
+  *out = std::move(value);
+  return true;
+}
+
+bool ReadMetrics(Fields& f, WorkerMetrics* m) {
+  return f.Int("steps", 0, kI64Max, &m->steps) && f.Int("samples", 0, kI64Max, &m->samples) &&
+         f.Int("pushes", 0, kI64Max, &m->pushes) && f.Double("active_s", &m->active_s) &&
+         f.Double("compute_s", &m->compute_s) && f.Double("wait_s", &m->wait_s) &&
+         f.Int("bytes_pushed", 0, kI64Max, &m->bytes_pushed) &&
+         f.Int("bytes_pulled", 0, kI64Max, &m->bytes_pulled) &&
+         f.Int("dropped_pushes", 0, kI64Max, &m->dropped_pushes);
+}
+
+bool ReadRecord(Fields& f, transport::StalenessRecord* r) {
+  const int64_t u32 = std::numeric_limits<uint32_t>::max();
+  std::optional<uint64_t> oldest;
+  bool dropped = false;
+  if (!(f.IntAs("worker", 0, u32, &r->worker) && f.IntAs("shard", 0, u32, &r->shard) &&
+        f.Int("step", std::numeric_limits<int64_t>::min(), kI64Max, &r->step) &&
+        f.Uint("pulled_version", &r->pulled_version) &&
+        f.Uint("applied_version", &r->applied_version) &&
+        f.Int("staleness", std::numeric_limits<int64_t>::min(), kI64Max, &r->staleness) &&
+        f.Double("wall_time_s", &r->wall_time_s) && f.OptionalUint("oldest_version", &oldest) &&
+        f.OptionalBool("dropped", &dropped))) {
+    return false;
+  }
+  // Absent: the push's gradients were all computed on the pulled version.
+  if (oldest) {
+    if (*oldest > r->pulled_version) {
+      return f.Fail(StrCat("\"oldest_version\" = ", *oldest,
+                           " exceeds \"pulled_version\" = ", r->pulled_version));
+    }
+    r->oldest_lag = r->pulled_version - *oldest;
+  }
+  r->outcome = dropped ? transport::PushOutcome::kDropped : transport::PushOutcome::kApplied;
+  return true;
+}
+
+bool ReadSaved(Fields& f, SavedShard* s) {
+  return f.Int("step", 0, kI64Max, &s->step) && f.Str("file", &s->file) &&
+         f.Sha256("sha256", &s->sha256) && f.Uint("version", &s->version) &&
+         f.Int("elements", 0, kI64Max, &s->elements);
+}
+
+bool ReadResult(Fields& f, EvalResultMessage* r) {
+  if (!(f.Int("id", 0, kI64Max, &r->id) && f.Double("loss_sum", &r->loss_sum) &&
+        f.Int("correct", 0, kI64Max, &r->correct) && f.Int("count", 0, kI64Max, &r->count))) {
+    return false;
+  }
+  return r->correct <= r->count || f.Fail("\"correct\" exceeds \"count\"");
+}
+
+// Parses bytes into one msgpack object and reads its version and type. The handle owns
+// the object; *type receives the message type. Returns "" or the error line.
+std::string Open(std::string_view bytes, msgpack::object_handle* handle, std::string* type) {
+  if (bytes.empty()) return "control message is empty";
+  try {
+    std::size_t off = 0;
+    // Depth: message map > records array > record map. Sizes: strings up to the string
+    // limit, arrays up to the record limit, maps small.
+    // msgpack-c reserves an array's elements when it reads the array's length, so the
+    // limit is also the input's size: each element takes at least one byte.
+    const msgpack::unpack_limit limit(std::min(kMaxStalenessRecords, bytes.size()), 64,
+                                      kMaxControlString, 0, 0, 4);
+    *handle = msgpack::unpack(bytes.data(), bytes.size(), off, nullptr, nullptr, limit);
+    if (off != bytes.size()) {
+      return StrCat("control message has ", bytes.size() - off, " bytes after its end");
+    }
+  } catch (const std::exception& e) {
+    return StrCat("control message is not valid MessagePack (", e.what(), ")");
+  }
+  std::string error;
+  Fields f(handle->get(), "control message", &error);
+  uint64_t version = 0;
+  if (!f.Uint("version", &version)) return error;
+  if (version != kControlVersion) {
+    return StrCat("control message has version ", version, ", this program speaks ",
+                  kControlVersion, " (every process of a run must be the same asgd)");
+  }
+  if (!f.Str("type", type)) return error;
+  return "";
+}
+
+// Reads a message of a known type from its map; checks every key was known.
+template <typename T, typename ReadFn>
+ControlError ReadBody(const msgpack::object& o, const std::string& type, T* out, ReadFn read) {
+  std::string error;
+  Fields f(o, StrCat("control message \"", Printable(type), "\""), &error);
+  (void)f.Find("version", true);
+  (void)f.Find("type", true);
+  *out = T{};
+  if (!read(f, out) || !f.Done()) return ControlError(error);
+  return {};
+}
+
+bool ReadTask(Fields& f, int* task) { return f.IntAs("task", 0, kIntMax, task); }
+
+bool ReadRegister(Fields& f, RegisterRequest* m) {
+  if (!(f.Str("role", &m->role) && ReadTask(f, &m->task) && f.Int("pid", 0, kI64Max, &m->pid) &&
+        f.Str("host", &m->host))) {
+    return false;
+  }
+  if (m->role != "ps" && m->role != "worker" && m->role != "evaluator") {
+    return f.Fail(
+        StrCat("\"role\" is \"", Printable(m->role), "\", expected ps, worker or evaluator"));
+  }
+  return true;
+}
+
+bool ReadWorkerReport(Fields& f, WorkerReport* m) {
+  std::optional<WorkerMetrics> metrics;
+  if (!(ReadTask(f, &m->task) && Nested(f, "metrics", true, &metrics, ReadMetrics) &&
+        f.Double("loss_sum", &m->loss_sum) && f.Int("loss_count", 0, kI64Max, &m->loss_count) &&
+        f.Bool("done", &m->done) && f.Str("failure", &m->failure))) {
+    return false;
+  }
+  m->metrics = *metrics;
+  m->metrics.worker = m->task;
+  return true;
+}
+
+bool ReadPsReport(Fields& f, PsReport* m) {
+  if (!(ReadTask(f, &m->task) && f.OptionalUint("shard_version", &m->version) &&
+        Nested(f, "saved", false, &m->saved, ReadSaved) && f.Bool("done", &m->done))) {
+    return false;
+  }
+  const msgpack::object* records = f.Find("records", true);
+  if (!records) return false;
+  if (records->type != msgpack::type::ARRAY) {
+    return f.Fail(StrCat("\"records\" is ", TypeName(*records), ", expected an array"));
+  }
+  m->records.reserve(records->via.array.size);
+  for (uint32_t i = 0; i < records->via.array.size; ++i) {
+    Fields r(records->via.array.ptr[i], StrCat(f.what(), " record ", i), f.error());
+    transport::StalenessRecord rec;
+    if (!ReadRecord(r, &rec) || !r.Done()) return false;
+    m->records.push_back(rec);
+  }
+  return true;
+}
+
+bool ReadEvaluatorReport(Fields& f, EvaluatorReport* m) {
+  return f.IntAs("task", 0, 0, &m->task) && Nested(f, "result", false, &m->result, ReadResult) &&
+         f.Bool("done", &m->done);
+}
+
+// A reply: the expected type, or an ErrorReply turned into a refused() error.
+template <typename T, typename ReadFn>
+ControlError DecodeReplyAs(std::string_view bytes, const char* expected, T* out, ReadFn read) {
+  msgpack::object_handle handle;
+  std::string type;
+  if (std::string e = Open(bytes, &handle, &type); !e.empty()) return ControlError(e);
+  if (type == "error") {
+    ErrorReply r;
+    ControlError e = ReadBody(handle.get(), type, &r, [](Fields& f, ErrorReply* m) {
+      return f.Str("message", &m->message);
+    });
+    if (!e.ok()) return e;
+    return ControlError("the coordinator refused: " + Printable(r.message, 1024), /*refused=*/true);
+  }
+  if (type != expected) {
+    return ControlError(
+        StrCat("control message is \"", Printable(type), "\", expected \"", expected, "\""));
+  }
+  return ReadBody(handle.get(), type, out, read);
+}
+
+}  // namespace
+
+// ---- requests -------------------------------------------------------------------------
+
+std::string Encode(const RegisterRequest& m) {
+  Writer w("register", 4);
+  w.Put("role", m.role);
+  w.Put("task", m.task);
+  w.Put("pid", m.pid);
+  w.Put("host", m.host);
+  return w.Bytes();
+}
+
+std::string Encode(const WorkerReport& m) {
+  Writer w("worker_report", 6);
+  w.Put("task", m.task);
+  PutMetrics(w, m.metrics);
+  w.Put("loss_sum", m.loss_sum);
+  w.Put("loss_count", m.loss_count);
+  w.Put("done", m.done);
+  w.Put("failure", m.failure);
+  return w.Bytes();
+}
+
+std::string Encode(const PsReport& m) {
+  Writer w("ps_report", 3 + (m.version ? 1u : 0u) + (m.saved ? 1u : 0u));
+  w.Put("task", m.task);
+  if (m.version) w.Put("shard_version", *m.version);
+  if (m.saved) {
+    w.Map("saved", 5);
+    w.Put("step", m.saved->step);
+    w.Put("file", m.saved->file);
+    w.Put("sha256", m.saved->sha256);
+    w.Put("version", m.saved->version);
+    w.Put("elements", m.saved->elements);
+  }
+  w.Put("done", m.done);
+  w.Array("records", static_cast<uint32_t>(m.records.size()));
+  for (const auto& r : m.records) {
+    // The optional keys only when they say something, so a record of an applied push
+    // without a window is what a coordinator of before them reads.
+    const bool windowed = r.oldest_lag > 0;
+    w.RawMap(7 + (windowed ? 1u : 0u) + (r.dropped() ? 1u : 0u));
+    w.Put("worker", uint64_t{r.worker});
+    w.Put("shard", uint64_t{r.shard});
+    w.Put("step", r.step);
+    w.Put("pulled_version", r.pulled_version);
+    w.Put("applied_version", r.applied_version);
+    w.Put("staleness", r.staleness);
+    w.Put("wall_time_s", r.wall_time_s);
+    if (windowed) w.Put("oldest_version", r.oldest_version());
+    if (r.dropped()) w.Put("dropped", true);
+  }
+  return w.Bytes();
+}
+
+std::string Encode(const EvaluatorReport& m) {
+  Writer w("evaluator_report", 2 + (m.result ? 1u : 0u));
+  w.Put("task", m.task);
+  if (m.result) {
+    w.Map("result", 4);
+    w.Put("id", m.result->id);
+    w.Put("loss_sum", m.result->loss_sum);
+    w.Put("correct", m.result->correct);
+    w.Put("count", m.result->count);
+  }
+  w.Put("done", m.done);
+  return w.Bytes();
+}
+
+std::string EncodeRequest(const ControlRequest& m) {
+  return std::visit([](const auto& r) { return Encode(r); }, m);
+}
+
+ControlError DecodeRequest(std::string_view bytes, ControlRequest* out) {
+  msgpack::object_handle handle;
+  std::string type;
+  if (std::string e = Open(bytes, &handle, &type); !e.empty()) return ControlError(e);
+  auto as = [&](auto message, auto read) {
+    ControlError e = ReadBody(handle.get(), type, &message, read);
+    if (e.ok()) *out = std::move(message);
+    return e;
+  };
+  if (type == "register") return as(RegisterRequest{}, ReadRegister);
+  if (type == "worker_report") return as(WorkerReport{}, ReadWorkerReport);
+  if (type == "ps_report") return as(PsReport{}, ReadPsReport);
+  if (type == "evaluator_report") return as(EvaluatorReport{}, ReadEvaluatorReport);
+  return ControlError(StrCat("control message has an unknown type \"", Printable(type), "\""));
+}
+
+// ---- replies --------------------------------------------------------------------------
+
+std::string Encode(const RegisterReply& m) {
+  Writer w("register_reply", 1 + (m.restore ? 1u : 0u));
+  w.Put("run_id", m.run_id);
+  if (m.restore) {
+    w.Map("restore", 3);
+    w.Put("file", m.restore->file);
+    w.Put("sha256", m.restore->sha256);
+    w.Put("version", m.restore->version);
+  }
+  return w.Bytes();
+}
+
+std::string Encode(const WorkerReply& m) {
+  Writer w("worker_reply", 6);
+  w.Put("start", m.start);
+  w.Put("stop", m.stop);
+  w.Put("paused", m.paused);
+  w.Put("samples", m.samples);
+  w.Put("sample_budget", m.sample_budget);
+  w.Put("step_budget", m.step_budget);
+  return w.Bytes();
+}
+
+std::string Encode(const PsReply& m) {
+  Writer w("ps_reply", 3 + (m.checkpoint ? 1u : 0u));
+  w.Put("close", m.close);
+  w.Put("stop", m.stop);
+  w.Put("live_workers", m.live_workers);
+  if (m.checkpoint) {
+    w.Map("checkpoint", 2);
+    w.Put("step", m.checkpoint->step);
+    w.Put("dir", m.checkpoint->dir);
+  }
+  return w.Bytes();
+}
+
+std::string Encode(const EvaluatorReply& m) {
+  Writer w("evaluator_reply", 1 + (m.evaluate ? 1u : 0u));
+  w.Put("stop", m.stop);
+  if (m.evaluate) {
+    w.Map("evaluate", 2);
+    w.Put("id", m.evaluate->id);
+    w.Put("full", m.evaluate->full);
+  }
+  return w.Bytes();
+}
+
+std::string Encode(const ErrorReply& m) {
+  Writer w("error", 1);
+  w.Put("message", m.message.substr(0, kMaxControlString));
+  return w.Bytes();
+}
+
+ControlError DecodeReply(std::string_view bytes, RegisterReply* out) {
+  return DecodeReplyAs(bytes, "register_reply", out, [](Fields& f, RegisterReply* m) {
+    return f.Str("run_id", &m->run_id) &&
+           Nested(f, "restore", false, &m->restore, [](Fields& r, RestoreOrder* o) {
+             return r.Str("file", &o->file) && r.Sha256("sha256", &o->sha256) &&
+                    r.Uint("version", &o->version);
+           });
+  });
+}
+
+ControlError DecodeReply(std::string_view bytes, WorkerReply* out) {
+  return DecodeReplyAs(bytes, "worker_reply", out, [](Fields& f, WorkerReply* m) {
+    return f.Bool("start", &m->start) && f.Bool("stop", &m->stop) && f.Bool("paused", &m->paused) &&
+           f.Int("samples", 0, kI64Max, &m->samples) &&
+           f.Int("sample_budget", 0, kI64Max, &m->sample_budget) &&
+           f.Int("step_budget", -1, kI64Max, &m->step_budget);
+  });
+}
+
+ControlError DecodeReply(std::string_view bytes, PsReply* out) {
+  return DecodeReplyAs(bytes, "ps_reply", out, [](Fields& f, PsReply* m) {
+    return f.Bool("close", &m->close) && f.Bool("stop", &m->stop) &&
+           f.IntAs("live_workers", 0, kIntMax, &m->live_workers) &&
+           Nested(f, "checkpoint", false, &m->checkpoint, [](Fields& c, CheckpointOrder* o) {
+             return c.Int("step", 0, kI64Max, &o->step) && c.Str("dir", &o->dir);
+           });
+  });
+}
+
+ControlError DecodeReply(std::string_view bytes, EvaluatorReply* out) {
+  return DecodeReplyAs(bytes, "evaluator_reply", out, [](Fields& f, EvaluatorReply* m) {
+    return f.Bool("stop", &m->stop) &&
+           Nested(f, "evaluate", false, &m->evaluate, [](Fields& e, EvalOrder* o) {
+             return e.Int("id", 0, kI64Max, &o->id) && e.Bool("full", &o->full);
+           });
+  });
+}
+
+}  // namespace asgd::experiments

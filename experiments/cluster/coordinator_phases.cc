@@ -1,0 +1,366 @@
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+
+#include "algorithms/schedule.h"
+#include "core/check.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "experiments/cluster/coordinator.h"
+#include "experiments/config/exit_status.h"
+#include "experiments/run/evaluation.h"
+
+namespace asgd::experiments::cluster {
+
+namespace alg = ::asgd::algorithms;
+namespace tp = ::asgd::transport;
+using ::asgd::internal::StrCat;
+
+// ---- checkpoints (multi-process): the coordinator asks, each ps saves its own file
+// into the folder, the coordinator writes the manifest once all have. ----------------
+void Coordinator::MaybeCheckpoint() {
+  const Config& c = s_.config;
+  const int64_t every_steps = c.Int("experiment.checkpoint_every_steps");
+  const double every_s = c.Double("experiment.checkpoint_every_s");
+  if (ckpt_ || paused_ || (every_steps <= 0 && every_s <= 0)) return;
+  const int64_t updates = Updates();
+  const bool due = (every_steps > 0 && updates >= last_ckpt_step_ + every_steps) ||
+                   (every_s > 0 && Elapsed() - last_ckpt_s_ >= every_s);
+  if (!due || updates == last_ckpt_step_) return;
+  Checkpoint request;
+  CheckpointManifest& m = request.manifest;
+  m.step = updates;
+  m.steps = Steps();
+  m.samples = Samples();
+  m.time_s = Elapsed();
+  m.convergence_rows = recorder_->convergence_rows();
+  m.resumes = resume_ ? resume_->resumes + 1 : 0;
+  // The file holds the rows the manifest names before any shard saves (and so before
+  // CompleteCheckpoint writes the manifest).
+  staleness_->Flush();
+  m.staleness_rows = staleness_->rows_written();
+  m.staleness_histogram = staleness_->histogram();
+  for (std::size_t w = 0; w < workers_.size(); ++w) m.workers.push_back(Total(w));
+  m.best_test_accuracy = recorder_->best_test_accuracy();
+  m.time_to_target_s = recorder_->time_to_target_s();
+  m.config_hash = TrainingConfigHash(c);
+  m.algorithm = s_.strategy->name;
+  request.dir = checkpointer_->Folder(m.step);
+  request.since = Steady::now();
+  ckpt_ = std::move(request);
+  last_ckpt_step_ = updates;
+  last_ckpt_s_ = Elapsed();
+}
+
+void Coordinator::CompleteCheckpoint() {
+  CheckpointManifest m = ckpt_->manifest;
+  m.shards.clear();
+  for (const auto& [ps, entry] : ckpt_->saved) m.shards.push_back(entry);
+  try {
+    const std::string dir = checkpointer_->WriteManifest(m);
+    last_complete_ = m;
+    last_complete_dir_ = dir;
+    out_ << "coordinator: checkpoint " << dir << " (update " << m.step << ")" << std::endl;
+  } catch (const IoError& e) {
+    ASGD_LOG(kError, "coordinator: checkpoint failed: ", e.what());
+  }
+  ckpt_.reset();
+}
+
+void Coordinator::RequestEval(bool full) {
+  PendingEval p;
+  p.id = ++eval_id_;
+  p.full = full;
+  p.time_s = Elapsed();
+  p.samples = Samples();
+  p.updates = Updates();
+  if (loss_count_ > 0) p.train_loss = loss_sum_ / static_cast<double>(loss_count_);
+  loss_sum_ = 0;
+  loss_count_ = 0;
+  pending_ = p;
+  // The schedule counts from the request (the row's time and samples are the request's):
+  // an evaluation that is dropped is not asked for again before the next one is due. The
+  // initial one moves only the time mark, as in the in-process runner (a resumed run
+  // evaluates again once training started).
+  if (phase_ == Phase::kRunning) {
+    schedule_.Evaluated(p.samples, p.time_s, full);
+  } else {
+    schedule_.SetLastTime(p.time_s);
+  }
+  if (!evaluator_process_) {
+    try {
+      if (auto r = inline_evaluator_->Evaluate(full)) {
+        Evaluated(*r);
+      } else {
+        pending_.reset();  // dropped: the next one is asked for as usual
+      }
+    } catch (const InputError& e) {
+      Fail(e.what());
+    }
+  }
+}
+
+void Coordinator::Evaluated(const models::EvalResult& r) {
+  const PendingEval p = *pending_;
+  pending_.reset();
+  const double epoch =
+      static_cast<double>(p.samples) / static_cast<double>(s_.data.train.num_examples);
+  ConvergenceRow row;
+  row.time_s = p.time_s;
+  row.epoch = epoch;
+  row.samples = p.samples;
+  row.updates = p.updates;
+  row.train_loss = p.train_loss;
+  row.test_loss = r.mean_loss();
+  row.test_accuracy = r.accuracy();
+  row.eval_examples = r.count;
+  row.learning_rate =
+      s_.config.Double("algorithm.learning_rate") * alg::LearningRateScale(s_.schedule, epoch);
+  recorder_->Convergence(row);
+  ASGD_LOG(kInfo, "epoch ", Fixed(epoch, 2), ", ", p.updates, " updates: test accuracy ",
+           Fixed(r.accuracy(), 4), " (", r.count, " examples), loss ", Fixed(r.mean_loss(), 4));
+}
+
+std::string Fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.*f", digits, v);
+  return buf;
+}
+
+void Coordinator::Fail(const std::string& why) {
+  if (failure_.empty()) {
+    failure_ = why;
+    ASGD_LOG(kError, "coordinator: ", why);
+  }
+  if (phase_ < Phase::kStoppingWorkers) Enter(Phase::kStoppingWorkers);
+}
+
+void Coordinator::Enter(Phase p) {
+  phase_ = p;
+  phase_since_ = Steady::now();
+}
+bool Coordinator::PhaseOlderThan(milliseconds d) const { return Steady::now() - phase_since_ > d; }
+
+void Coordinator::CheckLiveness() {
+  for (auto& [key, role] : roles_) {
+    if (!role.registered || role.done || role.dead) continue;
+    // The evaluator reports between evaluations only, and reading the centre may take
+    // up to cluster.timeout_s when a shard is down.
+    const auto patience =
+        key.first == "evaluator" ? s_.heartbeat_timeout + s_.timeout : s_.heartbeat_timeout;
+    if (Steady::now() - role.last_seen > patience) {
+      role.dead = true;
+      const std::string what =
+          StrCat(Describe(key), " sent nothing for ",
+                 std::chrono::duration<double>(s_.heartbeat_timeout).count(), " s");
+      const std::string why_not = key.first == "worker" ? WorkerLossFatal() : "";
+      const bool training = phase_ == Phase::kRunning || phase_ == Phase::kStoppingWorkers;
+      if (key.first == "ps" && phase_ == Phase::kRunning && last_complete_) {
+        if (!paused_) pause_since_ = Steady::now();
+        paused_ = true;
+        ckpt_.reset();  // a checkpoint in progress cannot complete without the shard
+        ASGD_LOG(kWarning, "coordinator: ", what,
+                 "; workers pause until it is restarted "
+                 "(`asgd ps --config C --task ",
+                 key.second,
+                 "` with the run's cluster) and "
+                 "restored from ",
+                 last_complete_dir_);
+        continue;
+      }
+      if (key.first == "worker" && why_not.empty() && training) {
+        ++lost_workers_;
+        ASGD_LOG(kWarning, "coordinator: ", what,
+                 "; training goes on without it "
+                 "(cluster.on_worker_loss = continue)",
+                 s_.strategy->synchronous
+                     ? StrCat("; synchronous rounds re-formed with ", LiveWorkers(), " workers")
+                     : std::string());
+      } else {
+        Fail(why_not.empty() ? what : StrCat(what, "; ", why_not));
+      }
+    }
+  }
+}
+
+std::string Coordinator::WorkerLossFatal() const {
+  if (s_.config.String("cluster.on_worker_loss") == "fail") return "cluster.on_worker_loss = fail";
+  if (!s_.strategy->synchronous) return "";
+  if (LiveWorkers() == 0) return "no worker is left";
+  // The rounds of sync_sgd, sagn, easgd and model_averaging are re-formed with the
+  // survivors (the shards hear of it in their next report: SetLiveWorkers); SSP's clock
+  // table would wait for the lost worker's clock forever.
+  if (s_.strategy->clocks) {
+    return "ssp waits for every worker's clock (re-forming SSP without a worker is not "
+           "supported)";
+  }
+  return "";
+}
+
+int Coordinator::LiveWorkers() const {
+  int alive = 0;
+  for (std::size_t v = 0; v < workers_.size(); ++v) alive += WorkerLost(v) ? 0 : 1;
+  return alive;
+}
+
+bool Coordinator::All(const std::string& kind, bool (*pred)(const Role&)) const {
+  for (const auto& [key, role] : roles_) {
+    if (key.first == kind && !pred(role)) return false;
+  }
+  return true;
+}
+void Coordinator::Tick() {
+  CheckLiveness();
+  switch (phase_) {
+    case Phase::kRegistering: {
+      bool all = true;
+      std::string missing;
+      for (const auto& [key, role] : roles_) {
+        if (!role.registered) {
+          all = false;
+          missing += (missing.empty() ? "" : ", ") + Name(key);
+        }
+      }
+      if (all) {
+        if (!evaluator_process_) {
+          inline_evaluator_ = std::make_unique<CentreEvaluator>(context_, s_);
+          const tp::Status st = inline_evaluator_->WaitForServers();
+          if (!st.ok()) {
+            Fail("coordinator: the shard servers: " + st.ToString());
+            return;
+          }
+        }
+        out_ << "coordinator: all " << roles_.size() << " roles registered" << std::endl;
+        Enter(Phase::kInitialEval);
+        RequestEval(false);
+      } else if (PhaseOlderThan(s_.timeout)) {
+        Fail("never registered within cluster.timeout_s: " + missing);
+        Enter(Phase::kStoppingShards);
+      }
+      return;
+    }
+    case Phase::kInitialEval:
+      if (!pending_) {
+        started_ = true;
+        training_.emplace(clock_.get(), time_base_);
+        training_->Start();
+        start_wall_ = WallSeconds();
+        Enter(Phase::kRunning);
+      } else if (PhaseOlderThan(s_.timeout)) {
+        Fail("the evaluator did not evaluate the initial parameters within cluster.timeout_s");
+      }
+      return;
+    case Phase::kRunning:
+      Running();
+      return;
+    case Phase::kStoppingWorkers:
+      // Synchronous strategies: once every worker was told to stop, the shards are
+      // closed so that a worker held in a round is let go (kShuttingDown ends its loop).
+      if (All("worker", ToldOrFinished))
+        close_shards_ = s_.strategy->synchronous || !failure_.empty();
+      if (All("worker", Finished)) {
+        if (failure_.empty()) {
+          Enter(Phase::kFinalEval);
+          RequestEval(true);
+        } else {
+          Enter(Phase::kStoppingShards);
+        }
+      } else if (PhaseOlderThan(s_.timeout)) {
+        Fail("workers did not stop within cluster.timeout_s");
+        Enter(Phase::kStoppingShards);
+      }
+      return;
+    case Phase::kFinalEval:
+      if (!pending_) {
+        Enter(Phase::kStoppingShards);
+      } else if (PhaseOlderThan(s_.timeout)) {
+        Fail("the final evaluation did not arrive within cluster.timeout_s");
+        Enter(Phase::kStoppingShards);
+      }
+      return;
+    case Phase::kStoppingShards:
+      close_shards_ = true;
+      if ((All("ps", Finished) && All("evaluator", Finished)) || PhaseOlderThan(s_.timeout)) {
+        Enter(Phase::kDone);
+      }
+      return;
+    case Phase::kDone:
+      return;
+  }
+}
+
+void Coordinator::Running() {
+  // The reasons and their order are the in-process runners' (StopPolicy).
+  const std::optional<std::string> reason =
+      stop_.Check(Samples(), Steps(), Elapsed(), recorder_->time_to_target_s() >= 0);
+  if (paused_ && Steady::now() - pause_since_ > s_.timeout) {
+    Fail("a lost shard was not restarted within cluster.timeout_s");
+    return;
+  }
+  if (reason) {
+    reason_ = *reason;
+    Enter(Phase::kStoppingWorkers);
+    return;
+  }
+  MaybeCheckpoint();
+  if (pending_ || paused_) return;  // one evaluation at a time; none without every shard
+  if (schedule_.Due(Samples(), Elapsed())) RequestEval(false);
+}
+
+int Coordinator::Finish() {
+  const bool failed = !failure_.empty();
+  const double wall = Elapsed();
+  const StalenessRecorder::Stats st = staleness_->stats();
+  SummaryRow summary = recorder_->Summary();  // best, final, target, time to target
+  summary.run_id = run_->id();
+  summary.algorithm = s_.config.String("algorithm.name");
+  summary.model = s_.config.String("model.name");
+  summary.dataset = s_.config.String("data.dataset");
+  summary.workers = s_.workers;
+  summary.ps_shards = s_.spec.num_ps();
+  const std::string ps0 = s_.spec.PsAddress(0);
+  summary.transport = ps0.substr(0, ps0.find(':'));
+  summary.device = s_.config.String("model.device");
+  std::replace(summary.device.begin(), summary.device.end(), ',', '+');
+  summary.seed = static_cast<int64_t>(s_.seed);
+  summary.epochs = Epochs();
+  summary.samples = Samples();
+  summary.updates = Updates();
+  summary.wall_time_s = wall;
+  summary.staleness = st;
+  std::vector<WorkerMetrics> totals;
+  for (std::size_t w = 0; w < workers_.size(); ++w) {
+    totals.push_back(Total(w));
+    summary.dropped_pushes += totals.back().dropped_pushes;
+    summary.bytes_pushed += totals.back().bytes_pushed;
+    summary.bytes_pulled += totals.back().bytes_pulled;
+  }
+  summary.status = failed ? "failed" : "completed";
+  const std::string reason = failed ? failure_ : reason_;
+  staleness_->Flush();
+  RunRecorder::Finish(*run_, summary, totals, staleness_.get(), reason,
+                      {{"lost_workers", std::to_string(lost_workers_)},
+                       {"rejoined_workers", std::to_string(rejoined_workers_)},
+                       {"returned_stragglers", std::to_string(returned_stragglers_)},
+                       {"ps_restarts", std::to_string(ps_restarts_)},
+                       {"lost_updates", std::to_string(lost_updates_)},
+                       {"paused_s", CsvCell(paused_total_s_)}});
+  if (bad_messages_ > 0) {
+    ASGD_LOG(kWarning, "coordinator: refused ", bad_messages_, " malformed messages");
+  }
+  if (failed) {
+    out_ << "run stopped: " << reason << "\nrun folder: " << run_->path() << std::endl;
+    return kExitBadInput;
+  }
+  out_ << "final test accuracy: " << Fixed(recorder_->final_test_accuracy(), 4) << " (loss "
+       << Fixed(recorder_->final_test_loss(), 4) << ") after " << Fixed(Epochs(), 2) << " epochs, "
+       << summary.updates << " pushes, " << Fixed(wall, 1) << " s (" << reason << ")\n"
+       << "mean staleness: " << Fixed(st.count > 0 ? st.mean : 0.0, 2) << " (max " << st.max
+       << ") over " << st.count << " pushes";
+  if (summary.dropped_pushes > 0) out_ << "; " << summary.dropped_pushes << " dropped as stale";
+  out_ << "\nrun folder: " << run_->path() << std::endl;
+  return kExitOk;
+}
+
+}  // namespace asgd::experiments::cluster

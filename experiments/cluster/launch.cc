@@ -1,0 +1,356 @@
+#include "experiments/cluster/launch.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <random>
+
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "algorithms/strategy.h"
+#include "core/check.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/process.h"
+#include "core/strings.h"
+#include "experiments/cluster/cluster_env.h"
+#include "experiments/cluster/cluster_run.h"
+#include "experiments/cluster/keys.h"
+#include "experiments/config/command_line.h"
+#include "experiments/config/config_keys.h"
+#include "experiments/config/exit_status.h"
+#include "experiments/config/setup.h"
+#include "experiments/config/signals.h"
+#include "experiments/record/run_dir.h"
+
+namespace asgd::experiments {
+namespace {
+
+namespace po = boost::program_options;
+using ::asgd::internal::StrCat;
+using Steady = std::chrono::steady_clock;
+
+struct Parsed {
+  std::string config_path;
+  std::vector<std::string> overrides;
+  std::string resume_dir;  // launch --resume
+  bool help = false;
+};
+
+Parsed ParseConfigArgs(const std::vector<std::string>& args, const std::string& command,
+                       const std::string& usage, std::ostream& out) {
+  po::options_description desc("Options");
+  desc.add_options()("help,h", "describe this command")(
+      "config", po::value<std::string>(), "the experiment config (INI); also positional")(
+      "set", po::value<std::vector<std::string>>()->composing(),
+      "override one key: --set section.key=value (repeatable)");
+  if (command == "launch") {
+    desc.add_options()("resume", po::value<std::string>(),
+                       "continue the run in this folder from its newest valid checkpoint "
+                       "(after the coordinator, or everything, was killed)");
+  }
+  po::positional_options_description pos;
+  pos.add("config", 1);
+  auto vm = ParseCommandLine(args, desc, pos, command);
+  Parsed p;
+  if (vm.count("help")) {
+    out << CommandHelp(usage, desc);
+    p.help = true;
+    return p;
+  }
+  if (!vm.count("config")) {
+    throw InputError("asgd " + command + ": missing CONFIG (see `asgd " + command + " --help`)");
+  }
+  p.config_path = vm["config"].as<std::string>();
+  if (vm.count("set")) p.overrides = vm["set"].as<std::vector<std::string>>();
+  if (vm.count("resume")) p.resume_dir = vm["resume"].as<std::string>();
+  return p;
+}
+
+// A free tcp port on 127.0.0.1, as the kernel picks one for a bind to port 0. Another
+// program could take it before the role binds it; the role's bind then retries for
+// cluster.timeout_s and fails naming the address.
+int FreePort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) throw IoError(std::string("socket: ") + std::strerror(errno));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof(addr);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    const int e = errno;
+    ::close(fd);
+    throw IoError(std::string("cannot find a free port on 127.0.0.1: ") + std::strerror(e));
+  }
+  const int port = ntohs(addr.sin_port);
+  ::close(fd);
+  return port;
+}
+
+struct Child {
+  std::string name;  // "coordinator", "ps 0", ...
+  std::string role;  // "coordinator", "ps", "evaluator", "worker"
+  std::unique_ptr<ChildProcess> process;
+  std::optional<int> status;
+  bool reported = false;  // its failed exit was announced
+};
+
+// Prints a child's finished lines with its prefix.
+void Drain(Child& c, std::ostream& out) {
+  c.process->ReadLines(
+      [&](std::string_view line) { out << "[" << c.name << "] " << line << "\n"; });
+  out.flush();
+}
+
+}  // namespace
+
+std::string RunTokenFromEnvironment() {
+  const char* v = std::getenv(kRunTokenVariable);
+  return v != nullptr ? std::string(v) : std::string();
+}
+
+std::string NewRunToken() {
+  std::random_device device;  // the kernel's entropy on Linux
+  std::string token;
+  constexpr char kHex[] = "0123456789abcdef";
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t r = device();
+    for (int b = 0; b < 8; ++b) token += kHex[(r >> (4 * b)) & 0xf];
+  }
+  return token;
+}
+
+int LaunchCommand(const std::vector<std::string>& args, std::ostream& out) {
+  const std::string usage =
+      "usage: asgd launch CONFIG [--set section.key=value ...] [--resume RUN_DIR]\n\n"
+      "Runs CONFIG as processes on this machine: a coordinator, cluster.shards shard\n"
+      "servers, algorithm.workers workers and an evaluator, over tcp on 127.0.0.1 or ipc\n"
+      "(cluster.launch_transport), streaming their output with a role prefix. One run\n"
+      "folder, as `asgd run` writes. Ctrl-C stops the run and every process. A lost\n"
+      "worker is left to the coordinator (cluster.on_worker_loss), and with checkpoints\n"
+      "on a lost shard too: restart it with the `[launch] cluster:` line's --set values.";
+  const Parsed p = ParseConfigArgs(args, "launch", usage, out);
+  if (p.help) return kExitOk;
+  Config config = Config::FromFile(p.config_path, p.overrides, ExperimentSchema());
+  const std::string name = config.String("algorithm.name");
+  if (name == kPsCheck || algorithms::FindStrategy(name).sequential ||
+      algorithms::FindStrategy(name).shared_memory) {
+    throw ConfigError("algorithm.name", name,
+                      "a strategy over the parameter server for `asgd launch` (sgd and hogwild "
+                      "run in one process with `asgd run`; ps_check with `asgd ps`/`asgd worker`)");
+  }
+  const int workers = static_cast<int>(config.Int("algorithm.workers"));
+  const int shards = static_cast<int>(config.Int("cluster.shards"));
+  // Missing or malformed CURVE key files: one line and exit 2 before any process starts.
+  (void)CurveFromConfig(config, /*serves=*/true);
+
+  // The cluster: as the config says, or generated on this machine.
+  std::vector<std::string> cluster_sets;
+  std::string ipc_dir;
+  bool evaluator = true;
+  if (!config.String("cluster.ps").empty()) {
+    if (config.String("cluster.coordinator").empty()) {
+      throw ConfigError("cluster.coordinator", "",
+                        "the coordinator's address when [cluster] ps names the shards");
+    }
+    evaluator = !config.String("cluster.evaluator").empty();
+  } else {
+    std::function<std::string(const std::string&)> address;
+    if (config.String("cluster.launch_transport") == "ipc") {
+      char dir[] = "/tmp/asgd-launch-XXXXXX";
+      if (::mkdtemp(dir) == nullptr) throw IoError(std::string("mkdtemp: ") + std::strerror(errno));
+      ipc_dir = dir;
+      address = [&](const std::string& role) { return "ipc://" + ipc_dir + "/" + role; };
+    } else {
+      address = [](const std::string&) { return StrCat("127.0.0.1:", FreePort()); };
+    }
+    std::string ps, worker;
+    for (int i = 0; i < shards; ++i) {
+      if (i > 0) ps += ',';
+      ps += address(StrCat("ps", i));
+    }
+    for (int i = 0; i < workers; ++i) {
+      if (i > 0) worker += ',';
+      worker += address(StrCat("worker", i));
+    }
+    cluster_sets = {"cluster.ps=" + ps, "cluster.worker=" + worker,
+                    "cluster.coordinator=" + address("coordinator"),
+                    "cluster.evaluator=" + address("evaluator")};
+    for (const std::string& s : cluster_sets) config.ApplyOverride(s);  // validates them
+    // How to start a role again by hand (a lost worker rejoins this way).
+    std::string sets;
+    for (const std::string& s : cluster_sets) sets += " --set " + s;
+    out << "[launch] cluster:" << sets << std::endl;
+  }
+
+  BlockedStopSignals signals;  // before any child: SIGINT stops the run, not just launch
+  const std::string self = SelfExecutable();
+  // Handed to every role in its environment: never on a command line (other users can
+  // read those) and never printed.
+  std::string token = RunTokenFromEnvironment();
+  if (token.empty()) token = NewRunToken();
+  std::vector<Child> children;
+  auto start = [&](const std::string& child_name, const std::string& role, int task) {
+    ChildOptions o;
+    o.argv = {self, role, "--config", p.config_path};
+    if (task >= 0) {
+      o.argv.push_back("--task");
+      o.argv.push_back(std::to_string(task));
+    }
+    for (const std::string& s : p.overrides) o.argv.insert(o.argv.end(), {"--set", s});
+    for (const std::string& s : cluster_sets) o.argv.insert(o.argv.end(), {"--set", s});
+    o.argv.insert(o.argv.end(), {"--set", "experiment.progress=off"});
+    if (role == "coordinator" && !p.resume_dir.empty()) {
+      o.argv.insert(o.argv.end(), {"--resume", p.resume_dir});
+    }
+    o.unset_env = {"TF_CONFIG"};  // the cluster is the one above
+    o.env = {StrCat(kRunTokenVariable, "=", token)};
+    children.push_back(Child{child_name, role, ChildProcess::Start(o), std::nullopt});
+    out << "[launch] " << child_name << ": pid " << children.back().process->pid() << std::endl;
+  };
+  start("coordinator", "coordinator", -1);
+  for (int i = 0; i < shards; ++i) start(StrCat("ps ", i), "ps", i);
+  if (evaluator) start("evaluator", "evaluator", -1);
+  for (int i = 0; i < workers; ++i) start(StrCat("worker ", i), "worker", i);
+
+  const bool worker_loss_tolerated = config.String("cluster.on_worker_loss") == "continue";
+  // With checkpoints, a lost shard is restored when restarted: the coordinator decides.
+  const bool ps_loss_tolerated = config.Int("experiment.checkpoint_every_steps") > 0 ||
+                                 config.Double("experiment.checkpoint_every_s") > 0;
+  const auto grace =
+      std::chrono::milliseconds(static_cast<int64_t>(config.Double("cluster.timeout_s") * 1000.0));
+  int result = -1;           // the exit status, once decided
+  bool stopping = false;     // the coordinator was told to stop the run
+  Steady::time_point ended;  // when the coordinator exited
+  for (;;) {
+    std::vector<pollfd> fds;
+    for (const Child& c : children) {
+      if (c.process->output_fd() >= 0) fds.push_back({c.process->output_fd(), POLLIN, 0});
+    }
+    if (!fds.empty()) ::poll(fds.data(), fds.size(), 100);
+    for (Child& c : children) Drain(c, out);
+    if (const int sig = signals.Wait(std::chrono::milliseconds(0))) {
+      out << "[launch] " << (sig == SIGINT ? "SIGINT" : "SIGTERM") << ": stopping the run"
+          << std::endl;
+      result = 128 + sig;
+      if (!children[0].status) children[0].process->Signal(SIGTERM);
+      stopping = true;
+    }
+    bool all_done = true;
+    for (Child& c : children) {
+      if (!c.status) c.status = c.process->Poll();
+      if (!c.status) {
+        all_done = false;
+        continue;
+      }
+    }
+    Child& coordinator = children[0];
+    if (coordinator.status && ended == Steady::time_point()) {
+      ended = Steady::now();
+      if (result < 0) result = *coordinator.status;
+    }
+    // A role that failed while the coordinator still runs: stop the run now rather than
+    // wait for the coordinator to notice its silence.
+    // A worker may be lost without ending the run (cluster.on_worker_loss = continue): the
+    // coordinator decides, once the worker has been silent for heartbeat_timeout_s.
+    for (std::size_t i = 1; i < children.size() && !stopping && !coordinator.status; ++i) {
+      if (!children[i].status || *children[i].status == 0 || children[i].reported) continue;
+      children[i].reported = true;
+      if ((children[i].role == "worker" && worker_loss_tolerated) ||
+          (children[i].role == "ps" && ps_loss_tolerated)) {
+        out << "[launch] " << children[i].name << " exited with status " << *children[i].status
+            << "; the coordinator decides what follows (cluster.on_worker_loss; checkpoints)"
+            << std::endl;
+        continue;
+      }
+      out << "[launch] " << children[i].name << " exited with status " << *children[i].status
+          << "; stopping the run" << std::endl;
+      coordinator.process->Signal(SIGTERM);
+      stopping = true;
+      result = kExitBadInput;
+    }
+    if (all_done) break;
+    if (ended != Steady::time_point() && Steady::now() - ended > grace) {
+      for (Child& c : children) {
+        if (!c.status) {
+          out << "[launch] " << c.name << " still running " << grace.count() / 1000
+              << " s after the coordinator ended; terminating it" << std::endl;
+          c.status = c.process->Terminate(std::chrono::milliseconds(2000));
+          Drain(c, out);
+        }
+      }
+      break;
+    }
+  }
+  for (Child& c : children) Drain(c, out);
+  if (!ipc_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(ipc_dir, ec);
+  }
+  return result < 0 ? kExitFailure : result;
+}
+
+int TaskCommand(const std::vector<std::string>& args, std::ostream& out) {
+  const std::string usage =
+      "usage: asgd task --config CONFIG [--set section.key=value ...]\n\n"
+      "One rank of a run started by srun (SLURM) or mpirun (Open MPI): rank 0 is the\n"
+      "coordinator, the next cluster.shards ranks the shards, the rest the workers, each\n"
+      "on cluster.base_port + rank of its host (the scheduler's node list; under Open\n"
+      "MPI on several hosts, cluster.hosts).";
+  const Parsed p = ParseConfigArgs(args, "task", usage, out);
+  if (p.help) return kExitOk;
+  Config config = Config::FromFile(p.config_path, p.overrides, ExperimentSchema());
+  const auto info = RankFromEnvironment(ProcessEnvironment());
+  if (!info) {
+    throw InputError(
+        "asgd task: neither SLURM_PROCID nor OMPI_COMM_WORLD_RANK is set; run it "
+        "under srun or mpirun (or use `asgd launch` on one machine)");
+  }
+  std::vector<std::string> hosts = info->hosts;
+  if (!config.String("cluster.hosts").empty()) {
+    hosts.clear();
+    for (const std::string& h : Split(config.String("cluster.hosts"), ','))
+      hosts.push_back(std::string(Trim(h)));
+  }
+  if (static_cast<int>(hosts.size()) != info->size) {
+    throw ConfigError("cluster.hosts", config.String("cluster.hosts"),
+                      StrCat("the host of each of the ", info->size, " ranks (", info->manager,
+                             " does not say where they run)"));
+  }
+  const transport::ClusterSpec spec =
+      ClusterForRanks(hosts, info->rank, static_cast<int>(config.Int("cluster.shards")),
+                      static_cast<int>(config.Int("cluster.base_port")));
+  config.Set("cluster.ps", Join(spec.ps, ","));
+  config.Set("cluster.worker", Join(spec.worker, ","));
+  config.Set("cluster.coordinator", spec.coordinator);
+  config.Set("cluster.evaluator", "");
+  config.Set("algorithm.workers", std::to_string(spec.num_workers()));
+  config.Set("experiment.progress", "off");
+  LogLevel level = LogLevel::kInfo;
+  ParseLogLevel(config.String("experiment.log_level"), &level);
+  SetLogLevel(level);
+  RoleRequest request;
+  request.task = spec.task_index;
+  request.data_dirs = DataSearchDirs(config.String("data.dir"));
+  request.name = config.String("experiment.name").empty() ? ConfigStem(p.config_path)
+                                                          : config.String("experiment.name");
+  request.command_line = {"asgd", "task"};
+  request.command_line.insert(request.command_line.end(), args.begin(), args.end());
+  out << "task: " << info->manager << " rank " << info->rank << " of " << info->size << " is "
+      << spec.task_type << " " << spec.task_index << std::endl;
+  if (spec.task_type == "coordinator") return RunCoordinatorRole(config, request, out);
+  if (spec.task_type == "ps") return RunTrainingPsRole(config, request, out);
+  return RunTrainingWorkerRole(config, request, out);
+}
+
+}  // namespace asgd::experiments

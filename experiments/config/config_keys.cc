@@ -1,0 +1,336 @@
+// Every key, its default and its meaning. Defaults are the values a researcher gets
+// without asking; where they come from the literature the comment says so.
+#include "experiments/config/config_keys.h"
+
+#include "algorithms/strategy.h"
+
+namespace asgd::experiments {
+namespace {
+
+KeySpec Str(std::string name, std::string def, std::string doc, bool allow_empty = true) {
+  KeySpec k;
+  k.name = std::move(name);
+  k.type = KeyType::kString;
+  k.default_value = std::move(def);
+  k.doc = std::move(doc);
+  k.allow_empty = allow_empty;
+  return k;
+}
+
+KeySpec Choice(std::string name, std::string def, std::vector<std::string> choices,
+               std::string doc) {
+  KeySpec k;
+  k.name = std::move(name);
+  k.type = KeyType::kChoice;
+  k.default_value = std::move(def);
+  k.choices = std::move(choices);
+  k.doc = std::move(doc);
+  return k;
+}
+
+KeySpec Int(std::string name, int64_t def, std::optional<double> min, std::optional<double> max,
+            std::string doc, std::string unit = "") {
+  KeySpec k;
+  k.name = std::move(name);
+  k.type = KeyType::kInt;
+  k.default_value = std::to_string(def);
+  k.min = min;
+  k.max = max;
+  k.doc = std::move(doc);
+  k.unit = std::move(unit);
+  return k;
+}
+
+KeySpec Num(std::string name, std::string def, std::optional<double> min, bool min_exclusive,
+            std::optional<double> max, bool max_exclusive, std::string doc, std::string unit = "") {
+  KeySpec k;
+  k.name = std::move(name);
+  k.type = KeyType::kDouble;
+  k.default_value = std::move(def);
+  k.min = min;
+  k.min_exclusive = min_exclusive;
+  k.max = max;
+  k.max_exclusive = max_exclusive;
+  k.doc = std::move(doc);
+  k.unit = std::move(unit);
+  return k;
+}
+
+KeySpec Bool(std::string name, bool def, std::string doc) {
+  KeySpec k;
+  k.name = std::move(name);
+  k.type = KeyType::kBool;
+  k.default_value = def ? "true" : "false";
+  k.doc = std::move(doc);
+  return k;
+}
+
+KeySpec DoubleList(std::string name, std::string def, double min, std::string doc) {
+  KeySpec k;
+  k.name = std::move(name);
+  k.type = KeyType::kDoubleList;
+  k.default_value = std::move(def);
+  k.min = min;
+  k.min_exclusive = true;
+  k.doc = std::move(doc);
+  k.allow_empty = true;
+  return k;
+}
+
+KeySpec IntList(std::string name, std::string def, double min, std::string doc, bool allow_empty) {
+  KeySpec k;
+  k.name = std::move(name);
+  k.type = KeyType::kIntList;
+  k.default_value = std::move(def);
+  k.min = min;
+  k.doc = std::move(doc);
+  k.allow_empty = allow_empty;
+  return k;
+}
+
+Schema BuildSchema() {
+  Schema s;
+  // [experiment]
+  s.Add(Str("experiment.name", "",
+            "label of the run, used in its folder name (default: the config file's name)"));
+  s.Add(Int("experiment.seed", 1, 0, std::nullopt,
+            "seed of every random choice (initialisation, shuffling, partitioning)"));
+  s.Add(Str("experiment.out_dir", "results/runs", "folder under which each run gets its own folder",
+            false));
+  s.Add(Num("experiment.epochs", "5", 0, true, std::nullopt, false,
+            "stop after this many passes over the training set (samples summed over workers)",
+            "epochs"));
+  s.Add(Int("experiment.max_steps", 0, 0, std::nullopt,
+            "stop after this many worker steps (mini-batch gradients, summed over workers: "
+            "summary.csv `steps`; for sgd one step is one update); workers already in a step "
+            "finish it, so a run may end up to workers - 1 steps past it; 0 = no limit",
+            "steps"));
+  s.Add(Num("experiment.max_time_s", "0", 0, false, std::nullopt, false,
+            "stop after this much wall time; 0 = no limit", "seconds"));
+  s.Add(Int("experiment.checkpoint_every_steps", 0, 0, std::nullopt,
+            "save a checkpoint (run folder checkpoints/) every this many parameter updates; "
+            "0 = not by updates; `asgd run CONFIG --resume RUN_DIR` continues from the newest",
+            "updates"));
+  s.Add(Num("experiment.checkpoint_every_s", "0", 0, false, std::nullopt, false,
+            "save a checkpoint every this much training time; 0 = not by time", "seconds"));
+  s.Add(Int("experiment.checkpoint_keep", 2, 1, std::nullopt,
+            "how many complete checkpoints to keep (older ones are removed)"));
+  s.Add(Num("experiment.target_accuracy", "0", 0, false, 1, false,
+            "test accuracy whose first crossing is reported as time_to_target_s; 0 = none"));
+  s.Add(Bool("experiment.stop_at_target", false,
+             "stop the run once test accuracy reaches experiment.target_accuracy"));
+  s.Add(Choice("experiment.log_level", "info", {"debug", "info", "warning", "error"},
+               "how much to log"));
+  s.Add(Choice("experiment.progress", "auto", {"auto", "on", "off"},
+               "a live progress line: auto = only on a terminal"));
+
+  // [data]
+  s.Add(Choice("data.dataset", "mnist", {"mnist", "fashion-mnist", "a9a", "synthetic"},
+               "training and test data"));
+  s.Add(Str("data.dir", "",
+            "folder holding <dataset>/ (searched first; then $ASGD_DATA_DIR, ./data, "
+            "/usr/share/datasets)"));
+  s.Add(Bool("data.verify", true, "check known data files against their SHA-256"));
+  s.Add(Int("data.num_features", 0, 0, std::nullopt,
+            "feature dimension of LIBSVM data; 0 = the dataset's own (a9a: 123)"));
+  s.Add(Int("data.train_limit", 0, 0, std::nullopt,
+            "use only the first N training examples; 0 = all", "examples"));
+  s.Add(Int("data.test_limit", 0, 0, std::nullopt, "use only the first N test examples; 0 = all",
+            "examples"));
+  s.Add(Int("data.synthetic_train", 10000, 1, std::nullopt, "synthetic: training examples",
+            "examples"));
+  s.Add(Int("data.synthetic_test", 2000, 1, std::nullopt, "synthetic: test examples", "examples"));
+  s.Add(Int("data.synthetic_features", 32, 1, 2147483647.0, "synthetic: features per example"));
+  s.Add(Int("data.synthetic_classes", 2, 2, 65536, "synthetic: number of classes (clusters)"));
+  s.Add(Num("data.synthetic_separation", "3", 0, false, std::nullopt, false,
+            "synthetic: scale of the class centres (in units of the noise)"));
+  s.Add(Num("data.synthetic_noise", "1", 0, true, std::nullopt, false,
+            "synthetic: standard deviation of the noise around each centre"));
+  s.Add(Int("data.synthetic_nonzeros", 0, 0, std::nullopt,
+            "synthetic: 0 = dense examples; k > 0 = sparse examples with k non-zeros each"));
+
+  // [model]
+  s.Add(Choice("model.name", "mlp", {"softmax", "mlp", "cnn", "logreg"},
+               "softmax regression, multilayer perceptron, LeNet-5-style CNN, or sparse "
+               "logistic regression (LIBSVM data)"));
+  s.Add(IntList("model.hidden", "256,256", 1, "mlp: hidden layer sizes", false));
+  s.Add(Choice("model.activation", "relu", {"relu", "tanh", "sigmoid"},
+               "mlp and cnn: hidden activation"));
+  s.Add(IntList("model.cnn_channels", "6,16", 1, "cnn: output channels of the two convolutions",
+                false));
+  s.Add(IntList("model.cnn_fc", "120,84", 1,
+                "cnn: sizes of the fully connected hidden layers (may be empty)", true));
+  s.Add(Int("model.cnn_kernel", 5, 1, 31, "cnn: side of the square convolution kernels (odd)",
+            "pixels"));
+  s.Add(Str("model.device", "cpu",
+            "where workers compute: cpu; cuda (worker w on GPU w mod the visible GPUs); "
+            "cuda:N; or a comma list with one of those per worker (a mixed CPU/GPU "
+            "cluster). The evaluator computes on the CPU",
+            false));
+
+  // [algorithm]
+  std::vector<std::string> names = algorithms::StrategyNames();
+  names.push_back(kPsCheck);
+  s.Add(Choice("algorithm.name", "sgd", names,
+               "the training strategy (sgd = the sequential baseline; adag = agn, dist-keras's "
+               "name; README.md lists each with its source); ps_check is not training but a "
+               "check of a deployed parameter server: workers push small integers and verify "
+               "the sum exactly"));
+  s.Add(Choice("algorithm.optimizer", "sgd", {"sgd", "momentum", "nesterov", "adagrad", "adam"},
+               "local optimizer used by each worker's steps"));
+  s.Add(Num("algorithm.learning_rate", "0.05", 0, true, std::nullopt, false,
+            "learning rate η of the local optimizer"));
+  s.Add(Num("algorithm.lr_decay", "1", 0, true, 1, false,
+            "multiply the learning rate by this after every epoch (Hogwild's backoff β)"));
+  s.Add(DoubleList("algorithm.worker_learning_rates", "", 0,
+                   "per-worker learning rates η_k, one per worker, replacing learning_rate for "
+                   "each worker's local steps (sync_sgd's \"different learning rates\" variant); "
+                   "empty = learning_rate for all"));
+  s.Add(Bool("algorithm.linear_scaling", false,
+             "linear scaling rule (Goyal et al. 2017): multiply the learning rate by the number "
+             "of mini-batches one update aggregates (sync_sgd, sagn: replicas_to_aggregate; "
+             "other distributed strategies: workers)"));
+  s.Add(Num("algorithm.warmup_epochs", "0", 0, false, std::nullopt, false,
+            "with linear_scaling: ramp the rate linearly from learning_rate to the scaled rate "
+            "over this many epochs (Goyal et al.: 5); 0 = the scaled rate from the start",
+            "epochs"));
+  s.Add(Num("algorithm.momentum", "0.9", 0, false, 1, true, "momentum μ (momentum, nesterov)"));
+  s.Add(Num("algorithm.beta1", "0.9", 0, false, 1, true, "Adam β1"));
+  s.Add(Num("algorithm.beta2", "0.999", 0, false, 1, true, "Adam β2"));
+  s.Add(Num("algorithm.epsilon", "1e-8", 0, true, std::nullopt, false, "Adam and Adagrad ε"));
+  s.Add(Num("algorithm.initial_accumulator", "0.1", 0, false, std::nullopt, false,
+            "Adagrad's initial accumulator (TensorFlow's default)"));
+  s.Add(Num("algorithm.weight_decay", "0", 0, false, std::nullopt, false,
+            "L2 coefficient λ added to the gradient as λ·θ"));
+  s.Add(Int("algorithm.batch_size", 64, 1, 1 << 20, "mini-batch size of each worker step",
+            "examples"));
+  s.Add(Int("algorithm.workers", 1, 1, 1024, "number of workers"));
+  s.Add(Int("algorithm.window", 1, 1, 1000000,
+            "communication window W: local steps per push (DOWNPOUR n_push, AGN λ, DynSGD)",
+            "steps"));
+  s.Add(Int("algorithm.fetch_window", 0, 0, 1000000,
+            "downpour: local steps between fetches of the centre (n_fetch); 0 = the window",
+            "steps"));
+  s.Add(Choice("algorithm.server_optimizer", "add", {"add", "adagrad"},
+               "downpour: what the server does with a push: add it, or (DistBelief) treat it "
+               "as summed gradients and take an Adagrad step"));
+  s.Add(Num("algorithm.server_learning_rate", "0.01", 0, true, std::nullopt, false,
+            "downpour with server_optimizer = adagrad: the server's learning rate γ"));
+  s.Add(Int("algorithm.replicas_to_aggregate", 0, 0, 1024,
+            "sync_sgd, sagn: N, the fresh pushes one round applies; with N < workers the "
+            "slowest workers' pushes of each round are dropped and counted (backup workers); "
+            "0 = every worker"));
+  s.Add(Choice("algorithm.aggregation", "mean", {"mean", "sum"},
+               "sync_sgd, sagn: combine a round's pushes by their mean (TensorFlow's "
+               "SyncReplicasOptimizer) or their sum"));
+  s.Add(Num("algorithm.elastic_alpha", "0", 0, false, 1, false,
+            "easgd, aeasgd, aeamsgd: the moving rate α = ηρ of the elastic exchange; 0 = the "
+            "paper's β/workers with β = 0.9 (Zhang et al. 2015)"));
+  s.Add(Num("algorithm.dc_lambda", "0.04", 0, false, std::nullopt, false,
+            "dc_asgd: λ of the delay compensation g + λ·g⊙g⊙(w − w_bak) (MXNet's default 0.04)"));
+  s.Add(Num("algorithm.adag_gamma", "1e-4", 0, true, std::nullopt, false,
+            "adag_distance: γ of the damping 1/(D²/γ + 1) (Hermans' experiments: 1e-4)"));
+  s.Add(Int("algorithm.softsync", 0, 0, 1024,
+            "staleness_aware: n of n-softsync, the server updates after max(1, workers/n) "
+            "gradients; 0 = workers (an update per gradient)"));
+  s.Add(Int("algorithm.ssp_bound", 3, 0, 1000000,
+            "ssp: the staleness bound S: no worker runs more than S clocks ahead of the "
+            "slowest (0 = BSP)",
+            "clocks"));
+  s.Add(Int("algorithm.check_pushes", 20, 1, 1000000,
+            "ps_check: pushes each worker makes before the sum is verified", "pushes"));
+  s.Add(Num("algorithm.check_seconds", "0", 0, false, std::nullopt, false,
+            "ps_check: 0 = each worker makes check_pushes pushes; > 0 = the workers push as "
+            "fast as they can for this long (from a common start), then verify the sum and "
+            "every shard's count of every worker's pushes exactly (a soak test)",
+            "seconds"));
+  s.Add(Num("algorithm.check_report_every_s", "5", 0, true, std::nullopt, false,
+            "ps_check with check_seconds > 0: each worker prints its pushes so far and each "
+            "shard the pushes it applied, at every multiple of this on the wall clock (so "
+            "the lines of all processes fall into the same intervals)",
+            "seconds"));
+
+  // [cluster]
+  s.Add(Str("cluster.ps", "",
+            "shard servers, one per shard, comma-separated: host:port (tcp), ipc://PATH or "
+            "tcp://host:port; empty = take the cluster from $TF_CONFIG"));
+  s.Add(Str("cluster.worker", "", "worker tasks, comma-separated, as cluster.ps"));
+  s.Add(Str("cluster.coordinator", "",
+            "the coordinator (host:port, ipc://PATH or tcp://host:port) that a run's roles "
+            "register and report to; empty = TF_CONFIG's chief"));
+  s.Add(Str("cluster.evaluator", "",
+            "an evaluator task (as cluster.ps) that evaluates the centre while the workers "
+            "train; empty = the coordinator evaluates"));
+  s.Add(Num("cluster.report_interval_s", "0.1", 0, true, 60, false,
+            "how often every role reports to the coordinator (its heartbeat)", "seconds"));
+  s.Add(Num("cluster.heartbeat_timeout_s", "10", 0, true, std::nullopt, false,
+            "a role silent for this long is taken as dead and the run fails", "seconds"));
+  s.Add(Choice("cluster.launch_transport", "tcp", {"tcp", "ipc"},
+               "asgd launch: the transport between the processes it starts"));
+  s.Add(Int("cluster.base_port", 23400, 1024, 65000,
+            "asgd task (SLURM, Open MPI): rank r listens on base_port + r"));
+  s.Add(Str("cluster.hosts", "",
+            "asgd task under Open MPI on several hosts: the host of every rank, in rank order "
+            "(comma-separated); empty = every rank on 127.0.0.1"));
+  s.Add(Choice("cluster.placement", "even", {"even", "round_robin", "greedy", "partition"},
+               "how the flat parameter vector is split over the shards: even contiguous "
+               "pieces, whole tensors round-robin, whole tensors greedily by bytes, or the "
+               "largest tensor partitioned along its first axis"));
+  s.Add(Choice("cluster.on_worker_loss", "continue", {"continue", "fail"},
+               "multi-process runs: a worker silent for heartbeat_timeout_s (killed, frozen) "
+               "is left behind and training goes on (synchronous rounds are re-formed with "
+               "the survivors; ssp stops), or the run fails; a restarted worker rejoins, a "
+               "frozen one that wakes up is taken back"));
+  s.Add(Str("cluster.bind_host", "127.0.0.1",
+            "interface a tcp shard server binds (\"*\" = every interface)", false));
+  s.Add(Bool("cluster.allow_plain_remote", false,
+             "let a shard server bind a non-loopback tcp address without CURVE (anyone who "
+             "reaches it can read and change the shard); without it such a server refuses "
+             "to start"));
+  s.Add(Bool("cluster.curve", false,
+             "encrypt every connection of a run as processes with ZeroMQ CURVE and let the "
+             "servers (ps, coordinator) accept only the client keys listed in keys_dir's "
+             "authorized_clients; not for asgd run (one process)"));
+  s.Add(Str("cluster.keys_dir", "",
+            "with curve: the folder `asgd keys generate DIR` wrote (server.key, server.pub, "
+            "client.key, authorized_clients; relative to the working directory); required "
+            "when curve is true"));
+  s.Add(Str("cluster.client_key", "client.key",
+            "with curve: this process's client key pair, a file in keys_dir (or a path); "
+            "after `asgd keys generate --clients N`, client-I.key",
+            false));
+  s.Add(Num("cluster.timeout_s", "60", 0, true, std::nullopt, false,
+            "how long a worker waits for the servers to come up, and for any one reply",
+            "seconds"));
+  s.Add(Choice("cluster.transport", "inproc", {"inproc", "memory"},
+               "a run in one process: shard servers over ZeroMQ inproc:// (the same code as "
+               "across machines), or the in-memory store (no sockets)"));
+  s.Add(Int("cluster.shards", 1, 1, 256,
+            "a run in one process over inproc: number of parameter-server shards"));
+  s.Add(Bool("cluster.stop_servers", true,
+             "when the workers are done, worker 0 stops the shard servers"));
+
+  // [metrics]
+  s.Add(Num("metrics.eval_every_epochs", "0.5", 0, true, std::nullopt, false,
+            "evaluate on the test set after every this many epochs of training", "epochs"));
+  s.Add(Num("metrics.eval_every_s", "0", 0, false, std::nullopt, false,
+            "also evaluate at least this often; 0 = only by epochs", "seconds"));
+  s.Add(Int("metrics.staleness_rows", 1000000, 0, std::nullopt,
+            "rows staleness.csv holds at most (one per push per shard); later pushes are only "
+            "counted, exactly, in staleness_histogram.csv",
+            "rows"));
+  s.Add(Int("metrics.eval_examples", 0, 0, std::nullopt,
+            "test examples used for intermediate evaluations; 0 = all (the final one always "
+            "uses all)",
+            "examples"));
+  return s;
+}
+
+}  // namespace
+
+const Schema& ExperimentSchema() {
+  static const Schema* schema = new Schema(BuildSchema());
+  return *schema;
+}
+
+}  // namespace asgd::experiments

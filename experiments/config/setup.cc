@@ -1,0 +1,217 @@
+#include "experiments/config/setup.h"
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "core/check.h"
+#include "core/error.h"
+#include "core/rng.h"
+#include "experiments/config/config_keys.h"
+
+namespace asgd::experiments {
+
+datasets::DataOptions BuildDataOptions(const Config& config,
+                                       const std::vector<std::string>& search_dirs) {
+  datasets::DataOptions d;
+  d.name = config.String("data.dataset");
+  d.search_dirs = search_dirs;
+  d.verify = config.Bool("data.verify");
+  d.num_features = config.Int("data.num_features");
+  const int64_t train_limit = config.Int("data.train_limit");
+  const int64_t test_limit = config.Int("data.test_limit");
+  d.max_train = train_limit > 0 ? train_limit : -1;
+  d.max_test = test_limit > 0 ? test_limit : -1;
+  d.synthetic.num_train = config.Int("data.synthetic_train");
+  d.synthetic.num_test = config.Int("data.synthetic_test");
+  d.synthetic.num_features = config.Int("data.synthetic_features");
+  d.synthetic.num_classes = static_cast<int>(config.Int("data.synthetic_classes"));
+  d.synthetic.separation = config.Double("data.synthetic_separation");
+  d.synthetic.noise = config.Double("data.synthetic_noise");
+  d.synthetic.nonzeros_per_example = config.Int("data.synthetic_nonzeros");
+  d.synthetic.seed = DeriveSeed(static_cast<uint64_t>(config.Int("experiment.seed")), "synthetic");
+  return d;
+}
+
+models::ModelOptions BuildModelOptions(const Config& config) {
+  models::ModelOptions m;
+  m.name = config.String("model.name");
+  m.hidden = config.IntList("model.hidden");
+  m.activation = config.String("model.activation");
+  m.cnn_channels = config.IntList("model.cnn_channels");
+  m.cnn_fc = config.IntList("model.cnn_fc");
+  m.cnn_kernel = config.Int("model.cnn_kernel");
+  return m;
+}
+
+models::InputSpec InputSpecFor(const datasets::Dataset& train) {
+  models::InputSpec in;
+  in.example_shape = train.example_shape;
+  in.num_features = train.num_features;
+  in.num_classes = train.num_classes;
+  in.sparse = train.sparse;
+  return in;
+}
+
+algorithms::OptimizerOptions BuildOptimizerOptions(const Config& config) {
+  algorithms::OptimizerOptions o;
+  o.name = config.String("algorithm.optimizer");
+  o.momentum = config.Double("algorithm.momentum");
+  o.beta1 = config.Double("algorithm.beta1");
+  o.beta2 = config.Double("algorithm.beta2");
+  o.epsilon = config.Double("algorithm.epsilon");
+  o.initial_accumulator = config.Double("algorithm.initial_accumulator");
+  o.weight_decay = config.Double("algorithm.weight_decay");
+  return o;
+}
+
+algorithms::StrategyOptions BuildStrategyOptions(const Config& config, int64_t train_examples) {
+  algorithms::StrategyOptions so;
+  const int workers = static_cast<int>(config.Int("algorithm.workers"));
+  so.num_workers = workers;
+  so.worker.learning_rate = config.Double("algorithm.learning_rate");
+  so.worker.window = config.Int("algorithm.window");
+  so.worker.fetch_window = config.Int("algorithm.fetch_window") > 0
+                               ? config.Int("algorithm.fetch_window")
+                               : so.worker.window;
+  so.replicas_to_aggregate = static_cast<int>(config.Int("algorithm.replicas_to_aggregate"));
+  if (so.replicas_to_aggregate > workers) {
+    throw ConfigError("algorithm.replicas_to_aggregate",
+                      config.Raw("algorithm.replicas_to_aggregate"),
+                      internal::StrCat("at most algorithm.workers (", workers, "); 0 = all"));
+  }
+  so.aggregation = config.String("algorithm.aggregation");
+  so.elastic_alpha = config.Double("algorithm.elastic_alpha");
+  so.dc_lambda = config.Double("algorithm.dc_lambda");
+  so.adag_gamma = config.Double("algorithm.adag_gamma");
+  so.softsync = static_cast<int>(config.Int("algorithm.softsync"));
+  if (so.softsync > workers) {
+    throw ConfigError("algorithm.softsync", config.Raw("algorithm.softsync"),
+                      internal::StrCat("at most algorithm.workers (", workers, "); 0 = workers"));
+  }
+  so.ssp_bound = static_cast<int>(config.Int("algorithm.ssp_bound"));
+  so.worker_momentum = config.Double("algorithm.momentum");
+  so.server_optimizer = config.String("algorithm.server_optimizer");
+  so.server_learning_rate = config.Double("algorithm.server_learning_rate");
+  so.server_initial_accumulator = config.Double("algorithm.initial_accumulator");
+  so.optimizer = BuildOptimizerOptions(config);
+  so.schedule = BuildScheduleOptions(config);
+  if (train_examples > 0) {
+    so.epochs_per_batch = static_cast<double>(config.Int("algorithm.batch_size")) /
+                          static_cast<double>(train_examples);
+  }
+  const std::vector<double> rates = config.DoubleList("algorithm.worker_learning_rates");
+  if (!rates.empty() && static_cast<int>(rates.size()) != workers) {
+    throw ConfigError("algorithm.worker_learning_rates",
+                      config.Raw("algorithm.worker_learning_rates"),
+                      internal::StrCat("one rate per worker (", workers, "), or empty"));
+  }
+  return so;
+}
+
+algorithms::ScheduleOptions BuildScheduleOptions(const Config& config) {
+  algorithms::ScheduleOptions o;
+  o.decay = config.Double("algorithm.lr_decay");
+  if (config.Bool("algorithm.linear_scaling")) {
+    const auto workers = static_cast<double>(config.Int("algorithm.workers"));
+    const auto replicas = static_cast<double>(config.Int("algorithm.replicas_to_aggregate"));
+    const bool rounds = algorithms::FindStrategy(config.String("algorithm.name")).rounds;
+    o.scale = rounds && replicas > 0 ? replicas : workers;
+    o.warmup_epochs = config.Double("algorithm.warmup_epochs");
+  }
+  return o;
+}
+
+std::vector<std::string> IgnoredAlgorithmKeys(const Config& config) {
+  const std::string name = config.String("algorithm.name");
+  if (name == kPsCheck) return {};
+  const std::vector<std::string>& reads = algorithms::FindStrategy(name).keys;
+  std::vector<std::string> ignored;
+  // Keys only a strategy reads; the others of [algorithm] (ps_check's) are not a
+  // strategy's business.
+  for (const std::string& key : algorithms::AllStrategyKeys()) {
+    if (config.IsExplicit(key) && !std::binary_search(reads.begin(), reads.end(), key)) {
+      ignored.push_back(key);
+    }
+  }
+  return ignored;
+}
+
+double WorkerLearningRate(const Config& config, int worker) {
+  const std::vector<double> rates = config.DoubleList("algorithm.worker_learning_rates");
+  if (rates.empty()) return config.Double("algorithm.learning_rate");
+  ASGD_CHECK(worker >= 0 && static_cast<std::size_t>(worker) < rates.size(), "worker ", worker);
+  return rates[static_cast<std::size_t>(worker)];
+}
+
+namespace {
+
+// The per-worker specs of model.device (one spec: every worker's).
+std::vector<std::string> DeviceSpecs(const Config& config, int workers) {
+  const std::string value = config.String("model.device");
+  std::vector<std::string> specs;
+  std::size_t from = 0;
+  while (true) {
+    const std::size_t comma = value.find(',', from);
+    specs.push_back(
+        value.substr(from, comma == std::string::npos ? std::string::npos : comma - from));
+    if (comma == std::string::npos) break;
+    from = comma + 1;
+  }
+  if (specs.size() > 1 && specs.size() != static_cast<std::size_t>(workers)) {
+    throw ConfigError("model.device", value,
+                      internal::StrCat("one device for all workers or a list of ", workers,
+                                       " (one per worker), not ", specs.size()));
+  }
+  for (const std::string& spec : specs) {
+    try {
+      (void)models::ParseDevice(spec);
+    } catch (const ConfigError&) {
+      throw ConfigError("model.device", value,
+                        "cpu, cuda or cuda:N (N a CUDA device index), or a comma list of "
+                        "those, one per worker");
+    }
+  }
+  return specs;
+}
+
+}  // namespace
+
+void CheckWorkerDevices(const Config& config, int workers) { (void)DeviceSpecs(config, workers); }
+
+models::Device WorkerDevice(const Config& config, int worker, int workers) {
+  const std::vector<std::string> specs = DeviceSpecs(config, workers);
+  ASGD_CHECK(worker >= 0 && worker < workers, "worker ", worker, " of ", workers);
+  const std::string& spec = specs.size() == 1 ? specs[0] : specs[static_cast<std::size_t>(worker)];
+  if (spec == "cuda") {
+    (void)models::ResolveDevice(spec);  // ConfigError without a usable device
+    return models::ResolveDevice(internal::StrCat("cuda:", worker % models::CudaDeviceCount()));
+  }
+  return models::ResolveDevice(spec);
+}
+
+std::string DescribeDevices(const std::vector<models::Device>& devices) {
+  std::vector<std::string> distinct;
+  for (const models::Device& d : devices) {
+    const std::string s = d.ToString();
+    if (std::find(distinct.begin(), distinct.end(), s) == distinct.end()) distinct.push_back(s);
+  }
+  if (distinct.empty()) return "cpu";
+  std::string out = distinct[0];
+  for (std::size_t i = 1; i < distinct.size(); ++i) {
+    out += '+';
+    out += distinct[i];
+  }
+  return out;
+}
+
+std::vector<std::string> DataSearchDirs(const std::string& config_dir) {
+  std::vector<std::string> dirs;
+  if (!config_dir.empty()) dirs.push_back(config_dir);
+  const char* env = std::getenv("ASGD_DATA_DIR");
+  if (env != nullptr && *env != '\0') dirs.emplace_back(env);
+  dirs.emplace_back("data");
+  dirs.emplace_back("/usr/share/datasets");
+  return dirs;
+}
+
+}  // namespace asgd::experiments

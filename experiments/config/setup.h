@@ -1,0 +1,56 @@
+// Turning a Config into the options structs of the libraries (datasets, models,
+// algorithms). Only experiments/ reads configuration; libraries take these structs.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "algorithms/optimizer.h"
+#include "algorithms/schedule.h"
+#include "algorithms/strategy.h"
+#include "datasets/loader.h"
+#include "experiments/config/config.h"
+#include "models/device.h"
+#include "models/factory.h"
+
+namespace asgd::experiments {
+
+datasets::DataOptions BuildDataOptions(const Config& config,
+                                       const std::vector<std::string>& search_dirs);
+models::ModelOptions BuildModelOptions(const Config& config);
+models::InputSpec InputSpecFor(const datasets::Dataset& train);
+algorithms::OptimizerOptions BuildOptimizerOptions(const Config& config);
+
+// The options of the distributed strategy named by algorithm.name, with the checks that
+// involve several keys (replicas_to_aggregate <= workers, one worker_learning_rates entry
+// per worker, softsync <= workers): ConfigError naming the key. train_examples: the
+// training set's size, from which a server that follows the schedule (sync_sgd, dc_asgd,
+// staleness_aware) knows the epochs it has applied; 0 when only validating a config.
+algorithms::StrategyOptions BuildStrategyOptions(const Config& config, int64_t train_examples);
+// The learning-rate schedule: algorithm.lr_decay, and with algorithm.linear_scaling the
+// factor k (the mini-batches one update aggregates) and algorithm.warmup_epochs.
+algorithms::ScheduleOptions BuildScheduleOptions(const Config& config);
+
+// The algorithm.* keys the config sets (file or --set) that its strategy does not read
+// (Strategy::keys), sorted; empty for ps_check, which is not a strategy.
+std::vector<std::string> IgnoredAlgorithmKeys(const Config& config);
+// Worker w's base learning rate: algorithm.worker_learning_rates[w], or learning_rate.
+double WorkerLearningRate(const Config& config, int worker);
+
+// model.device: "cpu"; "cuda" (worker w on cuda:(w mod the visible devices)); "cuda:N";
+// or a comma list with one of those per worker ("cuda:0,cuda:1,cpu,cpu": a mixed
+// cluster). CheckWorkerDevices checks the syntax and the list's length only (ConfigError
+// naming model.device), so a launcher without GPUs can validate a cluster whose workers
+// run where they are; WorkerDevice also checks that the device is usable in this process
+// (ConfigError: CUDA not built in, no driver or device, or cuda:N out of range).
+void CheckWorkerDevices(const Config& config, int workers);
+models::Device WorkerDevice(const Config& config, int worker, int workers);
+// The summary's device column: "cpu", "cuda:0", or the workers' distinct devices in
+// order, joined by '+' ("cuda:0+cuda:1+cpu").
+std::string DescribeDevices(const std::vector<models::Device>& devices);
+
+// The data search path for a config's [data] dir: that key, $ASGD_DATA_DIR, ./data,
+// /usr/share/datasets (empty entries skipped).
+std::vector<std::string> DataSearchDirs(const std::string& config_dir);
+
+}  // namespace asgd::experiments

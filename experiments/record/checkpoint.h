@@ -1,0 +1,127 @@
+// A run's checkpoints (issue: checkpoints and resume). In the run folder:
+//
+//   checkpoints/step-000000012345/shard-0.ckpt ...   one file per shard (transport/checkpoint.h:
+//                                                    values, version, the rule's state)
+//   checkpoints/step-000000012345/manifest.json      written last
+//
+// The manifest names the step (updates applied), samples, training time, the CSV rows
+// written up to then, the config hash, each shard file with its SHA-256 and version, the
+// staleness histogram and the workers' counters. Every file goes through
+// WriteFileAtomic (temporary name, fsync, rename, fsync of the folder): a crash mid-save
+// leaves a folder without a manifest, which loading ignores and the next save removes,
+// and the previous checkpoint intact.
+//
+// Loading takes the newest checkpoint whose manifest and shard files all verify; a newer
+// one that does not is skipped with a warning naming it. A checkpoint of another
+// configuration (the hash of the data, model, algorithm and cluster sections differs) is
+// refused with one line.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "experiments/config/config.h"
+#include "experiments/record/metrics.h"
+#include "transport/checkpoint.h"
+#include "transport/shard_core.h"
+
+namespace asgd::experiments {
+
+struct CheckpointManifest {
+  int64_t step = 0;     // updates applied (pushes) when it was taken
+  int64_t steps = 0;    // worker steps
+  int64_t samples = 0;  // training examples consumed
+  double time_s = 0;    // training time (the runs' time_s) when it was taken
+  int64_t convergence_rows = 0;
+  int64_t staleness_rows = 0;
+  double best_test_accuracy = 0;
+  double time_to_target_s = -1;
+  int resumes = 0;  // how many times the run was resumed before this checkpoint
+  std::string config_hash;
+  std::string algorithm;
+  struct Shard {
+    std::string file;    // relative to the checkpoint folder
+    std::string sha256;  // of the file
+    uint64_t version = 0;
+    int64_t elements = 0;
+  };
+  std::vector<Shard> shards;
+  std::map<uint32_t, std::map<int64_t, int64_t>> staleness_histogram;
+  std::vector<WorkerMetrics> workers;
+};
+
+struct LoadedCheckpoint {
+  std::string dir;  // the checkpoint's folder
+  CheckpointManifest manifest;
+  std::vector<transport::ShardSnapshot> shards;  // in shard order
+};
+
+// SHA-256 (hex) of the resolved keys of the sections that decide what a checkpoint holds
+// and how training continues from it: [data], [model], [algorithm] and the cluster's
+// shards, placement and transport. [experiment] (epochs, stop rules, out_dir) and
+// [metrics] may change between a run and its resumption.
+std::string TrainingConfigHash(const Config& config);
+
+class Checkpointer {
+ public:
+  // run_path: the run folder; keep: how many complete checkpoints to keep (>= 1).
+  Checkpointer(std::string run_path, int keep);
+
+  // Writes the shard files, then the manifest (filling its shards entries), then
+  // removes older checkpoints beyond `keep` and incomplete ones. Returns the folder.
+  // Throws IoError (the previous checkpoints are then intact).
+  std::string Save(CheckpointManifest manifest,
+                   const std::vector<transport::ShardSnapshot>& shards);
+
+  // The two halves of Save, for shards that save themselves (multi-process runs: each
+  // ps writes its file with WriteShardFile into Folder(step), the coordinator then writes
+  // the manifest with their entries).
+  std::string Folder(int64_t step) const;
+  std::string WriteManifest(const CheckpointManifest& manifest);
+
+ private:
+  std::string root_;
+  int keep_;
+};
+
+// Writes shard `index`'s file into a checkpoint folder (creating it) and returns its
+// manifest entry. Throws IoError.
+CheckpointManifest::Shard WriteShardFile(const std::string& folder, std::size_t index,
+                                         const transport::ShardSnapshot& snapshot,
+                                         const std::string& rule_name);
+
+// The newest valid checkpoint of a run folder. Throws ConfigError
+// ("--resume", run_path, ...) when there is none, DataError when none verifies (naming
+// the newest and its problem), ConfigError when the newest valid one is of another
+// configuration.
+LoadedCheckpoint LoadNewestCheckpoint(const std::string& run_path, const std::string& config_hash);
+
+// staleness.csv written before its columns oldest_version, oldest_staleness and dropped
+// (the first eight columns only): rewritten with them (oldest = pulled, dropped = 0: such
+// rows were applied or accepted pushes of one version), so that a resumed run appends rows
+// of the current schema under a header that names them. A file of the current schema is
+// left untouched. Throws DataError for another header or a row of another width, IoError
+// if the file cannot be rewritten. Call it before TruncateCsv on a resumed staleness.csv.
+void UpgradeStalenessCsv(const std::string& path);
+
+// staleness.csv of a run resumed from a checkpoint whose shards were saved one by one
+// (multi-process runs): upgrades it (UpgradeStalenessCsv), then keeps exactly the rows of
+// the pushes the saved shards contain (applied_version < that shard's saved version, dropped
+// pushes included), in their order, and drops the others (pushes after the save). Returns
+// what was kept; the histogram counts the kept rows that were not dropped (as
+// StalenessRecorder's). Throws DataError for a malformed row, IoError if the file cannot be
+// rewritten.
+struct KeptStaleness {
+  int64_t rows = 0;
+  std::map<uint32_t, std::map<int64_t, int64_t>> histogram;  // worker -> staleness -> count
+};
+KeptStaleness FilterStalenessCsv(const std::string& path,
+                                 const std::vector<uint64_t>& shard_versions);
+
+// Keeps the header and the first `rows` rows of a CSV file (a resumed run appends after
+// them). Throws DataError if the file has fewer rows, IoError if it cannot be rewritten.
+void TruncateCsv(const std::string& path, int64_t rows);
+
+}  // namespace asgd::experiments

@@ -1,0 +1,18 @@
+#include "experiments/run/evaluation.h"
+
+#include <algorithm>
+
+namespace asgd::experiments {
+
+models::EvalResult EvaluateOn(models::Model& model, std::span<const float> params,
+                              const datasets::Dataset& ds, int64_t limit, int64_t chunk) {
+  const int64_t n = (limit <= 0 || limit > ds.num_examples) ? ds.num_examples : limit;
+  models::EvalResult total;
+  for (int64_t begin = 0; begin < n; begin += chunk) {
+    const int64_t count = std::min(chunk, n - begin);
+    total += model.Evaluate(params, datasets::ContiguousBatch(ds, begin, count));
+  }
+  return total;
+}
+
+}  // namespace asgd::experiments

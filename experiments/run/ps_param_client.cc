@@ -1,0 +1,42 @@
+#include "experiments/run/ps_param_client.h"
+
+namespace asgd::experiments {
+
+void PsParamClient::DoMarkWindowStart() {
+  const std::span<const uint64_t> pulled = client_->pulled_versions();
+  window_versions_.assign(pulled.begin(), pulled.end());
+}
+
+transport::PushOptions PsParamClient::TakePushOptions(int64_t step) {
+  transport::PushOptions o;
+  o.clock = step;
+  o.oldest_versions = window_versions_;  // empty without a mark; the span outlives the call
+  return o;
+}
+
+algorithms::Status PsParamClient::DoPush(std::span<const float> update, int64_t step) {
+  const transport::PushOptions o = TakePushOptions(step);
+  transport::RequestHandle h = client_->Push(update, o);
+  window_versions_.clear();
+  return Finish(h);
+}
+
+algorithms::Status PsParamClient::DoPushPull(std::span<const float> update, std::span<float> out,
+                                             int64_t step) {
+  const transport::PushOptions o = TakePushOptions(step);
+  transport::RequestHandle h = client_->PushPull(update, out, o);
+  window_versions_.clear();
+  return Finish(h);
+}
+
+algorithms::Status PsParamClient::Finish(transport::RequestHandle& handle) {
+  algorithms::Status st = handle.Wait();
+  // Per shard, also when another shard failed the request (e.g. closed at the end of a
+  // run): a shard that answered "dropped" dropped it, whatever the others did.
+  for (const transport::ShardResult& r : handle.results()) {
+    if (r.replied && r.status.ok() && r.outcome == transport::PushOutcome::kDropped) ++dropped_;
+  }
+  return st;
+}
+
+}  // namespace asgd::experiments

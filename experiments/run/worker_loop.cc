@@ -1,0 +1,218 @@
+#include "experiments/run/worker_loop.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/aligned.h"
+#include "core/check.h"
+#include "core/rng.h"
+#include "datasets/sampler.h"
+#include "transport/status.h"
+
+namespace asgd::experiments {
+
+namespace alg = ::asgd::algorithms;
+using ::asgd::internal::StrCat;
+
+WorkerLoop::WorkerLoop(WorkerSetup setup) : setup_(std::move(setup)) {
+  ASGD_CHECK(setup_.strategy != nullptr && setup_.model != nullptr && setup_.train != nullptr &&
+                 setup_.clock != nullptr,
+             "incomplete WorkerSetup");
+}
+
+WorkerMetrics WorkerLoop::Snapshot() const {
+  WorkerMetrics m;
+  m.worker = setup_.worker;
+  m.steps = live_.steps.load(std::memory_order_relaxed);
+  m.samples = live_.samples.load(std::memory_order_relaxed);
+  m.pushes = live_.pushes.load(std::memory_order_relaxed);
+  m.bytes_pushed = live_.bytes_pushed.load(std::memory_order_relaxed);
+  m.bytes_pulled = live_.bytes_pulled.load(std::memory_order_relaxed);
+  m.dropped_pushes = live_.dropped.load(std::memory_order_relaxed);
+  m.active_s = static_cast<double>(live_.active_ns.load(std::memory_order_relaxed)) * 1e-9;
+  m.compute_s = static_cast<double>(live_.compute_ns.load(std::memory_order_relaxed)) * 1e-9;
+  m.wait_s = static_cast<double>(live_.wait_ns.load(std::memory_order_relaxed)) * 1e-9;
+  return m;
+}
+
+namespace {
+
+// The first element of v that is NaN or infinite, or -1.
+int64_t FirstNonFinite(std::span<const float> v) {
+  const auto it = std::find_if(v.begin(), v.end(), [](float x) { return !std::isfinite(x); });
+  return it == v.end() ? -1 : static_cast<int64_t>(it - v.begin());
+}
+
+}  // namespace
+
+std::string DescribeNonFiniteLoss(const NonFiniteLoss& f) {
+  const std::string what = std::isnan(f.loss) ? "NaN" : "infinite";
+  const std::string head = StrCat("training loss is ", what, " on worker ", f.worker);
+  if (f.worker_element < 0) {
+    // Finite parameters, non-finite loss: the step itself overflowed.
+    return StrCat(head,
+                  ", computed on finite parameters: the model diverged; lower "
+                  "algorithm.learning_rate (now ",
+                  f.learning_rate, ")");
+  }
+  if (f.shared_memory) {
+    return StrCat(head, ": the shared parameters hold a non-finite value at element ",
+                  f.worker_element,
+                  ", written by the workers' updates; lower "
+                  "algorithm.learning_rate (now ",
+                  f.learning_rate, ")");
+  }
+  if (f.server_element >= 0) {
+    // Shards refuse pushes holding NaN or Inf, so the server's arithmetic made it.
+    return StrCat(head, ": the server's parameters hold a non-finite value at element ",
+                  f.server_element, ", made by ", f.strategy,
+                  "'s server rule (shards refuse "
+                  "non-finite pushes, so no worker sent it); lower the rates and factors that "
+                  "rule uses (algorithm.* keys of ",
+                  f.strategy, ")");
+  }
+  return StrCat(head, ": its own parameters hold a non-finite value at element ", f.worker_element,
+                " after its local update (the server's are finite); lower "
+                "algorithm.learning_rate (now ",
+                f.learning_rate, ")");
+}
+
+WorkerOutcome WorkerLoop::Run(alg::ParamClient& client, const WorkerHooks& hooks) {
+  const WorkerSetup& s = setup_;
+  const Clock& clock = *s.clock;
+  const int w = s.worker;
+  WorkerOutcome outcome;
+  Duration compute{0};   // in gradient evaluations (the model)
+  Duration in_steps{0};  // in Step calls (compute, communication, waiting)
+  auto ending = [&](const alg::Status& st) {
+    return hooks.ending && hooks.ending() && st.error_code() == transport::ErrorCode::kShuttingDown;
+  };
+  auto publish = [&] {
+    live_.compute_ns.store(compute.count(), std::memory_order_relaxed);
+    live_.wait_ns.store(std::max<int64_t>(0, (in_steps - compute).count()),
+                        std::memory_order_relaxed);
+    live_.bytes_pushed.store(client.traffic().bytes_pushed, std::memory_order_relaxed);
+    live_.bytes_pulled.store(client.traffic().bytes_pulled, std::memory_order_relaxed);
+    live_.dropped.store(client.dropped_pushes(), std::memory_order_relaxed);
+  };
+  try {
+    std::unique_ptr<models::Model> local = s.model->Clone();
+    const int64_t n_params = local->layout().size();
+    datasets::SamplerOptions sopt;
+    sopt.batch_size = s.batch_size;
+    sopt.seed = DeriveSeed(s.seed, "sampler", static_cast<uint64_t>(w));
+    datasets::BatchSampler sampler(*s.train, s.examples, sopt);
+    auto optimizer = alg::NewOptimizer(s.optimizer, n_params);
+    int64_t last_batch = 0;
+    alg::WorkerEnv env;
+    env.worker = w;
+    env.num_workers = s.num_workers;
+    env.ps = &client;
+    env.optimizer = optimizer.get();
+    env.clock = &clock;
+    env.options = s.options.worker;
+    env.options.learning_rate = s.learning_rate;
+    // Where a non-finite loss came from: the first non-finite parameter it was computed
+    // on (-1: none), looked up only when the loss is not finite.
+    int64_t non_finite_param = -1;
+    env.gradient = [&](std::span<const float> params, std::span<float> grad) {
+      datasets::BatchView batch = sampler.Next();
+      last_batch = batch.size;
+      const Duration t0 = clock.Now();
+      const float loss = local->LossAndGradient(params, batch, grad);
+      compute += clock.Now() - t0;
+      if (!std::isfinite(loss)) non_finite_param = FirstNonFinite(params);
+      return loss;
+    };
+    AlignedVector<float> sparse_params;
+    models::SparseGradient sparse_grad;
+    std::vector<int64_t> touched;
+    if (s.sparse) {
+      sparse_params.assign(static_cast<std::size_t>(n_params), 0.0f);
+      env.sparse_gradient = [&](const alg::SparseReader& read, alg::SparseUpdate* grad,
+                                alg::Status* status) -> float {
+        datasets::BatchView batch = sampler.Next();
+        last_batch = batch.size;
+        // The coordinates the batch touches: its features and the bias (the last).
+        touched.assign(batch.indices + batch.indptr[0], batch.indices + batch.indptr[batch.size]);
+        touched.push_back(n_params - 1);
+        std::sort(touched.begin(), touched.end());
+        touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+        *status = read(touched, sparse_params);
+        if (!status->ok()) return std::nanf("");
+        const Duration t0 = clock.Now();
+        const float loss = local->LossAndSparseGradient(sparse_params, batch, &sparse_grad);
+        compute += clock.Now() - t0;
+        grad->indices.swap(sparse_grad.indices);
+        grad->values.swap(sparse_grad.values);
+        return loss;
+      };
+    }
+    auto rule = s.strategy->worker_rule(s.options);
+    alg::Status st = rule->Start(env);
+    if (!st.ok()) {
+      if (!ending(st)) outcome.failure = StrCat("worker ", w, ": first pull: ", st.ToString());
+      publish();
+      return outcome;
+    }
+    const Duration first_step = clock.Now();
+    for (;;) {
+      double lr_scale = 1.0;
+      if (!hooks.before_step(&lr_scale)) break;
+      env.learning_rate_scale = lr_scale;
+      const Duration step_start = clock.Now();
+      alg::StepResult r = rule->Step(env);
+      const Duration step_end = clock.Now();
+      in_steps += step_end - step_start;
+      live_.active_ns.store((step_end - first_step).count(), std::memory_order_relaxed);
+      if (ending(r.status)) break;
+      if (!r.status.ok() && hooks.recover && hooks.recover(r.status)) {
+        st = rule->Start(env);
+        if (!st.ok()) {
+          if (!ending(st))
+            outcome.failure = StrCat("worker ", w, ": pull after recovery: ", st.ToString());
+          break;
+        }
+        continue;
+      }
+      if (!std::isfinite(r.loss)) {
+        outcome.nan_loss = true;
+        NonFiniteLoss f;
+        f.worker = w;
+        f.loss = r.loss;
+        f.learning_rate = s.learning_rate;
+        f.strategy = s.strategy->name;
+        f.shared_memory = s.strategy->shared_memory;
+        f.worker_element = non_finite_param;
+        if (f.worker_element >= 0 && !f.shared_memory) {
+          // Were the server's parameters already non-finite? One pull, on this failure
+          // path only (it fails harmlessly if the store is shutting down).
+          std::vector<float> server(static_cast<std::size_t>(client.size()));
+          if (client.Pull(server).ok()) f.server_element = FirstNonFinite(server);
+        }
+        outcome.failure = DescribeNonFiniteLoss(f);
+        break;
+      }
+      if (!r.status.ok()) {
+        outcome.failure = StrCat("worker ", w, ": ", r.status.ToString());
+        break;
+      }
+      live_.steps.fetch_add(r.local_steps, std::memory_order_relaxed);
+      live_.samples.fetch_add(last_batch, std::memory_order_relaxed);
+      live_.pushes.fetch_add(r.pushes, std::memory_order_relaxed);
+      publish();
+      if (hooks.after_step) hooks.after_step(r, last_batch);
+    }
+    if (outcome.failure.empty()) {
+      st = rule->Finish(env);
+      if (!st.ok() && !ending(st))
+        outcome.failure = StrCat("worker ", w, ": finishing: ", st.ToString());
+    }
+  } catch (const std::exception& e) {
+    outcome.failure = StrCat("worker ", w, ": ", e.what());
+  }
+  publish();
+  return outcome;
+}
+
+}  // namespace asgd::experiments

@@ -1,0 +1,101 @@
+// One worker's training loop, shared by the in-process runner (a thread per worker) and
+// the `asgd worker` process: draws mini-batches from the worker's partition, runs the
+// strategy's worker rule against a ParamClient, and measures the worker (WorkerMetrics:
+// steps, samples, compute and wait time, traffic, dropped pushes).
+//
+// The caller decides when to stop and what the learning-rate schedule says, through
+// hooks, so the same loop serves a shared-memory counter (threads) and a coordinator's
+// replies (processes).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "algorithms/optimizer.h"
+#include "algorithms/strategy.h"
+#include "core/clock.h"
+#include "datasets/dataset.h"
+#include "experiments/record/metrics.h"
+#include "models/model.h"
+
+namespace asgd::experiments {
+
+struct WorkerSetup {
+  int worker = 0;
+  int num_workers = 1;
+  const algorithms::Strategy* strategy = nullptr;  // not owned
+  algorithms::StrategyOptions options;
+  algorithms::OptimizerOptions optimizer;
+  double learning_rate = 0.05;               // this worker's base rate
+  const models::Model* model = nullptr;      // cloned for the worker; not owned
+  const datasets::Dataset* train = nullptr;  // not owned
+  std::vector<int64_t> examples;             // the worker's partition of the training set
+  int64_t batch_size = 64;
+  uint64_t seed = 0;             // the run's seed
+  bool sparse = false;           // hogwild's sparse path (sparse model, plain SGD)
+  const Clock* clock = nullptr;  // not owned
+};
+
+struct WorkerHooks {
+  // Before each step: false ends the loop; otherwise sets *lr_scale (the schedule).
+  std::function<bool(double* lr_scale)> before_step;
+  // After each successful step: its result and the examples of its batch.
+  std::function<void(const algorithms::StepResult& result, int64_t batch)> after_step;
+  // True once the run is ending: a kShuttingDown answer then ends the loop quietly (a
+  // synchronous worker's last round), where otherwise it is a failure.
+  std::function<bool()> ending;
+  // Optional: a step failed with `status` (e.g. a shard that died timed out). True: the
+  // run can go on (the hook returns once it may, e.g. after a restarted shard was
+  // restored), and the loop starts the worker rule again (a fresh read of the centre);
+  // false: the failure ends the loop.
+  std::function<bool(const algorithms::Status& status)> recover;
+};
+
+struct WorkerOutcome {
+  std::string failure;  // empty: the loop ended as the hooks or the run decided
+  bool nan_loss = false;
+};
+
+// What is known about a non-finite training loss, to name its source.
+struct NonFiniteLoss {
+  int worker = 0;
+  float loss = 0;
+  double learning_rate = 0;
+  std::string strategy;
+  bool shared_memory = false;   // hogwild: the workers write the one vector
+  int64_t worker_element = -1;  // first non-finite parameter the loss was computed on; -1: none
+  int64_t server_element = -1;  // first non-finite value of a fresh pull; -1: none or unknown
+};
+// One line naming where the non-finite value came from: the step on finite parameters
+// (the model diverged), the server's rule (the server's values were already non-finite:
+// shards refuse non-finite pushes), or the worker's own local update.
+std::string DescribeNonFiniteLoss(const NonFiniteLoss& f);
+
+// Runs the loop until before_step says stop, the run ends, or a failure. Thread-safe as
+// far as *metrics goes: its fields are updated after every step with relaxed atomics
+// wrapped in `live` (readable by a reporter thread); `final_metrics` is complete after
+// return.
+class WorkerLoop {
+ public:
+  explicit WorkerLoop(WorkerSetup setup);
+  WorkerOutcome Run(algorithms::ParamClient& client, const WorkerHooks& hooks);
+
+  // A consistent-enough copy of the metrics so far (each field read atomically), for
+  // periodic reports from another thread.
+  WorkerMetrics Snapshot() const;
+
+ private:
+  struct Live {
+    std::atomic<int64_t> steps{0}, samples{0}, pushes{0}, bytes_pushed{0}, bytes_pulled{0},
+        dropped{0};
+    std::atomic<int64_t> active_ns{0}, compute_ns{0}, wait_ns{0};
+  };
+  WorkerSetup setup_;
+  Live live_;
+};
+
+}  // namespace asgd::experiments
