@@ -133,11 +133,7 @@ WorkerOutcome WorkerLoop::Run(alg::ParamClient& client, const WorkerHooks& hooks
                                 alg::Status* status) -> float {
         datasets::BatchView batch = sampler.Next();
         last_batch = batch.size;
-        // The coordinates the batch touches: its features and the bias (the last).
-        touched.assign(batch.indices + batch.indptr[0], batch.indices + batch.indptr[batch.size]);
-        touched.push_back(n_params - 1);
-        std::sort(touched.begin(), touched.end());
-        touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+        local->SparseCoordinates(batch, &touched);
         *status = read(touched, sparse_params);
         if (!status->ok()) return std::nanf("");
         const Duration t0 = clock.Now();
