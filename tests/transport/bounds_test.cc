@@ -214,6 +214,8 @@ TEST(ShardServerBounds, BarriersTimeOutAndAreCappedPerPeer) {
     EXPECT_EQ(h->code, ErrorCode::kRejectedByRule) << h->message;
     EXPECT_TRUE(h->request_id == 11 || h->request_id == 12) << h->request_id;
   }
+  // The stats are published after the replies leave: wait for them, not a time.
+  WaitFor([&] { return server.stats().held_barriers == 0; });
   ShardStats s = server.stats();
   EXPECT_EQ(s.barriers_timed_out, 2u);
   EXPECT_EQ(s.held_barriers, 0u);
