@@ -194,6 +194,8 @@ struct StrategyOptions {
   int ssp_bound = 3;
   // aeamsgd: the Nesterov momentum δ of the local step (algorithm.momentum).
   double worker_momentum = 0.9;
+  // hogwild: how the shared vector is added to, "atomic" or "racy" (hogwild.h).
+  std::string hogwild_add = "atomic";
   // downpour: "add" or "adagrad" (DistBelief's server-side Adagrad).
   std::string server_optimizer = "add";
   // Server-side Adagrad's learning rate γ and initial accumulator (DistBelief form).

@@ -211,6 +211,11 @@ Schema BuildSchema() {
   s.Add(Int("algorithm.fetch_window", 0, 0, 1000000,
             "downpour: local steps between fetches of the centre (n_fetch); 0 = the window",
             "steps"));
+  s.Add(Choice("algorithm.hogwild_add", "atomic", {"atomic", "racy"},
+               "hogwild: add to the shared vector with per-element atomic read-modify-writes "
+               "(nothing lost) or plain relaxed loads and stores (concurrent adds to one "
+               "coordinate may overwrite each other, as the paper allows; much cheaper on "
+               "dense models)"));
   s.Add(Choice("algorithm.server_optimizer", "add", {"add", "adagrad"},
                "downpour: what the server does with a push: add it, or (DistBelief) treat it "
                "as summed gradients and take an Adagrad step"));

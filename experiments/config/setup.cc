@@ -91,6 +91,7 @@ algorithms::StrategyOptions BuildStrategyOptions(const Config& config, int64_t t
   so.ssp_bound = static_cast<int>(config.Int("algorithm.ssp_bound"));
   so.worker_momentum = config.Double("algorithm.momentum");
   so.server_optimizer = config.String("algorithm.server_optimizer");
+  so.hogwild_add = config.String("algorithm.hogwild_add");
   so.server_learning_rate = config.Double("algorithm.server_learning_rate");
   so.server_initial_accumulator = config.Double("algorithm.initial_accumulator");
   so.optimizer = BuildOptimizerOptions(config);

@@ -170,7 +170,8 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
     std::copy(v.begin(), v.end(), initial.begin());
   }
   if (strategy.shared_memory) {
-    hogwild = std::make_unique<alg::HogwildStore>(initial, clock.get(), &staleness);
+    hogwild = std::make_unique<alg::HogwildStore>(
+        initial, clock.get(), &staleness, alg::HogwildStore::ParseAddMode(so.hogwild_add));
     if (resuming) hogwild->RestoreVersion(resume.shards[0].version);
     store_description =
         sparse ? "one shared vector (lock-free, sparse updates)" : "one shared vector (lock-free)";

@@ -1,20 +1,20 @@
 // The asynchronous strategies on the in-memory store under a deterministic round-robin
 // schedule (one thread calls each worker's Step in turn), so staleness is exact and the
 // invariants of algorithms.md §3 and §7 hold bit for bit or to float tolerance.
-#include <gtest/gtest.h>
-
 #include <algorithm>
 #include <cmath>
 #include <memory>
 #include <thread>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "algorithms/hogwild.h"
-#include "tests/algorithms/strategy_harness.h"
 #include "algorithms/memory_store.h"
 #include "algorithms/strategy.h"
 #include "core/error.h"
 #include "core/rng.h"
+#include "tests/algorithms/strategy_harness.h"
 
 namespace asgd::algorithms {
 namespace {
@@ -320,12 +320,40 @@ TEST(Hogwild, OneThreadIsSgdAndThreadsLoseNothing) {
   for (std::size_t i = 0; i < got.size(); ++i) {
     float sum = 0;
     for (int t = 0; t < kThreads; ++t) {
-      for (int p = 0; p < kPushes; ++p) sum += static_cast<float>((static_cast<int>(i) + t + p) % 3 - 1);
+      for (int p = 0; p < kPushes; ++p)
+        sum += static_cast<float>((static_cast<int>(i) + t + p) % 3 - 1);
     }
     ASSERT_EQ(got[i], sum) << i;
   }
   EXPECT_EQ(store.version(), static_cast<uint64_t>(kThreads * kPushes));
   EXPECT_EQ(sink.size(), static_cast<std::size_t>(kThreads * kPushes));
+}
+
+// algorithm.hogwild_add = racy: without concurrency its adds are the atomic mode's, bit for
+// bit (dense and sparse), so only collisions between threads tell them apart (§3.2 (e)4);
+// an unknown mode is a config error naming the key.
+TEST(Hogwild, RacyAddsEqualAtomicAddsWithoutConcurrency) {
+  std::vector<float> init(257);
+  for (std::size_t i = 0; i < init.size(); ++i) init[i] = 0.25f * static_cast<float>(i % 7);
+  HogwildStore atomic(init, nullptr, nullptr, HogwildStore::AddMode::kAtomic);
+  HogwildStore racy(init, nullptr, nullptr, HogwildStore::ParseAddMode("racy"));
+  EXPECT_EQ(racy.mode(), HogwildStore::AddMode::kRacy);
+  std::vector<float> update(init.size());
+  for (int p = 0; p < 5; ++p) {
+    for (std::size_t i = 0; i < update.size(); ++i) {
+      update[i] = (i + static_cast<std::size_t>(p)) % 4 == 0
+                      ? 0.0f
+                      : 0.1f * static_cast<float>(p) - 0.013f * static_cast<float>(i);
+    }
+    EXPECT_EQ(atomic.Add(update), racy.Add(update));
+  }
+  const std::vector<int64_t> at = {0, 3, 100, 256};
+  const std::vector<float> values = {1.5f, -2.0f, 0.0f, 3.25f};
+  (void)atomic.AddAt(at, values);
+  (void)racy.AddAt(at, values);
+  EXPECT_EQ(atomic.values(), racy.values());
+  EXPECT_EQ(atomic.version(), racy.version());
+  EXPECT_THROW(HogwildStore::ParseAddMode("locked"), ConfigError);
 }
 
 // §3.2: on sparse data a Hogwild worker reads only the coordinates its batch touches and
@@ -364,7 +392,9 @@ TEST(Hogwild, SparseStepsTouchOnlyTheirCoordinates) {
   EXPECT_EQ(r.pushes, 1);
   for (int i = 0; i < kSize; ++i) {
     const bool touched = i == 2 || i == 7 || i == 9;
-    EXPECT_EQ(seen[static_cast<std::size_t>(i)], touched ? init[static_cast<std::size_t>(i)] : -1.0f) << i;
+    EXPECT_EQ(seen[static_cast<std::size_t>(i)],
+              touched ? init[static_cast<std::size_t>(i)] : -1.0f)
+        << i;
   }
   const std::vector<float> want = {0, 1, 2 - 0.5f, 3, 4, 5, 6, 7 + 1.0f, 8, 9 - 2.0f};
   EXPECT_EQ(store.values(), want);
