@@ -188,8 +188,9 @@ Schema BuildSchema() {
                    "empty = learning_rate for all"));
   s.Add(Bool("algorithm.linear_scaling", false,
              "linear scaling rule (Goyal et al. 2017): multiply the learning rate by the number "
-             "of mini-batches one update aggregates (sync_sgd, sagn: replicas_to_aggregate; "
-             "other distributed strategies: workers)"));
+             "of mini-batches one update aggregates (replicas_to_aggregate, or every worker); "
+             "sync_sgd and sagn only: refused for the asynchronous strategies, whose updates "
+             "do not aggregate mini-batches"));
   s.Add(Num("algorithm.warmup_epochs", "0", 0, false, std::nullopt, false,
             "with linear_scaling: ramp the rate linearly from learning_rate to the scaled rate "
             "over this many epochs (Goyal et al.: 5); 0 = the scaled rate from the start",
@@ -209,7 +210,9 @@ Schema BuildSchema() {
             "communication window W: local steps per push (DOWNPOUR n_push, AGN λ, DynSGD)",
             "steps"));
   s.Add(Int("algorithm.fetch_window", 0, 0, 1000000,
-            "downpour: local steps between fetches of the centre (n_fetch); 0 = the window",
+            "downpour, agn, dynsgd, adag_distance: local steps between fetches of the centre "
+            "(DOWNPOUR's n_fetch); 0 = the window (a push and a fetch on the same step are one "
+            "atomic push-pull; another value splits them)",
             "steps"));
   s.Add(Choice("algorithm.hogwild_add", "atomic", {"atomic", "racy"},
                "hogwild: add to the shared vector with per-element atomic read-modify-writes "

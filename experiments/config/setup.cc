@@ -113,10 +113,21 @@ algorithms::ScheduleOptions BuildScheduleOptions(const Config& config) {
   algorithms::ScheduleOptions o;
   o.decay = config.Double("algorithm.lr_decay");
   if (config.Bool("algorithm.linear_scaling")) {
+    // Goyal et al.'s rule scales the rate by the mini-batches one update aggregates: only
+    // synchronous rounds aggregate (N of them). An asynchronous update applies one
+    // worker's gradient or window, so scaling it by the worker count is not the rule.
+    const std::string name = config.String("algorithm.name");
+    const algorithms::Strategy& strategy = algorithms::FindStrategy(name);
+    if (!strategy.rounds && !strategy.sequential) {
+      throw ConfigError("algorithm.linear_scaling", "true",
+                        "false with " + name +
+                            ": the linear scaling rule is for updates that aggregate "
+                            "mini-batches (sync_sgd, sagn); an asynchronous update applies "
+                            "one worker's");
+    }
     const auto workers = static_cast<double>(config.Int("algorithm.workers"));
     const auto replicas = static_cast<double>(config.Int("algorithm.replicas_to_aggregate"));
-    const bool rounds = algorithms::FindStrategy(config.String("algorithm.name")).rounds;
-    o.scale = rounds && replicas > 0 ? replicas : workers;
+    o.scale = strategy.rounds && replicas > 0 ? replicas : workers;
     o.warmup_epochs = config.Double("algorithm.warmup_epochs");
   }
   return o;
