@@ -295,6 +295,20 @@ Schema BuildSchema() {
              "let a shard server bind a non-loopback tcp address without CURVE (anyone who "
              "reaches it can read and change the shard); without it such a server refuses "
              "to start"));
+  // The per-peer bounds of a shard server (transport/shard_server.h ServerOptions; the
+  // README's security section has the memory formula they give).
+  s.Add(Int("cluster.max_queued_reply_bytes", 0, 0, std::nullopt,
+            "a shard server's budget of unread reply bytes per peer (a pull is charged the "
+            "whole shard); past it that peer's replies are dropped, counted and logged; at "
+            "least the shard's bytes; 0 = max(32 x the shard's bytes, 16 MiB)",
+            "bytes"));
+  s.Add(Num("cluster.barrier_timeout_s", "600", 0, false, std::nullopt, false,
+            "a shard server releases a barrier still incomplete this long after its first "
+            "arrival with an error reply to everyone in it; 0 = never",
+            "seconds"));
+  s.Add(Int("cluster.max_barriers_per_peer", 4, 1, 1000000,
+            "most barrier requests one peer may have waiting at a shard server; one more is "
+            "refused"));
   s.Add(Bool("cluster.curve", false,
              "encrypt every connection of a run as processes with ZeroMQ CURVE and let the "
              "servers (ps, coordinator) accept only the client keys listed in keys_dir's "

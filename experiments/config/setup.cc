@@ -1,6 +1,8 @@
 #include "experiments/config/setup.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <cstdlib>
 
 #include "core/check.h"
@@ -131,6 +133,14 @@ algorithms::ScheduleOptions BuildScheduleOptions(const Config& config) {
     o.warmup_epochs = config.Double("algorithm.warmup_epochs");
   }
   return o;
+}
+
+void ApplyServerBounds(const Config& config, transport::ServerOptions* options) {
+  options->max_queued_reply_bytes =
+      static_cast<uint64_t>(config.Int("cluster.max_queued_reply_bytes"));
+  options->barrier_timeout =
+      std::chrono::milliseconds(std::llround(config.Double("cluster.barrier_timeout_s") * 1000.0));
+  options->max_barriers_per_peer = static_cast<int>(config.Int("cluster.max_barriers_per_peer"));
 }
 
 std::vector<std::string> IgnoredAlgorithmKeys(const Config& config) {

@@ -12,6 +12,7 @@
 #include "experiments/config/config.h"
 #include "models/device.h"
 #include "models/factory.h"
+#include "transport/shard_server.h"
 
 namespace asgd::experiments {
 
@@ -30,6 +31,11 @@ algorithms::StrategyOptions BuildStrategyOptions(const Config& config, int64_t t
 // The learning-rate schedule: algorithm.lr_decay, and with algorithm.linear_scaling the
 // factor k (the mini-batches one update aggregates) and algorithm.warmup_epochs.
 algorithms::ScheduleOptions BuildScheduleOptions(const Config& config);
+// A shard server's per-peer bounds (issue 22): cluster.max_queued_reply_bytes,
+// cluster.barrier_timeout_s and cluster.max_barriers_per_peer into `options` (the
+// server checks the budget against its shard's size when it starts). Every role that
+// serves a shard (ps_check's, the training ps, the one-process runner's) calls it.
+void ApplyServerBounds(const Config& config, transport::ServerOptions* options);
 
 // The algorithm.* keys the config sets (file or --set) that its strategy does not read
 // (Strategy::keys), sorted; empty for ps_check, which is not a strategy.

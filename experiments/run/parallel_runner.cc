@@ -189,6 +189,7 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
     tp::ServerOptions base;
     base.clock = clock.get();
     base.staleness_sink = &staleness;
+    ApplyServerBounds(config, &base);
     const std::string prefix = "inproc://" + run.id() + "-ps-";
     servers = tp::StartShardServers(
         context, placement, initial, [&](uint32_t s) { return strategy.server_rule(so, s); },
