@@ -235,6 +235,25 @@ TEST(Processes, PsStopsCleanlyOnSigterm) {
   EXPECT_THAT(ps.Output(), HasSubstr("stopped at version 0"));
 }
 
+// The resident set of process pid, in bytes (Linux), or -1.
+int64_t ResidentBytesOf(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
+  }
+  return -1;
+}
+
+// The value of `key=` in text's last "ps 0 bounds:" line, or -1.
+int64_t BoundsCounter(const std::string& text, const std::string& key) {
+  const std::size_t line = text.rfind("ps 0 bounds:");
+  if (line == std::string::npos) return -1;
+  const std::size_t at = text.find(" " + key + "=", line);
+  if (at == std::string::npos) return -1;
+  return std::stoll(text.substr(at + key.size() + 2));
+}
+
 // Issue 22 item 6: ps_check's worker 0 stops its servers with the run's token; a worker
 // with another token cannot stop them (its stop is refused and it says so, exit 2), and
 // the server serves on until SIGTERM.
@@ -259,25 +278,7 @@ TEST(Processes, StopWithoutTheRunsTokenIsRefused) {
   EXPECT_EQ(*status, 0) << ps.Output();
   EXPECT_THAT(ps.Output(), HasSubstr("stopped at version 25"));
   EXPECT_THAT(ps.Output(), HasSubstr("1 error replies"));  // the refused stop
-}
-
-// The resident set of process pid, in bytes (Linux), or -1.
-int64_t ResidentBytesOf(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
-  }
-  return -1;
-}
-
-// The value of `key=` in text's last "ps 0 bounds:" line, or -1.
-int64_t BoundsCounter(const std::string& text, const std::string& key) {
-  const std::size_t line = text.rfind("ps 0 bounds:");
-  if (line == std::string::npos) return -1;
-  const std::size_t at = text.find(" " + key + "=", line);
-  if (at == std::string::npos) return -1;
-  return std::stoll(text.substr(at + key.size() + 2));
+  EXPECT_EQ(BoundsCounter(ps.Output(), "stops_refused"), 1) << ps.Output();  // its last line
 }
 
 // Issue 22, against the training `ps` role (the tests above and tests/transport/
