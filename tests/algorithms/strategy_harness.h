@@ -5,14 +5,14 @@
 // until every worker pushed).
 #pragma once
 
-#include <gtest/gtest.h>
-
 #include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "algorithms/memory_store.h"
 #include "algorithms/optimizer.h"
@@ -87,11 +87,14 @@ struct Harness {
   std::vector<GradientFn> gradients;  // per worker; empty = q's
   std::atomic<int64_t> pushes{0};
 
-  Harness(const std::string& name, int workers, StrategyOptions so,
-          const std::string& opt = "sgd", std::vector<float> init = kInit) {
+  // `rule`, when given, replaces the strategy's server rule (a setting the options cannot
+  // express, e.g. an elastic α of exactly 0).
+  Harness(const std::string& name, int workers, StrategyOptions so, const std::string& opt = "sgd",
+          std::vector<float> init = kInit, std::unique_ptr<transport::ServerRule> rule = nullptr) {
     const Strategy& s = FindStrategy(name);
     so.num_workers = workers;
-    store = std::make_unique<MemoryStore>(std::move(init), s.server_rule(so, 0), nullptr, &sink);
+    if (rule == nullptr) rule = s.server_rule(so, 0);
+    store = std::make_unique<MemoryStore>(std::move(init), std::move(rule), nullptr, &sink);
     envs.resize(static_cast<std::size_t>(workers));
     gradients.resize(static_cast<std::size_t>(workers));
     for (int w = 0; w < workers; ++w) {
