@@ -302,7 +302,7 @@ Schema BuildSchema() {
             "whole shard); past it that peer's replies are dropped, counted and logged; at "
             "least the shard's bytes; 0 = max(32 x the shard's bytes, 16 MiB)",
             "bytes"));
-  s.Add(Num("cluster.barrier_timeout_s", "600", 0, false, std::nullopt, false,
+  s.Add(Num("cluster.barrier_timeout_s", "600", 0, false, 1e9, false,
             "a shard server releases a barrier still incomplete this long after its first "
             "arrival with an error reply to everyone in it; 0 = never",
             "seconds"));

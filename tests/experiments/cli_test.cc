@@ -128,6 +128,24 @@ TEST(Cli, LinearScalingIsRefusedForAsynchronousStrategies) {
   EXPECT_EQ(r.status, kExitOk) << r.err;
 }
 
+// Issue 22: the shard servers' per-peer bounds are config keys, validated in one line
+// naming the key (the reply budget against the shard's size when the server starts).
+TEST(Cli, ServerBoundKeysAreValidated) {
+  testing::TempDir dir;
+  const std::string config = SyntheticConfig(dir, "name = async_sgd\nworkers = 2\n");
+  for (const std::string set :
+       {"cluster.max_queued_reply_bytes=100", "cluster.max_barriers_per_peer=0",
+        "cluster.barrier_timeout_s=-1"}) {
+    CliResult r = RunCli({"run", config, "--set", set});
+    EXPECT_EQ(r.status, kExitBadInput) << set;
+    EXPECT_TRUE(OneLine(r.err)) << r.err;
+    EXPECT_THAT(r.err, HasSubstr(set.substr(0, set.find('=')))) << r.err;
+  }
+  CliResult r = RunCli({"run", config, "--set", "cluster.max_queued_reply_bytes=1048576", "--set",
+                        "cluster.barrier_timeout_s=5", "--set", "cluster.max_barriers_per_peer=2"});
+  EXPECT_EQ(r.status, kExitOk) << r.err;
+}
+
 // An [algorithm] key the strategy does not read (sgd has no window): one warning line and
 // provenance.json's ignored_keys; --strict refuses the config before training.
 TEST(Cli, AnIgnoredAlgorithmKeyWarnsOrWithStrictFails) {
