@@ -277,13 +277,13 @@ TEST(Processes, StopWithoutTheRunsTokenIsRefused) {
   ASSERT_TRUE(status.has_value());
   EXPECT_EQ(*status, 0) << ps.Output();
   EXPECT_THAT(ps.Output(), HasSubstr("stopped at version 25"));
-  EXPECT_THAT(ps.Output(), HasSubstr("1 error replies"));  // the refused stop
+  EXPECT_THAT(ps.Output(), HasSubstr("1 error replies"));                    // the refused stop
   EXPECT_EQ(BoundsCounter(ps.Output(), "stops_refused"), 1) << ps.Output();  // its last line
 }
 
-// Issue 22, against the training `ps` role (the tests above and tests/transport/
-// bounds_test.cc cover ps_check's server and the ShardServer): a coordinator and the
-// shard of an async_sgd run, with a raw ZeroMQ peer as the hostile client. The shard binds
+// Issue 22, against both `ps` roles (tests/transport/bounds_test.cc covers the
+// ShardServer itself): the shard of an async_sgd run (with its coordinator) and ps_check's
+// standalone shard, each with a raw ZeroMQ peer as the hostile client. The shard binds
 // every interface (bind_host = *) with cluster.allow_plain_remote = true: the key lets a
 // plain server start off loopback (PlainTcpOnEveryInterfaceIsRefusedUnlessAllowed shows
 // the refusal without it). The peer connects over 127.0.0.1; the server lives about a
@@ -292,9 +292,9 @@ TEST(Processes, StopWithoutTheRunsTokenIsRefused) {
 // (shard unchanged), a stop without the run's token is refused, and pull replies the
 // peer never reads stay within cluster.max_queued_reply_bytes (counted, RSS bounded); the
 // ps role's last line reports those counters.
-TEST(Processes, TrainingPsRefusesAndBoundsWhatAPeerSends) {
+void CheckPsRefusesAndBoundsWhatAPeerSends(const std::string& algorithm, int port) {
+  SCOPED_TRACE(algorithm);
   testing::TempDir dir;
-  const int port = BasePort(1) + 20;
   constexpr int64_t kBudget = 64 << 10;
   const std::string config = dir.File("train.ini");
   testing::WriteTestFile(
@@ -302,19 +302,25 @@ TEST(Processes, TrainingPsRefusesAndBoundsWhatAPeerSends) {
                   "[experiment]\nname = bounds\nlog_level = warning\nout_dir = ", dir.File("runs"),
                   "\n[data]\ndataset = synthetic\nsynthetic_train = 500\nsynthetic_test = 100\n"
                   "synthetic_classes = 3\nsynthetic_features = 16\n[model]\nname = mlp\n"
-                  "hidden = 256\n[algorithm]\nname = async_sgd\nworkers = 1\n[cluster]\n"
-                  "coordinator = 127.0.0.1:",
-                  port, "\nps = 127.0.0.1:", port + 1, "\nworker = 127.0.0.1:", port + 2,
+                  "hidden = 256\n[algorithm]\nname = ",
+                  algorithm, "\nworkers = 1\n[cluster]\ncoordinator = 127.0.0.1:", port,
+                  "\nps = 127.0.0.1:", port + 1, "\nworker = 127.0.0.1:", port + 2,
                   "\ntimeout_s = 30\nbind_host = *\nallow_plain_remote = true\n"
                   "max_queued_reply_bytes = ",
                   kBudget, "\n"));
   const std::vector<std::string> env = {"ASGD_RUN_TOKEN=the-runs-token"};
-  Subprocess coordinator({kAsgd, "coordinator", "--config", config}, dir.File("coordinator"), env);
+  // The training ps registers with the coordinator before it serves; ps_check's has none.
+  const bool training = algorithm != "ps_check";
+  std::optional<Subprocess> coordinator;
+  if (training)
+    coordinator.emplace(std::vector<std::string>{kAsgd, "coordinator", "--config", config},
+                        dir.File("coordinator"), env);
   Subprocess ps({kAsgd, "ps", "--config", config, "--task", "0"}, dir.File("ps"), env);
   for (int i = 0; i < 500 && ps.Output().find("serving") == std::string::npos; ++i) {
     std::this_thread::sleep_for(20ms);
   }
-  ASSERT_THAT(ps.Output(), HasSubstr("serving")) << ps.Output() << coordinator.Output();
+  ASSERT_THAT(ps.Output(), HasSubstr("serving"))
+      << ps.Output() << (coordinator ? coordinator->Output() : "");
   constexpr int64_t kShardSize = 16 * 256 + 256 + 256 * 3 + 3;
 
   zmq::context_t zmq_context;
@@ -364,7 +370,7 @@ TEST(Processes, TrainingPsRefusesAndBoundsWhatAPeerSends) {
   zmq::socket_t stuck = testing::Dealer(zmq_context, endpoint, /*receive_hwm=*/1);
   for (int i = 0; i < 3000; ++i) {
     testing::Send(stuck, testing::Request(transport::Op::kPull, kShardSize, ++id));
-    if (HasFatalFailure()) return;
+    if (::testing::Test::HasFatalFailure()) return;
   }
   // The server has read them all once a reading peer's request after them is answered.
   testing::Send(peer, testing::Request(transport::Op::kPull, kShardSize, ++id));
@@ -384,8 +390,18 @@ TEST(Processes, TrainingPsRefusesAndBoundsWhatAPeerSends) {
   EXPECT_EQ(BoundsCounter(out, "stops_refused"), 1) << out;
   EXPECT_EQ(BoundsCounter(out, "non_finite_refused"), 1) << out;
   EXPECT_THAT(out, HasSubstr("cluster.max_queued_reply_bytes"));  // the log line's key
-  coordinator.Signal(SIGTERM);
-  EXPECT_TRUE(coordinator.Wait(kProcessTimeout).has_value()) << coordinator.Output();
+  if (coordinator) {
+    coordinator->Signal(SIGTERM);
+    EXPECT_TRUE(coordinator->Wait(kProcessTimeout).has_value()) << coordinator->Output();
+  }
+}
+
+TEST(Processes, TrainingPsRefusesAndBoundsWhatAPeerSends) {
+  CheckPsRefusesAndBoundsWhatAPeerSends("async_sgd", BasePort(1) + 20);
+}
+
+TEST(Processes, PsCheckPsRefusesAndBoundsWhatAPeerSends) {
+  CheckPsRefusesAndBoundsWhatAPeerSends("ps_check", BasePort(1) + 25);
 }
 
 // A worker whose model differs from the servers' learns it when it registers.
