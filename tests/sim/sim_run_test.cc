@@ -12,6 +12,7 @@
 
 #include "algorithms/strategy.h"
 #include "core/file_util.h"
+#include "experiments/analysis/compare.h"
 #include "experiments/cli/cli.h"
 #include "tests/support/test_util.h"
 
@@ -19,7 +20,7 @@ namespace asgd::experiments {
 namespace {
 
 using ::testing::HasSubstr;
-using ::testing::StartsWith;
+using ::testing::Not;
 namespace fs = std::filesystem;
 
 // A small separable problem: seconds per run.
@@ -167,6 +168,23 @@ TEST(SimRun, OneWorkerEqualsTheMemoryStoreRun) {
   };
   EXPECT_EQ(last_row_without_time(sim), last_row_without_time(mem));
   EXPECT_EQ(sim.Provenance()["final_test_accuracy"], mem.Provenance()["final_test_accuracy"]);
+
+  // `asgd compare` on both says that they mix virtual and wall seconds.
+  CompareOptions options;
+  options.run_dirs = {sim.dir, mem.dir};
+  options.out_dir = tmp.File("comparison");
+  options.plots = false;
+  std::ostringstream out;
+  const auto runs = CompareRuns(options, out);
+  EXPECT_TRUE(IsSimulated(runs[0]));
+  EXPECT_FALSE(IsSimulated(runs[1]));
+  EXPECT_THAT(out.str(), HasSubstr("note: 1 of these 2 runs are simulated"));
+  EXPECT_THAT(ReadFile(tmp.File("comparison/comparison.md")),
+              HasSubstr("their times and rates are not comparable"));
+  options.run_dirs = {sim.dir};
+  std::ostringstream alone;
+  CompareRuns(options, alone);
+  EXPECT_THAT(alone.str(), Not(HasSubstr("note:")));
 }
 
 // Synchronous strategies run too, and end when their peers stop.
