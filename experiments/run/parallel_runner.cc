@@ -313,13 +313,7 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
                   : seed;
     ws.sparse = sparse;
     ws.clock = clock.get();
-    if (delay) {
-      // Each worker draws from its own stream of the model (no shared state).
-      ws.after_gradient = [&delay, &clock, w](Duration cpu) {
-        const Duration extra = delay->ExtraDelay(w, cpu);
-        if (extra > Duration::zero()) clock->SleepFor(extra);
-      };
-    }
+    if (delay) ws.after_gradient = InjectedDelay(delay.get(), clock.get(), w);
     loops.push_back(std::make_unique<WorkerLoop>(std::move(ws)));
     clients.push_back(make_client(static_cast<uint32_t>(w)));
   }

@@ -89,6 +89,13 @@ int64_t FirstNonFinite(std::span<const float> v) {
 
 }  // namespace
 
+std::function<void(Duration)> InjectedDelay(sim::DelayModel* delay, Clock* clock, int worker) {
+  return [delay, clock, worker](Duration cpu) {
+    const Duration extra = delay->ExtraDelay(worker, cpu);
+    if (extra > Duration::zero()) clock->SleepFor(extra);
+  };
+}
+
 std::string DescribeNonFiniteLoss(const NonFiniteLoss& f) {
   const std::string what = std::isnan(f.loss) ? "NaN" : "infinite";
   const std::string head = StrCat("training loss is ", what, " on worker ", f.worker);

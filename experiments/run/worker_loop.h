@@ -21,6 +21,7 @@
 #include "datasets/dataset.h"
 #include "experiments/record/metrics.h"
 #include "models/model.h"
+#include "sim/delay_model.h"
 
 namespace asgd::experiments {
 
@@ -64,6 +65,13 @@ struct WorkerOutcome {
   std::string failure;  // empty: the loop ended as the hooks or the run decided
   bool nan_loss = false;
 };
+
+// The [delay] model of a real run (threads or processes) as injected sleeps: worker w's
+// WorkerSetup::after_gradient, sleeping on `clock` for DelayModel::ExtraDelay (the model's
+// step time minus the gradient's CPU time, if positive). Each worker draws from its own
+// stream of the model, so threads share it without locks. delay and clock must outlive
+// the loop.
+std::function<void(Duration)> InjectedDelay(sim::DelayModel* delay, Clock* clock, int worker);
 
 // What is known about a non-finite training loss, to name its source.
 struct NonFiniteLoss {
