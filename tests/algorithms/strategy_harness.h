@@ -5,14 +5,14 @@
 // until every worker pushed).
 #pragma once
 
-#include <gtest/gtest.h>
-
 #include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "algorithms/memory_store.h"
 #include "algorithms/optimizer.h"
@@ -74,6 +74,19 @@ inline StrategyOptions Options(double lr, int64_t window, int64_t fetch = 0) {
   return o;
 }
 
+// Worker w's environment (of `workers`) with its client and optimizer, not owned; the
+// gradient is the caller's to set.
+inline WorkerEnv MakeEnv(int w, int workers, ParamClient* ps, Optimizer* optimizer,
+                         const StrategyOptions& so) {
+  WorkerEnv e;
+  e.worker = w;
+  e.num_workers = workers;
+  e.ps = ps;
+  e.optimizer = optimizer;
+  e.options = so.worker;
+  return e;
+}
+
 // n workers of one strategy against one MemoryStore. Every worker uses q's gradient
 // unless gradients[w] is set before Start().
 struct Harness {
@@ -87,8 +100,8 @@ struct Harness {
   std::vector<GradientFn> gradients;  // per worker; empty = q's
   std::atomic<int64_t> pushes{0};
 
-  Harness(const std::string& name, int workers, StrategyOptions so,
-          const std::string& opt = "sgd", std::vector<float> init = kInit) {
+  Harness(const std::string& name, int workers, StrategyOptions so, const std::string& opt = "sgd",
+          std::vector<float> init = kInit) {
     const Strategy& s = FindStrategy(name);
     so.num_workers = workers;
     store = std::make_unique<MemoryStore>(std::move(init), s.server_rule(so, 0), nullptr, &sink);
@@ -98,12 +111,8 @@ struct Harness {
       clients.push_back(std::make_unique<MemoryClient>(store.get(), static_cast<uint32_t>(w)));
       optimizers.push_back(MakeOptimizer(opt));
       rules.push_back(s.worker_rule(so));
-      WorkerEnv& e = envs[static_cast<std::size_t>(w)];
-      e.worker = w;
-      e.num_workers = workers;
-      e.ps = clients.back().get();
-      e.optimizer = optimizers.back().get();
-      e.options = so.worker;
+      envs[static_cast<std::size_t>(w)] =
+          MakeEnv(w, workers, clients.back().get(), optimizers.back().get(), so);
     }
     started_ = false;
   }

@@ -77,12 +77,8 @@ struct Cluster {
       }
       optimizers.push_back(testing::MakeOptimizer("sgd"));
       rules.push_back(s.worker_rule(so));
-      WorkerEnv& e = envs[static_cast<std::size_t>(w)];
-      e.worker = w;
-      e.num_workers = workers;
-      e.ps = clients.back().get();
-      e.optimizer = optimizers.back().get();
-      e.options = so.worker;
+      envs[static_cast<std::size_t>(w)] =
+          testing::MakeEnv(w, workers, clients.back().get(), optimizers.back().get(), so);
     }
   }
 
