@@ -198,6 +198,35 @@ TEST(SimRun, SynchronousStrategyWithBackupsEnds) {
   EXPECT_GT(std::stoll(r.Provenance()["dropped_pushes"].get<std::string>()), 0);
 }
 
+// Every strategy that can be simulated runs end to end under `asgd run`, synchronous ones
+// included (rounds, clocks, elastic exchanges end when their peers stop), with stragglers
+// on a datacenter network, and learns the small problem.
+class EverySimulatedStrategy : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(EverySimulatedStrategy, RunsAndLearns) {
+  testing::TempDir tmp;
+  // As the thread runner's test: SAGN's mean takes one window-normalised step per round.
+  const std::string extra = GetParam() == "sagn" ? "aggregation = sum\n" : "";
+  const SimRun r = RunSim(tmp, "every",
+                          "epochs = 3\n[algorithm]\nname = " + GetParam() +
+                              "\nworkers = 3\nwindow = 2\nlearning_rate = 0.1\n" + extra +
+                              "[cluster]\ntransport = sim\nshards = 2\n"
+                              "[delay]\ncompute = lognormal\nmean_ms = 2\nstddev_ms = 1\n"
+                              "straggler_fraction = 0.34\nstraggler_factor = 3\n"
+                              "[network]\npreset = dc_10gbe\n");
+  ASSERT_EQ(r.status, 0) << r.err << r.out;
+  EXPECT_EQ(r.Provenance()["status"], "completed");
+  EXPECT_GE(std::stod(r.Provenance()["final_test_accuracy"].get<std::string>()), 0.85) << r.out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Strategies, EverySimulatedStrategy, ::testing::ValuesIn([] {
+                           std::vector<std::string> names;
+                           for (const algorithms::Strategy* s : algorithms::Strategies()) {
+                             if (s->can_simulate) names.push_back(s->name);
+                           }
+                           return names;
+                         }()));
+
 // Bad configs: one line naming the key, exit status 2, no run folder.
 struct Refusal {
   const char* body;
