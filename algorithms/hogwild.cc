@@ -206,6 +206,7 @@ Strategy HogwildStrategy() {
   s.description = "Hogwild!: lock-free threads adding into one shared vector";
   s.keys = ReadKeys(kOptimizerKeys | kScheduleKeys, {"algorithm.hogwild_add"});
   s.shared_memory = true;
+  s.can_simulate = false;
   s.supports_sparse = true;
   s.worker_rule = [](const StrategyOptions&) -> std::unique_ptr<WorkerRule> {
     return std::make_unique<HogwildWorker>();

@@ -3,6 +3,7 @@
 #include "experiments/config/config_keys.h"
 
 #include "algorithms/strategy.h"
+#include "sim/options.h"
 
 namespace asgd::experiments {
 namespace {
@@ -324,11 +325,13 @@ Schema BuildSchema() {
   s.Add(Num("cluster.timeout_s", "60", 0, true, std::nullopt, false,
             "how long a worker waits for the servers to come up, and for any one reply",
             "seconds"));
-  s.Add(Choice("cluster.transport", "inproc", {"inproc", "memory"},
+  s.Add(Choice("cluster.transport", "inproc", {"inproc", "memory", "sim"},
                "a run in one process: shard servers over ZeroMQ inproc:// (the same code as "
-               "across machines), or the in-memory store (no sockets)"));
+               "across machines), the in-memory store (no sockets), or a simulated cluster "
+               "in virtual time (the [delay], [network] and [sim] keys; README "
+               "\"Simulated clusters\")"));
   s.Add(Int("cluster.shards", 1, 1, 256,
-            "a run in one process over inproc: number of parameter-server shards"));
+            "a run in one process over inproc or sim: number of parameter-server shards"));
   s.Add(Bool("cluster.stop_servers", true,
              "when the workers are done, worker 0 stops the shard servers"));
 
@@ -345,6 +348,15 @@ Schema BuildSchema() {
             "test examples used for intermediate evaluations; 0 = all (the final one always "
             "uses all)",
             "examples"));
+
+  // [delay], [network], [sim]: the simulator's time model (sim/options.h holds the table;
+  // values are checked by sim::SimOptionsFromMap when a run starts). delay.* also applies
+  // to real runs, as injected sleeps.
+  for (const sim::OptionKey& k : sim::SimOptionKeys()) {
+    std::string doc(k.doc);
+    if (k.key.starts_with("delay.")) doc += "; simulated runs sleep it, thread runs inject it";
+    s.Add(Str(std::string(k.key), std::string(k.default_value), doc));
+  }
   return s;
 }
 

@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <map>
+#include <utility>
 
 #include "core/check.h"
 #include "core/error.h"
@@ -234,6 +236,62 @@ std::vector<std::string> DataSearchDirs(const std::string& config_dir) {
   dirs.emplace_back("data");
   dirs.emplace_back("/usr/share/datasets");
   return dirs;
+}
+
+namespace {
+
+// The [delay], [network] and [sim] keys the config sets, in the table's order; a
+// network.* key left at "(preset)" (its table default) is not set.
+std::vector<std::pair<std::string, std::string>> SetSimKeys(const Config& config) {
+  std::vector<std::pair<std::string, std::string>> set;
+  for (const sim::OptionKey& k : sim::SimOptionKeys()) {
+    const std::string key(k.key);
+    if (!config.IsExplicit(key)) continue;
+    const std::string& value = config.Raw(key);
+    if (value == k.default_value && k.default_value.starts_with("(")) continue;
+    set.emplace_back(key, value);
+  }
+  return set;
+}
+
+}  // namespace
+
+sim::SimOptions BuildSimOptions(const Config& config) {
+  std::map<std::string, std::string> values;
+  for (auto& [key, value] : SetSimKeys(config)) values[key] = value;
+  return sim::SimOptionsFromMap(values);
+}
+
+bool HasDelayModel(const Config& config) {
+  const sim::DelayOptions d = BuildSimOptions(config).delay;
+  const bool speeds =
+      std::any_of(d.speeds.begin(), d.speeds.end(), [](double s) { return s != 1; });
+  return d.compute != sim::ComputeKind::kMeasured || d.measured_scale != 1 || speeds ||
+         (d.straggler_fraction > 0 && d.straggler_factor > 1) ||
+         (d.pause_probability > 0 && d.pause_length > Duration::zero());
+}
+
+std::string DescribeTimeModel(const Config& config) {
+  std::string out;
+  auto add = [&](std::string_view key, const std::string& value) {
+    if (!out.empty()) out += ' ';
+    out += key;
+    out += '=';
+    out += value;
+  };
+  const auto set = SetSimKeys(config);
+  for (std::string_view always : {sim::keys::kCompute, sim::keys::kPreset}) {
+    add(always, config.Raw(always));
+    for (const auto& [key, value] : set) {
+      if (key.rfind(always.substr(0, always.find('.') + 1), 0) == 0 && key != always) {
+        add(key, value);
+      }
+    }
+  }
+  for (const auto& [key, value] : set) {
+    if (key.rfind("sim.", 0) == 0) add(key, value);
+  }
+  return out;
 }
 
 }  // namespace asgd::experiments

@@ -12,6 +12,7 @@
 #include "experiments/config/config.h"
 #include "models/device.h"
 #include "models/factory.h"
+#include "sim/options.h"
 #include "transport/shard_server.h"
 
 namespace asgd::experiments {
@@ -58,5 +59,20 @@ std::string DescribeDevices(const std::vector<models::Device>& devices);
 // The data search path for a config's [data] dir: that key, $ASGD_DATA_DIR, ./data,
 // /usr/share/datasets (empty entries skipped).
 std::vector<std::string> DataSearchDirs(const std::string& config_dir);
+
+// The simulator's options from the [delay], [network] and [sim] keys the config sets
+// (sim::SimOptionsFromMap: network.preset first, then the other keys, then validation;
+// a key left at its table default, e.g. "(preset)", is not set). Used by simulated runs
+// (cluster.transport = sim) and, for delay.*, by real runs' injected delays. Throws
+// ConfigError naming the key.
+sim::SimOptions BuildSimOptions(const Config& config);
+// True when the config's delay model can stretch a step (anything but the measured time
+// with scale 1, equal speeds, no stragglers, no pauses): real runs then sleep the
+// model's extra time after each gradient (sim::DelayModel::ExtraDelay).
+bool HasDelayModel(const Config& config);
+// The time model in one line for summary.csv and provenance.json: the compute kind and
+// the network preset always, every other delay.* and network.* key the config sets, e.g.
+// "delay.compute=constant delay.mean_ms=10 network.preset=dc_10gbe".
+std::string DescribeTimeModel(const Config& config);
 
 }  // namespace asgd::experiments

@@ -23,8 +23,8 @@ const std::vector<std::string>& StalenessHistogramColumns() {
 
 const std::vector<std::string>& WorkersColumns() {
   static const std::vector<std::string> c = {
-      "worker",      "steps",  "samples",      "samples_per_s", "compute_time_s",
-      "wait_time_s", "pushes", "bytes_pushed", "bytes_pulled",  "dropped_pushes"};
+      "worker", "steps",        "samples",      "samples_per_s",  "compute_time_s", "wait_time_s",
+      "pushes", "bytes_pushed", "bytes_pulled", "dropped_pushes", "comm_time_s"};
   return c;
 }
 
@@ -56,7 +56,8 @@ const std::vector<std::string>& SummaryColumns() {
                                              "samples_per_s",
                                              "bytes_pushed",
                                              "bytes_pulled",
-                                             "status"};
+                                             "status",
+                                             "time_model"};
   return c;
 }
 
@@ -191,7 +192,8 @@ void WriteWorkers(std::ostream& out, const std::vector<WorkerMetrics>& workers) 
   CsvWriter w(out, WorkersColumns());
   for (const WorkerMetrics& m : workers) {
     w.Write(m.worker, m.steps, m.samples, PerSecond(static_cast<double>(m.samples), m.active_s),
-            m.compute_s, m.wait_s, m.pushes, m.bytes_pushed, m.bytes_pulled, m.dropped_pushes);
+            m.compute_s, m.wait_s, m.pushes, m.bytes_pushed, m.bytes_pulled, m.dropped_pushes,
+            m.comm_s);
   }
 }
 
@@ -226,7 +228,8 @@ void WriteSummary(std::ostream& out, const SummaryRow& r) {
               CsvCell(PerSecond(static_cast<double>(r.samples), r.wall_time_s)),
               CsvCell(r.bytes_pushed),
               CsvCell(r.bytes_pulled),
-              CsvCell(r.status)});
+              CsvCell(r.status),
+              CsvCell(r.time_model)});
 }
 
 void AddWorkerMetrics(WorkerMetrics& into, const WorkerMetrics& before) {
@@ -236,6 +239,7 @@ void AddWorkerMetrics(WorkerMetrics& into, const WorkerMetrics& before) {
   into.active_s += before.active_s;
   into.compute_s += before.compute_s;
   into.wait_s += before.wait_s;
+  into.comm_s += before.comm_s;
   into.bytes_pushed += before.bytes_pushed;
   into.bytes_pulled += before.bytes_pulled;
   into.dropped_pushes += before.dropped_pushes;

@@ -22,6 +22,7 @@
 #include "experiments/record/run_dir.h"
 #include "experiments/run/evaluation.h"
 #include "experiments/run/parallel_runner.h"
+#include "experiments/run/sim_runner.h"
 #include "models/factory.h"
 
 namespace asgd::experiments {
@@ -48,6 +49,7 @@ RunResult RunExperiment(const Config& config, const RunRequest& request, std::os
                       "a training strategy for `asgd run`; ps_check runs as processes: "
                       "`asgd ps` and `asgd worker`");
   }
+  if (config.String("cluster.transport") == "sim") return RunSimulated(config, request, out);
   if (!algorithms::FindStrategy(config.String("algorithm.name")).sequential) {
     return RunParallel(config, request, out);
   }

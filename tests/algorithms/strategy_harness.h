@@ -74,6 +74,19 @@ inline StrategyOptions Options(double lr, int64_t window, int64_t fetch = 0) {
   return o;
 }
 
+// Worker w's environment (of `workers`) with its client and optimizer, not owned; the
+// gradient is the caller's to set.
+inline WorkerEnv MakeEnv(int w, int workers, ParamClient* ps, Optimizer* optimizer,
+                         const StrategyOptions& so) {
+  WorkerEnv e;
+  e.worker = w;
+  e.num_workers = workers;
+  e.ps = ps;
+  e.optimizer = optimizer;
+  e.options = so.worker;
+  return e;
+}
+
 // n workers of one strategy against one MemoryStore. Every worker uses q's gradient
 // unless gradients[w] is set before Start().
 struct Harness {
@@ -101,12 +114,8 @@ struct Harness {
       clients.push_back(std::make_unique<MemoryClient>(store.get(), static_cast<uint32_t>(w)));
       optimizers.push_back(MakeOptimizer(opt));
       rules.push_back(s.worker_rule(so));
-      WorkerEnv& e = envs[static_cast<std::size_t>(w)];
-      e.worker = w;
-      e.num_workers = workers;
-      e.ps = clients.back().get();
-      e.optimizer = optimizers.back().get();
-      e.options = so.worker;
+      envs[static_cast<std::size_t>(w)] =
+          MakeEnv(w, workers, clients.back().get(), optimizers.back().get(), so);
     }
     started_ = false;
   }
