@@ -2,6 +2,9 @@
 
 #include <sys/stat.h>
 
+#include <csignal>
+#include <mutex>
+
 #include <deque>
 #include <exception>
 #include <limits>
@@ -203,9 +206,28 @@ std::shared_ptr<Rendezvous> NewFileRendezvous(const std::string& dir) {
   return std::make_shared<StoreRendezvous>(std::make_unique<gloo::rendezvous::FileStore>(dir));
 }
 
+namespace {
+
+// gloo's TCP pairs write with writev(), which raises SIGPIPE when a dead peer closed the
+// connection, and the default action kills the whole process before gloo can throw. With
+// SIGPIPE ignored the write fails with EPIPE, gloo throws, and the caller gets one
+// CollectiveError naming the operation. A handler the program installed is left alone.
+void IgnoreSigpipeUnlessHandled() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction current {};
+    if (::sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) {
+      ::signal(SIGPIPE, SIG_IGN);
+    }
+  });
+}
+
+}  // namespace
+
 std::unique_ptr<Collective> Connect(const CollectiveOptions& options,
                                     std::shared_ptr<Rendezvous> rendezvous) {
   options.Validate();
+  IgnoreSigpipeUnlessHandled();
   auto* store = dynamic_cast<StoreRendezvous*>(rendezvous.get());
   if (store == nullptr) {
     throw ConfigError("collective rendezvous: not made by NewInMemoryRendezvous or NewFileRendezvous");

@@ -2,6 +2,8 @@
 // on 127.0.0.1 with an in-memory rendezvous; and with two processes through the file
 // store (collective_file_peer).
 
+#include "collective/collective.h"
+
 #include <chrono>
 #include <cstdlib>
 #include <exception>
@@ -16,7 +18,7 @@
 
 #include <gtest/gtest.h>
 
-#include "collective/collective.h"
+#include "tests/collective/run_ranks.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/test_util.h"
 
@@ -25,49 +27,11 @@ namespace {
 
 using std::chrono::milliseconds;
 
+using testing::RunRanks;
+
 CollectiveOptions Options(int rank, int size, Algorithm algorithm = Algorithm::kRing,
                           milliseconds timeout = milliseconds(10000)) {
-  CollectiveOptions o;
-  o.rank = rank;
-  o.size = size;
-  o.algorithm = algorithm;
-  o.timeout = timeout;
-  o.host = "127.0.0.1";
-  return o;
-}
-
-// Runs body(collective) on `size` threads, one rank each, and rethrows the first
-// exception any of them threw.
-void RunRanks(int size, Algorithm algorithm, const std::function<void(Collective&)>& body) {
-  auto rendezvous = NewInMemoryRendezvous();
-  std::vector<std::exception_ptr> errors(size);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < size; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        auto c = Connect(Options(r, size, algorithm), rendezvous);
-        body(*c);
-        // As at the end of a run: no rank closes its connections while a peer may still
-        // be reading its last message.
-        c->Barrier();
-      } catch (...) {
-        errors[r] = std::current_exception();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  // One rank's failure makes its peers fail too ("connection closed"); report them all so
-  // the first cause is visible.
-  std::string all;
-  for (int r = 0; r < size; ++r) {
-    if (!errors[r]) continue;
-    try {
-      std::rethrow_exception(errors[r]);
-    } catch (const std::exception& e) {
-      all += "\n  rank " + std::to_string(r) + ": " + e.what();
-    }
-  }
-  if (!all.empty()) FAIL() << "ranks failed:" << all;
+  return testing::RankOptions(rank, size, algorithm, timeout);
 }
 
 class AllreduceTest : public ::testing::TestWithParam<std::tuple<Algorithm, int>> {};
@@ -265,7 +229,8 @@ TEST(Collective, PeerThatStopsCallingTimesOutNamingTheOperation) {
        {Algorithm::kRing, Algorithm::kRingChunked, Algorithm::kHalvingDoubling}) {
     auto rendezvous = NewInMemoryRendezvous();
     std::unique_ptr<Collective> c1;
-    std::thread peer([&] { c1 = Connect(Options(1, 2, algorithm, milliseconds(500)), rendezvous); });
+    std::thread peer(
+        [&] { c1 = Connect(Options(1, 2, algorithm, milliseconds(500)), rendezvous); });
     auto c0 = Connect(Options(0, 2, algorithm, milliseconds(500)), rendezvous);
     peer.join();
     // Rank 1 is connected but never calls Allreduce.
@@ -290,7 +255,8 @@ TEST(Collective, PeerThatStopsCallingTimesOutNamingTheOperation) {
 TEST(Collective, DeadPeerIsAnErrorNamingTheOperation) {
   auto rendezvous = NewInMemoryRendezvous();
   std::unique_ptr<Collective> c1;
-  std::thread peer([&] { c1 = Connect(Options(1, 2, Algorithm::kRing, milliseconds(5000)), rendezvous); });
+  std::thread peer(
+      [&] { c1 = Connect(Options(1, 2, Algorithm::kRing, milliseconds(5000)), rendezvous); });
   auto c0 = Connect(Options(0, 2, Algorithm::kRing, milliseconds(5000)), rendezvous);
   peer.join();
   c1.reset();  // closes rank 1's connections
