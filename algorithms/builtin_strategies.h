@@ -20,5 +20,9 @@ Strategy StalenessAwareStrategy();  // staleness_aware.cc
 Strategy SspStrategy();             // ssp.cc
 Strategy ModelAveragingStrategy();  // model_averaging.cc
 Strategy DcAsgdStrategy();          // dc_asgd.cc
+// On a collective (Strategy::collective), not a parameter server.
+Strategy AllreduceSgdStrategy();  // allreduce_sgd.cc
+Strategy LocalSgdStrategy();      // local_sgd.cc
+Strategy DpsgdStrategy();         // dpsgd.cc
 
 }  // namespace asgd::algorithms

@@ -29,7 +29,8 @@ const std::map<std::string, Strategy>& Registry() {
          {SgdStrategy(), AsyncSgdStrategy(), HogwildStrategy(), DownpourStrategy(), AgnStrategy(),
           DynSgdStrategy(), AdagDistanceStrategy(), SyncSgdStrategy(), SagnStrategy(),
           EasgdStrategy(), AeasgdStrategy(), AeamsgdStrategy(), StalenessAwareStrategy(),
-          SspStrategy(), ModelAveragingStrategy(), DcAsgdStrategy()}) {
+          SspStrategy(), ModelAveragingStrategy(), DcAsgdStrategy(), AllreduceSgdStrategy(),
+          LocalSgdStrategy(), DpsgdStrategy()}) {
       (*m)[s.name] = s;
     }
     // dist-keras calls AGN "ADAG" (algorithms.md §0); the alias keeps its configs working.

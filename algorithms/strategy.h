@@ -28,6 +28,10 @@
 #include "transport/server_rule.h"
 #include "transport/status.h"
 
+namespace asgd::collective {
+class Collective;  // collective/collective.h
+}
+
 namespace asgd::algorithms {
 
 using transport::Status;
@@ -142,6 +146,12 @@ struct WorkerEnv {
   const Clock* clock = nullptr;    // not owned
   WorkerOptions options;
   double learning_rate_scale = 1.0;  // the runner's schedule (e.g. decay per epoch)
+  // Strategies on a collective (Strategy::collective) instead of ps: this worker's rank
+  // (rank = worker, size = num_workers), not owned, and its starting parameters (the
+  // rules start from rank 0's, broadcast; every rank passes a span of the model's size).
+  // Collective calls throw collective::CollectiveError (a peer died or timed out).
+  collective::Collective* collective = nullptr;
+  std::span<const float> initial;
 };
 
 // What one Step did.
@@ -196,6 +206,8 @@ struct StrategyOptions {
   double worker_momentum = 0.9;
   // hogwild: how the shared vector is added to, "atomic" or "racy" (hogwild.h).
   std::string hogwild_add = "atomic";
+  // dpsgd: the communication graph; "ring" (each worker averages with its two neighbours).
+  std::string topology = "ring";
   // downpour: "add" or "adagrad" (DistBelief's server-side Adagrad).
   std::string server_optimizer = "add";
   // Server-side Adagrad's learning rate γ and initial accumulator (DistBelief form).
@@ -229,12 +241,22 @@ struct Strategy {
   // Synchronous rounds of N pushes (replicas_to_aggregate): an update aggregates N
   // mini-batches, which the linear scaling rule scales the rate by.
   bool rounds = false;
+  // Runs on a collective (collective/collective.h: allreduce, send/recv among the
+  // workers), not a parameter server: the worker rule uses WorkerEnv::collective and
+  // initial, and server_rule is empty. Every worker takes the same number of steps.
+  bool collective = false;
+  // Collective strategies: the local steps from one communication to the next (local_sgd:
+  // H = algorithm.window; 1 otherwise). The runner lets workers stop, and reads their
+  // parameters for evaluation, only at these boundaries, where every worker has taken
+  // the same steps.
+  std::function<int64_t(const StrategyOptions&)> steps_per_round;
   // Workers announce clocks (SendClock) and the server bounds how far apart they run
   // (ssp): a run needs every worker's clock to go on.
   bool clocks = false;
   // Runs under the virtual-time cluster simulator (cluster.transport = sim): its workers
   // talk to the store only through a ParamClient, so a simulated client can suspend them.
-  // False for the sequential baseline and for hogwild (shared memory, no messages).
+  // False for the sequential baseline, for hogwild (shared memory, no messages) and for
+  // the strategies on a collective (no ParamClient; an α-β collective model is to come).
   bool can_simulate = true;
   // The `algorithm.*` config keys the strategy reads (ReadKeys); a config that sets any
   // other algorithm.* key is told it is ignored.

@@ -15,6 +15,7 @@
 #include "experiments/cluster/keys.h"
 #include "experiments/config/setup.h"
 #include "experiments/record/run_core.h"
+#include "experiments/run/collective_runner.h"
 #include "experiments/run/evaluation.h"
 #include "models/factory.h"
 
@@ -70,6 +71,12 @@ Setup MakeSetup(const Config& config, const RoleRequest& request, const std::str
   if (s.strategy->sequential) {
     throw ConfigError("algorithm.name", name,
                       "a distributed strategy: the sequential baseline runs with `asgd run`");
+  }
+  if (s.strategy->collective) {
+    RefuseCurveOnCollective(s.config);
+    throw ConfigError("algorithm.name", name,
+                      "a strategy over the parameter server: the strategies on a collective "
+                      "run with `asgd run` (threads) so far");
   }
   if (s.strategy->shared_memory) {
     throw ConfigError("algorithm.name", name,

@@ -51,6 +51,7 @@ void Coordinator::OpenRunDir() {
                                     s_.spec.num_ps()));
     }
     run_ = std::make_unique<RunDir>(RunDir::Resume(request_.resume_dir, request_.command_line));
+    UpgradeConvergenceCsv(run_->File("convergence.csv"));  // a run of before its last column
     TruncateCsv(run_->File("convergence.csv"), c.manifest.convergence_rows);
     // Each shard saved itself a little after the checkpoint was asked for: staleness.csv
     // keeps exactly the rows of the pushes the saved shards hold (while every push has

@@ -17,6 +17,7 @@
 #include "core/strings.h"
 #include "experiments/config/command_line.h"
 #include "experiments/config/exit_status.h"
+#include "experiments/run/collective_runner.h"
 
 namespace asgd::experiments {
 namespace {
@@ -224,6 +225,7 @@ tp::CurveOptions CurveFromConfig(const Config& config, bool serves) {
 
 void RefuseCurveInOneProcess(const Config& config) {
   if (!config.Bool("cluster.curve")) return;
+  RefuseCurveOnCollective(config);  // the more specific reason
   throw ConfigError("cluster.curve", config.Raw("cluster.curve"),
                     StrCat("false for `asgd run`: its roles are threads of one process "
                            "(cluster.transport = ",

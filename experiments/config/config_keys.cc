@@ -190,8 +190,8 @@ Schema BuildSchema() {
   s.Add(Bool("algorithm.linear_scaling", false,
              "linear scaling rule (Goyal et al. 2017): multiply the learning rate by the number "
              "of mini-batches one update aggregates (replicas_to_aggregate, or every worker); "
-             "sync_sgd and sagn only: refused for the asynchronous strategies, whose updates "
-             "do not aggregate mini-batches"));
+             "sync_sgd, sagn, allreduce_sgd and local_sgd only: refused for the asynchronous "
+             "strategies and dpsgd, whose updates do not aggregate mini-batches"));
   s.Add(Num("algorithm.warmup_epochs", "0", 0, false, std::nullopt, false,
             "with linear_scaling: ramp the rate linearly from learning_rate to the scaled rate "
             "over this many epochs (Goyal et al.: 5); 0 = the scaled rate from the start",
@@ -208,7 +208,8 @@ Schema BuildSchema() {
             "examples"));
   s.Add(Int("algorithm.workers", 1, 1, 1024, "number of workers"));
   s.Add(Int("algorithm.window", 1, 1, 1000000,
-            "communication window W: local steps per push (DOWNPOUR n_push, AGN λ, DynSGD)",
+            "communication window W: local steps per push (DOWNPOUR n_push, AGN λ, DynSGD; "
+            "local_sgd's H, local steps per parameter average)",
             "steps"));
   s.Add(Int("algorithm.fetch_window", 0, 0, 1000000,
             "downpour, agn, dynsgd, adag_distance: local steps between fetches of the centre "
@@ -246,6 +247,9 @@ Schema BuildSchema() {
             "ssp: the staleness bound S: no worker runs more than S clocks ahead of the "
             "slowest (0 = BSP)",
             "clocks"));
+  s.Add(Choice("algorithm.topology", "ring", {"ring"},
+               "dpsgd: the communication graph; ring = each worker averages its parameters "
+               "with its two neighbours' (Lian et al. 2017)"));
   s.Add(Int("algorithm.check_pushes", 20, 1, 1000000,
             "ps_check: pushes each worker makes before the sum is verified", "pushes"));
   s.Add(Num("algorithm.check_seconds", "0", 0, false, std::nullopt, false,
@@ -334,6 +338,17 @@ Schema BuildSchema() {
             "a run in one process over inproc or sim: number of parameter-server shards"));
   s.Add(Bool("cluster.stop_servers", true,
              "when the workers are done, worker 0 stops the shard servers"));
+
+  // [collective]
+  s.Add(Choice("collective.algorithm", "ring", {"ring", "ring_chunked", "halving_doubling"},
+               "allreduce_sgd, local_sgd: gloo's allreduce algorithm: ring (reduce-scatter "
+               "then allgather around the ring), ring_chunked (2N chunks, both directions) or "
+               "halving_doubling (recursive halving and doubling, log2 N steps)"));
+  s.Add(Int("collective.timeout_ms", 30000, 1, std::nullopt,
+            "allreduce_sgd, local_sgd, dpsgd: how long one collective operation (connecting "
+            "included) waits for a peer; a dead or silent worker stops the run after this "
+            "long with one line naming the rank and the operation",
+            "ms"));
 
   // [metrics]
   s.Add(Num("metrics.eval_every_epochs", "0.5", 0, true, std::nullopt, false,

@@ -94,6 +94,7 @@ algorithms::StrategyOptions BuildStrategyOptions(const Config& config, int64_t t
   }
   so.ssp_bound = static_cast<int>(config.Int("algorithm.ssp_bound"));
   so.worker_momentum = config.Double("algorithm.momentum");
+  so.topology = config.String("algorithm.topology");
   so.server_optimizer = config.String("algorithm.server_optimizer");
   so.hogwild_add = config.String("algorithm.hogwild_add");
   so.server_learning_rate = config.Double("algorithm.server_learning_rate");
@@ -120,14 +121,21 @@ algorithms::ScheduleOptions BuildScheduleOptions(const Config& config) {
     // Goyal et al.'s rule scales the rate by the mini-batches one update aggregates: only
     // synchronous rounds aggregate (N of them). An asynchronous update applies one
     // worker's gradient or window, so scaling it by the worker count is not the rule.
+    // On a collective, allreduce_sgd's update is the mean of every worker's batch and
+    // local_sgd's round averages every worker's steps (Lin et al. 2020 scale as Goyal et
+    // al.): those read the key; dpsgd's gossip step applies one worker's gradient.
     const std::string name = config.String("algorithm.name");
     const algorithms::Strategy& strategy = algorithms::FindStrategy(name);
-    if (!strategy.rounds && !strategy.sequential) {
+    const bool aggregates =
+        strategy.rounds ||
+        (strategy.collective && std::find(strategy.keys.begin(), strategy.keys.end(),
+                                          "algorithm.linear_scaling") != strategy.keys.end());
+    if (!aggregates && !strategy.sequential) {
       throw ConfigError("algorithm.linear_scaling", "true",
                         "false with " + name +
                             ": the linear scaling rule is for updates that aggregate "
-                            "mini-batches (sync_sgd, sagn); an asynchronous update applies "
-                            "one worker's");
+                            "mini-batches (sync_sgd, sagn, allreduce_sgd, local_sgd); an "
+                            "asynchronous update applies one worker's");
     }
     const auto workers = static_cast<double>(config.Int("algorithm.workers"));
     const auto replicas = static_cast<double>(config.Int("algorithm.replicas_to_aggregate"));

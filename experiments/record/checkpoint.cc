@@ -4,6 +4,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -14,6 +15,7 @@
 #include "core/log.h"
 #include "core/sha256.h"
 #include "experiments/record/metrics.h"
+#include "experiments/record/run_core.h"
 
 namespace asgd::experiments {
 namespace {
@@ -299,19 +301,23 @@ constexpr std::size_t kOldStalenessColumns = 8;
 
 }  // namespace
 
-void UpgradeStalenessCsv(const std::string& path) {
+namespace {
+
+// Rewrites the CSV at `path`, whose header is the first `old_count` of `now`, with the
+// header `now` and every complete row extended by `extra(cells)` (a row cut short by a
+// crash is left to the resume to drop). A file whose header is `now` is left untouched.
+void UpgradeCsv(const std::string& path, const std::vector<std::string>& now, std::size_t old_count,
+                const char* what,
+                const std::function<std::string(const std::vector<std::string_view>&)>& extra) {
   const std::string text = ReadFile(path);
   const std::size_t at = text.find('\n');
   if (at == std::string::npos) throw DataError(path, "no header line");
   const std::vector<std::string_view> header = SplitCells(std::string_view(text).substr(0, at));
-  const std::vector<std::string>& now = StalenessColumns();
   if (std::equal(header.begin(), header.end(), now.begin(), now.end())) return;
-  if (!std::equal(header.begin(), header.end(), now.begin(), now.begin() + kOldStalenessColumns)) {
+  if (!std::equal(header.begin(), header.end(), now.begin(), now.begin() + old_count)) {
     throw DataError(path, StrCat("columns \"", std::string_view(text).substr(0, at),
-                                 "\" are not those of staleness.csv"));
+                                 "\" are not those of ", what));
   }
-  // Every old row was an applied or accepted push computed on one version:
-  // oldest_version = pulled_version, oldest_staleness = staleness, dropped = 0.
   std::string out;
   out.reserve(text.size() + text.size() / 4);
   for (std::size_t c = 0; c < now.size(); ++c) {
@@ -328,19 +334,36 @@ void UpgradeStalenessCsv(const std::string& path) {
     ++line_no;
     from = nl + 1;
     out.append(line);
-    if (!complete) break;  // a last row cut short by a crash: left to the resume to drop
+    if (!complete) break;
     if (!line.empty()) {
       const std::vector<std::string_view> cells = SplitCells(line);
-      if (cells.size() != kOldStalenessColumns) {
-        throw DataError(
-            path, StrCat("a row without the ", kOldStalenessColumns, " columns of its header"),
-            line_no);
+      if (cells.size() != old_count) {
+        throw DataError(path, StrCat("a row without the ", old_count, " columns of its header"),
+                        line_no);
       }
-      out.append(StrCat(",", cells[4], ",", cells[6], ",0"));
+      out.append(extra(cells));
     }
     out.push_back('\n');
   }
   WriteFileAtomic(path, out);
+}
+
+}  // namespace
+
+void UpgradeStalenessCsv(const std::string& path) {
+  // Every old row was an applied or accepted push computed on one version:
+  // oldest_version = pulled_version, oldest_staleness = staleness, dropped = 0.
+  UpgradeCsv(path, StalenessColumns(), kOldStalenessColumns, "staleness.csv",
+             [](const std::vector<std::string_view>& cells) {
+               return StrCat(",", cells[4], ",", cells[6], ",0");
+             });
+}
+
+void UpgradeConvergenceCsv(const std::string& path) {
+  // Rows of before consensus_distance were of strategies that do not measure it.
+  const std::vector<std::string>& now = ConvergenceColumns();
+  UpgradeCsv(path, now, now.size() - 1, "convergence.csv",
+             [](const std::vector<std::string_view>&) { return std::string(",nan"); });
 }
 
 KeptStaleness FilterStalenessCsv(const std::string& path,

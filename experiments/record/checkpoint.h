@@ -106,6 +106,12 @@ LoadedCheckpoint LoadNewestCheckpoint(const std::string& run_path, const std::st
 // if the file cannot be rewritten. Call it before TruncateCsv on a resumed staleness.csv.
 void UpgradeStalenessCsv(const std::string& path);
 
+// convergence.csv written before its last column, consensus_distance: rewritten with it
+// (`nan`: no strategy of before measured it), so that a resumed run appends rows of the
+// current schema. As UpgradeStalenessCsv otherwise; call it before TruncateCsv on a resumed
+// convergence.csv.
+void UpgradeConvergenceCsv(const std::string& path);
+
 // staleness.csv of a run resumed from a checkpoint whose shards were saved one by one
 // (multi-process runs): upgrades it (UpgradeStalenessCsv), then keeps exactly the rows of
 // the pushes the saved shards contain (applied_version < that shard's saved version, dropped

@@ -12,9 +12,9 @@
 namespace asgd::experiments {
 
 const std::vector<std::string>& ConvergenceColumns() {
-  static const std::vector<std::string> c = {"time_s",        "epoch",         "samples",
-                                             "updates",       "train_loss",    "test_loss",
-                                             "test_accuracy", "eval_examples", "learning_rate"};
+  static const std::vector<std::string> c = {
+      "time_s",    "epoch",         "samples",       "updates",       "train_loss",
+      "test_loss", "test_accuracy", "eval_examples", "learning_rate", "consensus_distance"};
   return c;
 }
 
@@ -36,7 +36,7 @@ RunRecorder::~RunRecorder() = default;
 
 bool RunRecorder::Convergence(const ConvergenceRow& r) {
   csv_->Write(r.time_s, r.epoch, r.samples, r.updates, r.train_loss, r.test_loss, r.test_accuracy,
-              r.eval_examples, r.learning_rate);
+              r.eval_examples, r.learning_rate, r.consensus_distance);
   ++rows_;
   final_accuracy_ = r.test_accuracy;
   final_loss_ = r.test_loss;

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -48,6 +49,10 @@ struct ConvergenceRow {
   double test_accuracy = 0;
   int64_t eval_examples = 0;  // test examples evaluated
   double learning_rate = 0;
+  // The strategies on a collective: the mean squared distance of the workers' parameters
+  // from their average, (1/N)·Σ‖θ_i − θ̄‖² (dpsgd's consensus; 0 up to rounding for
+  // allreduce_sgd and local_sgd at a round boundary). NaN (written "nan") for the others.
+  double consensus_distance = std::numeric_limits<double>::quiet_NaN();
 };
 
 // Writes a run's CSVs and the end of its provenance, with the schemas of results/README.md.

@@ -123,6 +123,7 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
                         : RunDir::Create(config, request.name, request.command_line);
   if (resuming) {
     // The CSVs as they were at the checkpoint; this run appends to them.
+    UpgradeConvergenceCsv(run.File("convergence.csv"));  // a run of before its last column
     TruncateCsv(run.File("convergence.csv"), resume.manifest.convergence_rows);
     UpgradeStalenessCsv(run.File("staleness.csv"));  // a run of before its last columns
     TruncateCsv(run.File("staleness.csv"), resume.manifest.staleness_rows);

@@ -20,6 +20,7 @@
 #include "experiments/record/progress.h"
 #include "experiments/record/run_core.h"
 #include "experiments/record/run_dir.h"
+#include "experiments/run/collective_runner.h"
 #include "experiments/run/evaluation.h"
 #include "experiments/run/parallel_runner.h"
 #include "experiments/run/sim_runner.h"
@@ -49,7 +50,11 @@ RunResult RunExperiment(const Config& config, const RunRequest& request, std::os
                       "a training strategy for `asgd run`; ps_check runs as processes: "
                       "`asgd ps` and `asgd worker`");
   }
+  // A simulated run refuses the strategies it cannot simulate (the collective ones too).
   if (config.String("cluster.transport") == "sim") return RunSimulated(config, request, out);
+  if (algorithms::FindStrategy(config.String("algorithm.name")).collective) {
+    return RunCollective(config, request, out);
+  }
   if (!algorithms::FindStrategy(config.String("algorithm.name")).sequential) {
     return RunParallel(config, request, out);
   }

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "algorithms/param_client_wrapper.h"
+#include "collective/collective.h"
 #include "core/aligned.h"
 #include "core/check.h"
 #include "core/rng.h"
@@ -129,6 +131,16 @@ std::string DescribeNonFiniteLoss(const NonFiniteLoss& f) {
 }
 
 WorkerOutcome WorkerLoop::Run(alg::ParamClient& client, const WorkerHooks& hooks) {
+  return RunRule(&client, nullptr, {}, hooks);
+}
+
+WorkerOutcome WorkerLoop::Run(collective::Collective& collective, std::span<const float> initial,
+                              const WorkerHooks& hooks) {
+  return RunRule(nullptr, &collective, initial, hooks);
+}
+
+WorkerOutcome WorkerLoop::RunRule(alg::ParamClient* client, collective::Collective* collective,
+                                  std::span<const float> initial, const WorkerHooks& hooks) {
   const WorkerSetup& s = setup_;
   const Clock& clock = *s.clock;
   const int w = s.worker;
@@ -144,9 +156,15 @@ WorkerOutcome WorkerLoop::Run(alg::ParamClient& client, const WorkerHooks& hooks
     live_.wait_ns.store(std::max<int64_t>(0, (in_steps - compute).count()),
                         std::memory_order_relaxed);
     live_.comm_ns.store(comm.count(), std::memory_order_relaxed);
-    live_.bytes_pushed.store(client.traffic().bytes_pushed, std::memory_order_relaxed);
-    live_.bytes_pulled.store(client.traffic().bytes_pulled, std::memory_order_relaxed);
-    live_.dropped.store(client.dropped_pushes(), std::memory_order_relaxed);
+    if (client != nullptr) {
+      live_.bytes_pushed.store(client->traffic().bytes_pushed, std::memory_order_relaxed);
+      live_.bytes_pulled.store(client->traffic().bytes_pulled, std::memory_order_relaxed);
+      live_.dropped.store(client->dropped_pushes(), std::memory_order_relaxed);
+    } else {
+      const collective::CollectiveCounters c = collective->Counters();
+      live_.bytes_pushed.store(static_cast<int64_t>(c.bytes_sent), std::memory_order_relaxed);
+      live_.bytes_pulled.store(static_cast<int64_t>(c.bytes_received), std::memory_order_relaxed);
+    }
   };
   try {
     std::unique_ptr<models::Model> local = s.model->Clone();
@@ -160,8 +178,12 @@ WorkerOutcome WorkerLoop::Run(alg::ParamClient& client, const WorkerHooks& hooks
     alg::WorkerEnv env;
     env.worker = w;
     env.num_workers = s.num_workers;
-    TimedClient timed(&client, clock, &comm);
-    env.ps = &timed;
+    // The client's calls timed as communication (a collective strategy has no client).
+    std::optional<TimedClient> timed;
+    if (client != nullptr) timed.emplace(client, clock, &comm);
+    env.ps = timed ? &*timed : nullptr;
+    env.collective = collective;
+    env.initial = initial;
     env.optimizer = optimizer.get();
     env.clock = &clock;
     env.options = s.options.worker;
@@ -209,6 +231,7 @@ WorkerOutcome WorkerLoop::Run(alg::ParamClient& client, const WorkerHooks& hooks
       publish();
       return outcome;
     }
+    if (hooks.started) hooks.started(*rule);
     const Duration first_step = clock.Now();
     for (;;) {
       double lr_scale = 1.0;
@@ -238,11 +261,11 @@ WorkerOutcome WorkerLoop::Run(alg::ParamClient& client, const WorkerHooks& hooks
         f.strategy = s.strategy->name;
         f.shared_memory = s.strategy->shared_memory;
         f.worker_element = non_finite_param;
-        if (f.worker_element >= 0 && !f.shared_memory) {
+        if (f.worker_element >= 0 && !f.shared_memory && client != nullptr) {
           // Were the server's parameters already non-finite? One pull, on this failure
           // path only (it fails harmlessly if the store is shutting down).
-          std::vector<float> server(static_cast<std::size_t>(client.size()));
-          if (client.Pull(server).ok()) f.server_element = FirstNonFinite(server);
+          std::vector<float> server(static_cast<std::size_t>(client->size()));
+          if (client->Pull(server).ok()) f.server_element = FirstNonFinite(server);
         }
         outcome.failure = DescribeNonFiniteLoss(f);
         break;

@@ -59,6 +59,10 @@ struct WorkerHooks {
   // restored), and the loop starts the worker rule again (a fresh read of the centre);
   // false: the failure ends the loop.
   std::function<bool(const algorithms::Status& status)> recover;
+  // Optional: called once the worker rule has started (its first pull, or for a
+  // collective strategy its broadcast), with the rule, whose local_params() the hooks may
+  // then read between steps (on this worker's thread).
+  std::function<void(const algorithms::WorkerRule& rule)> started;
 };
 
 struct WorkerOutcome {
@@ -96,6 +100,12 @@ class WorkerLoop {
  public:
   explicit WorkerLoop(WorkerSetup setup);
   WorkerOutcome Run(algorithms::ParamClient& client, const WorkerHooks& hooks);
+  // The same for a strategy on a collective (Strategy::collective): the rule talks to
+  // `collective` (this worker's rank) and starts from `initial` (rank 0's is broadcast).
+  // The metrics' bytes_pushed / bytes_pulled are the payload the collective sent and
+  // received (its Counters()). A CollectiveError (a dead or silent peer) is a failure.
+  WorkerOutcome Run(collective::Collective& collective, std::span<const float> initial,
+                    const WorkerHooks& hooks);
 
   // A consistent-enough copy of the metrics so far (each field read atomically), for
   // periodic reports from another thread.
@@ -107,6 +117,9 @@ class WorkerLoop {
         dropped{0};
     std::atomic<int64_t> active_ns{0}, compute_ns{0}, wait_ns{0}, comm_ns{0};
   };
+  WorkerOutcome RunRule(algorithms::ParamClient* client, collective::Collective* collective,
+                        std::span<const float> initial, const WorkerHooks& hooks);
+
   WorkerSetup setup_;
   Live live_;
 };

@@ -227,8 +227,8 @@ TEST(Strategies, DownpourServerAdagradMatchesItsFormula) {
 }
 
 // The registry entries are complete and their traits consistent: a strategy with rounds or
-// clocks is synchronous, every one reads the common keys, and only the sequential
-// baseline has no rules.
+// clocks is synchronous, every one reads the common keys, only the sequential baseline has
+// no rules, and the strategies on a collective have no server rule.
 TEST(Strategies, EveryEntryHasRulesAndConsistentTraits) {
   const std::vector<std::string> common = ReadKeys(kCommonKeys);
   int sequential = 0;
@@ -251,6 +251,15 @@ TEST(Strategies, EveryEntryHasRulesAndConsistentTraits) {
     StrategyOptions o = Options(0.1, 2);
     o.num_workers = 2;
     EXPECT_NE(s->worker_rule(o), nullptr);
+    if (s->collective) {
+      // No server: the workers agree at round boundaries, which every worker reaches.
+      EXPECT_FALSE(s->server_rule);
+      EXPECT_TRUE(s->synchronous);
+      ASSERT_TRUE(s->steps_per_round);
+      EXPECT_GE(s->steps_per_round(o), 1);
+      continue;
+    }
+    EXPECT_FALSE(s->steps_per_round);
     EXPECT_NE(s->server_rule(o, 0), nullptr);
   }
   EXPECT_EQ(sequential, 1);

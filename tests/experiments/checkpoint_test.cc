@@ -286,6 +286,26 @@ TEST(FilterStalenessCsv, KeepsThePushesTheSavedShardsHold) {
   EXPECT_THROW(FilterStalenessCsv(path, {2, 1}), DataError);  // not staleness.csv
 }
 
+// A convergence.csv of before consensus_distance (a run resumed by a newer asgd) gains the
+// column, `nan` in the old rows; the current schema is untouched; another header is refused.
+TEST(UpgradeConvergenceCsv, AddsTheConsensusColumn) {
+  testing::TempDir dir;
+  const std::string path = dir.File("convergence.csv");
+  const std::string old_header =
+      "time_s,epoch,samples,updates,train_loss,test_loss,test_accuracy,eval_examples,"
+      "learning_rate\n";
+  testing::WriteTestFile(path, old_header + "0,0,0,0,nan,2.3,0.1,100,0.05\n1,1,9,3,0.5,0.4,0.9,1");
+  UpgradeConvergenceCsv(path);
+  const std::string upgraded = old_header.substr(0, old_header.size() - 1) +
+                               ",consensus_distance\n0,0,0,0,nan,2.3,0.1,100,0.05,nan\n"
+                               "1,1,9,3,0.5,0.4,0.9,1";
+  EXPECT_EQ(ReadFile(path), upgraded);
+  UpgradeConvergenceCsv(path);
+  EXPECT_EQ(ReadFile(path), upgraded);
+  testing::WriteTestFile(path, "a,b\n1,2\n");
+  EXPECT_THROW(UpgradeConvergenceCsv(path), DataError);
+}
+
 // A staleness.csv of before the last three columns (a run resumed by a newer asgd) is
 // rewritten with them, so the rows the resumed run appends sit under a header that names
 // them; the old rows were single-version applied pushes. The current schema is untouched.

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <sstream>
 
 #include <gmock/gmock.h>
@@ -18,6 +19,7 @@
 #include "datasets/synthetic.h"
 #include "experiments/cli/cli.h"
 #include "experiments/config/setup.h"
+#include "experiments/record/csv.h"
 #include "experiments/run/worker_loop.h"
 #include "models/device.h"
 #include "models/factory.h"
@@ -364,8 +366,9 @@ TEST(Parallel, SyncSgdReportsDroppedPushesAndScaledRates) {
   // The rate ramps from 0.05 towards 3 × 0.05 over the first epoch.
   const std::string run = o.provenance["run_id"].get<std::string>();
   const std::string csv = ReadFile(dir.File("runs/" + run + "/convergence.csv"));
-  EXPECT_THAT(csv, HasSubstr(",0.05\n"));  // the first row, before any step
-  EXPECT_THAT(csv, HasSubstr(",0.15\n"));  // after the warmup
+  // learning_rate, then consensus_distance (not measured by a server's strategy).
+  EXPECT_THAT(csv, HasSubstr(",0.05,nan\n"));  // the first row, before any step
+  EXPECT_THAT(csv, HasSubstr(",0.15,nan\n"));  // after the warmup
 }
 
 // Hogwild on a sparse model (logistic regression on sparse synthetic data) takes the
@@ -407,6 +410,119 @@ TEST_P(ShippedMnistConfig, ReachesTheBar) {
 
 INSTANTIATE_TEST_SUITE_P(Strategies, ShippedMnistConfig,
                          ::testing::ValuesIn(DistributedStrategies(/*aliases=*/false)));
+
+// ---- the strategies on a collective (gloo over 127.0.0.1) ------------------------------
+
+// A run folder's CSV as rows of named cells.
+std::vector<std::map<std::string, std::string>> ReadRows(const std::string& path) {
+  std::istringstream in(ReadFile(path));
+  std::string line;
+  std::getline(in, line);
+  const std::vector<std::string> header = ParseCsvLine(line);
+  std::vector<std::map<std::string, std::string>> rows;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    const std::vector<std::string> cells = ParseCsvLine(line);
+    std::map<std::string, std::string> row;
+    for (std::size_t i = 0; i < header.size() && i < cells.size(); ++i) row[header[i]] = cells[i];
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+std::string RunFolder(const testing::TempDir& dir) {
+  for (const auto& e : fs::directory_iterator(dir.File("runs"))) return e.path().string();
+  return "";
+}
+
+class CollectiveRingBytes : public ::testing::TestWithParam<int> {};
+
+// A ring allreduce moves 2(N-1)/N x the vector's bytes per worker (Patarasuk & Yuan
+// 2009): in workers.csv each worker's bytes over its allreduces (its steps and the start)
+// is that, up to gloo's rounding of segments to whole floats (at most one float per
+// segment, 2N segments per phase), and the workers' sum is exactly 2(N-1) x the vector.
+TEST_P(CollectiveRingBytes, InWorkersCsv) {
+  const int workers = GetParam();
+  testing::TempDir dir;
+  Outcome o =
+      RunConfig(dir, std::string(kSynthetic) +
+                         "[algorithm]\nname = allreduce_sgd\nworkers = " + std::to_string(workers) +
+                         "\nlearning_rate = 0.1\n[collective]\nalgorithm = ring\n");
+  ASSERT_EQ(o.status, 0) << o.err << o.out;
+  // mlp 16-16-3: 16*16+16 + 16*3+3 parameters.
+  const double vector = (16 * 16 + 16 + 16 * 3 + 3) * 4.0;
+  int64_t sum_sent = 0, sum_received = 0;
+  const auto rows = ReadRows(RunFolder(dir) + "/workers.csv");
+  ASSERT_EQ(rows.size(), static_cast<std::size_t>(workers));
+  for (const auto& row : rows) {
+    const int64_t allreduces = std::stoll(row.at("steps")) + 1;  // + the start
+    const double want = static_cast<double>(allreduces) * 2.0 * (workers - 1) / workers * vector;
+    const double slack = static_cast<double>(allreduces) * 2 * workers * 4.0;
+    EXPECT_NEAR(std::stod(row.at("bytes_pushed")), want, slack) << row.at("worker");
+    EXPECT_NEAR(std::stod(row.at("bytes_pulled")), want, slack) << row.at("worker");
+    EXPECT_EQ(row.at("steps"), rows[0].at("steps")) << "every worker takes the same steps";
+    sum_sent += std::stoll(row.at("bytes_pushed"));
+    sum_received += std::stoll(row.at("bytes_pulled"));
+  }
+  const int64_t allreduces = std::stoll(rows[0].at("steps")) + 1;
+  EXPECT_EQ(sum_sent, static_cast<int64_t>(allreduces * 2 * (workers - 1) * vector));
+  EXPECT_EQ(sum_received, sum_sent);
+}
+
+INSTANTIATE_TEST_SUITE_P(Workers, CollectiveRingBytes, ::testing::Values(2, 3, 4));
+
+// The convergence rows evaluate the workers' average: allreduce_sgd's replicas are the
+// same (consensus distance 0 up to the float rounding of the average), dpsgd's drift
+// apart and the distance is reported; no update is stale.
+TEST(CollectiveRun, ConsensusDistanceAndStaleness) {
+  for (const std::string name : {"allreduce_sgd", "dpsgd", "local_sgd"}) {
+    SCOPED_TRACE(name);
+    testing::TempDir dir;
+    Outcome o = RunConfig(dir,
+                          std::string(kSynthetic) + "[algorithm]\nname = " + name +
+                              "\nworkers = 3\nwindow = 4\nlearning_rate = 0.1\n",
+                          {"algorithm.window=" + std::string(name == "local_sgd" ? "4" : "1")});
+    ASSERT_EQ(o.status, 0) << o.err << o.out;
+    EXPECT_GE(std::stod(o.provenance["final_test_accuracy"].get<std::string>()), 0.85) << o.out;
+    EXPECT_EQ(o.provenance["max_staleness"], "0");
+    const auto rows = ReadRows(RunFolder(dir) + "/convergence.csv");
+    ASSERT_GE(rows.size(), 3u);
+    const double last = std::stod(rows.back().at("consensus_distance"));
+    if (name == "dpsgd") {
+      EXPECT_GT(last, 0.0);
+    } else {
+      EXPECT_LT(last, 1e-9);
+    }
+    for (const auto& row : ReadRows(RunFolder(dir) + "/staleness_histogram.csv")) {
+      EXPECT_EQ(row.at("staleness"), "0");
+    }
+  }
+}
+
+TEST(CollectiveRun, RefusesCurveAndCheckpointsInOneLine) {
+  testing::TempDir dir;
+  const std::string config = std::string(kSynthetic) + "[algorithm]\nname = dpsgd\nworkers = 2\n";
+  Outcome curve = RunConfig(dir, config, {"cluster.curve=true"});
+  EXPECT_EQ(curve.status, 2);
+  EXPECT_THAT(curve.err, HasSubstr("cluster.curve"));
+  EXPECT_THAT(curve.err, HasSubstr("gloo's TCP connections, which CURVE does not cover"));
+  Outcome checkpoint = RunConfig(dir, config, {"experiment.checkpoint_every_steps=10"});
+  EXPECT_EQ(checkpoint.status, 2);
+  EXPECT_THAT(checkpoint.err, HasSubstr("do not checkpoint yet"));
+}
+
+// A worker whose loss is NaN stops the run: its peers fail on the collective (or on their
+// own NaN, the mean gradient being NaN too) and the run ends with one line and status 2.
+TEST(CollectiveRun, NanLossStopsTheRunWithStatusTwo) {
+  testing::TempDir dir;
+  Outcome o = RunConfig(dir, std::string(kSynthetic) +
+                                 "[algorithm]\nname = allreduce_sgd\nworkers = 3\n"
+                                 "learning_rate = 1e30\n[collective]\ntimeout_ms = 3000\n");
+  EXPECT_EQ(o.status, 2) << o.out;
+  EXPECT_THAT(o.out, HasSubstr("run stopped: "));
+  EXPECT_THAT(o.out, HasSubstr("training loss is"));
+  EXPECT_EQ(o.provenance["status"], "failed");
+}
 
 }  // namespace
 }  // namespace asgd::experiments

@@ -165,8 +165,8 @@ TEST(RunRecorder, WritesTheConvergenceSchemaAndKeepsTheAccount) {
   std::getline(in, header);
   std::getline(in, first);
   EXPECT_EQ(ParseCsvLine(header), ConvergenceColumns());
-  EXPECT_EQ(ParseCsvLine(first),
-            (std::vector<std::string>{"0", "0.5", "50", "5", "nan", "1.5", "0.5", "20", "0.1"}));
+  EXPECT_EQ(ParseCsvLine(first), (std::vector<std::string>{"0", "0.5", "50", "5", "nan", "1.5",
+                                                           "0.5", "20", "0.1", "nan"}));
 }
 
 TEST(RunRecorder, AppendingWritesNoHeaderAndCountsTheExistingRows) {

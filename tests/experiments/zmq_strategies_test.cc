@@ -169,7 +169,7 @@ INSTANTIATE_TEST_SUITE_P(Strategies, ZmqSynchronous,
                          ::testing::Combine(::testing::ValuesIn(alg::testing::StrategiesWhere(
                                                 [](const alg::Strategy& s) {
                                                   return !s.sequential && !s.shared_memory &&
-                                                         s.synchronous;
+                                                         !s.collective && s.synchronous;
                                                 })),
                                             ::testing::Values("inproc", "tcp")),
                          [](const auto& param_info) {
@@ -211,7 +211,7 @@ INSTANTIATE_TEST_SUITE_P(Strategies, ZmqAsynchronous,
                          ::testing::Combine(::testing::ValuesIn(alg::testing::StrategiesWhere(
                                                 [](const alg::Strategy& s) {
                                                   return !s.sequential && !s.shared_memory &&
-                                                         !s.synchronous;
+                                                         !s.collective && !s.synchronous;
                                                 })),
                                             ::testing::Values("inproc", "tcp")),
                          [](const auto& param_info) {

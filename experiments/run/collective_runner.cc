@@ -1,0 +1,443 @@
+#include "experiments/run/collective_runner.h"
+
+#include <atomic>
+#include <cmath>
+#include <condition_variable>
+#include <cstdio>
+#include <iostream>
+#include <mutex>
+#include <thread>
+
+#include "algorithms/schedule.h"
+#include "algorithms/strategy.h"
+#include "collective/collective.h"
+#include "core/aligned.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/rng.h"
+#include "datasets/loader.h"
+#include "datasets/partition.h"
+#include "experiments/config/setup.h"
+#include "experiments/record/metrics.h"
+#include "experiments/record/progress.h"
+#include "experiments/record/run_core.h"
+#include "experiments/record/run_dir.h"
+#include "experiments/run/evaluation.h"
+#include "experiments/run/worker_loop.h"
+#include "models/factory.h"
+
+namespace asgd::experiments {
+namespace {
+
+namespace alg = ::asgd::algorithms;
+namespace col = ::asgd::collective;
+using ::asgd::internal::StrCat;
+
+// What the workers and the evaluating main thread share.
+struct Shared {
+  std::atomic<int64_t> samples{0};
+  std::atomic<int64_t> steps{0};
+  std::atomic<int64_t> pushes{0};
+  std::atomic<bool> stop{false};  // the main thread's wish: the workers vote on it
+  std::atomic<bool> hold{false};  // the main thread wants an evaluation
+  std::mutex mu;
+  std::condition_variable cv;
+  // Guarded by mu.
+  double loss_sum = 0;
+  int64_t loss_count = 0;
+  std::string failure;
+  std::vector<float> average;  // the last published average θ̄ (rank 0 writes it)
+  double consensus = 0;        // (1/N)·Σ‖θ_i − θ̄‖² at that point
+  int64_t published = 0;       // publications so far
+  int parked = 0;              // workers waiting for the evaluation to end
+  int64_t releases = 0;        // evaluations ended
+  int finished = 0;            // worker threads that returned
+};
+
+// The control group's part of a round boundary: θ̄ = mean of the θ_i and the mean squared
+// distance from it, computed by every rank on the control group; rank 0 publishes them.
+void Publish(int rank, std::span<const float> params, col::Collective& control, Shared& shared) {
+  std::vector<float> average(params.begin(), params.end());
+  control.Allreduce(average, col::ReduceOp::kMean);
+  double d = 0;
+  for (std::size_t k = 0; k < average.size(); ++k) {
+    const double diff = static_cast<double>(params[k]) - static_cast<double>(average[k]);
+    d += diff * diff;
+  }
+  float distance[1] = {static_cast<float>(d)};
+  control.Allreduce(distance, col::ReduceOp::kMean);
+  if (rank != 0) return;
+  std::lock_guard<std::mutex> lock(shared.mu);
+  shared.average = std::move(average);
+  shared.consensus = static_cast<double>(distance[0]);
+  ++shared.published;
+  shared.cv.notify_all();
+}
+
+}  // namespace
+
+void RefuseCurveOnCollective(const Config& config) {
+  const std::string name = config.String("algorithm.name");
+  if (!config.Bool("cluster.curve") || !alg::FindStrategy(name).collective) return;
+  throw ConfigError("cluster.curve", config.Raw("cluster.curve"),
+                    StrCat("false with algorithm.name = ", name,
+                           ": its workers talk over gloo's TCP connections, which CURVE does "
+                           "not cover (they are not encrypted)"));
+}
+
+RunResult RunCollective(const Config& config, const RunRequest& request, std::ostream& out) {
+  const auto seed = static_cast<uint64_t>(config.Int("experiment.seed"));
+  const std::string name = config.String("algorithm.name");
+  const alg::Strategy& strategy = alg::FindStrategy(name);
+  const int workers = static_cast<int>(config.Int("algorithm.workers"));
+  RefuseCurveOnCollective(config);
+  for (const char* key : {"experiment.checkpoint_every_steps", "experiment.checkpoint_every_s"}) {
+    if (config.Double(key) > 0) {
+      throw ConfigError(key, config.Raw(key),
+                        StrCat("0 for algorithm.name = ", name,
+                               " (the strategies on a collective do not checkpoint yet)"));
+    }
+  }
+  if (!request.resume_dir.empty()) {
+    throw ConfigError("--resume", request.resume_dir,
+                      StrCat("a run of a strategy over the parameter server (", name,
+                             " does not checkpoint yet)"));
+  }
+
+  datasets::TrainTest data = datasets::LoadDataset(BuildDataOptions(config, request.data_dirs));
+  const datasets::Dataset& train = data.train;
+  const datasets::Dataset& test = data.test;
+  std::unique_ptr<models::Model> model =
+      models::NewModel(BuildModelOptions(config), InputSpecFor(train));
+  const int64_t n_params = model->layout().size();
+  const alg::OptimizerOptions optimizer_options = BuildOptimizerOptions(config);
+  (void)alg::NewOptimizer(optimizer_options, n_params);  // validate before the folder
+  const alg::StrategyOptions so = BuildStrategyOptions(config, train.num_examples);
+  (void)strategy.worker_rule(so);  // validates the strategy's keys
+  const int64_t period = strategy.steps_per_round(so);
+  // The workers vote on the main thread's wishes about every kVoteSteps steps, at a round
+  // boundary: often enough for a time limit, rarely enough to cost nothing.
+  constexpr int64_t kVoteSteps = 16;
+  const int64_t vote_every = ((kVoteSteps + period - 1) / period) * period;
+  const alg::ScheduleOptions schedule = BuildScheduleOptions(config);
+  col::CollectiveOptions co;
+  co.size = workers;
+  co.algorithm = col::ParseAlgorithm(config.String("collective.algorithm"));
+  co.timeout = std::chrono::milliseconds(config.Int("collective.timeout_ms"));
+  co.Validate();
+
+  std::vector<models::Device> devices;
+  std::vector<std::unique_ptr<models::Model>> worker_models;
+  for (int w = 0; w < workers; ++w) {
+    devices.push_back(WorkerDevice(config, w, workers));
+    worker_models.push_back(
+        devices.back().is_cuda()
+            ? models::NewModelOn(BuildModelOptions(config), InputSpecFor(train), devices.back())
+            : nullptr);
+  }
+  const int64_t batch_size = config.Int("algorithm.batch_size");
+  const auto partitions =
+      datasets::PartitionIndices(train.num_examples, workers, DeriveSeed(seed, "partition"));
+  for (const auto& p : partitions) {
+    if (p.empty()) {
+      throw ConfigError("algorithm.workers", std::to_string(workers),
+                        StrCat("at most ", train.num_examples, " workers (one example each)"));
+    }
+  }
+  const StopPolicy stop = StopPolicy::FromConfig(config, train.num_examples);
+  EvalSchedule eval_schedule = EvalSchedule::FromConfig(config, train.num_examples);
+  const double lr0 = config.Double("algorithm.learning_rate");
+  // The schedule's epoch at a worker's step s: every worker has taken s steps of one batch.
+  // The training samples of the first s steps of every worker, known alike on every
+  // worker (the schedule's epoch, the stop and the evaluations by epochs count them, so
+  // the workers agree without a message): each pass over a partition of p examples is
+  // ceil(p / B) batches, the last one partial (the sampler's order).
+  auto samples_at_step = [&](int64_t s) {
+    int64_t total = 0;
+    for (const auto& part : partitions) {
+      const auto p = static_cast<int64_t>(part.size());
+      const int64_t per_pass = (p + batch_size - 1) / batch_size;
+      total += (s / per_pass) * p + (s % per_pass) * batch_size;
+    }
+    return total;
+  };
+  auto epochs_at_step = [&](int64_t s) {
+    return static_cast<double>(samples_at_step(s)) / static_cast<double>(train.num_examples);
+  };
+
+  RunDir run = RunDir::Create(config, request.name, request.command_line);
+  RunRecorder recorder(run, stop.target_accuracy());
+  auto staleness_file = run.Open("staleness.csv");
+  StalenessRecorder staleness(staleness_file.get(), config.Int("metrics.staleness_rows"), 0.0, -1,
+                              /*buffered=*/true);
+  AlignedVector<float> initial(static_cast<std::size_t>(n_params));
+  model->Initialize(initial, DeriveSeed(seed, "init"));
+  auto clock = NewSystemClock();
+  TrainingClock training(clock.get());
+  training.Start();
+  auto seconds = [&] { return training.Seconds(); };
+  ASGD_LOG(kInfo, "run ", run.id(), ": ", name, " with ", workers, " workers on gloo (",
+           col::AlgorithmName(co.algorithm), ", tcp over 127.0.0.1), ", model->Describe(),
+           " (workers on ", DescribeDevices(devices), "), ", train.name, " (", train.num_examples,
+           " examples)");
+
+  Shared shared;
+  auto fail = [&](const std::string& why) {
+    std::lock_guard<std::mutex> lock(shared.mu);
+    if (shared.failure.empty()) shared.failure = why;
+    shared.stop.store(true);
+  };
+  Progress progress(Progress::DecideLive(config.String("experiment.progress")), std::cerr);
+
+  // Evaluates `params` (the workers' average) seen after `samples`, with the consensus
+  // distance (NaN: not measured).
+  auto evaluate = [&](std::span<const float> params, double consensus, int64_t samples, bool full) {
+    const double t = seconds();
+    models::EvalResult r =
+        EvaluateOn(*model, params, test, full ? 0 : eval_schedule.ScheduledExamples());
+    double train_loss = std::nan("");
+    {
+      std::lock_guard<std::mutex> lock(shared.mu);
+      if (shared.loss_count > 0)
+        train_loss = shared.loss_sum / static_cast<double>(shared.loss_count);
+      shared.loss_sum = 0;
+      shared.loss_count = 0;
+    }
+    ConvergenceRow row;
+    row.time_s = t;
+    row.epoch = static_cast<double>(samples) / static_cast<double>(train.num_examples);
+    row.samples = samples;
+    row.updates = shared.pushes.load();
+    row.train_loss = train_loss;
+    row.test_loss = r.mean_loss();
+    row.test_accuracy = r.accuracy();
+    row.eval_examples = r.count;
+    row.learning_rate = lr0 * alg::LearningRateScale(schedule, row.epoch);
+    row.consensus_distance = consensus;
+    if (recorder.Convergence(row) && stop.stop_at_target()) shared.stop.store(true);
+    ProgressState ps;
+    ps.epoch = row.epoch;
+    ps.target_epochs = config.Double("experiment.epochs");
+    ps.updates = row.updates;
+    ps.train_loss = std::isnan(train_loss) ? 0.0 : train_loss;
+    ps.test_accuracy = r.accuracy();
+    ps.elapsed_s = t;
+    ps.updates_per_s = t > 0 ? static_cast<double>(ps.updates) / t : 0.0;
+    progress.Evaluated(ps, r.mean_loss());
+    eval_schedule.Evaluated(samples, t, full);
+  };
+  evaluate(initial, 0.0, 0, false);  // every worker starts here (the broadcast)
+  eval_schedule.SetLastTime(seconds());
+
+  // ---- workers ----------------------------------------------------------------------
+  const auto payload_rendezvous = col::NewInMemoryRendezvous();
+  const auto control_rendezvous = col::NewInMemoryRendezvous();
+  std::vector<std::unique_ptr<WorkerLoop>> loops;
+  for (int w = 0; w < workers; ++w) {
+    WorkerSetup ws;
+    ws.worker = w;
+    ws.num_workers = workers;
+    ws.strategy = &strategy;
+    ws.options = so;
+    ws.optimizer = optimizer_options;
+    ws.learning_rate = lr0;  // one rate: the replicas apply the same step
+    const auto wi = static_cast<std::size_t>(w);
+    ws.model = worker_models[wi] ? worker_models[wi].get() : model.get();
+    ws.train = &train;
+    ws.examples = partitions[wi];
+    ws.batch_size = batch_size;
+    ws.seed = seed;
+    ws.clock = clock.get();
+    loops.push_back(std::make_unique<WorkerLoop>(std::move(ws)));
+  }
+  auto worker_thread = [&](int w) {
+    std::unique_ptr<col::Collective> payload, control;
+    WorkerOutcome outcome;
+    try {
+      col::CollectiveOptions mine = co;
+      mine.rank = w;
+      payload = col::Connect(mine, payload_rendezvous);
+      control = col::Connect(mine, control_rendezvous);
+      int64_t step = 0;
+      const alg::WorkerRule* rule = nullptr;
+      // This worker's copy of the schedule by samples (its time part is the main thread's).
+      EvalSchedule due_by_samples = EvalSchedule::FromConfig(config, train.num_examples);
+      WorkerHooks hooks;
+      hooks.started = [&](const alg::WorkerRule& r) { rule = &r; };
+      hooks.before_step = [&](double* lr_scale) {
+        const int64_t samples_now = samples_at_step(step);
+        if (step % period == 0) {
+          // Decided alike on every worker from the step count: the epoch and step limits
+          // and the evaluations by epochs.
+          bool done = !stop.WorkMayContinue(samples_now, step * workers);
+          bool hold = step > 0 && due_by_samples.Due(samples_now, 0.0);
+          if (step % vote_every == 0) {
+            // What only the main thread knows: a time limit, the target, a failure, an
+            // evaluation by seconds.
+            float vote[2] = {shared.stop.load() ? 1.0f : 0.0f, shared.hold.load() ? 1.0f : 0.0f};
+            control->Allreduce(vote, col::ReduceOp::kSum);
+            done = done || vote[0] > 0;
+            hold = hold || vote[1] > 0;
+          }
+          if (done || hold) {
+            Publish(w, rule->local_params(), *control, shared);
+            if (done) return false;
+            due_by_samples.Evaluated(samples_now, 0.0, false);
+            std::unique_lock<std::mutex> lock(shared.mu);
+            const int64_t releases = shared.releases;
+            ++shared.parked;
+            shared.cv.notify_all();
+            shared.cv.wait(lock, [&] { return shared.releases != releases; });
+          }
+        }
+        *lr_scale = alg::LearningRateScale(schedule, epochs_at_step(step));
+        ++step;
+        return true;
+      };
+      hooks.after_step = [&](const alg::StepResult& r, int64_t batch) {
+        shared.samples.fetch_add(batch);
+        shared.steps.fetch_add(r.local_steps);
+        shared.pushes.fetch_add(r.pushes);
+        // No update is stale: each applies a gradient to the parameters it was computed on.
+        transport::StalenessRecord rec;
+        rec.worker = static_cast<uint32_t>(w);
+        rec.step = step;
+        rec.pulled_version = static_cast<uint64_t>(step - 1);
+        rec.applied_version = rec.pulled_version;
+        rec.wall_time_s = std::chrono::duration<double>(clock->Now()).count();
+        staleness.Record(rec);
+        std::lock_guard<std::mutex> lock(shared.mu);
+        shared.loss_sum += static_cast<double>(r.loss) * static_cast<double>(batch);
+        shared.loss_count += batch;
+      };
+      hooks.ending = [] { return false; };
+      outcome = loops[static_cast<std::size_t>(w)]->Run(*payload, initial, hooks);
+      // A rank that closes its connections while a peer finishes an operation fails it.
+      if (outcome.failure.empty()) {
+        payload->Barrier();
+        control->Barrier();
+      }
+    } catch (const std::exception& e) {
+      outcome.failure = StrCat("worker ", w, ": ", e.what());
+    }
+    if (!outcome.failure.empty()) fail(outcome.failure);
+    std::lock_guard<std::mutex> lock(shared.mu);
+    ++shared.finished;
+    shared.cv.notify_all();
+  };
+  std::vector<std::thread> threads;
+  for (int w = 0; w < workers; ++w) threads.emplace_back(worker_thread, w);
+
+  // ---- the evaluator: the main thread -------------------------------------------------
+  // The workers park at the round boundaries where an evaluation is due; this thread
+  // evaluates their average and lets them go on. It decides the time limit and the
+  // evaluations by seconds, which the workers learn at their next vote.
+  std::string reason;
+  std::unique_lock<std::mutex> lock(shared.mu);
+  for (;;) {
+    shared.cv.wait_for(lock, std::chrono::milliseconds(5),
+                       [&] { return shared.parked == workers || shared.finished > 0; });
+    if (shared.parked == workers) {
+      training.Hold();
+      const std::vector<float> average = shared.average;
+      const double consensus = shared.consensus;
+      lock.unlock();
+      evaluate(average, consensus, shared.samples.load(), false);
+      lock.lock();
+      shared.hold.store(false);
+      shared.parked = 0;
+      ++shared.releases;
+      shared.cv.notify_all();
+      training.Release();
+      continue;
+    }
+    if (shared.finished > 0) break;
+    lock.unlock();
+    staleness.Flush();
+    const int64_t samples = shared.samples.load();
+    if (auto why = stop.Check(samples, shared.steps.load(), seconds(), false);
+        why && !shared.stop.load()) {
+      reason = *why;
+      shared.stop.store(true);
+    }
+    // By seconds only (samples 0): the workers hold themselves at the evaluations by epochs.
+    if (eval_schedule.Due(0, seconds())) shared.hold.store(true);
+    lock.lock();
+  }
+  // Workers still parked when a peer failed go on, into the failure.
+  shared.parked = 0;
+  ++shared.releases;
+  shared.cv.notify_all();
+  lock.unlock();
+  shared.stop.store(true);
+  for (auto& t : threads) t.join();
+  const double wall = seconds();
+  const int64_t samples = shared.samples.load();
+  const bool failed = !shared.failure.empty();
+  if (failed) {
+    reason = shared.failure;
+  } else {
+    if (reason.empty()) {
+      reason = stop.Check(samples, shared.steps.load(), wall, recorder.time_to_target_s() >= 0)
+                   .value_or(stop.TargetReason());
+    }
+    // The workers published their final average when they voted to stop.
+    evaluate(shared.average, shared.consensus, samples, true);
+  }
+  progress.Done();
+  staleness.Flush();
+
+  RunResult result;
+  result.run_dir = run.path();
+  result.wall_time_s = wall;
+  result.final_test_accuracy = recorder.final_test_accuracy();
+  result.final_test_loss = recorder.final_test_loss();
+  result.best_test_accuracy = recorder.best_test_accuracy();
+  result.updates = shared.pushes.load();
+  result.samples = samples;
+  result.reason = reason;
+  result.status = failed ? "failed" : "completed";
+  result.exit_status = failed ? 2 : 0;
+  const StalenessRecorder::Stats st = staleness.stats();
+  SummaryRow summary = recorder.Summary();
+  summary.run_id = run.id();
+  summary.algorithm = name;
+  summary.model = config.String("model.name");
+  summary.device = DescribeDevices(devices);
+  summary.dataset = config.String("data.dataset");
+  summary.workers = workers;
+  summary.ps_shards = 0;
+  summary.transport = StrCat("gloo-", col::AlgorithmName(co.algorithm));
+  summary.seed = static_cast<int64_t>(seed);
+  summary.epochs = static_cast<double>(samples) / static_cast<double>(train.num_examples);
+  summary.samples = samples;
+  summary.updates = result.updates;
+  summary.wall_time_s = wall;
+  summary.staleness = st;
+  std::vector<WorkerMetrics> worker_metrics;
+  for (const auto& loop : loops) {
+    worker_metrics.push_back(loop->Snapshot());
+    summary.bytes_pushed += worker_metrics.back().bytes_pushed;
+    summary.bytes_pulled += worker_metrics.back().bytes_pulled;
+  }
+  summary.status = result.status;
+  RunRecorder::Finish(run, summary, worker_metrics, &staleness, reason);
+  if (failed) {
+    ASGD_LOG(kError, reason);
+    out << "run stopped: " << reason << "\nrun folder: " << run.path() << "\n";
+    return result;
+  }
+  char line[320];
+  std::snprintf(line, sizeof(line),
+                "final test accuracy: %.4f (loss %.4f) after %.2f epochs, %lld communication "
+                "rounds, %.1f s (%s)\nmean staleness: %.2f (max %lld) over %lld updates; "
+                "consensus distance %.3g\n",
+                result.final_test_accuracy, result.final_test_loss, summary.epochs,
+                static_cast<long long>(result.updates), wall, reason.c_str(),
+                st.count > 0 ? st.mean : 0.0, static_cast<long long>(st.max),
+                static_cast<long long>(st.count), shared.consensus);
+  out << line << "run folder: " << run.path() << "\n";
+  return result;
+}
+
+}  // namespace asgd::experiments

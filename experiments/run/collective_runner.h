@@ -1,0 +1,39 @@
+// Running a strategy on a collective (Strategy::collective: allreduce_sgd, local_sgd,
+// dpsgd) in one process: one thread per worker, each a rank of a gloo group over TCP on
+// 127.0.0.1 that meets through an in-memory store (collective/collective.h says why
+// loopback TCP rather than a shortcut). There is no parameter server: the main thread
+// evaluates the average of the workers' parameters.
+//
+// Agreement. A collective needs every worker to take the same steps, so the workers
+// decide together, at every round boundary (Strategy::steps_per_round), whether to stop
+// or to be held for an evaluation: a 2-float allreduce (sum of the votes) on a second gloo
+// group, the control group, whose traffic is not the strategy's and is not counted in
+// workers.csv. When the vote says stop or hold, the workers average their parameters and
+// their squared distance from that average on the control group and rank 0 hands both to
+// the evaluator; on hold every worker waits until the evaluation is done (held training
+// time, as in the thread runner).
+#pragma once
+
+#include <iosfwd>
+
+#include "experiments/config/config.h"
+#include "experiments/run/runner.h"
+
+namespace asgd::experiments {
+
+// Writes the run folder as RunParallel does: convergence.csv (the workers' average; its
+// consensus_distance column is (1/N)·Σ‖θ_i − θ̄‖²), staleness.csv (one staleness-0 row
+// per worker step: no update is stale by construction), workers.csv (bytes_pushed and
+// bytes_pulled are the payload each worker sent and received through the collective),
+// summary.csv. Throws ConfigError before training for what this driver does not do
+// (cluster.curve: gloo's TCP is not encrypted; checkpoints and --resume: not yet) and
+// for bad configuration or data. A failed worker (a NaN loss, a peer that died or did not
+// answer within collective.timeout_ms) ends the run with the CSVs kept, one line naming
+// it and exit_status 2.
+RunResult RunCollective(const Config& config, const RunRequest& request, std::ostream& out);
+
+// Throws ConfigError (cluster.curve) when the config asks for CURVE with a strategy on a
+// collective: CURVE covers ZeroMQ, not gloo's TCP connections between workers.
+void RefuseCurveOnCollective(const Config& config);
+
+}  // namespace asgd::experiments
