@@ -72,12 +72,7 @@ Setup MakeSetup(const Config& config, const RoleRequest& request, const std::str
     throw ConfigError("algorithm.name", name,
                       "a distributed strategy: the sequential baseline runs with `asgd run`");
   }
-  if (s.strategy->collective) {
-    RefuseCurveOnCollective(s.config);
-    throw ConfigError("algorithm.name", name,
-                      "a strategy over the parameter server: the strategies on a collective "
-                      "run with `asgd run` (threads) so far");
-  }
+  RefuseCollectiveAsProcesses(s.config);
   if (s.strategy->shared_memory) {
     throw ConfigError("algorithm.name", name,
                       "a strategy over the parameter server: hogwild shares one vector inside "

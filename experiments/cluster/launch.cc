@@ -30,6 +30,7 @@
 #include "experiments/config/setup.h"
 #include "experiments/config/signals.h"
 #include "experiments/record/run_dir.h"
+#include "experiments/run/collective_runner.h"
 
 namespace asgd::experiments {
 namespace {
@@ -143,6 +144,8 @@ int LaunchCommand(const std::vector<std::string>& args, std::ostream& out) {
   if (p.help) return kExitOk;
   Config config = Config::FromFile(p.config_path, p.overrides, ExperimentSchema());
   const std::string name = config.String("algorithm.name");
+  // Before any process starts, as the other refusals.
+  if (name != kPsCheck) RefuseCollectiveAsProcesses(config);
   if (name == kPsCheck || algorithms::FindStrategy(name).sequential ||
       algorithms::FindStrategy(name).shared_memory) {
     throw ConfigError("algorithm.name", name,

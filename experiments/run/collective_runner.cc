@@ -85,6 +85,15 @@ void RefuseCurveOnCollective(const Config& config) {
                            "not cover (they are not encrypted)"));
 }
 
+void RefuseCollectiveAsProcesses(const Config& config) {
+  const std::string name = config.String("algorithm.name");
+  if (!alg::FindStrategy(name).collective) return;
+  RefuseCurveOnCollective(config);
+  throw ConfigError("algorithm.name", name,
+                    "a strategy over the parameter server: the strategies on a collective "
+                    "(allreduce_sgd, local_sgd, dpsgd) run with `asgd run` (threads) so far");
+}
+
 RunResult RunCollective(const Config& config, const RunRequest& request, std::ostream& out) {
   const auto seed = static_cast<uint64_t>(config.Int("experiment.seed"));
   const std::string name = config.String("algorithm.name");

@@ -35,5 +35,9 @@ RunResult RunCollective(const Config& config, const RunRequest& request, std::os
 // Throws ConfigError (cluster.curve) when the config asks for CURVE with a strategy on a
 // collective: CURVE covers ZeroMQ, not gloo's TCP connections between workers.
 void RefuseCurveOnCollective(const Config& config);
+// Throws ConfigError (cluster.curve as above, else algorithm.name) when the config's
+// strategy runs on a collective: as processes (asgd launch, asgd task, the roles) they
+// are not wired yet.
+void RefuseCollectiveAsProcesses(const Config& config);
 
 }  // namespace asgd::experiments
