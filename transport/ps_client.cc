@@ -700,6 +700,41 @@ RequestHandle PsClient::PushPull(std::span<const float> values, std::span<float>
   return RequestHandle(std::move(st));
 }
 
+RequestHandle PsClient::PushEncoded(std::span<const compression::Encoded> parts,
+                                    std::span<float> out, const PushOptions& options) {
+  const Placement& p = placement();
+  const bool pull = !out.empty();
+  ASGD_CHECK_EQ(static_cast<int>(parts.size()), p.num_shards(), "compressed push parts");
+  if (pull) CheckFlat(p, out.size(), "push-pull destination");
+  std::span<const uint64_t> versions =
+      options.versions.empty() ? pulled_versions() : options.versions;
+  ASGD_CHECK_EQ(static_cast<int>(versions.size()), p.num_shards(), "push versions per shard");
+  CheckOldestVersions(options, p.num_shards());
+  const Op op = pull ? Op::kPushPull : Op::kPush;
+  auto st = core_->NewRequest(op);
+  Header base;
+  base.op = op;
+  base.clock = options.clock;
+  std::vector<std::span<const float>> frames;
+  for (int s = 0; s < p.num_shards(); ++s) {
+    if (p.shard_size(s) == 0) continue;
+    const compression::Encoded& e = parts[static_cast<std::size_t>(s)];
+    ASGD_CHECK_EQ(e.count, p.shard_size(s), "compressed part of shard ", s);
+    // The frames travel as they are; SendPart counts them in 4-byte words.
+    frames.clear();
+    for (const std::vector<std::byte>& f : e.frames) {
+      ASGD_CHECK(f.size() % sizeof(float) == 0, "encoded frame of ", f.size(), " bytes");
+      frames.emplace_back(reinterpret_cast<const float*>(f.data()), f.size() / sizeof(float));
+    }
+    base.encoding = e.encoding;
+    base.version = versions[static_cast<std::size_t>(s)];
+    base.oldest_version = OldestVersion(options, s, base.version);
+    internal::RequestPart part{s, 0, p.shard_size(s), pull ? out.data() : nullptr, pull};
+    core_->SendPart(st, part, base, frames);
+  }
+  return RequestHandle(std::move(st));
+}
+
 RequestHandle PsClient::PushShard(int shard, int64_t offset, std::span<const float> values,
                                   const PushOptions& options) {
   return PushPullShard(shard, offset, values, {}, options);

@@ -19,7 +19,9 @@
 #include <gtest/gtest.h>
 #include <zmq.hpp>
 
+#include "compression/compressor.h"
 #include "core/check.h"
+#include "core/rng.h"
 #include "transport/message.h"
 #include "transport/zmq_util.h"
 
@@ -246,6 +248,71 @@ std::vector<BadInput> BadInputs() {
     h.op = Op::kPushPull;
     add("PushPullOfZeroElements", ErrorCode::kMalformedHeader, kRequestId, {Encode(h)});
   }
+
+  // Compressed pushes (issue 17): the header and the frames are validated before the
+  // shard decodes, and the decoder validates every field before anything is applied.
+  {
+    const std::vector<float> x = {1, -2, 3, -4, 5, -6, 7, -8, 1, 1, 1, 1, 1, 1, 1, 1};
+    auto encoded = [&x](const std::string& name) {
+      compression::CompressionOptions o;
+      o.name = name;
+      o.ratio = 0.25;
+      Rng rng(1);
+      compression::Encoded e;
+      compression::NewCompressor(o)->Encode(x, rng, &e);
+      return e;
+    };
+    auto header = [](const compression::Encoded& e, compression::Encoding label) {
+      Header h = Push(0, kShardSize, static_cast<uint32_t>(e.frames.size()));
+      h.encoding = label;
+      h.payload_bytes = static_cast<uint64_t>(e.bytes());
+      return h;
+    };
+    auto message = [&header](const compression::Encoded& e, compression::Encoding label) {
+      Frames f = {Encode(header(e, label))};
+      for (const auto& frame : e.frames) f.push_back(frame);
+      return f;
+    };
+    const compression::Encoded sign = encoded("sign");
+    const compression::Encoded qsgd = encoded("qsgd");
+    const compression::Encoded topk = encoded("topk");
+    compression::Encoded cut = sign;
+    cut.frames[1].resize(4);
+    add("CompressedPushTruncatedCodes", ErrorCode::kBadEncoding, kRequestId,
+        message(cut, compression::Encoding::kSign));
+    add("CompressedPushMislabelled", ErrorCode::kBadEncoding, kRequestId,
+        message(qsgd, compression::Encoding::kSign));
+    compression::Encoded out_of_range = topk;
+    const uint32_t past_end = kShardSize;
+    std::memcpy(out_of_range.frames[0].data() + 4 * 3, &past_end, 4);
+    add("CompressedPushIndexOutsideTheShard", ErrorCode::kBadEncoding, kRequestId,
+        message(out_of_range, compression::Encoding::kTopK));
+    compression::Encoded nan_scale = sign;
+    std::memcpy(nan_scale.frames[0].data(), &kNaN, 4);
+    add("CompressedPushNaNScale", ErrorCode::kBadEncoding, kRequestId,
+        message(nan_scale, compression::Encoding::kSign));
+    compression::Encoded nan_value = topk;
+    std::memcpy(nan_value.frames[1].data(), &kNaN, 4);
+    add("CompressedPushDecodesToNaN", ErrorCode::kNonFinite, kRequestId,
+        message(nan_value, compression::Encoding::kTopK));
+    Frames three = message(sign, compression::Encoding::kSign);
+    three.push_back(Floats({1}));
+    add("CompressedPushInThreeFrames", ErrorCode::kBadFrames, kRequestId, three);
+    Frames unknown = message(sign, compression::Encoding::kSign);
+    {
+      Header h = header(sign, compression::Encoding::kSign);
+      h.encoding = static_cast<compression::Encoding>(compression::kEncodingEnd);
+      unknown[0] = Encode(h);
+    }
+    add("CompressedPushUnknownEncoding", ErrorCode::kBadEncoding, kRequestId, unknown);
+    Frames payload_lie = message(sign, compression::Encoding::kSign);
+    {
+      Header h = header(sign, compression::Encoding::kSign);
+      h.payload_bytes += 4;
+      payload_lie[0] = Encode(h);
+    }
+    add("CompressedPushPayloadBytesDisagree", ErrorCode::kPayloadMismatch, kRequestId, payload_lie);
+  }
   return cases;
 }
 
@@ -435,6 +502,44 @@ INSTANTIATE_TEST_SUITE_P(Endpoints, ShardServerBadInput,
                          ::testing::Combine(::testing::ValuesIn(kSchemes),
                                             ::testing::ValuesIn(BadInputs())),
                          BadInputCaseName);
+
+class ShardServerCompressed : public ::testing::TestWithParam<std::string> {};
+
+// A compressed push changes the shard by exactly its decoded values.
+TEST_P(ShardServerCompressed, AppliesTheDecodedPush) {
+  LiveShard shard(GetParam());
+  const ShardSnapshot before = shard.server->Snapshot();
+  std::vector<float> x(kShardSize);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 3) - 1.5f;
+  for (const std::string name : {"sign", "qsgd", "topk", "randk", "terngrad"}) {
+    SCOPED_TRACE(name);
+    compression::CompressionOptions o;
+    o.name = name;
+    o.ratio = 0.25;
+    Rng rng(3);
+    compression::Encoded e;
+    compression::NewCompressor(o)->Encode(x, rng, &e);
+    std::vector<float> decoded(kShardSize);
+    ASSERT_EQ(compression::Decode(e, decoded), "");
+    const ShardSnapshot prior = shard.server->Snapshot();
+    Header h = Push(0, kShardSize, 2, 2001);
+    h.encoding = e.encoding;
+    h.payload_bytes = static_cast<uint64_t>(e.bytes());
+    ASSERT_TRUE(shard.Send({Encode(h), e.frames[0], e.frames[1]}));
+    const std::optional<Frames> reply = shard.Receive();
+    ASSERT_TRUE(reply.has_value());
+    const Header r = ReplyHeader(*reply);
+    EXPECT_EQ(r.code, ErrorCode::kNone) << r.message;
+    EXPECT_EQ(r.version, prior.version + 1);
+    std::vector<float> expected = prior.values;
+    for (std::size_t i = 0; i < expected.size(); ++i) expected[i] += decoded[i];
+    EXPECT_EQ(Bits(shard.server->Snapshot().values), Bits(expected));
+  }
+  EXPECT_EQ(shard.server->Snapshot().version, before.version + 5);
+}
+
+INSTANTIATE_TEST_SUITE_P(Endpoints, ShardServerCompressed, ::testing::ValuesIn(kSchemes),
+                         SchemeName);
 
 class ShardServerAfterBadInput : public ::testing::TestWithParam<std::string> {};
 
