@@ -42,6 +42,8 @@ class CompressingClient final : public ParamClientWrapper {
   bool error_feedback() const { return !feedback_.empty(); }
   // ||e||_2 of the residual over all parts (0 without error feedback).
   double ResidualNorm() const;
+  // The residual of PushParts()[part]. REQUIRES: error_feedback().
+  std::span<const double> residual(std::size_t part) const { return feedback_.at(part).residual(); }
 
  protected:
   Status DoPush(std::span<const float> update, int64_t step) override {

@@ -1,0 +1,117 @@
+// CompressingClient: every push reaches the store compressed and is applied as its
+// decoded form; with error feedback the store plus the residual is the initial vector
+// plus every update; traffic is dense above the wrapper and encoded below it.
+#include "algorithms/compressing_client.h"
+
+#include <memory>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "algorithms/memory_store.h"
+#include "core/rng.h"
+#include "transport/server_rule.h"
+
+namespace asgd::algorithms {
+namespace {
+
+constexpr int kSize = 67;  // odd tails in the packed forms
+
+std::shared_ptr<const compression::Compressor> Make(const std::string& name) {
+  compression::CompressionOptions o;
+  o.name = name;
+  o.ratio = 0.1;
+  o.levels = 4;
+  return compression::NewCompressor(o);
+}
+
+// Updates on a 2^-8 grid (see compression/error_feedback.h on exactness).
+std::vector<float> GridUpdate(Rng& rng) {
+  std::vector<float> x(kSize);
+  for (float& v : x) {
+    v = static_cast<float>(static_cast<int64_t>(rng.UniformInt(513)) - 256) / 256.0f;
+  }
+  return x;
+}
+
+// Below the compressor: decodes what reached the store, summing it in double (the
+// identity's side) and in float in arrival order (what the add rule computes).
+class Recorder final : public ParamClientWrapper {
+ public:
+  explicit Recorder(std::unique_ptr<ParamClient> target)
+      : ParamClientWrapper(std::move(target)), sent(kSize, 0.0), applied(kSize, 0.0f) {}
+  std::vector<double> sent;
+  std::vector<float> applied;
+  int encoded_pushes = 0;
+
+ protected:
+  Status DoPushEncoded(std::span<const compression::Encoded> parts, std::span<float> out,
+                       int64_t step) override {
+    EXPECT_EQ(parts.size(), 1u);
+    std::vector<float> d(kSize);
+    EXPECT_EQ(compression::Decode(parts[0], d), "");
+    for (int i = 0; i < kSize; ++i) {
+      sent[i] += d[i];
+      applied[i] += d[i];
+    }
+    ++encoded_pushes;
+    return ParamClientWrapper::DoPushEncoded(parts, out, step);
+  }
+};
+
+TEST(CompressingClient, SentPlusResidualIsEveryUpdateAndTheStoreAppliesWhatWasSent) {
+  for (const std::string name : {"topk", "randk", "qsgd", "sign", "terngrad"}) {
+    SCOPED_TRACE(name);
+    MemoryStore store(std::vector<float>(kSize, 0.0f), transport::NewAddRule());
+    auto recorder = std::make_unique<Recorder>(std::make_unique<MemoryClient>(&store, 0));
+    Recorder* rec = recorder.get();
+    CompressingClient client(std::move(recorder), Make(name), /*error_feedback=*/true,
+                             /*seed=*/11);
+    Rng data(3);
+    std::vector<double> sum(kSize, 0.0);
+    std::vector<float> out(kSize);
+    constexpr int kPushes = 40;
+    for (int t = 0; t < kPushes; ++t) {
+      const std::vector<float> x = GridUpdate(data);
+      for (int i = 0; i < kSize; ++i) sum[i] += x[i];
+      // Both forms of push go through the compressor.
+      ASSERT_TRUE((t % 2 == 0 ? client.Push(x, t) : client.PushPull(x, out, t)).ok());
+    }
+    EXPECT_EQ(rec->encoded_pushes, kPushes);
+    EXPECT_EQ(store.version(), static_cast<uint64_t>(kPushes));
+    EXPECT_EQ(store.values(), rec->applied);
+    EXPECT_GT(client.ResidualNorm(), 0);
+    const std::span<const double> residual = client.residual(0);
+    for (int i = 0; i < kSize; ++i) {
+      EXPECT_EQ(rec->sent[i] + residual[i], sum[i]) << "element " << i;
+    }
+    const Traffic& above = client.traffic();
+    const Traffic& below = client.target()->traffic();
+    EXPECT_EQ(above.bytes_pushed, kPushes * kSize * 4);
+    EXPECT_EQ(above.dense_bytes_pushed, kPushes * kSize * 4);
+    EXPECT_EQ(below.dense_bytes_pushed, kPushes * kSize * 4);
+    EXPECT_LT(below.bytes_pushed, below.dense_bytes_pushed);
+    EXPECT_EQ(client.wire_traffic().bytes_pushed, below.bytes_pushed);
+  }
+}
+
+TEST(CompressingClient, WithoutErrorFeedbackEachPushIsItsOwnEncoding) {
+  MemoryStore store(std::vector<float>(kSize, 0.0f), transport::NewAddRule());
+  auto recorder = std::make_unique<Recorder>(std::make_unique<MemoryClient>(&store, 0));
+  Recorder* rec = recorder.get();
+  CompressingClient client(std::move(recorder), Make("topk"), false, 1);
+  EXPECT_FALSE(client.error_feedback());
+  std::vector<float> x(kSize, 0.0f);
+  x[5] = 3;
+  x[60] = -2;
+  ASSERT_TRUE(client.Push(x, 0).ok());
+  ASSERT_TRUE(client.Push(x, 1).ok());
+  // k = round(0.1 * 67) = 7 keeps both non-zeros: topk is exact here, twice.
+  EXPECT_EQ(rec->sent[5], 6);
+  EXPECT_EQ(rec->sent[60], -4);
+  EXPECT_EQ(client.ResidualNorm(), 0);
+  EXPECT_EQ(store.values()[5], 6.0f);
+}
+
+}  // namespace
+}  // namespace asgd::algorithms
