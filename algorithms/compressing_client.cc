@@ -25,15 +25,6 @@ CompressingClient::CompressingClient(std::unique_ptr<ParamClient> target,
   }
 }
 
-double CompressingClient::ResidualNorm() const {
-  double sq = 0;
-  for (const compression::ErrorFeedback& f : feedback_) {
-    const double n = f.ResidualNorm();
-    sq += n * n;
-  }
-  return std::sqrt(sq);
-}
-
 Status CompressingClient::Send(std::span<const float> update, std::span<float> out, int64_t step) {
   ASGD_CHECK_EQ(static_cast<int64_t>(update.size()), size(), "compressed push size");
   for (std::size_t i = 0; i < parts_.size(); ++i) {
@@ -62,6 +53,14 @@ Status CompressingClient::Send(std::span<const float> update, std::span<float> o
     } else {
       feedback_[i].Encode(*compressor_, x, rng_, &e);
     }
+  }
+  if (!feedback_.empty()) {
+    double sq = 0;
+    for (const compression::ErrorFeedback& f : feedback_) {
+      const double n = f.ResidualNorm();
+      sq += n * n;
+    }
+    residual_norm_.store(std::sqrt(sq), std::memory_order_relaxed);
   }
   return target()->PushEncoded(encoded_, out, step);
 }

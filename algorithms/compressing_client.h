@@ -20,6 +20,7 @@
 // Thread safety: one worker thread, as every ParamClient.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <span>
 #include <vector>
@@ -40,8 +41,9 @@ class CompressingClient final : public ParamClientWrapper {
 
   const compression::Compressor& compressor() const { return *compressor_; }
   bool error_feedback() const { return !feedback_.empty(); }
-  // ||e||_2 of the residual over all parts (0 without error feedback).
-  double ResidualNorm() const;
+  // ||e||_2 of the residual over all parts as of the last push (0 without error feedback
+  // or before the first). The one call any thread may make (the runner's evaluator).
+  double ResidualNorm() const { return residual_norm_.load(std::memory_order_relaxed); }
   // The residual of PushParts()[part]. REQUIRES: error_feedback().
   std::span<const double> residual(std::size_t part) const { return feedback_.at(part).residual(); }
 
@@ -62,6 +64,7 @@ class CompressingClient final : public ParamClientWrapper {
   std::vector<compression::Encoded> encoded_;         // one per part, reused
   std::vector<float> gathered_;
   Rng rng_;
+  std::atomic<double> residual_norm_{0.0};
 };
 
 }  // namespace asgd::algorithms

@@ -259,6 +259,10 @@ struct Strategy {
   // Synchronous rounds of N pushes (replicas_to_aggregate): an update aggregates N
   // mini-batches, which the linear scaling rule scales the rate by.
   bool rounds = false;
+  // Compressing the worker's push (compression.name) is meaningful: the push is an update
+  // (a gradient, a window's update, an elastic difference), not parameters. Each
+  // strategy's source says why; the runner refuses compression for the others.
+  bool supports_compression = false;
   // Workers announce clocks (SendClock) and the server bounds how far apart they run
   // (ssp): a run needs every worker's clock to go on.
   bool clocks = false;

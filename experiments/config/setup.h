@@ -8,6 +8,7 @@
 #include "algorithms/optimizer.h"
 #include "algorithms/schedule.h"
 #include "algorithms/strategy.h"
+#include "compression/compressor.h"
 #include "datasets/loader.h"
 #include "experiments/config/config.h"
 #include "models/device.h"
@@ -30,6 +31,11 @@ algorithms::StrategyOptions BuildStrategyOptions(const Config& config, int64_t t
 // The learning-rate schedule: algorithm.lr_decay, and with algorithm.linear_scaling the
 // factor k (the mini-batches one update aggregates) and algorithm.warmup_epochs.
 algorithms::ScheduleOptions BuildScheduleOptions(const Config& config);
+
+// [compression], checked against the strategy: ConfigError naming compression.name when
+// the strategy pushes something compression would destroy (Strategy::supports_compression),
+// and the compressor's own checks (compression.ratio, levels, error_feedback with none).
+compression::CompressionOptions BuildCompressionOptions(const Config& config);
 
 // The algorithm.* keys the config sets (file or --set) that its strategy does not read
 // (Strategy::keys), sorted; empty for ps_check, which is not a strategy.

@@ -93,9 +93,10 @@ struct WorkerMetrics {
   double active_s = 0;   // from its first to its last step
   double compute_s = 0;  // computing gradients
   double wait_s = 0;     // the rest of its steps
-  int64_t bytes_pushed = 0;
+  int64_t bytes_pushed = 0;  // on the wire: encoded bytes when compressed
   int64_t bytes_pulled = 0;
   int64_t dropped_pushes = 0;
+  int64_t dense_bytes_pushed = 0;  // the same pushes as dense float32
 };
 void WriteWorkers(std::ostream& out, const std::vector<WorkerMetrics>& workers);
 // Adds `before`'s counters and times to `into` (a resumed run's worker: the part before
@@ -123,6 +124,8 @@ struct SummaryRow {
   int64_t dropped_pushes = 0;
   int64_t bytes_pushed = 0;
   int64_t bytes_pulled = 0;
+  int64_t dense_bytes_pushed = 0;
+  std::string compression = "none";  // compression.name, "+ef" with error feedback
   std::string status = "completed";
 };
 void WriteSummary(std::ostream& out, const SummaryRow& row);

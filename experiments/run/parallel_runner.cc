@@ -77,6 +77,8 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
   const alg::StrategyOptions so = BuildStrategyOptions(config, train.num_examples);
   (void)strategy.server_rule(so, 0);  // validates the server options
   const alg::ScheduleOptions schedule = BuildScheduleOptions(config);
+  const compression::CompressionOptions compression = BuildCompressionOptions(config);
+  const bool ef_residual = compression.name != "none" && compression.error_feedback;
   // Hogwild on a sparse model with plain SGD touches only the batch's coordinates.
   const bool sparse = strategy.supports_sparse && model->HasSparseGradient() &&
                       optimizer_options.name == "sgd" && optimizer_options.weight_decay == 0;
@@ -135,7 +137,9 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
              ", ", resume.manifest.samples, " samples, ", resume.manifest.time_s, " s)");
   }
   RunRecorder recorder(run, stop.target_accuracy(),
-                       resuming ? resume.manifest.convergence_rows : -1);
+                       resuming ? resume.manifest.convergence_rows : -1, ef_residual);
+  // The workers' compressing clients (null: not compressing), for ef_residual_norm.
+  std::vector<const alg::CompressingClient*> compressing_clients;
   auto staleness_file = resuming ? run.OpenAppend("staleness.csv") : run.Open("staleness.csv");
   const double time_base = resuming ? resume.manifest.time_s : 0.0;  // training time so far
   // Buffered: shard servers record while holding their shard; this thread writes the rows.
@@ -307,6 +311,13 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
     row.test_accuracy = r.accuracy();
     row.eval_examples = r.count;
     row.learning_rate = lr0 * lr_scale_at(samples);
+    if (ef_residual) {
+      double sq = 0;
+      for (const alg::CompressingClient* c : compressing_clients) {
+        if (c != nullptr) sq += c->ResidualNorm() * c->ResidualNorm();
+      }
+      row.ef_residual_norm = std::sqrt(sq);
+    }
     if (recorder.Convergence(row) && stop.stop_at_target()) shared.stop.store(true);
     ProgressState ps;
     ps.epoch = epoch;
@@ -346,7 +357,10 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
     ws.sparse = sparse;
     ws.clock = clock.get();
     loops.push_back(std::make_unique<WorkerLoop>(std::move(ws)));
-    clients.push_back(make_client(static_cast<uint32_t>(w)));
+    const alg::CompressingClient* compressing = nullptr;
+    clients.push_back(
+        CompressPushes(make_client(static_cast<uint32_t>(w)), compression, seed, w, &compressing));
+    compressing_clients.push_back(compressing);
   }
   WorkerHooks hooks;
   hooks.before_step = [&](double* lr_scale) {
@@ -521,6 +535,7 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
   summary.workers = workers;
   summary.ps_shards = hogwild ? 0 : memory ? 1 : num_shards;
   summary.transport = hogwild ? "shared" : transport_kind;
+  summary.compression = compression.name + (ef_residual ? "+ef" : "");
   summary.seed = static_cast<int64_t>(seed);
   summary.epochs = static_cast<double>(result.samples) / static_cast<double>(train.num_examples);
   summary.samples = result.samples;
@@ -536,6 +551,7 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
     }
     summary.dropped_pushes += worker_metrics.back().dropped_pushes;
     summary.bytes_pushed += worker_metrics.back().bytes_pushed;
+    summary.dense_bytes_pushed += worker_metrics.back().dense_bytes_pushed;
     summary.bytes_pulled += worker_metrics.back().bytes_pulled;
   }
   const int64_t dropped = summary.dropped_pushes;

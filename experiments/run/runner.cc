@@ -48,6 +48,7 @@ RunResult RunExperiment(const Config& config, const RunRequest& request, std::os
                       "a training strategy for `asgd run`; ps_check runs as processes: "
                       "`asgd ps` and `asgd worker`");
   }
+  (void)BuildCompressionOptions(config);  // refuses what cannot be compressed (sgd)
   if (!algorithms::FindStrategy(config.String("algorithm.name")).sequential) {
     return RunParallel(config, request, out);
   }
