@@ -25,8 +25,15 @@ class Qsgd final : public Compressor {
 
   void Encode(std::span<const float> x, Rng& rng, Encoded* out) const override {
     ASGD_CHECK(!x.empty(), "qsgd of an empty vector");
+    // Eight partial sums in double: vectorisable without reassociating one sum.
+    double lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    std::size_t i8 = 0;
+    for (; i8 + 8 <= x.size(); i8 += 8) {
+      for (std::size_t j = 0; j < 8; ++j) lanes[j] += static_cast<double>(x[i8 + j]) * x[i8 + j];
+    }
+    for (; i8 < x.size(); ++i8) lanes[0] += static_cast<double>(x[i8]) * x[i8];
     double sq = 0;
-    for (float v : x) sq += static_cast<double>(v) * v;
+    for (double l : lanes) sq += l;
     const auto norm = static_cast<float>(std::sqrt(sq));
     const int bits = CodeBits(levels_);
     ShapeFrames(out, Encoding::kQsgd, static_cast<int64_t>(x.size()),

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <numeric>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -102,6 +103,38 @@ TEST(TopK, KeepsTheLargestMagnitudes) {
   const std::vector<float> back = RoundTrip(*c, x, rng, &e);
   EXPECT_EQ(back, (std::vector<float>{0, -5, 0, 3, 0, 0, 4, 0, 0, 0}));
   EXPECT_EQ(e.bytes(), 3 * 8);
+}
+
+// Against the definition, sorted by magnitude (ties to the lower index): small vectors
+// (one nth_element) and large ones (the sampled threshold), with many ties and a spike.
+TEST(TopK, MatchesTheDefinitionAtEverySizeAndWithTies) {
+  for (std::size_t n : {1u, 7u, 100u, 16385u, 50000u, 200003u}) {
+    for (const bool ties : {false, true}) {
+      std::vector<float> x = RandomVector(n, n + ties);
+      if (ties) {
+        for (float& v : x) v = std::round(v * 2) / 2;  // few distinct magnitudes
+      }
+      x[n / 2] = 1e6f;
+      for (double ratio : {0.001, 0.01, 0.2, 1.0}) {
+        auto c = Make("topk", ratio);
+        Rng rng(1);
+        Encoded e;
+        c->Encode(x, rng, &e);
+        const auto k = static_cast<std::size_t>(
+            std::clamp<long long>(std::llround(ratio * static_cast<double>(n)), 1, n));
+        std::vector<uint32_t> order(n);
+        std::iota(order.begin(), order.end(), 0u);
+        std::stable_sort(order.begin(), order.end(), [&x](uint32_t a, uint32_t b) {
+          return std::fabs(x[a]) > std::fabs(x[b]);
+        });
+        order.resize(k);
+        std::sort(order.begin(), order.end());
+        std::vector<uint32_t> got(e.frames[0].size() / 4);
+        std::memcpy(got.data(), e.frames[0].data(), e.frames[0].size());
+        ASSERT_EQ(got, order) << "n " << n << " ratio " << ratio << " ties " << ties;
+      }
+    }
+  }
 }
 
 TEST(Sign, SendsTheSignTimesTheMeanMagnitude) {
