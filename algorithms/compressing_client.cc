@@ -11,6 +11,17 @@ CompressingClient::CompressingClient(std::unique_ptr<ParamClient> target,
                                      std::shared_ptr<const compression::Compressor> compressor,
                                      bool error_feedback, uint64_t seed)
     : ParamClientWrapper(std::move(target)), compressor_(std::move(compressor)), rng_(seed) {
+  Init(error_feedback);
+}
+
+CompressingClient::CompressingClient(ParamClient* target,
+                                     std::shared_ptr<const compression::Compressor> compressor,
+                                     bool error_feedback, uint64_t seed)
+    : ParamClientWrapper(target), compressor_(std::move(compressor)), rng_(seed) {
+  Init(error_feedback);
+}
+
+void CompressingClient::Init(bool error_feedback) {
   ASGD_CHECK(compressor_ != nullptr, "CompressingClient needs a compressor");
   ASGD_CHECK(this->target()->TakesEncodedPushes(),
              "the client below does not take compressed pushes");

@@ -38,6 +38,9 @@ class CompressingClient final : public ParamClientWrapper {
   CompressingClient(std::unique_ptr<ParamClient> target,
                     std::shared_ptr<const compression::Compressor> compressor, bool error_feedback,
                     uint64_t seed);
+  // Borrows target, which must outlive the wrapper.
+  CompressingClient(ParamClient* target, std::shared_ptr<const compression::Compressor> compressor,
+                    bool error_feedback, uint64_t seed);
 
   const compression::Compressor& compressor() const { return *compressor_; }
   bool error_feedback() const { return !feedback_.empty(); }
@@ -56,6 +59,7 @@ class CompressingClient final : public ParamClientWrapper {
   }
 
  private:
+  void Init(bool error_feedback);
   Status Send(std::span<const float> update, std::span<float> out, int64_t step);
 
   std::shared_ptr<const compression::Compressor> compressor_;

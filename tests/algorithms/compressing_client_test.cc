@@ -10,6 +10,7 @@
 
 #include "algorithms/memory_store.h"
 #include "core/rng.h"
+#include "tests/algorithms/strategy_harness.h"
 #include "transport/server_rule.h"
 
 namespace asgd::algorithms {
@@ -111,6 +112,57 @@ TEST(CompressingClient, WithoutErrorFeedbackEachPushIsItsOwnEncoding) {
   EXPECT_EQ(rec->sent[60], -4);
   EXPECT_EQ(client.ResidualNorm(), 0);
   EXPECT_EQ(store.values()[5], 6.0f);
+}
+
+// topk keeping every element is exact, so every strategy that takes compression must end
+// bit for bit where it ends without (round-robin, so both runs see the same interleaving):
+// the compressed path changes what travels, not what is applied.
+TEST(CompressingClient, LosslessCompressionChangesNoStrategysResult) {
+  const auto names = testing::StrategiesWhere(
+      [](const Strategy& s) { return s.supports_compression && !s.synchronous; });
+  ASSERT_FALSE(names.empty());
+  for (const std::string& name : names) {
+    SCOPED_TRACE(name);
+    StrategyOptions so = testing::Options(0.05, 2);
+    testing::Harness dense(name, 3, so), packed(name, 3, so);
+    compression::CompressionOptions o;
+    o.name = "topk";
+    o.ratio = 1.0;
+    packed.CompressPushes(o);
+    dense.Run(8);
+    packed.Run(8);
+    EXPECT_EQ(packed.store->values(), dense.store->values());
+    EXPECT_EQ(packed.store->version(), dense.store->version());
+    EXPECT_GT(packed.store->version(), 0u);
+    EXPECT_GT(packed.clients[0]->traffic().dense_bytes_pushed, 0);
+  }
+}
+
+// Every strategy that takes compression, synchronous ones included (rounds aggregate the
+// decoded pushes), trains through a lossy compressor with error feedback: the store takes
+// every push and the objective falls.
+TEST(CompressingClient, EveryCompressibleStrategyTrainsThroughSignWithErrorFeedback) {
+  const auto names =
+      testing::StrategiesWhere([](const Strategy& s) { return s.supports_compression; });
+  for (const std::string& name : names) {
+    SCOPED_TRACE(name);
+    StrategyOptions so = testing::Options(0.05, 2);
+    testing::Harness h(name, 2, so);
+    compression::CompressionOptions o;
+    o.name = "sign";
+    o.error_feedback = true;
+    h.CompressPushes(o);
+    auto loss = [&h] {
+      std::vector<float> g(testing::kDim);
+      return h.q.Fn()(h.store->values(), g);
+    };
+    const float before = loss();
+    h.RunThreads(40);
+    EXPECT_EQ(h.store->stats().rejected, 0u);
+    EXPECT_GT(h.store->version(), 0u);
+    EXPECT_LT(loss(), before);
+    EXPECT_LT(h.clients[0]->traffic().bytes_pushed, h.clients[0]->traffic().dense_bytes_pushed);
+  }
 }
 
 }  // namespace
