@@ -38,6 +38,14 @@ void CompressingClient::Init(bool error_feedback) {
 
 Status CompressingClient::Send(std::span<const float> update, std::span<float> out, int64_t step) {
   ASGD_CHECK_EQ(static_cast<int64_t>(update.size()), size(), "compressed push size");
+  // A diverged worker's NaN or Inf goes out dense, before any residual changes: the shard
+  // refuses it as kNonFinite, naming the element, as it refuses any dense one (a
+  // compressor would turn it into a scale or norm that tells nothing).
+  for (float v : update) {
+    if (!std::isfinite(v)) {
+      return out.empty() ? target()->Push(update, step) : target()->PushPull(update, out, step);
+    }
+  }
   for (std::size_t i = 0; i < parts_.size(); ++i) {
     const PushPart& part = parts_[i];
     compression::Encoded& e = encoded_[i];

@@ -14,6 +14,9 @@
 // to the next update (compression/error_feedback.h); a push that failed (timeout, error
 // reply) is lost as a dense one would be: its residual is not restored.
 //
+// Non-finite updates: an update holding NaN or Inf is pushed dense (the shard refuses it
+// as kNonFinite, naming the element, as it does any dense one) and changes no residual.
+//
 // Randomness: the stochastic compressors draw from an Rng seeded with `seed` (the runner
 // derives it from the run's seed and the worker id).
 //

@@ -3,6 +3,7 @@
 // plus every update; traffic is dense above the wrapper and encoded below it.
 #include "algorithms/compressing_client.h"
 
+#include <cmath>
 #include <memory>
 #include <vector>
 
@@ -112,6 +113,26 @@ TEST(CompressingClient, WithoutErrorFeedbackEachPushIsItsOwnEncoding) {
   EXPECT_EQ(rec->sent[60], -4);
   EXPECT_EQ(client.ResidualNorm(), 0);
   EXPECT_EQ(store.values()[5], 6.0f);
+}
+
+// A diverged worker's NaN goes out dense: the store refuses it as it refuses any
+// non-finite push (kNonFinite, naming the element), and neither the store nor the
+// residual changes.
+TEST(CompressingClient, NonFiniteUpdateIsRefusedAsADensePushAndLeavesTheResidual) {
+  MemoryStore store(std::vector<float>(kSize, 0.0f), transport::NewAddRule());
+  CompressingClient client(std::make_unique<MemoryClient>(&store, 0), Make("qsgd"), true, 1);
+  Rng data(3);
+  ASSERT_TRUE(client.Push(GridUpdate(data), 0).ok());
+  const std::vector<float> values = store.values();
+  const double residual = client.ResidualNorm();
+  std::vector<float> x = GridUpdate(data);
+  x[9] = std::nanf("");
+  const Status st = client.Push(x, 1);
+  EXPECT_EQ(st.error_code(), transport::ErrorCode::kNonFinite) << st.ToString();
+  EXPECT_NE(st.ToString().find("element 9"), std::string::npos) << st.ToString();
+  EXPECT_EQ(store.values(), values);
+  EXPECT_EQ(client.ResidualNorm(), residual);
+  EXPECT_EQ(store.version(), 1u);
 }
 
 // topk keeping every element is exact, so every strategy that takes compression must end
