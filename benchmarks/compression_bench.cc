@@ -55,6 +55,30 @@ double Seconds(Steady::time_point a, Steady::time_point b) {
 
 const char* const kNames[] = {"topk", "randk", "qsgd", "sign", "terngrad"};
 
+// Each iteration runs `op`, then `baseline`, timed apart; the manual time is op's. Sets
+// the counters: bytes_per_second of op over `bytes`, and baseline time / op time under
+// `ratio_name` ("vs_memcpy" or "vs_sort"; the other one nan), wire_ratio = bytes / wire.
+template <typename Op, typename Baseline>
+void TimeAgainst(benchmark::State& state, std::size_t bytes, const char* ratio_name, Op op,
+                 Baseline baseline, const Encoded& e) {
+  double op_s = 0, ref_s = 0;
+  for (auto _ : state) {
+    const auto t0 = Steady::now();
+    op();
+    const auto t1 = Steady::now();
+    baseline();
+    const auto t2 = Steady::now();
+    op_s += Seconds(t0, t1);
+    ref_s += Seconds(t1, t2);
+    state.SetIterationTime(Seconds(t0, t1));
+  }
+  state.counters["bytes_per_second"] = static_cast<double>(bytes) * state.iterations() / op_s;
+  state.counters["vs_memcpy"] = kNaN;
+  state.counters["vs_sort"] = kNaN;
+  state.counters[ratio_name] = ref_s / op_s;
+  state.counters["wire_ratio"] = static_cast<double>(bytes) / static_cast<double>(e.bytes());
+}
+
 void BM_Encode(benchmark::State& state, const std::string& name) {
   const auto bytes = static_cast<std::size_t>(state.range(0));
   const std::vector<float> x = Input(bytes);
@@ -63,23 +87,17 @@ void BM_Encode(benchmark::State& state, const std::string& name) {
   Rng rng(1);
   Encoded e;
   c->Encode(x, rng, &e);  // sizes the buffers once
-  double op = 0, ref = 0;
-  for (auto _ : state) {
-    const auto t0 = Steady::now();
-    c->Encode(x, rng, &e);
-    const auto t1 = Steady::now();
-    std::memcpy(copy.data(), x.data(), bytes);
-    const auto t2 = Steady::now();
-    benchmark::DoNotOptimize(e.frames.data());
-    benchmark::DoNotOptimize(copy.data());
-    op += Seconds(t0, t1);
-    ref += Seconds(t1, t2);
-    state.SetIterationTime(Seconds(t0, t1));
-  }
-  state.counters["bytes_per_second"] = static_cast<double>(bytes) * state.iterations() / op;
-  state.counters["vs_memcpy"] = ref / op;
-  state.counters["vs_sort"] = kNaN;
-  state.counters["wire_ratio"] = static_cast<double>(bytes) / static_cast<double>(e.bytes());
+  TimeAgainst(
+      state, bytes, "vs_memcpy",
+      [&] {
+        c->Encode(x, rng, &e);
+        benchmark::DoNotOptimize(e.frames.data());
+      },
+      [&] {
+        std::memcpy(copy.data(), x.data(), bytes);
+        benchmark::DoNotOptimize(copy.data());
+      },
+      e);
 }
 
 void BM_Decode(benchmark::State& state, const std::string& name) {
@@ -91,24 +109,18 @@ void BM_Decode(benchmark::State& state, const std::string& name) {
   Encoded e;
   c->Encode(x, rng, &e);
   const std::vector<std::span<const std::byte>> frames(e.frames.begin(), e.frames.end());
-  double op = 0, ref = 0;
-  for (auto _ : state) {
-    const auto t0 = Steady::now();
-    const std::string problem = Decode(e.encoding, frames, out);
-    const auto t1 = Steady::now();
-    std::memcpy(copy.data(), x.data(), bytes);
-    const auto t2 = Steady::now();
-    if (!problem.empty()) state.SkipWithError(problem.c_str());
-    benchmark::DoNotOptimize(out.data());
-    benchmark::DoNotOptimize(copy.data());
-    op += Seconds(t0, t1);
-    ref += Seconds(t1, t2);
-    state.SetIterationTime(Seconds(t0, t1));
-  }
-  state.counters["bytes_per_second"] = static_cast<double>(bytes) * state.iterations() / op;
-  state.counters["vs_memcpy"] = ref / op;
-  state.counters["vs_sort"] = kNaN;
-  state.counters["wire_ratio"] = static_cast<double>(bytes) / static_cast<double>(e.bytes());
+  TimeAgainst(
+      state, bytes, "vs_memcpy",
+      [&] {
+        const std::string problem = Decode(e.encoding, frames, out);
+        if (!problem.empty()) state.SkipWithError(problem.c_str());
+        benchmark::DoNotOptimize(out.data());
+      },
+      [&] {
+        std::memcpy(copy.data(), x.data(), bytes);
+        benchmark::DoNotOptimize(copy.data());
+      },
+      e);
 }
 
 void BM_TopKVsSort(benchmark::State& state) {
@@ -118,24 +130,18 @@ void BM_TopKVsSort(benchmark::State& state) {
   const auto c = Make("topk");
   Rng rng(1);
   Encoded e;
-  double op = 0, ref = 0;
-  for (auto _ : state) {
-    const auto t0 = Steady::now();
-    c->Encode(x, rng, &e);
-    const auto t1 = Steady::now();
-    for (std::size_t i = 0; i < x.size(); ++i) magnitudes[i] = std::fabs(x[i]);
-    std::sort(magnitudes.begin(), magnitudes.end(), std::greater<float>());
-    const auto t2 = Steady::now();
-    benchmark::DoNotOptimize(e.frames.data());
-    benchmark::DoNotOptimize(magnitudes.data());
-    op += Seconds(t0, t1);
-    ref += Seconds(t1, t2);
-    state.SetIterationTime(Seconds(t0, t1));
-  }
-  state.counters["bytes_per_second"] = static_cast<double>(bytes) * state.iterations() / op;
-  state.counters["vs_memcpy"] = kNaN;
-  state.counters["vs_sort"] = ref / op;
-  state.counters["wire_ratio"] = static_cast<double>(bytes) / static_cast<double>(e.bytes());
+  TimeAgainst(
+      state, bytes, "vs_sort",
+      [&] {
+        c->Encode(x, rng, &e);
+        benchmark::DoNotOptimize(e.frames.data());
+      },
+      [&] {
+        for (std::size_t i = 0; i < x.size(); ++i) magnitudes[i] = std::fabs(x[i]);
+        std::sort(magnitudes.begin(), magnitudes.end(), std::greater<float>());
+        benchmark::DoNotOptimize(magnitudes.data());
+      },
+      e);
 }
 
 constexpr int64_t kMiB = int64_t{1} << 20;
