@@ -93,6 +93,34 @@ Header Pull(uint64_t offset, uint64_t count, uint64_t request_id = kRequestId) {
   return h;
 }
 
+// x compressed by `name` (ratio 0.25 for topk and randk), drawing from Rng(seed).
+compression::Encoded Compressed(const std::string& name, std::span<const float> x, uint64_t seed) {
+  compression::CompressionOptions o;
+  o.name = name;
+  o.ratio = 0.25;
+  Rng rng(seed);
+  compression::Encoded e;
+  compression::NewCompressor(o)->Encode(x, rng, &e);
+  return e;
+}
+
+// The header of a push of the whole shard carrying e's frames, labelled `label`.
+Header CompressedHeader(const compression::Encoded& e, compression::Encoding label,
+                        uint64_t request_id = kRequestId) {
+  Header h = Push(0, kShardSize, static_cast<uint32_t>(e.frames.size()), request_id);
+  h.encoding = label;
+  h.payload_bytes = static_cast<uint64_t>(e.bytes());
+  return h;
+}
+
+// That header and e's frames, as the DEALER sends them.
+Frames CompressedMessage(const compression::Encoded& e, compression::Encoding label,
+                         uint64_t request_id = kRequestId) {
+  Frames f = {Encode(CompressedHeader(e, label, request_id))};
+  for (const auto& frame : e.frames) f.push_back(frame);
+  return f;
+}
+
 // One kind of malformed request.
 struct BadInput {
   std::string name;
@@ -253,25 +281,12 @@ std::vector<BadInput> BadInputs() {
   // shard decodes, and the decoder validates every field before anything is applied.
   {
     const std::vector<float> x = {1, -2, 3, -4, 5, -6, 7, -8, 1, 1, 1, 1, 1, 1, 1, 1};
-    auto encoded = [&x](const std::string& name) {
-      compression::CompressionOptions o;
-      o.name = name;
-      o.ratio = 0.25;
-      Rng rng(1);
-      compression::Encoded e;
-      compression::NewCompressor(o)->Encode(x, rng, &e);
-      return e;
-    };
+    auto encoded = [&x](const std::string& name) { return Compressed(name, x, 1); };
     auto header = [](const compression::Encoded& e, compression::Encoding label) {
-      Header h = Push(0, kShardSize, static_cast<uint32_t>(e.frames.size()));
-      h.encoding = label;
-      h.payload_bytes = static_cast<uint64_t>(e.bytes());
-      return h;
+      return CompressedHeader(e, label);
     };
-    auto message = [&header](const compression::Encoded& e, compression::Encoding label) {
-      Frames f = {Encode(header(e, label))};
-      for (const auto& frame : e.frames) f.push_back(frame);
-      return f;
+    auto message = [](const compression::Encoded& e, compression::Encoding label) {
+      return CompressedMessage(e, label);
     };
     const compression::Encoded sign = encoded("sign");
     const compression::Encoded qsgd = encoded("qsgd");
@@ -513,19 +528,11 @@ TEST_P(ShardServerCompressed, AppliesTheDecodedPush) {
   for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 3) - 1.5f;
   for (const std::string name : {"sign", "qsgd", "topk", "randk", "terngrad"}) {
     SCOPED_TRACE(name);
-    compression::CompressionOptions o;
-    o.name = name;
-    o.ratio = 0.25;
-    Rng rng(3);
-    compression::Encoded e;
-    compression::NewCompressor(o)->Encode(x, rng, &e);
+    const compression::Encoded e = Compressed(name, x, 3);
     std::vector<float> decoded(kShardSize);
     ASSERT_EQ(compression::Decode(e, decoded), "");
     const ShardSnapshot prior = shard.server->Snapshot();
-    Header h = Push(0, kShardSize, 2, 2001);
-    h.encoding = e.encoding;
-    h.payload_bytes = static_cast<uint64_t>(e.bytes());
-    ASSERT_TRUE(shard.Send({Encode(h), e.frames[0], e.frames[1]}));
+    ASSERT_TRUE(shard.Send(CompressedMessage(e, e.encoding, 2001)));
     const std::optional<Frames> reply = shard.Receive();
     ASSERT_TRUE(reply.has_value());
     const Header r = ReplyHeader(*reply);
