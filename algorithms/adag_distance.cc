@@ -12,6 +12,7 @@
 // Compression (compression.name, issue 17): meaningful: the push is a window of gradients; the
 // server damps the decoded update.
 #include "algorithms/builtin_strategies.h"
+#include "algorithms/finite_apply.h"
 #include "algorithms/received_copies.h"
 #include "algorithms/windowed_worker.h"
 
@@ -25,17 +26,17 @@ class DistanceRule final : public transport::ServerRule {
   void OnPull(transport::ShardContext& ctx, transport::ServerCall& call) override {
     pulled_.Remember(call.info().worker, ctx.values());
   }
-  transport::PushOutcome OnPush(transport::ShardContext& ctx, transport::ServerCall& call) override {
+  transport::PushOutcome OnPush(transport::ShardContext& ctx,
+                                transport::ServerCall& call) override {
     const std::span<const float> pulled = pulled_.Of(call.info().worker);
-    auto values = ctx.mutable_values();
-    for (const auto& piece : call.payload().pieces()) {
-      for (std::size_t i = 0; i < piece.values.size(); ++i) {
-        const auto at = static_cast<std::size_t>(piece.offset) + i;
-        const float d = pulled.empty() ? 0.0f : values[at] - pulled[at];
-        const float f = 1.0f / (d * d * inv_gamma_ + 1.0f);
-        values[at] += f * piece.values[i];
-      }
-    }
+    const std::span<float> values = ctx.mutable_values();
+    // All or nothing (finite_apply.h): θ̃ + f ⊙ Δ can overflow.
+    ApplyFiniteOrRefuse(Name(), values, call.payload().pieces(), scratch_,
+                        [&](std::size_t at, float delta) {
+                          const float d = pulled.empty() ? 0.0f : values[at] - pulled[at];
+                          const float f = 1.0f / (d * d * inv_gamma_ + 1.0f);
+                          return values[at] + f * delta;
+                        });
     ctx.AdvanceVersion();
     return transport::PushOutcome::kApplied;
   }
@@ -46,7 +47,9 @@ class DistanceRule final : public transport::ServerRule {
     return out;
   }
   // The per-worker copies survive a checkpoint (the values alone would lose the delay).
-  void Start(transport::ShardContext& ctx) override { size_ = static_cast<std::size_t>(ctx.size()); }
+  void Start(transport::ShardContext& ctx) override {
+    size_ = static_cast<std::size_t>(ctx.size());
+  }
   std::string SaveState() const override { return pulled_.Save(); }
   void LoadState(std::string_view state) override { pulled_.Load(state, size_); }
 
@@ -54,6 +57,7 @@ class DistanceRule final : public transport::ServerRule {
   std::size_t size_ = 0;
   float inv_gamma_;
   ReceivedCopies pulled_;
+  std::vector<float> scratch_;
 };
 
 }  // namespace

@@ -15,6 +15,7 @@
 // Compression (compression.name, issue 17): meaningful: the push is one gradient; the server
 // compensates the decoded gradient.
 #include "algorithms/builtin_strategies.h"
+#include "algorithms/finite_apply.h"
 #include "algorithms/gradient_worker.h"
 #include "algorithms/received_copies.h"
 
@@ -31,20 +32,21 @@ class DcRule final : public transport::ServerRule {
   void OnPull(transport::ShardContext& ctx, transport::ServerCall& call) override {
     backup_.Remember(call.info().worker, ctx.values());
   }
-  transport::PushOutcome OnPush(transport::ShardContext& ctx, transport::ServerCall& call) override {
-    const float lr = static_cast<float>(
-        lr0_ * LearningRateScale(schedule_, static_cast<double>(ctx.version()) * epochs_per_batch_));
+  transport::PushOutcome OnPush(transport::ShardContext& ctx,
+                                transport::ServerCall& call) override {
+    const float lr =
+        static_cast<float>(lr0_ * LearningRateScale(schedule_, static_cast<double>(ctx.version()) *
+                                                                   epochs_per_batch_));
     const std::span<const float> backup = backup_.Of(call.info().worker);
-    auto values = ctx.mutable_values();
-    for (const auto& piece : call.payload().pieces()) {
-      for (std::size_t i = 0; i < piece.values.size(); ++i) {
-        const auto at = static_cast<std::size_t>(piece.offset) + i;
-        const float g = piece.values[i];
-        // A worker that never pulled has no backup: no compensation (w − w_bak = 0).
-        const float drift = backup.empty() ? 0.0f : values[at] - backup[at];
-        values[at] -= lr * (g + lambda_ * g * g * drift);
-      }
-    }
+    const std::span<float> values = ctx.mutable_values();
+    // All or nothing: g⊙g can overflow where g alone does not (finite_apply.h).
+    ApplyFiniteOrRefuse(Name(), values, call.payload().pieces(), scratch_,
+                        [&](std::size_t at, float g) {
+                          // A worker that never pulled has no backup: no compensation
+                          // (w − w_bak = 0).
+                          const float drift = backup.empty() ? 0.0f : values[at] - backup[at];
+                          return values[at] - lr * (g + lambda_ * g * g * drift);
+                        });
     ctx.AdvanceVersion();
     return transport::PushOutcome::kApplied;
   }
@@ -55,7 +57,9 @@ class DcRule final : public transport::ServerRule {
     return out;
   }
   // The backups w_bak survive a checkpoint (the values alone would lose the compensation).
-  void Start(transport::ShardContext& ctx) override { size_ = static_cast<std::size_t>(ctx.size()); }
+  void Start(transport::ShardContext& ctx) override {
+    size_ = static_cast<std::size_t>(ctx.size());
+  }
   std::string SaveState() const override { return backup_.Save(); }
   void LoadState(std::string_view state) override { backup_.Load(state, size_); }
 
@@ -66,6 +70,7 @@ class DcRule final : public transport::ServerRule {
   ScheduleOptions schedule_;
   double epochs_per_batch_;
   ReceivedCopies backup_;
+  std::vector<float> scratch_;
 };
 
 }  // namespace

@@ -19,10 +19,12 @@
 //
 // Compression (compression.name, issue 17): meaningful: the push is the accumulated update of a
 // window.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "algorithms/builtin_strategies.h"
+#include "algorithms/finite_apply.h"
 #include "algorithms/windowed_worker.h"
 #include "core/error.h"
 
@@ -37,16 +39,41 @@ class AdagradRule final : public transport::ServerRule {
   void Start(transport::ShardContext& ctx) override {
     acc_.assign(static_cast<std::size_t>(ctx.size()), init_);
   }
-  transport::PushOutcome OnPush(transport::ShardContext& ctx, transport::ServerCall& call) override {
-    auto values = ctx.mutable_values();
-    for (const auto& piece : call.payload().pieces()) {
+  transport::PushOutcome OnPush(transport::ShardContext& ctx,
+                                transport::ServerCall& call) override {
+    // All or nothing (finite_apply.h): Δ² can overflow the accumulator even where the
+    // step stays finite (Δ/√Inf = 0 would freeze the coordinate for good), so both the
+    // new accumulators and the new values are computed, checked, then written.
+    const std::span<const transport::Payload::Piece> pieces = call.payload().pieces();
+    std::size_t total = 0;
+    for (const auto& piece : pieces) total += piece.values.size();
+    new_acc_.resize(total);
+    new_values_.resize(total);
+    const std::span<float> values = ctx.mutable_values();
+    uint32_t max_bits = 0;
+    std::size_t k = 0;
+    for (const auto& piece : pieces) {
       const auto at = static_cast<std::size_t>(piece.offset);
-      for (std::size_t i = 0; i < piece.values.size(); ++i) {
+      const std::size_t n = piece.values.size();
+      float* a = new_acc_.data() + k;
+      float* v = new_values_.data() + k;
+      for (std::size_t i = 0; i < n; ++i) {
         const float g = piece.values[i];
-        float& a = acc_[at + i];
-        a += g * g;
-        values[at + i] -= lr_ * g / std::sqrt(a);
+        a[i] = acc_[at + i] + g * g;
+        v[i] = values[at + i] - lr_ * g / std::sqrt(a[i]);
       }
+      max_bits = std::max({max_bits, MaxMagnitudeBits(a, n), MaxMagnitudeBits(v, n)});
+      k += n;
+    }
+    RequireFiniteResults("adagrad accumulator", pieces, new_acc_, max_bits);
+    RequireFiniteResults("adagrad", pieces, new_values_, max_bits);
+    k = 0;
+    for (const auto& piece : pieces) {
+      const auto at = static_cast<std::size_t>(piece.offset);
+      const std::size_t n = piece.values.size();
+      std::copy_n(new_acc_.data() + k, n, acc_.data() + at);
+      std::copy_n(new_values_.data() + k, n, values.data() + at);
+      k += n;
     }
     ctx.AdvanceVersion();
     return transport::PushOutcome::kApplied;
@@ -65,6 +92,7 @@ class AdagradRule final : public transport::ServerRule {
  private:
   float lr_, init_;
   std::vector<float> acc_;
+  std::vector<float> new_acc_, new_values_;  // scratch of one push
 };
 
 }  // namespace

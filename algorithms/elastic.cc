@@ -1,5 +1,6 @@
 #include "algorithms/elastic.h"
 
+#include "algorithms/finite_apply.h"
 #include "core/check.h"
 
 namespace asgd::algorithms {
@@ -9,7 +10,8 @@ class ElasticRule final : public transport::ServerRule {
  public:
   explicit ElasticRule(double alpha) : alpha_(static_cast<float>(alpha)) {}
   std::string Name() const override { return "elastic"; }
-  transport::PushOutcome OnPush(transport::ShardContext& ctx, transport::ServerCall& call) override {
+  transport::PushOutcome OnPush(transport::ShardContext& ctx,
+                                transport::ServerCall& call) override {
     // A plain push (not an exchange) carries x as well; treat it the same way.
     return Exchange(ctx, call, nullptr);
   }
@@ -24,20 +26,21 @@ class ElasticRule final : public transport::ServerRule {
  private:
   transport::PushOutcome Exchange(transport::ShardContext& ctx, transport::ServerCall& call,
                                   transport::ReplyBuffer* reply) {
-    auto values = ctx.mutable_values();
-    const int64_t base = call.payload().offset();
-    for (const auto& piece : call.payload().pieces()) {
-      for (std::size_t i = 0; i < piece.values.size(); ++i) {
-        const auto at = static_cast<std::size_t>(piece.offset) + i;
-        const float e = alpha_ * (piece.values[i] - values[at]);
-        values[at] += e;
-        if (reply != nullptr) reply->values()[at - static_cast<std::size_t>(base)] = e;
-      }
-    }
+    const std::span<float> values = ctx.mutable_values();
+    const auto base = static_cast<std::size_t>(call.payload().offset());
+    // All or nothing (finite_apply.h): x − centre can overflow. A refused exchange
+    // leaves the reply unsent, so writing it while computing is harmless.
+    ApplyFiniteOrRefuse(Name(), values, call.payload().pieces(), scratch_,
+                        [&](std::size_t at, float x) {
+                          const float e = alpha_ * (x - values[at]);
+                          if (reply != nullptr) reply->values()[at - base] = e;
+                          return values[at] + e;
+                        });
     ctx.AdvanceVersion();
     return transport::PushOutcome::kApplied;
   }
   float alpha_;
+  std::vector<float> scratch_;
 };
 
 }  // namespace

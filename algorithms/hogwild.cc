@@ -9,11 +9,35 @@
 
 namespace asgd::algorithms {
 
+HogwildStore::AddMode HogwildStore::ParseAddMode(const std::string& name) {
+  if (name == "atomic") return AddMode::kAtomic;
+  if (name == "racy") return AddMode::kRacy;
+  throw ConfigError("algorithm.hogwild_add", name, "atomic or racy");
+}
+
 HogwildStore::HogwildStore(std::span<const float> initial, const Clock* clock,
-                           transport::StalenessSink* sink)
-    : n_(initial.size()), values_(new float[initial.size()]), clock_(clock), sink_(sink) {
+                           transport::StalenessSink* sink, AddMode mode)
+    : n_(initial.size()),
+      mode_(mode),
+      values_(new float[initial.size()]),
+      clock_(clock),
+      sink_(sink) {
   std::copy(initial.begin(), initial.end(), values_.get());
 }
+
+namespace {
+
+// values[i] += u, by the store's mode (hogwild.h).
+inline void AddOne(float& value, float u, HogwildStore::AddMode mode) {
+  std::atomic_ref<float> v(value);
+  if (mode == HogwildStore::AddMode::kAtomic) {
+    v.fetch_add(u, std::memory_order_relaxed);
+  } else {
+    v.store(v.load(std::memory_order_relaxed) + u, std::memory_order_relaxed);
+  }
+}
+
+}  // namespace
 
 std::vector<float> HogwildStore::values() const {
   std::vector<float> out(n_);
@@ -42,19 +66,25 @@ uint64_t HogwildStore::AddAt(std::span<const int64_t> indices, std::span<const f
   for (std::size_t k = 0; k < indices.size(); ++k) {
     ASGD_CHECK(indices[k] >= 0 && static_cast<std::size_t>(indices[k]) < n_, "hogwild index ",
                indices[k]);
-    if (update[k] != 0.0f) {
-      std::atomic_ref<float>(values_[static_cast<std::size_t>(indices[k])])
-          .fetch_add(update[k], std::memory_order_relaxed);
-    }
+    if (update[k] != 0.0f) AddOne(values_[static_cast<std::size_t>(indices[k])], update[k], mode_);
   }
   return version_.fetch_add(1, std::memory_order_acq_rel);
 }
 
 uint64_t HogwildStore::Add(std::span<const float> update) {
   ASGD_CHECK_EQ(update.size(), n_, "hogwild update size");
-  for (std::size_t i = 0; i < n_; ++i) {
-    if (update[i] != 0.0f) {
-      std::atomic_ref<float>(values_[i]).fetch_add(update[i], std::memory_order_relaxed);
+  if (mode_ == AddMode::kAtomic) {
+    for (std::size_t i = 0; i < n_; ++i) {
+      if (update[i] != 0.0f) {
+        std::atomic_ref<float>(values_[i]).fetch_add(update[i], std::memory_order_relaxed);
+      }
+    }
+  } else {
+    // No branch on zero: a relaxed store of an unchanged value is harmless and the loop
+    // stays a plain load-add-store.
+    for (std::size_t i = 0; i < n_; ++i) {
+      std::atomic_ref<float> v(values_[i]);
+      v.store(v.load(std::memory_order_relaxed) + update[i], std::memory_order_relaxed);
     }
   }
   return version_.fetch_add(1, std::memory_order_acq_rel);
@@ -111,7 +141,7 @@ Status HogwildClient::DoPullSparse(std::span<const int64_t> indices, std::span<f
 }
 
 Status HogwildClient::DoPushSparse(std::span<const int64_t> indices, std::span<const float> values,
-                                 int64_t step) {
+                                   int64_t step) {
   Status st = CheckFinite(values, worker_);
   if (!st.ok()) return st;
   const uint64_t applied = store_->AddAt(indices, values);
@@ -163,7 +193,8 @@ class HogwildWorker final : public WorkerRule {
 
 }  // namespace
 
-Status HogwildClient::DoPushPull(std::span<const float> update, std::span<float> out, int64_t step) {
+Status HogwildClient::DoPushPull(std::span<const float> update, std::span<float> out,
+                                 int64_t step) {
   Status st = DoPush(update, step);
   if (!st.ok()) return st;
   return DoPull(out);
@@ -173,8 +204,9 @@ Strategy HogwildStrategy() {
   Strategy s;
   s.name = "hogwild";
   s.description = "Hogwild!: lock-free threads adding into one shared vector";
-  s.keys = ReadKeys(kOptimizerKeys | kScheduleKeys);
+  s.keys = ReadKeys(kOptimizerKeys | kScheduleKeys, {"algorithm.hogwild_add"});
   s.shared_memory = true;
+  s.can_simulate = false;
   s.supports_sparse = true;
   s.worker_rule = [](const StrategyOptions&) -> std::unique_ptr<WorkerRule> {
     return std::make_unique<HogwildWorker>();

@@ -14,6 +14,20 @@
 // Other models and optimizers take the dense path: read everything, add the optimizer's
 // update (zeros are skipped, so a coordinate no update touches is never written).
 //
+// How a coordinate is added (algorithm.hogwild_add; the paper allows both, algorithms.md
+// §3.2(b)):
+//   atomic  per-element atomic read-modify-write (a compare-and-swap loop on x86, which
+//           has no float atomic add): nothing is lost, θ_final − θ_init = Σ pushed
+//           updates up to rounding order (invariant 3).
+//   racy    per-element relaxed atomic load, add, relaxed atomic store: no lock prefix, so
+//           a dense add costs about a copy of the vector, but an add that another thread
+//           makes to the same coordinate between the load and the store is overwritten
+//           (the "overwrites" the paper allows; invariant 4: only statistical checks).
+//           No data race in C++'s sense, so ThreadSanitizer stays quiet either way.
+// On a dense model every step writes every coordinate, so atomic pays one CAS per
+// parameter per step (on the MNIST MLP more than the gradient itself) and racy collides
+// whenever two threads add at once; on sparse data the two rarely differ.
+//
 // Staleness: pushes by other threads between a worker's read and its write (the paper's
 // delay τ), from a shared push counter; one record per push.
 //
@@ -24,6 +38,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "algorithms/strategy.h"
@@ -34,8 +49,13 @@ namespace asgd::algorithms {
 
 class HogwildStore {
  public:
-  HogwildStore(std::span<const float> initial, const Clock* clock,
-               transport::StalenessSink* sink);
+  enum class AddMode { kAtomic, kRacy };
+  // Parses algorithm.hogwild_add ("atomic" or "racy"); ConfigError otherwise.
+  static AddMode ParseAddMode(const std::string& name);
+
+  HogwildStore(std::span<const float> initial, const Clock* clock, transport::StalenessSink* sink,
+               AddMode mode = AddMode::kAtomic);
+  AddMode mode() const { return mode_; }
   int64_t size() const { return static_cast<int64_t>(n_); }
   // A copy (relaxed loads: a consistent snapshot only when no thread writes).
   std::vector<float> values() const;
@@ -57,6 +77,7 @@ class HogwildStore {
 
  private:
   std::size_t n_;
+  AddMode mode_;
   std::unique_ptr<float[]> values_;
   std::atomic<uint64_t> version_{0};
   std::atomic<int64_t> records_{0};

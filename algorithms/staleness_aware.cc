@@ -19,6 +19,7 @@
 
 #include "algorithms/builtin_strategies.h"
 #include "algorithms/gradient_worker.h"
+#include "core/check.h"
 #include "core/error.h"
 
 namespace asgd::algorithms {
@@ -34,19 +35,37 @@ class SoftsyncRule final : public transport::ServerRule {
   void Start(transport::ShardContext& ctx) override {
     buffer_.assign(static_cast<std::size_t>(ctx.size()), 0.0f);
   }
-  transport::PushOutcome OnPush(transport::ShardContext& ctx, transport::ServerCall& call) override {
+  transport::PushOutcome OnPush(transport::ShardContext& ctx,
+                                transport::ServerCall& call) override {
     const int64_t s = std::max<int64_t>(0, call.staleness());
     const double epoch = static_cast<double>(ctx.version()) * c_ * epochs_per_batch_;
     const double alpha = alpha0_ * LearningRateScale(schedule_, epoch);
     const auto rate = static_cast<float>(alpha / static_cast<double>(s + 1));
+    // All or nothing (issue 22 item 4): the pieces are collected into a copy when this
+    // push completes an update (the update itself can overflow), else checked first.
+    const bool completes = count_ + 1 >= c_;
+    if (completes) sum_.assign(buffer_.begin(), buffer_.end());
+    std::vector<float>& into = completes ? sum_ : buffer_;
     for (const auto& piece : call.payload().pieces()) {
-      transport::AddScaledTo(
-          std::span<float>(buffer_).subspan(static_cast<std::size_t>(piece.offset),
-                                            piece.values.size()),
-          rate, piece.values);
+      const std::span<const float> current = std::span<const float>(into).subspan(
+          static_cast<std::size_t>(piece.offset), piece.values.size());
+      if (!transport::AddStaysFinite(current, rate, piece.values)) {
+        throw transport::NonFiniteResultError(::asgd::internal::StrCat(
+            Name(), ": the collected gradients at shard-local elements ", piece.offset, "..",
+            piece.offset + static_cast<int64_t>(piece.values.size()),
+            " would not be finite; the shard is unchanged"));
+      }
     }
-    if (++count_ < c_) return transport::PushOutcome::kAccepted;
-    transport::AddScaledTo(ctx.mutable_values(), -1.0f / static_cast<float>(c_), buffer_);
+    for (const auto& piece : call.payload().pieces()) {
+      transport::AddScaledTo(std::span<float>(into).subspan(static_cast<std::size_t>(piece.offset),
+                                                            piece.values.size()),
+                             rate, piece.values);
+    }
+    if (!completes) {
+      ++count_;
+      return transport::PushOutcome::kAccepted;
+    }
+    transport::AddScaledTo(ctx.mutable_values(), -1.0f / static_cast<float>(c_), sum_);
     std::fill(buffer_.begin(), buffer_.end(), 0.0f);
     count_ = 0;
     ctx.AdvanceVersion();
@@ -60,7 +79,8 @@ class SoftsyncRule final : public transport::ServerRule {
   }
   void LoadState(std::string_view state) override {
     if (state.size() != sizeof(count_) + buffer_.size() * sizeof(float)) {
-      throw InputError("staleness_aware state: " + std::to_string(state.size()) + " bytes, expected " +
+      throw InputError("staleness_aware state: " + std::to_string(state.size()) +
+                       " bytes, expected " +
                        std::to_string(sizeof(count_) + buffer_.size() * sizeof(float)));
     }
     int count = 0;
@@ -76,6 +96,7 @@ class SoftsyncRule final : public transport::ServerRule {
   double epochs_per_batch_;
   ScheduleOptions schedule_;
   int count_ = 0;
+  std::vector<float> sum_;  // the completed update's scratch
   std::vector<float> buffer_;
 };
 

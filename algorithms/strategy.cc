@@ -17,6 +17,7 @@ Strategy SgdStrategy() {
   s.name = "sgd";
   s.description = "sequential mini-batch SGD: the single-worker baseline";
   s.sequential = true;
+  s.can_simulate = false;
   s.keys = ReadKeys(kOptimizerKeys, {"algorithm.lr_decay"});
   return s;
 }

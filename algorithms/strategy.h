@@ -226,6 +226,8 @@ struct StrategyOptions {
   int ssp_bound = 3;
   // aeamsgd: the Nesterov momentum δ of the local step (algorithm.momentum).
   double worker_momentum = 0.9;
+  // hogwild: how the shared vector is added to, "atomic" or "racy" (hogwild.h).
+  std::string hogwild_add = "atomic";
   // downpour: "add" or "adagrad" (DistBelief's server-side Adagrad).
   std::string server_optimizer = "add";
   // Server-side Adagrad's learning rate γ and initial accumulator (DistBelief form).
@@ -266,6 +268,10 @@ struct Strategy {
   // Workers announce clocks (SendClock) and the server bounds how far apart they run
   // (ssp): a run needs every worker's clock to go on.
   bool clocks = false;
+  // Runs under the virtual-time cluster simulator (cluster.transport = sim): its workers
+  // talk to the store only through a ParamClient, so a simulated client can suspend them.
+  // False for the sequential baseline and for hogwild (shared memory, no messages).
+  bool can_simulate = true;
   // The `algorithm.*` config keys the strategy reads (ReadKeys); a config that sets any
   // other algorithm.* key is told it is ignored.
   std::vector<std::string> keys;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "algorithms/finite_apply.h"
 #include "core/check.h"
 #include "core/error.h"
 
@@ -108,22 +109,43 @@ PushOutcome SyncRule::OnPush(transport::ShardContext& ctx, transport::ServerCall
     return PushOutcome::kAccepted;
   }
   // The N-th fresh push: combine in worker order, apply, release the others; this one is
-  // answered when the call returns (a rule cannot release its own call's token).
-  Complete(ctx);
+  // answered when the call returns (a rule cannot release its own call's token). A round
+  // whose result would not be finite is refused with this push (NonFiniteResultError,
+  // nothing changed); the others stay held for a fresh N-th push.
+  try {
+    Complete(ctx);
+  } catch (const transport::NonFiniteResultError&) {
+    round_.erase(info.worker);
+    throw;
+  }
   return PushOutcome::kAccepted;
 }
 
 void SyncRule::OnMembership(transport::ShardContext& ctx, int live_workers) {
   n_ = std::max(1, std::min(configured_n_, live_workers));
-  if (!round_.empty() && static_cast<int>(round_.size()) >= n_) Complete(ctx);
+  if (!round_.empty() && static_cast<int>(round_.size()) >= n_) {
+    try {
+      Complete(ctx);
+    } catch (const transport::NonFiniteResultError& e) {
+      // No push to refuse here: the round cannot be applied, so its held pushes fail.
+      round_.clear();
+      std::vector<uint64_t> fail;
+      fail.swap(held_);
+      for (uint64_t token : fail) ctx.Fail(token, e.what());
+    }
+  }
 }
 
 void SyncRule::Complete(transport::ShardContext& ctx) {
   const auto pushes = static_cast<float>(round_.size());
   std::vector<float> sum(static_cast<std::size_t>(count_), 0.0f);
-  for (const auto& [worker, u] : round_) transport::AddTo(sum, u);
+  for (const auto& [worker, u] : round_) transport::AddTo(sum, u);  // all or nothing
   auto values = ctx.mutable_values();
   if (optimizer_) {
+    // The optimizer writes values and slots in one pass: it steps a copy, and the shard
+    // and slots change only when every result is finite (issue 22 item 4).
+    std::vector<float> stepped(values.begin(), values.end());
+    const std::vector<float> slots = optimizer_->State();
     // The round's gradient (mean or sum, in worker order), one optimizer step at the
     // schedule's rate for this round. The version counts rounds.
     if (combine_ == Combine::kMeanAdd) {
@@ -133,7 +155,17 @@ void SyncRule::Complete(transport::ShardContext& ctx) {
     const double epoch = static_cast<double>(ctx.version()) * step_->epochs_per_round;
     const auto lr =
         static_cast<float>(step_->learning_rate * LearningRateScale(step_->schedule, epoch));
-    optimizer_->Step(values, sum, lr);
+    optimizer_->Step(stepped, sum, lr);
+    const std::vector<float> new_slots = optimizer_->State();
+    const uint32_t value_bits = MaxMagnitudeBits(stepped.data(), stepped.size());
+    if (std::max(value_bits, MaxMagnitudeBits(new_slots.data(), new_slots.size())) >= 0x7f800000u) {
+      optimizer_->SetState(slots);
+      const transport::Payload::Piece whole{0, sum};
+      RequireFiniteResults(Name() + " round", {&whole, 1}, stepped, value_bits);
+      throw transport::NonFiniteResultError(
+          Name() + ": the round's optimizer state would not be finite; the shard is unchanged");
+    }
+    std::copy(stepped.begin(), stepped.end(), values.begin());
   } else {
     switch (combine_) {
       case Combine::kMeanAdd:

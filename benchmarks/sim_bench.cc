@@ -22,6 +22,24 @@
 //   rss_kib_per_task   BM_SimTasks: resident memory per task once every task has started
 //                      and is suspended (the process's RSS growth / n, first iteration)
 //
+//
+// BM_SimMnistMlp/workers:<n>: the simulator connected to training — n simulated workers of
+// async_sgd, each a task running the real worker rule against a SimParamClient of a
+// SimStore (1 shard, the zero network, a constant 10 ms step time), computing the real
+// gradient of the MNIST MLP (784-256-256-10) on batches of kMlpBatch from MNIST-shaped
+// synthetic data (784 features, 10 classes; the data's values do not change the cost).
+// Every iteration runs kMlpSteps gradient steps in all (the same number at every n), then
+// the same number of bare LossAndGradient calls on batches of the same size, one model,
+// in a plain loop. The timed region includes building the store, the n workers' models,
+// optimizers, rules and tasks. `ratio` is simulated / bare: what the simulator (the
+// scheduler, the store's pulls and pushes — two 1 MB copies a step — the rule's update,
+// the per-worker set-up) adds to the gradients alone. The goal (issue 13): <= 1.2 at
+// 1,024 workers. A second baseline runs the same steps of the rule with one worker
+// against a MemoryStore, without the scheduler: `store_ns_per_step` and `store_ratio`
+// (simulated / that) separate the store's and rule's own work per step, which a real run
+// does too, from what simulating adds. (Memory per worker: README "Simulated
+// clusters", measured on the shipped 1,024-worker run.)
+//
 //   sim_bench --benchmark_min_time=0.5 --benchmark_repetitions=3
 #include <chrono>
 #include <cstdint>
@@ -31,8 +49,17 @@
 #include <benchmark/benchmark.h>
 #include <unistd.h>
 
+#include "algorithms/memory_store.h"
+#include "algorithms/optimizer.h"
+#include "algorithms/sim_store.h"
+#include "algorithms/strategy.h"
 #include "core/rng.h"
+#include "datasets/sampler.h"
+#include "datasets/synthetic.h"
+#include "models/factory.h"
+#include "sim/network_model.h"
 #include "sim/scheduler.h"
+#include "transport/placement.h"
 
 namespace asgd::sim {
 namespace {
@@ -193,6 +220,151 @@ BENCHMARK(BM_SimEvents)
     ->Arg(1024)
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
+
+constexpr int64_t kMlpBatch = 64;
+constexpr int64_t kMlpSteps = 4096;
+
+// MNIST-shaped data and the MNIST MLP, built once.
+struct MlpProblem {
+  datasets::TrainTest data;
+  std::unique_ptr<models::Model> model;
+  MlpProblem() {
+    datasets::SyntheticOptions so;
+    so.num_train = 8192;
+    so.num_test = 16;
+    so.num_features = 784;
+    so.num_classes = 10;
+    data = datasets::MakeSynthetic(so);
+    models::InputSpec in;
+    in.example_shape = {784};
+    in.num_features = 784;
+    in.num_classes = 10;
+    model = models::NewModel(models::ModelOptions{}, in);
+  }
+  std::vector<int64_t> Part(int worker, int workers) const {
+    std::vector<int64_t> part;
+    for (int64_t i = worker; i < data.train.num_examples; i += workers) part.push_back(i);
+    return part;
+  }
+};
+const MlpProblem& Mlp() {
+  static const MlpProblem* p = new MlpProblem();
+  return *p;
+}
+
+void BM_SimMnistMlp(benchmark::State& state) {
+  const int workers = static_cast<int>(state.range(0));
+  const MlpProblem& mlp = Mlp();
+  const int64_t n = mlp.model->layout().size();
+  const int64_t steps_per_worker = kMlpSteps / workers;
+  const algorithms::Strategy& strategy = algorithms::FindStrategy("async_sgd");
+  algorithms::StrategyOptions so;
+  so.num_workers = workers;
+  so.worker.learning_rate = 0.01;
+  std::vector<float> initial(static_cast<std::size_t>(n));
+  mlp.model->Initialize(initial, 1);
+  double sim_s = 0, bare_s = 0, store_s = 0, steps = 0;
+  for (auto _ : state) {
+    const auto start = Clock::now();
+    {
+      Scheduler sched;
+      NetworkModel net(NetworkOptions{}, workers, 1);
+      algorithms::SimStore store(&sched, &net, transport::Placement::FromRanges(n, {{Range{0, n}}}),
+                                 initial, [&](uint32_t s) { return strategy.server_rule(so, s); });
+      std::vector<std::unique_ptr<algorithms::SimParamClient>> clients;
+      for (int w = 0; w < workers; ++w) {
+        clients.push_back(
+            std::make_unique<algorithms::SimParamClient>(&store, static_cast<uint32_t>(w)));
+        sched.Spawn("w", [&, w] {
+          auto model = mlp.model->Clone();
+          datasets::SamplerOptions sopt;
+          sopt.batch_size = kMlpBatch;
+          sopt.seed = static_cast<uint64_t>(w);
+          datasets::BatchSampler sampler(mlp.data.train, mlp.Part(w, workers), sopt);
+          algorithms::OptimizerOptions oo;
+          auto optimizer = algorithms::NewOptimizer(oo, n);
+          auto rule = strategy.worker_rule(so);
+          algorithms::WorkerEnv env;
+          env.worker = w;
+          env.num_workers = workers;
+          env.ps = clients[static_cast<std::size_t>(w)].get();
+          env.optimizer = optimizer.get();
+          env.options = so.worker;
+          env.gradient = [&](std::span<const float> p, std::span<float> g) {
+            const float loss = model->LossAndGradient(p, sampler.Next(), g);
+            sched.Sleep(std::chrono::milliseconds(10));
+            return loss;
+          };
+          if (!rule->Start(env).ok()) std::abort();
+          for (int64_t i = 0; i < steps_per_worker; ++i) {
+            if (!rule->Step(env).status.ok()) std::abort();
+          }
+        });
+      }
+      sched.Run();
+    }
+    const double elapsed = Seconds(Clock::now() - start);
+    // The bare gradients: as many, of the same size, on one model.
+    const auto bare_start = Clock::now();
+    {
+      auto model = mlp.model->Clone();
+      datasets::SamplerOptions sopt;
+      sopt.batch_size = kMlpBatch;
+      datasets::BatchSampler sampler(mlp.data.train, mlp.Part(0, 1), sopt);
+      std::vector<float> grad(static_cast<std::size_t>(n));
+      float sink = 0;
+      for (int64_t i = 0; i < steps_per_worker * workers; ++i) {
+        sink += model->LossAndGradient(initial, sampler.Next(), grad);
+      }
+      benchmark::DoNotOptimize(sink);
+    }
+    const double bare = Seconds(Clock::now() - bare_start);
+    // The same steps of the rule, one worker against a MemoryStore, no scheduler: the
+    // store's and the rule's own work per step (pull, push, local update), which a real
+    // run does too.
+    const auto store_start = Clock::now();
+    {
+      algorithms::MemoryStore memory(initial, strategy.server_rule(so, 0));
+      algorithms::MemoryClient client(&memory, 0);
+      auto model = mlp.model->Clone();
+      datasets::SamplerOptions sopt;
+      sopt.batch_size = kMlpBatch;
+      datasets::BatchSampler sampler(mlp.data.train, mlp.Part(0, 1), sopt);
+      auto optimizer = algorithms::NewOptimizer(algorithms::OptimizerOptions{}, n);
+      auto rule = strategy.worker_rule(so);
+      algorithms::WorkerEnv env;
+      env.ps = &client;
+      env.optimizer = optimizer.get();
+      env.options = so.worker;
+      env.gradient = [&](std::span<const float> p, std::span<float> g) {
+        return model->LossAndGradient(p, sampler.Next(), g);
+      };
+      if (!rule->Start(env).ok()) std::abort();
+      for (int64_t i = 0; i < steps_per_worker * workers; ++i) {
+        if (!rule->Step(env).status.ok()) std::abort();
+      }
+    }
+    store_s += Seconds(Clock::now() - store_start);
+    state.SetIterationTime(elapsed);
+    sim_s += elapsed;
+    bare_s += bare;
+    steps += static_cast<double>(steps_per_worker * workers);
+  }
+  state.counters["bare_ns_per_step"] = bare_s / steps * 1e9;
+  state.counters["overhead_ns"] = (sim_s - bare_s) / steps * 1e9;
+  state.counters["ratio"] = sim_s / bare_s;
+  state.counters["store_ns_per_step"] = store_s / steps * 1e9;
+  state.counters["store_ratio"] = sim_s / store_s;
+  state.SetItemsProcessed(static_cast<int64_t>(steps));
+}
+BENCHMARK(BM_SimMnistMlp)
+    ->ArgName("workers")
+    ->Arg(16)
+    ->Arg(256)
+    ->Arg(1024)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1);
 
 }  // namespace
 }  // namespace asgd::sim

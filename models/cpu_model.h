@@ -59,7 +59,9 @@ template <typename Arch, template <typename> class Net>
 class CpuModelImpl final : public CpuModel {
  public:
   CpuModelImpl(Arch arch, std::shared_ptr<const ParamSpec> spec, CpuModelInfo info)
-      : arch_(std::move(arch)), spec_(std::move(spec)), info_(std::move(info)),
+      : arch_(std::move(arch)),
+        spec_(std::move(spec)),
+        info_(std::move(info)),
         net_(arch_, *spec_) {}
 
   std::string Name() const override { return info_.name; }
@@ -104,6 +106,17 @@ class CpuModelImpl final : public CpuModel {
     }
   }
 
+  void SparseCoordinates(const datasets::BatchView& batch,
+                         std::vector<int64_t>* out) const override {
+    if constexpr (kSparseGradient) {
+      CheckBatch(batch, info_, /*allow_empty=*/false);
+      ASGD_CHECK(out != nullptr);
+      net_.SparseCoordinates(batch, out);
+    } else {
+      Model::SparseCoordinates(batch, out);
+    }
+  }
+
   double LossAndGradientInDouble(std::span<const double> params, const datasets::BatchView& batch,
                                  std::span<double> grad) override {
     CheckSizes(params.size(), grad.empty() ? params.size() : grad.size());
@@ -124,8 +137,10 @@ class CpuModelImpl final : public CpuModel {
 
  private:
   static constexpr bool kSparseGradient =
-      requires(Net<float>& n, const float* p, const datasets::BatchView& b, SparseGradient* g,
-               EvalResult* r) { n.RunSparse(p, b, g, r); };
+      requires(Net<float> & n, const float* p, const datasets::BatchView& b, SparseGradient* g,
+               EvalResult* r) {
+    n.RunSparse(p, b, g, r);
+  };
 
   void CheckSizes(std::size_t params, std::size_t grad) const {
     ASGD_CHECK_EQ(static_cast<int64_t>(params), spec_->layout.size(), "params vs layout of ",

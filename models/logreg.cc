@@ -13,8 +13,7 @@ namespace {
 template <typename T>
 class LogRegNet {
  public:
-  LogRegNet(const LogRegArchitecture& arch, const ParamSpec& /*spec*/)
-      : features_(arch.features) {}
+  LogRegNet(const LogRegArchitecture& arch, const ParamSpec& /*spec*/) : features_(arch.features) {}
 
   EvalResult Run(const T* params, const datasets::BatchView& batch, T* grad) {
     EvalResult result;
@@ -23,6 +22,14 @@ class LogRegNet {
     std::fill(grad, grad + features_ + 1, T(0));
     grad[features_] = Scatter(batch, dz, grad);
     return result;
+  }
+
+  // The batch's distinct features, then the bias (index features_), increasing.
+  void SparseCoordinates(const datasets::BatchView& batch, std::vector<int64_t>* out) const {
+    out->assign(batch.indices + batch.indptr[0], batch.indices + batch.indptr[batch.size]);
+    std::sort(out->begin(), out->end());
+    out->erase(std::unique(out->begin(), out->end()), out->end());
+    out->push_back(features_);
   }
 
   void RunSparse(const float* params, const datasets::BatchView& batch, SparseGradient* grad,
@@ -70,8 +77,8 @@ class LogRegNet {
     }
     layers::SparseLogits<T>(batch, params, params[features_], features_, z_.data());
     layers::BinaryCrossEntropy<T>(z_.data(), batch.labels, batch.size,
-                                  T(1) / static_cast<T>(batch.size),
-                                  want_dz ? dz_.data() : nullptr, result);
+                                  T(1) / static_cast<T>(batch.size), want_dz ? dz_.data() : nullptr,
+                                  result);
     return dz_.data();
   }
 

@@ -20,6 +20,7 @@ namespace asgd::models {
 // touches — the distinct feature indices of its entries, then the bias (index
 // arch.features) — in increasing order, with the same values (bit for bit) as the dense
 // gradient at those coordinates; the dense gradient is zero everywhere else.
+// SparseCoordinates gives the same coordinates before the step (what it reads).
 // REQUIRES: arch.features > 0.
 std::unique_ptr<Model> NewCpuLogRegModel(const LogRegArchitecture& arch);
 

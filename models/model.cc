@@ -5,12 +5,16 @@
 namespace asgd::models {
 
 float Model::LossAndSparseGradient(std::span<const float> /*params*/,
-                                   const datasets::BatchView& /*batch*/,
-                                   SparseGradient* /*grad*/) {
+                                   const datasets::BatchView& /*batch*/, SparseGradient* /*grad*/) {
   ASGD_CHECK(HasSparseGradient(), "model ", Name(), " has no sparse gradient");
   // A model that says it has a sparse gradient must override this method.
   ASGD_CHECK(false, "model ", Name(), " does not implement LossAndSparseGradient");
   return 0.0f;
+}
+
+void Model::SparseCoordinates(const datasets::BatchView& /*batch*/,
+                              std::vector<int64_t>* /*out*/) const {
+  ASGD_CHECK(false, "model ", Name(), " has no sparse gradient");
 }
 
 }  // namespace asgd::models

@@ -26,9 +26,9 @@
 namespace asgd::models {
 
 struct EvalResult {
-  double loss_sum = 0.0;   // sum (not mean) of per-example losses
-  int64_t correct = 0;     // examples whose prediction equals the label
-  int64_t count = 0;       // examples evaluated
+  double loss_sum = 0.0;  // sum (not mean) of per-example losses
+  int64_t correct = 0;    // examples whose prediction equals the label
+  int64_t count = 0;      // examples evaluated
 
   double mean_loss() const { return count ? loss_sum / static_cast<double>(count) : 0.0; }
   double accuracy() const {
@@ -70,8 +70,7 @@ class Model {
                                 std::span<float> grad) = 0;
 
   // Loss sum and correct count of the batch at params (no gradient).
-  virtual EvalResult Evaluate(std::span<const float> params,
-                              const datasets::BatchView& batch) = 0;
+  virtual EvalResult Evaluate(std::span<const float> params, const datasets::BatchView& batch) = 0;
 
   // True if LossAndSparseGradient is implemented (the gradient of one batch touches only
   // a few coordinates, as for sparse logistic regression).
@@ -80,6 +79,10 @@ class Model {
   // unless HasSparseGradient().
   virtual float LossAndSparseGradient(std::span<const float> params,
                                       const datasets::BatchView& batch, SparseGradient* grad);
+  // The coordinates LossAndSparseGradient reads (and may write) for this batch, unique and
+  // increasing, into *out (replaced): what a worker must pull before the sparse step.
+  // Throws InvariantError unless HasSparseGradient().
+  virtual void SparseCoordinates(const datasets::BatchView& batch, std::vector<int64_t>* out) const;
 
   // Input features expected per example, and whether input must be sparse.
   virtual int64_t num_features() const = 0;

@@ -90,6 +90,13 @@ ShardCore::Result ShardCore::PushOrPushPull(const RequestInfo& info, Payload pay
   try {
     result.outcome =
         info.op == Op::kPushPull ? rule_->OnPushPull(*this, call) : rule_->OnPush(*this, call);
+  } catch (const NonFiniteResultError& e) {
+    // A result that would not be finite (the rule's add helpers, finite_apply.h): the
+    // same refusal as a non-finite payload, and the rule left the shard unchanged.
+    Bump(counters_.rejected);
+    result.error = ErrorCode::kNonFinite;
+    result.message = e.what();
+    return result;
   } catch (const InputError& e) {
     Bump(counters_.rejected);
     result.error = ErrorCode::kRejectedByRule;
@@ -97,9 +104,15 @@ ShardCore::Result ShardCore::PushOrPushPull(const RequestInfo& info, Payload pay
     return result;
   }
   switch (result.outcome) {
-    case PushOutcome::kApplied: Bump(counters_.pushes_applied); break;
-    case PushOutcome::kAccepted: Bump(counters_.pushes_accepted); break;
-    case PushOutcome::kDropped: Bump(counters_.pushes_dropped); break;
+    case PushOutcome::kApplied:
+      Bump(counters_.pushes_applied);
+      break;
+    case PushOutcome::kAccepted:
+      Bump(counters_.pushes_accepted);
+      break;
+    case PushOutcome::kDropped:
+      Bump(counters_.pushes_dropped);
+      break;
   }
   if (info.op == Op::kPushPull) Bump(counters_.push_pulls);
   // The rule may have restated the staleness in its own unit (set_staleness). A dropped

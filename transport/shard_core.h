@@ -100,11 +100,11 @@ class ReplySink {
 struct ShardCoreStats {
   uint64_t pushes_applied = 0, pushes_accepted = 0, pushes_dropped = 0;
   uint64_t pulls = 0, push_pulls = 0, clocks = 0;
-  uint64_t rejected = 0;        // non-finite pushes and InputErrors of the rule
-  uint64_t records = 0;         // staleness records of applied + accepted pushes (the sink
-                                // also receives the dropped ones; pushes_dropped counts them)
-  uint64_t staleness_sum = 0;   // over records, negative staleness counting as 0
-  uint64_t staleness_max = 0;   // likewise
+  uint64_t rejected = 0;       // non-finite pushes and InputErrors of the rule
+  uint64_t records = 0;        // staleness records of applied + accepted pushes (the sink
+                               // also receives the dropped ones; pushes_dropped counts them)
+  uint64_t staleness_sum = 0;  // over records, negative staleness counting as 0
+  uint64_t staleness_max = 0;  // likewise
 };
 
 class ShardCore final : public ShardContext {
@@ -125,8 +125,9 @@ class ShardCore final : public ShardContext {
   // range read from values() now; clock with an ack. When deferred, the host stores its
   // return address under `token` (the ReplySink hears of it later).
   struct Result {
-    ErrorCode error = ErrorCode::kNone;  // kNonFinite, kRejectedByRule
-    std::string message;               // with an error
+    // kNonFinite (a non-finite payload, or a rule's NonFiniteResultError), kRejectedByRule
+    ErrorCode error = ErrorCode::kNone;
+    std::string message;  // with an error
     PushOutcome outcome = PushOutcome::kApplied;
     bool deferred = false;
     uint64_t token = 0;

@@ -328,18 +328,18 @@ ShardServer::Impl::Impl(std::shared_ptr<Context> context, ServerOptions options,
                                 ? options_.max_queued_reply_bytes
                                 : std::max<uint64_t>(32 * shard_bytes, uint64_t{16} << 20);
     if (budget < shard_bytes || budget > (uint64_t{1} << 62)) {
-      throw ConfigError("server.max_queued_reply_bytes", std::to_string(budget),
+      throw ConfigError("cluster.max_queued_reply_bytes", std::to_string(budget),
                         ::asgd::internal::StrCat("at least the shard's ", shard_bytes,
                                                  " bytes (one pull reply)"));
     }
     reply_budget_ = static_cast<int64_t>(budget);
   }
   if (options_.max_barriers_per_peer < 1) {
-    throw ConfigError("server.max_barriers_per_peer",
+    throw ConfigError("cluster.max_barriers_per_peer",
                       std::to_string(options_.max_barriers_per_peer), "at least 1");
   }
   if (options_.barrier_timeout.count() < 0) {
-    throw ConfigError("server.barrier_timeout", std::to_string(options_.barrier_timeout.count()),
+    throw ConfigError("cluster.barrier_timeout_s", std::to_string(options_.barrier_timeout.count()),
                       "a duration >= 0 (0: never)");
   }
 
@@ -809,7 +809,7 @@ void ShardServer::Impl::HandleBarrier(const Header& h) {
     Bump(counters_.barriers_refused);
     SendError(routing, h, ErrorCode::kRejectedByRule,
               ::asgd::internal::StrCat("this peer already waits in ", peer->barriers,
-                                       " barriers, the most allowed (server.max_barriers_per_peer)"));
+                                       " barriers, the most allowed (cluster.max_barriers_per_peer)"));
     return;
   }
   Barrier& b = found != barriers_.end() ? found->second : barriers_[h.clock];
@@ -846,7 +846,8 @@ void ShardServer::Impl::ExpireBarriers(Steady::time_point now) {
     Bump(counters_.barriers_timed_out, expired.tokens.size());
     const std::string why = ::asgd::internal::StrCat(
         "barrier ", id, " timed out with ", expired.tokens.size(), " of ", expired.participants,
-        " participants (server.barrier_timeout ", options_.barrier_timeout.count(), " ms)");
+        " participants (cluster.barrier_timeout_s ",
+        options_.barrier_timeout.count() / 1000.0, " s)");
     ASGD_LOG(kWarning, "shard ", options_.shard, ": ", why);
     for (uint64_t t : expired.tokens) core_->Fail(t, why);
   }
@@ -902,7 +903,7 @@ bool ShardServer::Impl::WithinBudget(PeerQueue& peer, int64_t charge) {
     peer.over_budget = true;
     ASGD_LOG(kWarning, "shard ", options_.shard, ": a peer holds ", queued,
              " bytes of unread replies (budget ", reply_budget_,
-             ", server.max_queued_reply_bytes); dropping its replies until it reads them");
+             ", cluster.max_queued_reply_bytes); dropping its replies until it reads them");
   }
   return false;
 }

@@ -34,6 +34,8 @@ namespace {
 // next python3 on the list can be tried.
 constexpr int kPlotExitNoMatplotlib = 3;
 constexpr auto kPlotTimeout = std::chrono::seconds(300);
+// summary.csv's newest column; a run folder of before it ran on the wall clock.
+const std::string kTimeModel = "time_model";
 
 std::string JoinPath(const std::string& dir, const std::string& name) {
   if (dir.empty()) return name;
@@ -186,6 +188,7 @@ std::string ComparisonMarkdown(const std::vector<RunSummary>& runs,
      << "each run's summary.csv. Accuracies are fractions of the test set, times are seconds\n"
      << "of training wall time, staleness is in updates (ssp: clocks); — means not\n"
      << "applicable or not reached.\n\n";
+  if (const std::string note = MixedTimesNote(runs); !note.empty()) md << note << ".\n\n";
   md << "| label | algorithm | workers | final test acc. | best test acc. | " << target_header
      << " | wall time (s) | samples/s | staleness mean | staleness p99 | dropped pushes |\n"
      << "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
@@ -208,6 +211,18 @@ std::string ComparisonMarkdown(const std::vector<RunSummary>& runs,
 }  // namespace
 
 // SummaryColumns() is defined with the writer, in metrics.cc.
+
+bool IsSimulated(const RunSummary& run) { return run.Get(kTimeModel).starts_with("virtual"); }
+
+std::string MixedTimesNote(const std::vector<RunSummary>& runs) {
+  std::size_t simulated = 0;
+  for (const RunSummary& r : runs) simulated += IsSimulated(r) ? 1 : 0;
+  if (simulated == 0 || simulated == runs.size()) return "";
+  return ::asgd::internal::StrCat(
+      "note: ", simulated, " of these ", runs.size(),
+      " runs are simulated (transport sim: times in virtual seconds) and the others real "
+      "(wall seconds); their times and rates are not comparable");
+}
 
 std::string RunSummary::Get(const std::string& column) const {
   auto it = values.find(column);
@@ -237,6 +252,7 @@ RunSummary ReadRunSummary(const std::string& dir) {
     }
   }
   for (const auto& c : SummaryColumns()) {
+    if (!seen.count(c) && c == kTimeModel) continue;  // runs of before it: wall time
     if (!seen.count(c)) {
       throw InputError(path + ": the header lacks column " + QuoteForMessage(c) +
                        " (expected the summary.csv columns of results/README.md)");
@@ -252,6 +268,10 @@ RunSummary ReadRunSummary(const std::string& dir) {
                                               " cells as in the header, found ", cells.size()));
   }
   for (std::size_t i = 0; i < cells.size(); ++i) s.values[s.columns[i]] = cells[i];
+  if (!seen.count(kTimeModel)) {
+    s.columns.push_back(kTimeModel);
+    s.values[kTimeModel] = "wall";
+  }
   return s;
 }
 
@@ -346,6 +366,7 @@ std::vector<RunSummary> CompareRuns(const CompareOptions& options, std::ostream&
   out << "wrote " << csv_path << "\n";
   WriteFileAtomic(md_path, ComparisonMarkdown(runs, labels));
   out << "wrote " << md_path << "\n";
+  if (const std::string note = MixedTimesNote(runs); !note.empty()) out << note << "\n";
   out.flush();
   if (options.plots) DrawPlots(csv_path, options.out_dir, out);
   return runs;

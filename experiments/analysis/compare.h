@@ -47,7 +47,14 @@ struct RunSummary {
   double Number(const std::string& column) const;
 };
 
-// Reads dir/summary.csv. Throws InputError (see above).
+// True when the run's time_model is virtual seconds (a simulated cluster, transport sim).
+bool IsSimulated(const RunSummary& run);
+// "" unless `runs` mix simulated and real runs; then one line saying so and that their
+// times are not comparable (CompareRuns prints it and writes it into comparison.md).
+std::string MixedTimesNote(const std::vector<RunSummary>& runs);
+
+// Reads dir/summary.csv (one of before the time_model column reads as time_model =
+// "wall"). Throws InputError (see above).
 RunSummary ReadRunSummary(const std::string& dir);
 
 // The key = value pairs of a run's config.ini as "section.key" -> value (comments and

@@ -104,6 +104,9 @@ int RunCommand(const std::vector<std::string>& args, std::ostream& out, std::ost
   if (vm.count("set")) overrides = vm["set"].as<std::vector<std::string>>();
   Config config = Config::FromFile(path, overrides, ExperimentSchema());
   RefuseCurveInOneProcess(config);
+  // Refusals before warnings: linear_scaling with an asynchronous strategy is an error
+  // even where the strategy does not read it.
+  (void)BuildScheduleOptions(config);
   // A sweep across strategies sets keys only some read: a warning, unless --strict.
   if (const std::vector<std::string> ignored = IgnoredAlgorithmKeys(config); !ignored.empty()) {
     const std::string what =

@@ -32,6 +32,17 @@ double WallSeconds() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
+std::string PeerBoundsLine(int shard, const transport::ShardStats& s) {
+  return StrCat("ps ", shard, " bounds: queued_reply_bytes=", s.queued_reply_bytes,
+                " pinned_snapshots=", s.pinned_snapshots, " held_barriers=", s.held_barriers,
+                " replies_dropped=", s.replies_dropped,
+                " replies_over_budget=", s.replies_over_budget,
+                " barriers_timed_out=", s.barriers_timed_out,
+                " barriers_refused=", s.barriers_refused, " stops_refused=", s.stops_refused,
+                " non_finite_refused=", s.errors_for(transport::ErrorCode::kNonFinite),
+                " auth_refused=", s.auth_refused);
+}
+
 Duration WallClock::Now() const {
   return std::chrono::duration_cast<Duration>(std::chrono::system_clock::now().time_since_epoch());
 }

@@ -26,6 +26,7 @@
 #include "transport/curve.h"
 #include "transport/placement.h"
 #include "transport/ps_client.h"
+#include "transport/shard_server.h"
 
 namespace asgd::experiments::cluster {
 
@@ -36,6 +37,14 @@ using std::chrono::milliseconds;
 milliseconds Ms(double seconds);
 // Seconds since the Unix epoch.
 double WallSeconds();
+
+// The last line a ps role prints: what its shard server held for peers and what it
+// refused to bound them (transport::ShardStats, issue 22), as
+//   "ps N bounds: queued_reply_bytes=.. pinned_snapshots=.. held_barriers=..
+//    replies_dropped=.. replies_over_budget=.. barriers_timed_out=.. barriers_refused=..
+//    stops_refused=.. non_finite_refused=.. auth_refused=.."
+// (one line; the held values are at the end of the run, the others totals).
+std::string PeerBoundsLine(int shard, const transport::ShardStats& stats);
 
 // Wall-clock time (seconds since the Unix epoch), for staleness records made in one
 // process and placed on the coordinator's time axis in another.

@@ -84,13 +84,14 @@ class Writer {
 };
 
 void PutMetrics(Writer& w, const WorkerMetrics& m) {
-  w.Map("metrics", 10);
+  w.Map("metrics", 11);
   w.Put("steps", m.steps);
   w.Put("samples", m.samples);
   w.Put("pushes", m.pushes);
   w.Put("active_s", m.active_s);
   w.Put("compute_s", m.compute_s);
   w.Put("wait_s", m.wait_s);
+  w.Put("comm_s", m.comm_s);
   w.Put("bytes_pushed", m.bytes_pushed);
   w.Put("bytes_pulled", m.bytes_pulled);
   w.Put("dropped_pushes", m.dropped_pushes);
@@ -334,6 +335,7 @@ bool ReadMetrics(Fields& f, WorkerMetrics* m) {
   return f.Int("steps", 0, kI64Max, &m->steps) && f.Int("samples", 0, kI64Max, &m->samples) &&
          f.Int("pushes", 0, kI64Max, &m->pushes) && f.Double("active_s", &m->active_s) &&
          f.Double("compute_s", &m->compute_s) && f.Double("wait_s", &m->wait_s) &&
+         f.Double("comm_s", &m->comm_s) &&
          f.Int("bytes_pushed", 0, kI64Max, &m->bytes_pushed) &&
          f.Int("bytes_pulled", 0, kI64Max, &m->bytes_pulled) &&
          f.Int("dropped_pushes", 0, kI64Max, &m->dropped_pushes) && ReadDenseBytes(f, m);

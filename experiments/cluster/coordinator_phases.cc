@@ -10,6 +10,7 @@
 #include "experiments/cluster/coordinator.h"
 #include "experiments/config/exit_status.h"
 #include "experiments/run/evaluation.h"
+#include "experiments/run/problem.h"
 
 namespace asgd::experiments::cluster {
 
@@ -106,18 +107,11 @@ void Coordinator::Evaluated(const models::EvalResult& r) {
   pending_.reset();
   const double epoch =
       static_cast<double>(p.samples) / static_cast<double>(s_.data.train.num_examples);
-  ConvergenceRow row;
-  row.time_s = p.time_s;
-  row.epoch = epoch;
-  row.samples = p.samples;
-  row.updates = p.updates;
-  row.train_loss = p.train_loss;
-  row.test_loss = r.mean_loss();
-  row.test_accuracy = r.accuracy();
-  row.eval_examples = r.count;
-  row.learning_rate =
+  const double learning_rate =
       s_.config.Double("algorithm.learning_rate") * alg::LearningRateScale(s_.schedule, epoch);
-  recorder_->Convergence(row);
+  recorder_->Convergence(
+      MakeConvergenceRow({p.time_s, p.samples, p.updates, p.train_loss, learning_rate}, r,
+                         s_.data.train.num_examples));
   ASGD_LOG(kInfo, "epoch ", Fixed(epoch, 2), ", ", p.updates, " updates: test accuracy ",
            Fixed(r.accuracy(), 4), " (", r.count, " examples), loss ", Fixed(r.mean_loss(), 4));
 }

@@ -12,6 +12,7 @@
 #include "experiments/cluster/cluster_run.h"
 #include "experiments/cluster/launch.h"
 #include "experiments/config/exit_status.h"
+#include "experiments/config/setup.h"
 #include "experiments/config/signals.h"
 #include "experiments/record/checkpoint.h"
 #include "transport/checkpoint.h"
@@ -58,6 +59,7 @@ int RunTrainingPsRole(const Config& config, const RoleRequest& request, std::ost
   options.staleness_sink = &records;
   options.curve = s.curve;
   options.allow_plain_remote = s.config.Bool("cluster.allow_plain_remote");
+  ApplyServerBounds(s.config, &options);
   // The coordinator stops this shard through its reports, never with a stop request;
   // one is obeyed only with the run's token all the same.
   options.stop_token = RunTokenFromEnvironment();
@@ -143,6 +145,7 @@ int RunTrainingPsRole(const Config& config, const RoleRequest& request, std::ost
   out << "ps " << shard << ": stopped at version " << st.version << " after " << st.requests
       << " requests (" << st.pushes_applied + st.pushes_accepted << " pushes, " << st.pushes_dropped
       << " dropped, " << st.pulls << " pulls, " << st.errors << " error replies)" << std::endl;
+  out << cluster::PeerBoundsLine(shard, st) << std::endl;
   return status;
 }
 

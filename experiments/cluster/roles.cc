@@ -16,6 +16,7 @@
 #include "core/log.h"
 #include "core/rng.h"
 #include "datasets/loader.h"
+#include "experiments/cluster/cluster_common.h"
 #include "experiments/cluster/cluster_run.h"
 #include "experiments/cluster/keys.h"
 #include "experiments/cluster/launch.h"
@@ -371,6 +372,7 @@ int RunPsRole(const Config& config, const RoleRequest& request, std::ostream& ou
   options.endpoint = spec.PsBindAddress(shard, config.String("cluster.bind_host"));
   options.curve = CurveFromConfig(config, /*serves=*/true);
   options.allow_plain_remote = config.Bool("cluster.allow_plain_remote");
+  ApplyServerBounds(config, &options);
   options.stop_token = RunTokenFromEnvironment();  // worker 0's stop must carry it
   tp::ShardServer server(context, options, placement.Gather(shard, initial), tp::NewAddRule());
   if (options.stop_token.empty() && config.Bool("cluster.stop_servers") &&
@@ -416,6 +418,7 @@ int RunPsRole(const Config& config, const RoleRequest& request, std::ostream& ou
   out << "ps " << shard << ": stopped at version " << s.version << " after " << s.requests
       << " requests (" << s.pushes_applied << " pushes applied, " << s.pulls << " pulls, "
       << s.errors << " error replies)" << std::endl;
+  out << cluster::PeerBoundsLine(shard, s) << std::endl;
   return 0;
 }
 

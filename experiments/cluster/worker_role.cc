@@ -71,6 +71,14 @@ int RunTrainingWorkerRole(const Config& config, const RoleRequest& request, std:
   ws.clock = nullptr;
   auto clock = NewSystemClock();
   ws.clock = clock.get();
+  // The [delay] model as injected sleeps (as in the thread runner; the same seed, so every
+  // process agrees on the stragglers).
+  std::unique_ptr<sim::DelayModel> delay;
+  if (HasDelayModel(s.config)) {
+    delay = std::make_unique<sim::DelayModel>(BuildSimOptions(s.config).delay, s.workers,
+                                              DeriveSeed(s.seed, "delay"));
+    ws.after_gradient = InjectedDelay(delay.get(), clock.get(), w);
+  }
   WorkerLoop loop(std::move(ws));
 
   std::atomic<bool> stop{false}, finished{false};

@@ -4,6 +4,7 @@
 
 #include "algorithms/strategy.h"
 #include "compression/compressor.h"
+#include "sim/options.h"
 
 namespace asgd::experiments {
 namespace {
@@ -189,8 +190,9 @@ Schema BuildSchema() {
                    "empty = learning_rate for all"));
   s.Add(Bool("algorithm.linear_scaling", false,
              "linear scaling rule (Goyal et al. 2017): multiply the learning rate by the number "
-             "of mini-batches one update aggregates (sync_sgd, sagn: replicas_to_aggregate; "
-             "other distributed strategies: workers)"));
+             "of mini-batches one update aggregates (replicas_to_aggregate, or every worker); "
+             "sync_sgd and sagn only: refused for the asynchronous strategies, whose updates "
+             "do not aggregate mini-batches"));
   s.Add(Num("algorithm.warmup_epochs", "0", 0, false, std::nullopt, false,
             "with linear_scaling: ramp the rate linearly from learning_rate to the scaled rate "
             "over this many epochs (Goyal et al.: 5); 0 = the scaled rate from the start",
@@ -210,8 +212,15 @@ Schema BuildSchema() {
             "communication window W: local steps per push (DOWNPOUR n_push, AGN λ, DynSGD)",
             "steps"));
   s.Add(Int("algorithm.fetch_window", 0, 0, 1000000,
-            "downpour: local steps between fetches of the centre (n_fetch); 0 = the window",
+            "downpour, agn, dynsgd, adag_distance: local steps between fetches of the centre "
+            "(DOWNPOUR's n_fetch); 0 = the window (a push and a fetch on the same step are one "
+            "atomic push-pull; another value splits them)",
             "steps"));
+  s.Add(Choice("algorithm.hogwild_add", "atomic", {"atomic", "racy"},
+               "hogwild: add to the shared vector with per-element atomic read-modify-writes "
+               "(nothing lost) or plain relaxed loads and stores (concurrent adds to one "
+               "coordinate may overwrite each other, as the paper allows; much cheaper on "
+               "dense models)"));
   s.Add(Choice("algorithm.server_optimizer", "add", {"add", "adagrad"},
                "downpour: what the server does with a push: add it, or (DistBelief) treat it "
                "as summed gradients and take an Adagrad step"));
@@ -288,6 +297,20 @@ Schema BuildSchema() {
              "let a shard server bind a non-loopback tcp address without CURVE (anyone who "
              "reaches it can read and change the shard); without it such a server refuses "
              "to start"));
+  // The per-peer bounds of a shard server (transport/shard_server.h ServerOptions; the
+  // README's security section has the memory formula they give).
+  s.Add(Int("cluster.max_queued_reply_bytes", 0, 0, std::nullopt,
+            "a shard server's budget of unread reply bytes per peer (a pull is charged the "
+            "whole shard); past it that peer's replies are dropped, counted and logged; at "
+            "least the shard's bytes; 0 = max(32 x the shard's bytes, 16 MiB)",
+            "bytes"));
+  s.Add(Num("cluster.barrier_timeout_s", "600", 0, false, 1e9, false,
+            "a shard server releases a barrier still incomplete this long after its first "
+            "arrival with an error reply to everyone in it; 0 = never",
+            "seconds"));
+  s.Add(Int("cluster.max_barriers_per_peer", 4, 1, 1000000,
+            "most barrier requests one peer may have waiting at a shard server; one more is "
+            "refused"));
   s.Add(Bool("cluster.curve", false,
              "encrypt every connection of a run as processes with ZeroMQ CURVE and let the "
              "servers (ps, coordinator) accept only the client keys listed in keys_dir's "
@@ -303,11 +326,13 @@ Schema BuildSchema() {
   s.Add(Num("cluster.timeout_s", "60", 0, true, std::nullopt, false,
             "how long a worker waits for the servers to come up, and for any one reply",
             "seconds"));
-  s.Add(Choice("cluster.transport", "inproc", {"inproc", "memory"},
+  s.Add(Choice("cluster.transport", "inproc", {"inproc", "memory", "sim"},
                "a run in one process: shard servers over ZeroMQ inproc:// (the same code as "
-               "across machines), or the in-memory store (no sockets)"));
+               "across machines), the in-memory store (no sockets), or a simulated cluster "
+               "in virtual time (the [delay], [network] and [sim] keys; README "
+               "\"Simulated clusters\")"));
   s.Add(Int("cluster.shards", 1, 1, 256,
-            "a run in one process over inproc: number of parameter-server shards"));
+            "a run in one process over inproc or sim: number of parameter-server shards"));
   s.Add(Bool("cluster.stop_servers", true,
              "when the workers are done, worker 0 stops the shard servers"));
 
@@ -346,6 +371,15 @@ Schema BuildSchema() {
             "test examples used for intermediate evaluations; 0 = all (the final one always "
             "uses all)",
             "examples"));
+
+  // [delay], [network], [sim]: the simulator's time model (sim/options.h holds the table;
+  // values are checked by sim::SimOptionsFromMap when a run starts). delay.* also applies
+  // to real runs, as injected sleeps.
+  for (const sim::OptionKey& k : sim::SimOptionKeys()) {
+    std::string doc(k.doc);
+    if (k.key.starts_with("delay.")) doc += "; simulated runs sleep it, thread runs inject it";
+    s.Add(Str(std::string(k.key), std::string(k.default_value), doc));
+  }
   return s;
 }
 

@@ -1,7 +1,11 @@
 #include "experiments/config/setup.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <cstdlib>
+#include <map>
+#include <utility>
 
 #include "core/check.h"
 #include "core/error.h"
@@ -91,6 +95,7 @@ algorithms::StrategyOptions BuildStrategyOptions(const Config& config, int64_t t
   so.ssp_bound = static_cast<int>(config.Int("algorithm.ssp_bound"));
   so.worker_momentum = config.Double("algorithm.momentum");
   so.server_optimizer = config.String("algorithm.server_optimizer");
+  so.hogwild_add = config.String("algorithm.hogwild_add");
   so.server_learning_rate = config.Double("algorithm.server_learning_rate");
   so.server_initial_accumulator = config.Double("algorithm.initial_accumulator");
   so.optimizer = BuildOptimizerOptions(config);
@@ -112,10 +117,21 @@ algorithms::ScheduleOptions BuildScheduleOptions(const Config& config) {
   algorithms::ScheduleOptions o;
   o.decay = config.Double("algorithm.lr_decay");
   if (config.Bool("algorithm.linear_scaling")) {
+    // Goyal et al.'s rule scales the rate by the mini-batches one update aggregates: only
+    // synchronous rounds aggregate (N of them). An asynchronous update applies one
+    // worker's gradient or window, so scaling it by the worker count is not the rule.
+    const std::string name = config.String("algorithm.name");
+    const algorithms::Strategy& strategy = algorithms::FindStrategy(name);
+    if (!strategy.rounds && !strategy.sequential) {
+      throw ConfigError("algorithm.linear_scaling", "true",
+                        "false with " + name +
+                            ": the linear scaling rule is for updates that aggregate "
+                            "mini-batches (sync_sgd, sagn); an asynchronous update applies "
+                            "one worker's");
+    }
     const auto workers = static_cast<double>(config.Int("algorithm.workers"));
     const auto replicas = static_cast<double>(config.Int("algorithm.replicas_to_aggregate"));
-    const bool rounds = algorithms::FindStrategy(config.String("algorithm.name")).rounds;
-    o.scale = rounds && replicas > 0 ? replicas : workers;
+    o.scale = strategy.rounds && replicas > 0 ? replicas : workers;
     o.warmup_epochs = config.Double("algorithm.warmup_epochs");
   }
   return o;
@@ -129,6 +145,11 @@ compression::CompressionOptions BuildCompressionOptions(const Config& config) {
   o.error_feedback = config.Bool("compression.error_feedback");
   compression::NewCompressor(o);  // its checks, naming the key
   if (o.name == "none") return o;
+  if (config.String("cluster.transport") == "sim") {
+    throw ConfigError("compression.name", o.name,
+                      "none with cluster.transport = sim (the simulated store does not carry "
+                      "compressed pushes yet)");
+  }
   const std::string algorithm = config.String("algorithm.name");
   if (algorithm == kPsCheck || !algorithms::FindStrategy(algorithm).supports_compression) {
     std::string compressible;
@@ -142,6 +163,14 @@ compression::CompressionOptions BuildCompressionOptions(const Config& config) {
                                        compressible));
   }
   return o;
+}
+
+void ApplyServerBounds(const Config& config, transport::ServerOptions* options) {
+  options->max_queued_reply_bytes =
+      static_cast<uint64_t>(config.Int("cluster.max_queued_reply_bytes"));
+  options->barrier_timeout =
+      std::chrono::milliseconds(std::llround(config.Double("cluster.barrier_timeout_s") * 1000.0));
+  options->max_barriers_per_peer = static_cast<int>(config.Int("cluster.max_barriers_per_peer"));
 }
 
 std::vector<std::string> IgnoredAlgorithmKeys(const Config& config) {
@@ -235,6 +264,62 @@ std::vector<std::string> DataSearchDirs(const std::string& config_dir) {
   dirs.emplace_back("data");
   dirs.emplace_back("/usr/share/datasets");
   return dirs;
+}
+
+namespace {
+
+// The [delay], [network] and [sim] keys the config sets, in the table's order; a
+// network.* key left at "(preset)" (its table default) is not set.
+std::vector<std::pair<std::string, std::string>> SetSimKeys(const Config& config) {
+  std::vector<std::pair<std::string, std::string>> set;
+  for (const sim::OptionKey& k : sim::SimOptionKeys()) {
+    const std::string key(k.key);
+    if (!config.IsExplicit(key)) continue;
+    const std::string& value = config.Raw(key);
+    if (value == k.default_value && k.default_value.starts_with("(")) continue;
+    set.emplace_back(key, value);
+  }
+  return set;
+}
+
+}  // namespace
+
+sim::SimOptions BuildSimOptions(const Config& config) {
+  std::map<std::string, std::string> values;
+  for (auto& [key, value] : SetSimKeys(config)) values[key] = value;
+  return sim::SimOptionsFromMap(values);
+}
+
+bool HasDelayModel(const Config& config) {
+  const sim::DelayOptions d = BuildSimOptions(config).delay;
+  const bool speeds =
+      std::any_of(d.speeds.begin(), d.speeds.end(), [](double s) { return s != 1; });
+  return d.compute != sim::ComputeKind::kMeasured || d.measured_scale != 1 || speeds ||
+         (d.straggler_fraction > 0 && d.straggler_factor > 1) ||
+         (d.pause_probability > 0 && d.pause_length > Duration::zero());
+}
+
+std::string DescribeTimeModel(const Config& config) {
+  std::string out;
+  auto add = [&](std::string_view key, const std::string& value) {
+    if (!out.empty()) out += ' ';
+    out += key;
+    out += '=';
+    out += value;
+  };
+  const auto set = SetSimKeys(config);
+  for (std::string_view always : {sim::keys::kCompute, sim::keys::kPreset}) {
+    add(always, config.Raw(always));
+    for (const auto& [key, value] : set) {
+      if (key.rfind(always.substr(0, always.find('.') + 1), 0) == 0 && key != always) {
+        add(key, value);
+      }
+    }
+  }
+  for (const auto& [key, value] : set) {
+    if (key.rfind("sim.", 0) == 0) add(key, value);
+  }
+  return out;
 }
 
 }  // namespace asgd::experiments

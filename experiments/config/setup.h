@@ -13,6 +13,8 @@
 #include "experiments/config/config.h"
 #include "models/device.h"
 #include "models/factory.h"
+#include "sim/options.h"
+#include "transport/shard_server.h"
 
 namespace asgd::experiments {
 
@@ -31,10 +33,15 @@ algorithms::StrategyOptions BuildStrategyOptions(const Config& config, int64_t t
 // The learning-rate schedule: algorithm.lr_decay, and with algorithm.linear_scaling the
 // factor k (the mini-batches one update aggregates) and algorithm.warmup_epochs.
 algorithms::ScheduleOptions BuildScheduleOptions(const Config& config);
+// A shard server's per-peer bounds (issue 22): cluster.max_queued_reply_bytes,
+// cluster.barrier_timeout_s and cluster.max_barriers_per_peer into `options` (the
+// server checks the budget against its shard's size when it starts). Every role that
+// serves a shard (ps_check's, the training ps, the one-process runner's) calls it.
+void ApplyServerBounds(const Config& config, transport::ServerOptions* options);
 
 // [compression], checked against the strategy: ConfigError naming compression.name when
-// the strategy pushes something compression would destroy (Strategy::supports_compression),
-// and the compressor's own checks (compression.ratio, levels, error_feedback with none).
+// the strategy pushes something compression would destroy (Strategy::supports_compression)
+// or the run is simulated (cluster.transport = sim), and the compressor's own checks (compression.ratio, levels, error_feedback with none).
 compression::CompressionOptions BuildCompressionOptions(const Config& config);
 
 // The algorithm.* keys the config sets (file or --set) that its strategy does not read
@@ -58,5 +65,20 @@ std::string DescribeDevices(const std::vector<models::Device>& devices);
 // The data search path for a config's [data] dir: that key, $ASGD_DATA_DIR, ./data,
 // /usr/share/datasets (empty entries skipped).
 std::vector<std::string> DataSearchDirs(const std::string& config_dir);
+
+// The simulator's options from the [delay], [network] and [sim] keys the config sets
+// (sim::SimOptionsFromMap: network.preset first, then the other keys, then validation;
+// a key left at its table default, e.g. "(preset)", is not set). Used by simulated runs
+// (cluster.transport = sim) and, for delay.*, by real runs' injected delays. Throws
+// ConfigError naming the key.
+sim::SimOptions BuildSimOptions(const Config& config);
+// True when the config's delay model can stretch a step (anything but the measured time
+// with scale 1, equal speeds, no stragglers, no pauses): real runs then sleep the
+// model's extra time after each gradient (sim::DelayModel::ExtraDelay).
+bool HasDelayModel(const Config& config);
+// The time model in one line for summary.csv and provenance.json: the compute kind and
+// the network preset always, every other delay.* and network.* key the config sets, e.g.
+// "delay.compute=constant delay.mean_ms=10 network.preset=dc_10gbe".
+std::string DescribeTimeModel(const Config& config);
 
 }  // namespace asgd::experiments

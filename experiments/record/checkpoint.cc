@@ -80,6 +80,7 @@ json ToJson(const CheckpointManifest& m) {
                             {"active_s", w.active_s},
                             {"compute_s", w.compute_s},
                             {"wait_s", w.wait_s},
+                            {"comm_s", w.comm_s},
                             {"bytes_pushed", w.bytes_pushed},
                             {"bytes_pulled", w.bytes_pulled},
                             {"dropped_pushes", w.dropped_pushes},
@@ -132,6 +133,7 @@ CheckpointManifest FromJson(const std::string& text, const std::string& file) {
       x.active_s = w.at("active_s").get<double>();
       x.compute_s = w.at("compute_s").get<double>();
       x.wait_s = w.at("wait_s").get<double>();
+      x.comm_s = w.value("comm_s", 0.0);  // absent in checkpoints of before the column
       x.bytes_pushed = w.at("bytes_pushed").get<int64_t>();
       x.bytes_pulled = w.at("bytes_pulled").get<int64_t>();
       x.dropped_pushes = w.at("dropped_pushes").get<int64_t>();

@@ -32,6 +32,7 @@ const std::vector<std::string>& WorkersColumns() {
                                              "bytes_pushed",
                                              "bytes_pulled",
                                              "dropped_pushes",
+                                             "comm_time_s",
                                              "dense_bytes_pushed",
                                              "compression_ratio"};
   return c;
@@ -68,7 +69,8 @@ const std::vector<std::string>& SummaryColumns() {
                                              "dense_bytes_pushed",
                                              "compression_ratio",
                                              "compression",
-                                             "status"};
+                                             "status",
+                                             "time_model"};
   return c;
 }
 
@@ -210,7 +212,7 @@ void WriteWorkers(std::ostream& out, const std::vector<WorkerMetrics>& workers) 
   for (const WorkerMetrics& m : workers) {
     w.Write(m.worker, m.steps, m.samples, PerSecond(static_cast<double>(m.samples), m.active_s),
             m.compute_s, m.wait_s, m.pushes, m.bytes_pushed, m.bytes_pulled, m.dropped_pushes,
-            m.dense_bytes_pushed, CompressionRatio(m.dense_bytes_pushed, m.bytes_pushed));
+            m.comm_s, m.dense_bytes_pushed, CompressionRatio(m.dense_bytes_pushed, m.bytes_pushed));
   }
 }
 
@@ -248,7 +250,8 @@ void WriteSummary(std::ostream& out, const SummaryRow& r) {
               CsvCell(r.dense_bytes_pushed),
               CsvCell(CompressionRatio(r.dense_bytes_pushed, r.bytes_pushed)),
               CsvCell(r.compression),
-              CsvCell(r.status)});
+              CsvCell(r.status),
+              CsvCell(r.time_model)});
 }
 
 void AddWorkerMetrics(WorkerMetrics& into, const WorkerMetrics& before) {
@@ -258,6 +261,7 @@ void AddWorkerMetrics(WorkerMetrics& into, const WorkerMetrics& before) {
   into.active_s += before.active_s;
   into.compute_s += before.compute_s;
   into.wait_s += before.wait_s;
+  into.comm_s += before.comm_s;
   into.bytes_pushed += before.bytes_pushed;
   into.bytes_pulled += before.bytes_pulled;
   into.dropped_pushes += before.dropped_pushes;

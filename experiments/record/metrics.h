@@ -93,6 +93,9 @@ struct WorkerMetrics {
   double active_s = 0;   // from its first to its last step
   double compute_s = 0;  // computing gradients
   double wait_s = 0;     // the rest of its steps
+  double comm_s = 0;     // inside the store's calls (request, service, reply, and a
+                         // synchronous rule's hold): in its steps, part of wait_s; also
+                         // the first pull and the last calls, outside its steps
   int64_t bytes_pushed = 0;  // on the wire: encoded bytes when compressed
   int64_t bytes_pulled = 0;
   int64_t dropped_pushes = 0;
@@ -127,6 +130,10 @@ struct SummaryRow {
   int64_t dense_bytes_pushed = 0;
   std::string compression = "none";  // compression.name, "+ef" with error feedback
   std::string status = "completed";
+  // The clock the times are on: "wall" for real runs; for simulated runs (cluster.transport
+  // = sim) "virtual: " and the time model (delay and network), e.g. "virtual: compute
+  // constant 10 ms; network dc_10gbe".
+  std::string time_model = "wall";
 };
 void WriteSummary(std::ostream& out, const SummaryRow& row);
 

@@ -28,9 +28,11 @@
 #include "experiments/record/run_core.h"
 #include "experiments/record/run_dir.h"
 #include "experiments/run/evaluation.h"
+#include "experiments/run/problem.h"
 #include "experiments/run/ps_param_client.h"
 #include "experiments/run/worker_loop.h"
 #include "models/factory.h"
+#include "sim/delay_model.h"
 #include "transport/context.h"
 #include "transport/placement.h"
 #include "transport/ps_client.h"
@@ -60,25 +62,27 @@ struct Shared {
 }  // namespace
 
 RunResult RunParallel(const Config& config, const RunRequest& request, std::ostream& out) {
-  const auto seed = static_cast<uint64_t>(config.Int("experiment.seed"));
-  const std::string name = config.String("algorithm.name");
-  const alg::Strategy& strategy = alg::FindStrategy(name);
-  const int workers = static_cast<int>(config.Int("algorithm.workers"));
-
-  datasets::TrainTest data = datasets::LoadDataset(BuildDataOptions(config, request.data_dirs));
-  const datasets::Dataset& train = data.train;
-  const datasets::Dataset& test = data.test;
-  std::unique_ptr<models::Model> model =
-      models::NewModel(BuildModelOptions(config), InputSpecFor(train));
-  const int64_t n_params = model->layout().size();
-  const algorithms::OptimizerOptions optimizer_options = BuildOptimizerOptions(config);
-  (void)algorithms::NewOptimizer(optimizer_options, n_params);  // validate before the folder
-
-  const alg::StrategyOptions so = BuildStrategyOptions(config, train.num_examples);
-  (void)strategy.server_rule(so, 0);  // validates the server options
-  const alg::ScheduleOptions schedule = BuildScheduleOptions(config);
+  Problem problem = LoadProblem(config, request);  // validated before the folder
+  const uint64_t seed = problem.seed;
+  const std::string& name = problem.name;
+  const alg::Strategy& strategy = *problem.strategy;
+  const int workers = problem.workers;
+  const datasets::Dataset& train = problem.data.train;
+  const datasets::Dataset& test = problem.data.test;
+  std::unique_ptr<models::Model>& model = problem.model;
+  const int64_t n_params = problem.n_params;
+  const algorithms::OptimizerOptions& optimizer_options = problem.optimizer;
+  const alg::StrategyOptions& so = problem.strategy_options;
+  const alg::ScheduleOptions& schedule = problem.schedule;
   const compression::CompressionOptions compression = BuildCompressionOptions(config);
   const bool ef_residual = compression.name != "none" && compression.error_feedback;
+  // The [delay] model as injected sleeps (issue 13): a straggler experiment run for real.
+  const sim::SimOptions sim_options = BuildSimOptions(config);  // validates [delay] etc.
+  std::unique_ptr<sim::DelayModel> delay;
+  if (HasDelayModel(config)) {
+    delay =
+        std::make_unique<sim::DelayModel>(sim_options.delay, workers, DeriveSeed(seed, "delay"));
+  }
   // Hogwild on a sparse model with plain SGD touches only the batch's coordinates.
   const bool sparse = strategy.supports_sparse && model->HasSparseGradient() &&
                       optimizer_options.name == "sgd" && optimizer_options.weight_decay == 0;
@@ -94,15 +98,6 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
             : nullptr);
   }
 
-  const int64_t batch_size = config.Int("algorithm.batch_size");
-  const auto shards_of_data =
-      datasets::PartitionIndices(train.num_examples, workers, DeriveSeed(seed, "partition"));
-  for (int w = 0; w < workers; ++w) {
-    if (static_cast<int64_t>(shards_of_data[static_cast<std::size_t>(w)].size()) < 1) {
-      throw ConfigError("algorithm.workers", std::to_string(workers),
-                        StrCat("at most ", train.num_examples, " workers (one example each)"));
-    }
-  }
   const StopPolicy stop = StopPolicy::FromConfig(config, train.num_examples);
   EvalSchedule eval_schedule = EvalSchedule::FromConfig(config, train.num_examples);
   const double lr0 = config.Double("algorithm.learning_rate");
@@ -174,7 +169,8 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
     std::copy(v.begin(), v.end(), initial.begin());
   }
   if (strategy.shared_memory) {
-    hogwild = std::make_unique<alg::HogwildStore>(initial, clock.get(), &staleness);
+    hogwild = std::make_unique<alg::HogwildStore>(
+        initial, clock.get(), &staleness, alg::HogwildStore::ParseAddMode(so.hogwild_add));
     if (resuming) hogwild->RestoreVersion(resume.shards[0].version);
     store_description =
         sparse ? "one shared vector (lock-free, sparse updates)" : "one shared vector (lock-free)";
@@ -192,6 +188,7 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
     tp::ServerOptions base;
     base.clock = clock.get();
     base.staleness_sink = &staleness;
+    ApplyServerBounds(config, &base);
     const std::string prefix = "inproc://" + run.id() + "-ps-";
     servers = tp::StartShardServers(
         context, placement, initial, [&](uint32_t s) { return strategy.server_rule(so, s); },
@@ -260,8 +257,6 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
     return reader->Pull(centre);
   };
   Progress progress(Progress::DecideLive(config.String("experiment.progress")), std::cerr);
-  RunResult result;
-  result.run_dir = run.path();
   auto seconds = [&] { return training.Seconds(); };
   if (resuming) {
     shared.samples.store(resume.manifest.samples);
@@ -300,17 +295,9 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
       shared.loss_sum = 0;
       shared.loss_count = 0;
     }
-    const double epoch = static_cast<double>(samples) / static_cast<double>(train.num_examples);
-    ConvergenceRow row;
-    row.time_s = t;
-    row.epoch = epoch;
-    row.samples = samples;
-    row.updates = shared.pushes.load();
-    row.train_loss = train_loss;
-    row.test_loss = r.mean_loss();
-    row.test_accuracy = r.accuracy();
-    row.eval_examples = r.count;
-    row.learning_rate = lr0 * lr_scale_at(samples);
+    ConvergenceRow row = MakeConvergenceRow(
+        {t, samples, shared.pushes.load(), train_loss, lr0 * lr_scale_at(samples)}, r,
+        train.num_examples);
     if (ef_residual) {
       double sq = 0;
       for (const alg::CompressingClient* c : compressing_clients) {
@@ -319,15 +306,7 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
       row.ef_residual_norm = std::sqrt(sq);
     }
     if (recorder.Convergence(row) && stop.stop_at_target()) shared.stop.store(true);
-    ProgressState ps;
-    ps.epoch = epoch;
-    ps.target_epochs = config.Double("experiment.epochs");
-    ps.updates = shared.pushes.load();
-    ps.train_loss = std::isnan(train_loss) ? 0.0 : train_loss;
-    ps.test_accuracy = r.accuracy();
-    ps.elapsed_s = t;
-    ps.updates_per_s = t > 0 ? static_cast<double>(ps.updates) / t : 0.0;
-    progress.Evaluated(ps, r.mean_loss());
+    progress.Evaluated(MakeProgressState(row, config.Double("experiment.epochs")), r.mean_loss());
     release();
   };
 
@@ -338,28 +317,20 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
   std::vector<std::unique_ptr<WorkerLoop>> loops;
   std::vector<std::unique_ptr<alg::ParamClient>> clients;
   for (int w = 0; w < workers; ++w) {
-    WorkerSetup ws;
-    ws.worker = w;
-    ws.num_workers = workers;
-    ws.strategy = &strategy;
-    ws.options = so;
-    ws.optimizer = optimizer_options;
-    ws.learning_rate = WorkerLearningRate(config, w);
+    WorkerSetup ws = MakeWorkerSetup(config, problem, w);
     const auto wi = static_cast<std::size_t>(w);
-    ws.model = worker_models[wi] ? worker_models[wi].get() : model.get();
-    ws.train = &train;
-    ws.examples = shards_of_data[static_cast<std::size_t>(w)];
-    ws.batch_size = batch_size;
+    if (worker_models[wi]) ws.model = worker_models[wi].get();
     // A resumed run draws fresh batches (not a replay of those before the checkpoint).
     ws.seed = resuming
                   ? DeriveSeed(seed, "resume", static_cast<uint64_t>(resume.manifest.resumes + 1))
                   : seed;
     ws.sparse = sparse;
     ws.clock = clock.get();
+    if (delay) ws.after_gradient = InjectedDelay(delay.get(), clock.get(), w);
     loops.push_back(std::make_unique<WorkerLoop>(std::move(ws)));
     const alg::CompressingClient* compressing = nullptr;
-    clients.push_back(
-        CompressPushes(make_client(static_cast<uint32_t>(w)), compression, seed, w, &compressing));
+    clients.push_back(CompressPushes(make_client(static_cast<uint32_t>(w)), compression, seed, w,
+                                     &compressing));
     compressing_clients.push_back(compressing);
   }
   WorkerHooks hooks;
@@ -515,33 +486,6 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
   servers.clear();
   staleness.Flush();
 
-  result.wall_time_s = wall;
-  result.final_test_accuracy = recorder.final_test_accuracy();
-  result.final_test_loss = recorder.final_test_loss();
-  result.best_test_accuracy = recorder.best_test_accuracy();
-  result.updates = shared.pushes.load();
-  result.samples = shared.samples.load();
-  result.reason = reason;
-  result.status = failed ? "failed" : "completed";
-  result.exit_status = failed ? 2 : 0;
-  const StalenessRecorder::Stats st = staleness.stats();
-
-  SummaryRow summary = recorder.Summary();
-  summary.run_id = run.id();
-  summary.algorithm = name;
-  summary.model = config.String("model.name");
-  summary.device = DescribeDevices(devices);
-  summary.dataset = config.String("data.dataset");
-  summary.workers = workers;
-  summary.ps_shards = hogwild ? 0 : memory ? 1 : num_shards;
-  summary.transport = hogwild ? "shared" : transport_kind;
-  summary.compression = compression.name + (ef_residual ? "+ef" : "");
-  summary.seed = static_cast<int64_t>(seed);
-  summary.epochs = static_cast<double>(result.samples) / static_cast<double>(train.num_examples);
-  summary.samples = result.samples;
-  summary.updates = result.updates;
-  summary.wall_time_s = wall;
-  summary.staleness = st;
   std::vector<WorkerMetrics> worker_metrics;
   for (const auto& loop : loops) {
     worker_metrics.push_back(loop->Snapshot());
@@ -549,31 +493,17 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
     if (i < resume.manifest.workers.size()) {
       AddWorkerMetrics(worker_metrics.back(), resume.manifest.workers[i]);
     }
-    summary.dropped_pushes += worker_metrics.back().dropped_pushes;
-    summary.bytes_pushed += worker_metrics.back().bytes_pushed;
-    summary.dense_bytes_pushed += worker_metrics.back().dense_bytes_pushed;
-    summary.bytes_pulled += worker_metrics.back().bytes_pulled;
   }
-  const int64_t dropped = summary.dropped_pushes;
-  summary.status = result.status;
-  RunRecorder::Finish(run, summary, worker_metrics, &staleness, reason);
-  if (failed) {
-    ASGD_LOG(kError, reason);
-    out << "run stopped: " << reason << "\nrun folder: " << run.path() << "\n";
-    return result;
-  }
-  char line[320];
-  std::snprintf(line, sizeof(line),
-                "final test accuracy: %.4f (loss %.4f) after %.2f epochs, %lld pushes, %.1f s "
-                "(%s)\nmean staleness: %.2f (max %lld) over %lld pushes%s\n",
-                result.final_test_accuracy, result.final_test_loss,
-                static_cast<double>(result.samples) / static_cast<double>(train.num_examples),
-                static_cast<long long>(result.updates), wall, reason.c_str(),
-                st.count > 0 ? st.mean : 0.0, static_cast<long long>(st.max),
-                static_cast<long long>(st.count),
-                dropped > 0 ? StrCat("; ", dropped, " dropped as stale").c_str() : "");
-  out << line << "run folder: " << run.path() << "\n";
-  return result;
+  RunEnd end;
+  end.time_s = wall;
+  end.samples = shared.samples.load();
+  end.updates = shared.pushes.load();
+  end.reason = reason;
+  end.failed = failed;
+  end.device = DescribeDevices(devices);
+  end.ps_shards = hogwild ? 0 : memory ? 1 : num_shards;
+  end.transport = hogwild ? "shared" : transport_kind;
+  return FinishRun(config, problem, run, recorder, staleness, end, worker_metrics, {}, out);
 }
 
 }  // namespace asgd::experiments

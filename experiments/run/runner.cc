@@ -22,6 +22,7 @@
 #include "experiments/record/run_dir.h"
 #include "experiments/run/evaluation.h"
 #include "experiments/run/parallel_runner.h"
+#include "experiments/run/sim_runner.h"
 #include "models/factory.h"
 
 namespace asgd::experiments {
@@ -49,6 +50,7 @@ RunResult RunExperiment(const Config& config, const RunRequest& request, std::os
                       "`asgd ps` and `asgd worker`");
   }
   (void)BuildCompressionOptions(config);  // refuses what cannot be compressed (sgd)
+  if (config.String("cluster.transport") == "sim") return RunSimulated(config, request, out);
   if (!algorithms::FindStrategy(config.String("algorithm.name")).sequential) {
     return RunParallel(config, request, out);
   }

@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <cmath>
 
+#include "algorithms/param_client_wrapper.h"
 #include "core/aligned.h"
 #include "core/check.h"
 #include "core/rng.h"
 #include "datasets/sampler.h"
+#include "sim/delay_model.h"
 #include "transport/status.h"
 
 namespace asgd::experiments {
@@ -33,10 +35,52 @@ WorkerMetrics WorkerLoop::Snapshot() const {
   m.active_s = static_cast<double>(live_.active_ns.load(std::memory_order_relaxed)) * 1e-9;
   m.compute_s = static_cast<double>(live_.compute_ns.load(std::memory_order_relaxed)) * 1e-9;
   m.wait_s = static_cast<double>(live_.wait_ns.load(std::memory_order_relaxed)) * 1e-9;
+  m.comm_s = static_cast<double>(live_.comm_ns.load(std::memory_order_relaxed)) * 1e-9;
   return m;
 }
 
 namespace {
+
+// Times every call of the worker's client on the worker's clock (workers.csv's
+// comm_time_s): two clock reads per call.
+class TimedClient final : public alg::ParamClientWrapper {
+ public:
+  TimedClient(alg::ParamClient* target, const Clock& clock, Duration* total)
+      : ParamClientWrapper(target), clock_(clock), total_(total) {}
+
+ protected:
+  alg::Status DoPull(std::span<float> out) override {
+    return Timed([&] { return ParamClientWrapper::DoPull(out); });
+  }
+  alg::Status DoPush(std::span<const float> update, int64_t step) override {
+    return Timed([&] { return ParamClientWrapper::DoPush(update, step); });
+  }
+  alg::Status DoPushPull(std::span<const float> update, std::span<float> out,
+                         int64_t step) override {
+    return Timed([&] { return ParamClientWrapper::DoPushPull(update, out, step); });
+  }
+  alg::Status DoSendClock(int64_t clock) override {
+    return Timed([&] { return ParamClientWrapper::DoSendClock(clock); });
+  }
+  alg::Status DoPullSparse(std::span<const int64_t> indices, std::span<float> out) override {
+    return Timed([&] { return ParamClientWrapper::DoPullSparse(indices, out); });
+  }
+  alg::Status DoPushSparse(std::span<const int64_t> indices, std::span<const float> values,
+                           int64_t step) override {
+    return Timed([&] { return ParamClientWrapper::DoPushSparse(indices, values, step); });
+  }
+
+ private:
+  template <typename F>
+  alg::Status Timed(F&& call) {
+    const Duration t0 = clock_.Now();
+    alg::Status st = call();
+    *total_ += clock_.Now() - t0;
+    return st;
+  }
+  const Clock& clock_;
+  Duration* total_;
+};
 
 // The first element of v that is NaN or infinite, or -1.
 int64_t FirstNonFinite(std::span<const float> v) {
@@ -45,6 +89,13 @@ int64_t FirstNonFinite(std::span<const float> v) {
 }
 
 }  // namespace
+
+std::function<void(Duration)> InjectedDelay(sim::DelayModel* delay, Clock* clock, int worker) {
+  return [delay, clock, worker](Duration cpu) {
+    const Duration extra = delay->ExtraDelay(worker, cpu);
+    if (extra > Duration::zero()) clock->SleepFor(extra);
+  };
+}
 
 std::string DescribeNonFiniteLoss(const NonFiniteLoss& f) {
   const std::string what = std::isnan(f.loss) ? "NaN" : "infinite";
@@ -99,6 +150,7 @@ WorkerOutcome WorkerLoop::Run(alg::ParamClient& client, const WorkerHooks& hooks
   WorkerOutcome outcome;
   Duration compute{0};   // in gradient evaluations (the model)
   Duration in_steps{0};  // in Step calls (compute, communication, waiting)
+  Duration comm{0};      // in the client's calls
   auto ending = [&](const alg::Status& st) {
     return hooks.ending && hooks.ending() && st.error_code() == transport::ErrorCode::kShuttingDown;
   };
@@ -106,6 +158,7 @@ WorkerOutcome WorkerLoop::Run(alg::ParamClient& client, const WorkerHooks& hooks
     live_.compute_ns.store(compute.count(), std::memory_order_relaxed);
     live_.wait_ns.store(std::max<int64_t>(0, (in_steps - compute).count()),
                         std::memory_order_relaxed);
+    live_.comm_ns.store(comm.count(), std::memory_order_relaxed);
     // What reached the store: a compressing wrapper's encoded bytes, not its input.
     live_.bytes_pushed.store(client.wire_traffic().bytes_pushed, std::memory_order_relaxed);
     live_.dense_bytes_pushed.store(client.wire_traffic().dense_bytes_pushed,
@@ -125,7 +178,8 @@ WorkerOutcome WorkerLoop::Run(alg::ParamClient& client, const WorkerHooks& hooks
     alg::WorkerEnv env;
     env.worker = w;
     env.num_workers = s.num_workers;
-    env.ps = &client;
+    TimedClient timed(&client, clock, &comm);
+    env.ps = &timed;
     env.optimizer = optimizer.get();
     env.clock = &clock;
     env.options = s.options.worker;
@@ -137,7 +191,9 @@ WorkerOutcome WorkerLoop::Run(alg::ParamClient& client, const WorkerHooks& hooks
       datasets::BatchView batch = sampler.Next();
       last_batch = batch.size;
       const Duration t0 = clock.Now();
+      const Duration cpu0 = s.after_gradient ? sim::ThreadCpuTime() : Duration::zero();
       const float loss = local->LossAndGradient(params, batch, grad);
+      if (s.after_gradient) s.after_gradient(sim::ThreadCpuTime() - cpu0);
       compute += clock.Now() - t0;
       if (!std::isfinite(loss)) non_finite_param = FirstNonFinite(params);
       return loss;
@@ -151,15 +207,13 @@ WorkerOutcome WorkerLoop::Run(alg::ParamClient& client, const WorkerHooks& hooks
                                 alg::Status* status) -> float {
         datasets::BatchView batch = sampler.Next();
         last_batch = batch.size;
-        // The coordinates the batch touches: its features and the bias (the last).
-        touched.assign(batch.indices + batch.indptr[0], batch.indices + batch.indptr[batch.size]);
-        touched.push_back(n_params - 1);
-        std::sort(touched.begin(), touched.end());
-        touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+        local->SparseCoordinates(batch, &touched);
         *status = read(touched, sparse_params);
         if (!status->ok()) return std::nanf("");
         const Duration t0 = clock.Now();
+        const Duration cpu0 = s.after_gradient ? sim::ThreadCpuTime() : Duration::zero();
         const float loss = local->LossAndSparseGradient(sparse_params, batch, &sparse_grad);
+        if (s.after_gradient) s.after_gradient(sim::ThreadCpuTime() - cpu0);
         compute += clock.Now() - t0;
         grad->indices.swap(sparse_grad.indices);
         grad->values.swap(sparse_grad.values);

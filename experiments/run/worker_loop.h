@@ -1,7 +1,7 @@
 // One worker's training loop, shared by the in-process runner (a thread per worker) and
 // the `asgd worker` process: draws mini-batches from the worker's partition, runs the
 // strategy's worker rule against a ParamClient, and measures the worker (WorkerMetrics:
-// steps, samples, compute and wait time, traffic, dropped pushes).
+// steps, samples, compute, wait and communication time, traffic, dropped pushes).
 //
 // The caller decides when to stop and what the learning-rate schedule says, through
 // hooks, so the same loop serves a shared-memory counter (threads) and a coordinator's
@@ -24,6 +24,7 @@
 #include "datasets/dataset.h"
 #include "experiments/record/metrics.h"
 #include "models/model.h"
+#include "sim/delay_model.h"
 
 namespace asgd::experiments {
 
@@ -41,6 +42,11 @@ struct WorkerSetup {
   uint64_t seed = 0;             // the run's seed
   bool sparse = false;           // hogwild's sparse path (sparse model, plain SGD)
   const Clock* clock = nullptr;  // not owned
+  // Optional: the step-time model (sim/delay_model.h). Called after every gradient
+  // evaluation with the CPU time the evaluation took on this thread; it blocks for as
+  // long as the model stretches the step (a simulated worker sleeps in virtual time, a
+  // real one on the clock: injected delays), and that time counts as compute.
+  std::function<void(Duration cpu_time)> after_gradient;
 };
 
 // The worker's client with [compression] applied: `client` itself for name = none, else
@@ -70,6 +76,13 @@ struct WorkerOutcome {
   std::string failure;  // empty: the loop ended as the hooks or the run decided
   bool nan_loss = false;
 };
+
+// The [delay] model of a real run (threads or processes) as injected sleeps: worker w's
+// WorkerSetup::after_gradient, sleeping on `clock` for DelayModel::ExtraDelay (the model's
+// step time minus the gradient's CPU time, if positive). Each worker draws from its own
+// stream of the model, so threads share it without locks. delay and clock must outlive
+// the loop.
+std::function<void(Duration)> InjectedDelay(sim::DelayModel* delay, Clock* clock, int worker);
 
 // What is known about a non-finite training loss, to name its source.
 struct NonFiniteLoss {
@@ -103,7 +116,7 @@ class WorkerLoop {
   struct Live {
     std::atomic<int64_t> steps{0}, samples{0}, pushes{0}, bytes_pushed{0}, dense_bytes_pushed{0},
         bytes_pulled{0}, dropped{0};
-    std::atomic<int64_t> active_ns{0}, compute_ns{0}, wait_ns{0};
+    std::atomic<int64_t> active_ns{0}, compute_ns{0}, wait_ns{0}, comm_ns{0};
   };
   WorkerSetup setup_;
   Live live_;

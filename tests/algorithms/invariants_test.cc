@@ -4,8 +4,6 @@
 // workers in rounds, so those tests run one thread per worker; their results do not
 // depend on the threads' timing (a round sums its pushes in worker order), which the
 // tests rely on.
-#include <gtest/gtest.h>
-
 #include <chrono>
 #include <cmath>
 #include <map>
@@ -14,6 +12,9 @@
 #include <thread>
 #include <vector>
 
+#include <gtest/gtest.h>
+
+#include "algorithms/elastic.h"
 #include "algorithms/schedule.h"
 #include "core/error.h"
 #include "tests/algorithms/strategy_harness.h"
@@ -27,7 +28,8 @@ void ExpectNear(const std::vector<float>& got, const std::vector<float>& want, d
                 const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;
   for (std::size_t i = 0; i < got.size(); ++i) {
-    EXPECT_NEAR(got[i], want[i], rel * std::max(1.0f, std::abs(want[i]))) << what << " [" << i << "]";
+    EXPECT_NEAR(got[i], want[i], rel * std::max(1.0f, std::abs(want[i])))
+        << what << " [" << i << "]";
   }
 }
 
@@ -52,7 +54,9 @@ void ExpectEquivalent(const std::string& a, const StrategyOptions& a_options, co
 struct LeastSquares {
   int m;
   explicit LeastSquares(int examples) : m(examples) {}
-  float a(int j, int i) const { return std::sin(0.7f * static_cast<float>(j) + 1.3f * static_cast<float>(i)); }
+  float a(int j, int i) const {
+    return std::sin(0.7f * static_cast<float>(j) + 1.3f * static_cast<float>(i));
+  }
   float y(int j) const { return std::cos(0.3f * static_cast<float>(j)); }
   // Loss and gradient at p over examples first, first + 1, ..., first + count − 1 (mod m).
   float Batch(std::span<const float> p, std::span<float> g, int first, int count) const {
@@ -62,7 +66,8 @@ struct LeastSquares {
       const int j = (first + k) % m;
       float r = -y(j);
       for (int i = 0; i < kDim; ++i) r += a(j, i) * p[static_cast<std::size_t>(i)];
-      for (int i = 0; i < kDim; ++i) g[static_cast<std::size_t>(i)] += a(j, i) * r / static_cast<float>(count);
+      for (int i = 0; i < kDim; ++i)
+        g[static_cast<std::size_t>(i)] += a(j, i) * r / static_cast<float>(count);
       loss += 0.5f * r * r / static_cast<float>(count);
     }
     return loss;
@@ -94,7 +99,8 @@ TEST(SyncSgd, KWorkersOfBatchBAreOneWorkerOfBatchKB) {
   const LeastSquares ls(64);
   constexpr int kWorkers = 4, kBatch = 3, kSteps = 30;
   Harness h("sync_sgd", kWorkers, Options(0.2, 1));
-  for (int w = 0; w < kWorkers; ++w) h.gradients[static_cast<std::size_t>(w)] = WorkerBatches(ls, w, kWorkers, kBatch);
+  for (int w = 0; w < kWorkers; ++w)
+    h.gradients[static_cast<std::size_t>(w)] = WorkerBatches(ls, w, kWorkers, kBatch);
   h.RunThreads(kSteps);
   ExpectNear(h.store->values(), LargeBatchSgd(ls, 0.2, kWorkers * kBatch, kSteps), 1e-5, "centre");
   EXPECT_EQ(h.store->version(), static_cast<uint64_t>(kSteps));
@@ -140,7 +146,9 @@ TEST(SyncSgd, PerWorkerLearningRatesScaleEachGradient) {
   for (int i = 0; i < kDim; ++i) {
     const float u0 = -0.1f * g[static_cast<std::size_t>(i)];
     const float u1 = -1e-4f * g[static_cast<std::size_t>(i)];
-    EXPECT_FLOAT_EQ(got[static_cast<std::size_t>(i)], kInit[static_cast<std::size_t>(i)] + 0.5f * (u0 + u1)) << i;
+    EXPECT_FLOAT_EQ(got[static_cast<std::size_t>(i)],
+                    kInit[static_cast<std::size_t>(i)] + 0.5f * (u0 + u1))
+        << i;
   }
 }
 
@@ -184,7 +192,8 @@ TEST(SyncSgd, BackupWorkersDropTheSlowestPushOfEveryRound) {
   EXPECT_EQ(stats.dropped, static_cast<uint64_t>(kRounds));
   EXPECT_EQ(stats.accepted, static_cast<uint64_t>(3 * kRounds));
   EXPECT_EQ(h.clients[3]->dropped_pushes(), kRounds);
-  for (int w = 0; w < 3; ++w) EXPECT_EQ(h.clients[static_cast<std::size_t>(w)]->dropped_pushes(), 0);
+  for (int w = 0; w < 3; ++w)
+    EXPECT_EQ(h.clients[static_cast<std::size_t>(w)]->dropped_pushes(), 0);
   // Every push has its record; the dropped ones are worker 3's, one round late.
   int64_t dropped_records = 0;
   for (const auto& r : h.sink.records()) {
@@ -311,10 +320,12 @@ TEST(Ssp, NoWorkerRunsMoreThanSClocksAhead) {
 std::vector<double> ElasticSum(const Harness& h) {
   std::vector<double> sum(kDim, 0.0);
   const auto centre = h.store->values();
-  for (int i = 0; i < kDim; ++i) sum[static_cast<std::size_t>(i)] = centre[static_cast<std::size_t>(i)];
+  for (int i = 0; i < kDim; ++i)
+    sum[static_cast<std::size_t>(i)] = centre[static_cast<std::size_t>(i)];
   for (std::size_t w = 0; w < h.size(); ++w) {
     const auto x = h.local(w);
-    for (int i = 0; i < kDim; ++i) sum[static_cast<std::size_t>(i)] += x[static_cast<std::size_t>(i)];
+    for (int i = 0; i < kDim; ++i)
+      sum[static_cast<std::size_t>(i)] += x[static_cast<std::size_t>(i)];
   }
   return sum;
 }
@@ -327,7 +338,8 @@ struct GradientLog {
     return [this, fn](std::span<const float> p, std::span<float> g) {
       const float loss = fn(p, g);
       std::lock_guard<std::mutex> lock(mu);
-      for (int i = 0; i < kDim; ++i) sum[static_cast<std::size_t>(i)] += g[static_cast<std::size_t>(i)];
+      for (int i = 0; i < kDim; ++i)
+        sum[static_cast<std::size_t>(i)] += g[static_cast<std::size_t>(i)];
       return loss;
     };
   }
@@ -420,6 +432,131 @@ TEST(Elastic, AsynchronousExchangeContractsBy1MinusTwoAlpha) {
   }
 }
 
+// §3.11 (e)2, the modes with Σd = 0: two workers pushed to opposite sides of the centre
+// by one gradient step (±g0), then none. The centre does not move (the elastic terms
+// cancel in its sum) and each offset d^i = x^i − x̃ contracts by 1 − α per synchronous
+// exchange (not 1 − α − β: that is the symmetric mode, tested above).
+TEST(Elastic, SynchronousExchangeWithOppositeOffsetsContractsBy1MinusAlpha) {
+  constexpr double kAlpha = 0.2, kEta = 0.5;
+  StrategyOptions so = Options(kEta, 1);
+  so.elastic_alpha = kAlpha;
+  Harness h("easgd", 2, so);
+  for (int w = 0; w < 2; ++w) {
+    auto first = std::make_shared<bool>(true);
+    const float sign = w == 0 ? 1.0f : -1.0f;
+    h.gradients[static_cast<std::size_t>(w)] = [first, sign](std::span<const float>,
+                                                             std::span<float> g) {
+      std::fill(g.begin(), g.end(), *first ? sign : 0.0f);
+      *first = false;
+      return 0.0f;
+    };
+  }
+  constexpr int kSteps = 6;  // step 0: x^0 ← x̃0 − η, x^1 ← x̃0 + η; then one exchange each
+  h.RunThreads(kSteps);
+  const double d = kEta * std::pow(1.0 - kAlpha, kSteps - 1);
+  for (int i = 0; i < kDim; ++i) {
+    const auto k = static_cast<std::size_t>(i);
+    EXPECT_NEAR(h.store->values()[k], kInit[k], 1e-6) << "the centre moved at " << i;
+    EXPECT_NEAR(h.local(0)[k] - kInit[k], -d, 1e-6) << i;
+    EXPECT_NEAR(h.local(1)[k] - kInit[k], d, 1e-6) << i;
+  }
+}
+
+// §3.11 (e)4: every worker starting at the centre with identical data. As written there
+// ("the elastic terms stay 0") it holds only while the gradient is 0 — after a gradient
+// step x^i ≠ x̃ — so both parts are tested: (a) from the optimum (zero gradient) the
+// elastic terms stay exactly 0 and nothing moves; (b) from elsewhere every worker's
+// elastic term is the same, so the workers stay identical to one another, bit for bit,
+// and the run is one worker's SGD with the centre a moving average with β = nα:
+//   g = ∇f(x); e = α(x − x̃); x ← x − e − ηg; x̃ ← x̃ + n·e.
+TEST(Elastic, IdenticalDataKeepsWorkersIdenticalAndElasticTermsAtZeroAtTheOptimum) {
+  constexpr int kWorkers = 3;
+  constexpr double kAlpha = 0.1, kEta = 0.2;
+  StrategyOptions so = Options(kEta, 1);
+  so.elastic_alpha = kAlpha;
+  {
+    const Quadratic q(kDim);
+    Harness at_optimum("easgd", kWorkers, so, "sgd", q.c);
+    at_optimum.RunThreads(10);
+    EXPECT_EQ(at_optimum.store->values(), q.c);
+    for (std::size_t w = 0; w < kWorkers; ++w) EXPECT_EQ(at_optimum.local(w), q.c) << w;
+  }
+  Harness h("easgd", kWorkers, so);
+  constexpr int kSteps = 12;
+  h.RunThreads(kSteps);
+  for (std::size_t w = 1; w < kWorkers; ++w) EXPECT_EQ(h.local(w), h.local(0)) << w;
+  std::vector<double> x(kInit.begin(), kInit.end()), c = x;
+  for (int t = 0; t < kSteps; ++t) {
+    for (int i = 0; i < kDim; ++i) {
+      const auto k = static_cast<std::size_t>(i);
+      const double g = h.q.h[k] * (x[k] - h.q.c[k]);
+      const double e = kAlpha * (x[k] - c[k]);
+      x[k] -= e + kEta * g;
+      c[k] += kWorkers * e;
+    }
+  }
+  for (int i = 0; i < kDim; ++i) {
+    const auto k = static_cast<std::size_t>(i);
+    EXPECT_NEAR(h.local(0)[k], x[k], 1e-5) << i;
+    EXPECT_NEAR(h.store->values()[k], c[k], 1e-5) << i;
+  }
+}
+
+// §3.13 (e)4: EAMSGD's exchanges conserve Σ x^i + x̃ as AEASGD's do; with momentum the
+// local steps move it by Σ v (not −η Σ g): a gradient g_j taken at a worker's step j of
+// K contributes −η·g_j·(1 − δ^(K−j+1))/(1 − δ) by the end (the velocity keeps carrying
+// it; exchanges never touch v).
+TEST(Elastic, EamsgdExchangesConserveTheSumOfWorkersAndCentre) {
+  constexpr int kWorkers = 3, kSteps = 31;
+  constexpr double kEta = 0.05, kDelta = 0.5;
+  StrategyOptions so = Options(kEta, 3);
+  so.elastic_alpha = 0.2;
+  so.worker_momentum = kDelta;
+  Harness h("aeamsgd", kWorkers, so);
+  std::vector<std::unique_ptr<Quadratic>> data;
+  std::vector<std::vector<std::vector<float>>> grads(kWorkers);  // per worker, per step
+  for (int w = 0; w < kWorkers; ++w) {
+    data.push_back(std::make_unique<Quadratic>(kDim, static_cast<float>(2 * w)));
+    const GradientFn fn = data.back()->Fn();
+    auto* log = &grads[static_cast<std::size_t>(w)];  // one thread per worker writes it
+    h.gradients[static_cast<std::size_t>(w)] = [fn, log](std::span<const float> p,
+                                                         std::span<float> g) {
+      const float loss = fn(p, g);
+      log->emplace_back(g.begin(), g.end());
+      return loss;
+    };
+  }
+  h.Start();  // every worker reads x̃0 before anyone exchanges: Σ x^i + x̃ = (n + 1)·x̃0
+  h.RunThreads(kSteps);
+  const auto sum = ElasticSum(h);
+  for (int i = 0; i < kDim; ++i) {
+    const auto k = static_cast<std::size_t>(i);
+    double expected = (kWorkers + 1.0) * kInit[k];
+    for (const auto& log : grads) {
+      const auto n = static_cast<int>(log.size());
+      ASSERT_EQ(n, kSteps);
+      for (int j = 1; j <= n; ++j) {
+        expected -= kEta * log[static_cast<std::size_t>(j - 1)][k] *
+                    (1.0 - std::pow(kDelta, n - j + 1)) / (1.0 - kDelta);
+      }
+    }
+    EXPECT_NEAR(sum[k], expected, 1e-4 * std::max(1.0, std::abs(expected))) << i;
+  }
+  EXPECT_NE(h.store->values(), kInit);  // the centre moved
+}
+
+// §3.12 (e)2: one AEASGD worker with α = 0 is plain SGD and the centre never moves. The
+// config cannot ask for α = 0 (algorithm.elastic_alpha = 0 means the paper's β/n, and
+// α = 0 would be independent SGD runs, which `sgd` already is), so the rule is built
+// with α = 0 directly.
+TEST(Elastic, AeasgdOneWorkerWithAlphaZeroIsSgd) {
+  constexpr int kSteps = 20;
+  Harness h("aeasgd", 1, Options(0.1, 2), "sgd", kInit, NewElasticRule(0.0));
+  h.Run(kSteps);
+  EXPECT_EQ(h.local(0), Sequential(h.q, "sgd", 0.1, kSteps));
+  EXPECT_EQ(h.store->values(), kInit);
+}
+
 // §3.13 (e)1: EAMSGD with δ = 0 is AEASGD (local SGD), bit for bit.
 TEST(Elastic, EamsgdWithoutMomentumIsAeasgd) {
   StrategyOptions so = Options(0.1, 2);
@@ -447,7 +584,7 @@ TEST(Elastic, EamsgdLooksAheadAlongTheVelocity) {
     EXPECT_NEAR(x1[k], kInit[k] + v1, 1e-6) << i;
     const double look = x1[k] + kDelta * v1;
     EXPECT_NEAR(x2[k], look - kEta * hh * (look - c), 1e-5) << i;
-    if (std::abs(v1) > 1e-3) {  // (where the velocity is not zero)
+    if (std::abs(v1) > 1e-3) {                   // (where the velocity is not zero)
       const double wrong = x1[k] - kDelta * v1;  // the flipped look-ahead
       EXPECT_GT(std::abs(x2[k] - (x1[k] + kDelta * v1 - kEta * hh * (wrong - c))), 1e-4) << i;
     }
@@ -469,7 +606,10 @@ TEST(Elastic, EamsgdVelocityUnderAConstantGradient) {
   h.Run(kSteps);
   double moved = 0;
   for (int j = 1; j <= kSteps; ++j) moved += -kEta * (1.0 - std::pow(kDelta, j)) / (1.0 - kDelta);
-  for (int i = 0; i < kDim; ++i) EXPECT_NEAR(h.local(0)[static_cast<std::size_t>(i)], kInit[static_cast<std::size_t>(i)] + moved, 1e-5) << i;
+  for (int i = 0; i < kDim; ++i)
+    EXPECT_NEAR(h.local(0)[static_cast<std::size_t>(i)], kInit[static_cast<std::size_t>(i)] + moved,
+                1e-5)
+        << i;
 }
 
 // ---- Model averaging ---------------------------------------------------------------
@@ -498,9 +638,11 @@ TEST(ModelAveraging, CentreIsTheMeanOfEachRoundAndOneWorkerIsSequential) {
         data[static_cast<std::size_t>(w)]->Fn()(x, g);
         opt->Step(x, g, 0.1f);
       }
-      for (int i = 0; i < kDim; ++i) sum[static_cast<std::size_t>(i)] += x[static_cast<std::size_t>(i)];
+      for (int i = 0; i < kDim; ++i)
+        sum[static_cast<std::size_t>(i)] += x[static_cast<std::size_t>(i)];
     }
-    for (int i = 0; i < kDim; ++i) centre[static_cast<std::size_t>(i)] = sum[static_cast<std::size_t>(i)] * (1.0f / kWorkers);
+    for (int i = 0; i < kDim; ++i)
+      centre[static_cast<std::size_t>(i)] = sum[static_cast<std::size_t>(i)] * (1.0f / kWorkers);
   }
   EXPECT_EQ(h.store->values(), centre);
   EXPECT_EQ(h.store->version(), static_cast<uint64_t>(kRounds));
@@ -508,6 +650,19 @@ TEST(ModelAveraging, CentreIsTheMeanOfEachRoundAndOneWorkerIsSequential) {
   Harness one("model_averaging", 1, Options(0.1, kWindow), "momentum");
   one.RunThreads(kWindow * kRounds);
   EXPECT_EQ(one.store->values(), Sequential(one.q, "momentum", 0.1, kWindow * kRounds));
+}
+
+// §3.14: identical data and initialisation ⇒ the average equals each worker, so n workers
+// are sequential SGD (to the rounding of the mean: (x + x + x)·⅓ may differ from x by an
+// ulp).
+TEST(ModelAveraging, IdenticalDataAverageEqualsEachWorker) {
+  constexpr int kWorkers = 3, kWindow = 4, kRounds = 5;
+  Harness h("model_averaging", kWorkers, Options(0.1, kWindow));
+  h.RunThreads(kWindow * kRounds);
+  for (std::size_t w = 1; w < kWorkers; ++w) EXPECT_EQ(h.local(w), h.local(0)) << w;
+  ExpectNear(h.store->values(), h.local(0), 1e-6, "centre vs worker 0");
+  ExpectNear(h.store->values(), Sequential(h.q, "sgd", 0.1, kWindow * kRounds), 1e-5,
+             "centre vs sequential");
 }
 
 // ---- DC-ASGD ------------------------------------------------------------------------
@@ -617,10 +772,13 @@ TEST(StalenessAware, OneSoftsyncWithFreshGradientsIsSyncSgd) {
   std::vector<std::unique_ptr<MemoryClient>> clients;
   for (int w = 0; w < kWorkers; ++w) clients.push_back(std::make_unique<MemoryClient>(&store, w));
   std::vector<std::unique_ptr<Quadratic>> data;
-  for (int w = 0; w < kWorkers; ++w) data.push_back(std::make_unique<Quadratic>(kDim, static_cast<float>(w)));
+  for (int w = 0; w < kWorkers; ++w)
+    data.push_back(std::make_unique<Quadratic>(kDim, static_cast<float>(w)));
   std::vector<std::vector<float>> theta(kWorkers, std::vector<float>(kDim)), grad = theta;
   for (int r = 0; r < kRounds; ++r) {
-    for (int w = 0; w < kWorkers; ++w) ASSERT_TRUE(clients[static_cast<std::size_t>(w)]->Pull(theta[static_cast<std::size_t>(w)]).ok());
+    for (int w = 0; w < kWorkers; ++w)
+      ASSERT_TRUE(
+          clients[static_cast<std::size_t>(w)]->Pull(theta[static_cast<std::size_t>(w)]).ok());
     for (int w = 0; w < kWorkers; ++w) {
       const auto k = static_cast<std::size_t>(w);
       data[k]->Fn()(theta[k], grad[k]);
@@ -628,7 +786,8 @@ TEST(StalenessAware, OneSoftsyncWithFreshGradientsIsSyncSgd) {
     }
   }
   Harness sync("sync_sgd", kWorkers, Options(0.2, 1));
-  for (int w = 0; w < kWorkers; ++w) sync.gradients[static_cast<std::size_t>(w)] = data[static_cast<std::size_t>(w)]->Fn();
+  for (int w = 0; w < kWorkers; ++w)
+    sync.gradients[static_cast<std::size_t>(w)] = data[static_cast<std::size_t>(w)]->Fn();
   sync.RunThreads(kRounds);
   ExpectNear(store.values(), sync.store->values(), 1e-6, "1-softsync vs sync SGD");
   EXPECT_EQ(store.version(), static_cast<uint64_t>(kRounds));

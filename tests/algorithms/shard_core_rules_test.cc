@@ -2,16 +2,18 @@
 // hosts: the ZeroMQ server and the in-process store are adapters of this core, tested as
 // such in tests/transport and strategies_test). Checks the bookkeeping every rule gets:
 // non-finite rejection leaves the shard unchanged, outcomes and staleness records are
-// counted, refusals change nothing, and Snapshot/Restore round-trips values, version and
-// rule state.
-#include <gtest/gtest.h>
-
+// counted, refusals change nothing, a push whose result would overflow is refused as
+// non_finite with the shard and rule state unchanged, and Snapshot/Restore round-trips
+// values, version and rule state. Strategies with a choice of server rule (downpour's
+// server_optimizer) are a case per rule ("downpour/adagrad").
 #include <cctype>
 #include <cmath>
 #include <limits>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "algorithms/strategy.h"
 #include "core/clock.h"
@@ -40,15 +42,18 @@ class CountingReplies final : public transport::ReplySink {
 };
 
 struct Host {
+  // name: a strategy, or "strategy/server_optimizer".
   explicit Host(const std::string& name)
       : clock(NewSystemClock()), storage(std::vector<float>(kSize, 0.5f)) {
     StrategyOptions o;
     o.num_workers = 1;
+    const std::size_t slash = name.find('/');
+    if (slash != std::string::npos) o.server_optimizer = name.substr(slash + 1);
     ShardCore::Options co;
     co.clock = clock.get();
     co.staleness_sink = &sink;
-    core = std::make_unique<ShardCore>(co, FindStrategy(name).server_rule(o, 0), &storage,
-                                       &replies);
+    core = std::make_unique<ShardCore>(co, FindStrategy(name.substr(0, slash)).server_rule(o, 0),
+                                       &storage, &replies);
     core->Start();
   }
   transport::RequestInfo Info(Op op) const {
@@ -79,6 +84,7 @@ std::vector<std::string> StoreStrategies() {
     const Strategy& s = FindStrategy(name);
     if (!s.shared_memory && s.server_rule) names.push_back(name);
   }
+  names.push_back("downpour/adagrad");  // downpour's other server rule
   return names;
 }
 
@@ -100,6 +106,42 @@ TEST_P(ShardCoreRules, NonFinitePushChangesNothing) {
   EXPECT_EQ(h.core->stats().rejected, 1u);
   EXPECT_EQ(h.core->stats().records, 0u);
   EXPECT_EQ(h.sink.size(), 0u);
+}
+
+// Issue 22 item 4: finite pushes whose result would overflow (FLT_MAX again and again:
+// the add rules at the second, dc_asgd's and Adagrad's g⊙g at the first, the rate-scaled
+// rules after a few hundred; then -FLT_MAX: the elastic rules' x − centre) are refused as
+// non_finite, counted, with values, version and rule state unchanged, and what is applied
+// stays finite. Model averaging alone cannot overflow (its centre is the mean of pushed
+// models, each finite).
+TEST_P(ShardCoreRules, OverflowingPushIsRefusedAsNonFinite) {
+  Host h(GetParam());
+  constexpr float kMax = std::numeric_limits<float>::max();
+  std::vector<float> pushes(400, kMax);
+  pushes.insert(pushes.end(), {-kMax, -kMax});
+  int refused = 0;
+  for (std::size_t i = 0; i < pushes.size(); ++i) {
+    const transport::ShardSnapshot before = h.core->Snapshot();
+    const uint64_t rejected_before = h.core->stats().rejected;
+    const ShardCore::Result r = h.Push(std::vector<float>(kSize, pushes[i]));
+    h.core->FailAll(ErrorCode::kShuttingDown, "next round");  // a rule that holds replies
+    if (r.ok()) {
+      for (const float v : h.core->Snapshot().values) ASSERT_TRUE(std::isfinite(v)) << v;
+      continue;
+    }
+    ++refused;
+    EXPECT_EQ(r.error, ErrorCode::kNonFinite) << r.message;
+    EXPECT_NE(r.message.find("would be"), std::string::npos) << r.message;
+    const transport::ShardSnapshot after = h.core->Snapshot();
+    ASSERT_EQ(after.values, before.values);
+    ASSERT_EQ(after.version, before.version);
+    ASSERT_EQ(after.rule_state, before.rule_state);
+    EXPECT_GT(h.core->stats().rejected, rejected_before);
+    if (pushes[i] > 0) i = 399;  // on to the negative pushes
+  }
+  if (GetParam() != "model_averaging") {
+    EXPECT_GT(refused, 0) << "no push of +-FLT_MAX overflowed";
+  }
 }
 
 TEST_P(ShardCoreRules, PushesAreCountedAndRecorded) {

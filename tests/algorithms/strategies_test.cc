@@ -1,20 +1,20 @@
 // The asynchronous strategies on the in-memory store under a deterministic round-robin
 // schedule (one thread calls each worker's Step in turn), so staleness is exact and the
 // invariants of algorithms.md §3 and §7 hold bit for bit or to float tolerance.
-#include <gtest/gtest.h>
-
 #include <algorithm>
 #include <cmath>
 #include <memory>
 #include <thread>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "algorithms/hogwild.h"
-#include "tests/algorithms/strategy_harness.h"
 #include "algorithms/memory_store.h"
 #include "algorithms/strategy.h"
 #include "core/error.h"
 #include "core/rng.h"
+#include "tests/algorithms/strategy_harness.h"
 
 namespace asgd::algorithms {
 namespace {
@@ -320,12 +320,121 @@ TEST(Hogwild, OneThreadIsSgdAndThreadsLoseNothing) {
   for (std::size_t i = 0; i < got.size(); ++i) {
     float sum = 0;
     for (int t = 0; t < kThreads; ++t) {
-      for (int p = 0; p < kPushes; ++p) sum += static_cast<float>((static_cast<int>(i) + t + p) % 3 - 1);
+      for (int p = 0; p < kPushes; ++p)
+        sum += static_cast<float>((static_cast<int>(i) + t + p) % 3 - 1);
     }
     ASSERT_EQ(got[i], sum) << i;
   }
   EXPECT_EQ(store.version(), static_cast<uint64_t>(kThreads * kPushes));
   EXPECT_EQ(sink.size(), static_cast<std::size_t>(kThreads * kPushes));
+}
+
+// algorithm.hogwild_add = racy: without concurrency its adds are the atomic mode's, bit for
+// bit (dense and sparse), so only collisions between threads tell them apart (§3.2 (e)4);
+// an unknown mode is a config error naming the key.
+TEST(Hogwild, RacyAddsEqualAtomicAddsWithoutConcurrency) {
+  std::vector<float> init(257);
+  for (std::size_t i = 0; i < init.size(); ++i) init[i] = 0.25f * static_cast<float>(i % 7);
+  HogwildStore atomic(init, nullptr, nullptr, HogwildStore::AddMode::kAtomic);
+  HogwildStore racy(init, nullptr, nullptr, HogwildStore::ParseAddMode("racy"));
+  EXPECT_EQ(racy.mode(), HogwildStore::AddMode::kRacy);
+  std::vector<float> update(init.size());
+  for (int p = 0; p < 5; ++p) {
+    for (std::size_t i = 0; i < update.size(); ++i) {
+      update[i] = (i + static_cast<std::size_t>(p)) % 4 == 0
+                      ? 0.0f
+                      : 0.1f * static_cast<float>(p) - 0.013f * static_cast<float>(i);
+    }
+    EXPECT_EQ(atomic.Add(update), racy.Add(update));
+  }
+  const std::vector<int64_t> at = {0, 3, 100, 256};
+  const std::vector<float> values = {1.5f, -2.0f, 0.0f, 3.25f};
+  (void)atomic.AddAt(at, values);
+  (void)racy.AddAt(at, values);
+  EXPECT_EQ(atomic.values(), racy.values());
+  EXPECT_EQ(atomic.version(), racy.version());
+  EXPECT_THROW(HogwildStore::ParseAddMode("locked"), ConfigError);
+}
+
+// §3.2 (e)2: disjoint supports (each worker's samples touch only its own coordinates):
+// the result does not depend on the interleaving and equals the sequential result,
+// exactly. Two sparse workers on a separable quadratic, one on coordinates {0, 2, 4}, the
+// other on {1, 3, 5}: worker-after-worker, alternating, and on two real threads all end
+// at each block's own sequential SGD, bit for bit.
+TEST(Hogwild, DisjointSupportsAreOrderIndependentAndSequential) {
+  constexpr int kSteps = 25;
+  constexpr double kLr = 0.1;
+  const Quadratic q(kDim);
+  const std::vector<std::vector<int64_t>> support = {{0, 2, 4}, {1, 3, 5}};
+  auto sparse = [&](int w) {
+    return [&, w](const SparseReader& read, SparseUpdate* g, Status* st) {
+      const std::vector<int64_t>& idx = support[static_cast<std::size_t>(w)];
+      std::vector<float> params(kDim, 0.0f);
+      *st = read(idx, params);
+      g->indices = idx;
+      g->values.clear();
+      for (const int64_t i : idx) {
+        const auto k = static_cast<std::size_t>(i);
+        g->values.push_back(q.h[k] * (params[k] - q.c[k]));
+      }
+      return 0.0f;
+    };
+  };
+  struct Worker {
+    HogwildClient client;
+    std::unique_ptr<Optimizer> opt;
+    std::unique_ptr<WorkerRule> rule;
+    WorkerEnv env;
+  };
+  // order: "serial" (worker 0's steps, then worker 1's), "alternate", "threads".
+  auto run = [&](const std::string& order) {
+    HogwildStore store(kInit, nullptr, nullptr);
+    std::vector<std::unique_ptr<Worker>> workers;
+    for (int w = 0; w < 2; ++w) {
+      auto wk = std::unique_ptr<Worker>(
+          new Worker{HogwildClient(&store, static_cast<uint32_t>(w)), MakeOptimizer("sgd"),
+                     FindStrategy("hogwild").worker_rule(Options(kLr, 1)), WorkerEnv{}});
+      wk->env.ps = &wk->client;
+      wk->env.optimizer = wk->opt.get();
+      wk->env.options = Options(kLr, 1).worker;
+      wk->env.gradient = [](std::span<const float>, std::span<float>) -> float {
+        ADD_FAILURE() << "the dense gradient was used";
+        return 0.0f;
+      };
+      wk->env.sparse_gradient = sparse(w);
+      EXPECT_TRUE(wk->rule->Start(wk->env).ok());
+      workers.push_back(std::move(wk));
+    }
+    auto step = [&](int w) {
+      Worker& wk = *workers[static_cast<std::size_t>(w)];
+      EXPECT_TRUE(wk.rule->Step(wk.env).status.ok());
+    };
+    if (order == "serial") {
+      for (int w = 0; w < 2; ++w) {
+        for (int i = 0; i < kSteps; ++i) step(w);
+      }
+    } else if (order == "alternate") {
+      for (int i = 0; i < kSteps; ++i) {
+        step(1);
+        step(0);
+      }
+    } else {
+      std::thread a([&] {
+        for (int i = 0; i < kSteps; ++i) step(0);
+      });
+      std::thread b([&] {
+        for (int i = 0; i < kSteps; ++i) step(1);
+      });
+      a.join();
+      b.join();
+    }
+    return store.values();
+  };
+  // The sequential result: each coordinate's own SGD (the quadratic is separable).
+  const std::vector<float> want = Sequential(q, "sgd", kLr, kSteps);
+  for (const char* order : {"serial", "alternate", "threads"}) {
+    EXPECT_EQ(run(order), want) << order;
+  }
 }
 
 // §3.2: on sparse data a Hogwild worker reads only the coordinates its batch touches and
@@ -364,7 +473,9 @@ TEST(Hogwild, SparseStepsTouchOnlyTheirCoordinates) {
   EXPECT_EQ(r.pushes, 1);
   for (int i = 0; i < kSize; ++i) {
     const bool touched = i == 2 || i == 7 || i == 9;
-    EXPECT_EQ(seen[static_cast<std::size_t>(i)], touched ? init[static_cast<std::size_t>(i)] : -1.0f) << i;
+    EXPECT_EQ(seen[static_cast<std::size_t>(i)],
+              touched ? init[static_cast<std::size_t>(i)] : -1.0f)
+        << i;
   }
   const std::vector<float> want = {0, 1, 2 - 0.5f, 3, 4, 5, 6, 7 + 1.0f, 8, 9 - 2.0f};
   EXPECT_EQ(store.values(), want);

@@ -75,6 +75,19 @@ inline StrategyOptions Options(double lr, int64_t window, int64_t fetch = 0) {
   return o;
 }
 
+// Worker w's environment (of `workers`) with its client and optimizer, not owned; the
+// gradient is the caller's to set.
+inline WorkerEnv MakeEnv(int w, int workers, ParamClient* ps, Optimizer* optimizer,
+                         const StrategyOptions& so) {
+  WorkerEnv e;
+  e.worker = w;
+  e.num_workers = workers;
+  e.ps = ps;
+  e.optimizer = optimizer;
+  e.options = so.worker;
+  return e;
+}
+
 // n workers of one strategy against one MemoryStore. Every worker uses q's gradient
 // unless gradients[w] is set before Start().
 struct Harness {
@@ -89,23 +102,22 @@ struct Harness {
   std::vector<std::unique_ptr<CompressingClient>> compressing;  // CompressPushes()
   std::atomic<int64_t> pushes{0};
 
-  Harness(const std::string& name, int workers, StrategyOptions so,
-          const std::string& opt = "sgd", std::vector<float> init = kInit) {
+  // `rule`, when given, replaces the strategy's server rule (a setting the options cannot
+  // express, e.g. an elastic α of exactly 0).
+  Harness(const std::string& name, int workers, StrategyOptions so, const std::string& opt = "sgd",
+          std::vector<float> init = kInit, std::unique_ptr<transport::ServerRule> rule = nullptr) {
     const Strategy& s = FindStrategy(name);
     so.num_workers = workers;
-    store = std::make_unique<MemoryStore>(std::move(init), s.server_rule(so, 0), nullptr, &sink);
+    if (rule == nullptr) rule = s.server_rule(so, 0);
+    store = std::make_unique<MemoryStore>(std::move(init), std::move(rule), nullptr, &sink);
     envs.resize(static_cast<std::size_t>(workers));
     gradients.resize(static_cast<std::size_t>(workers));
     for (int w = 0; w < workers; ++w) {
       clients.push_back(std::make_unique<MemoryClient>(store.get(), static_cast<uint32_t>(w)));
       optimizers.push_back(MakeOptimizer(opt));
       rules.push_back(s.worker_rule(so));
-      WorkerEnv& e = envs[static_cast<std::size_t>(w)];
-      e.worker = w;
-      e.num_workers = workers;
-      e.ps = clients.back().get();
-      e.optimizer = optimizers.back().get();
-      e.options = so.worker;
+      envs[static_cast<std::size_t>(w)] =
+          MakeEnv(w, workers, clients.back().get(), optimizers.back().get(), so);
     }
     started_ = false;
   }

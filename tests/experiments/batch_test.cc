@@ -439,6 +439,45 @@ TEST(Suite, RunsEveryEntryAndComparesThemUnderTheirLabels) {
   }
 }
 
+// `asgd suite --backend slurm --emit-only` (issue 15): one array task per [run], its
+// label's overrides in the task line, sbatch options passed through, nothing submitted;
+// `suite collect` then reports every run missing (never submitted), exit 2.
+TEST(Suite, SlurmEmitOnlyWritesTheArrayScriptAndOneTaskPerRun) {
+  testing::TempDir dir;
+  TinyConfig(dir);
+  const std::string suite =
+      SuiteFile(dir,
+                "[run agn-fast]\nconfig = tiny.ini\nset = algorithm.learning_rate=0.1\n\n"
+                "[run sgd]\nconfig = tiny.ini\nset = algorithm.name=sgd; algorithm.workers=1\n\n"
+                "[run downpour]\nconfig = tiny.ini\nset = algorithm.name=downpour\n");
+  const std::string out = dir.File("out");
+  const CliResult r = Cli({"suite", suite, "--backend", "slurm", "--emit-only", "--parallel", "2",
+                           "--time", "00:05:00", "--sbatch=--account=abc", "--out", out});
+  ASSERT_EQ(r.status, kExitOk) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("3 runs as a SLURM job array"));
+  EXPECT_THAT(r.out, ::testing::Not(HasSubstr("submitted")));
+  EXPECT_FALSE(fs::exists(out + "/slurm/job_id"));
+  const std::string script = ReadFile(out + "/slurm/array.sbatch");
+  for (const char* line : {"#SBATCH --array=0-2%2\n", "#SBATCH --time=00:05:00\n",
+                           "#SBATCH --account=abc\n", "#SBATCH --ntasks=1\n"}) {
+    EXPECT_THAT(script, HasSubstr(line));
+  }
+  std::ifstream tasks(out + "/slurm/tasks.txt");
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(tasks, line);) lines.push_back(line);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_THAT(lines[0], HasSubstr("--set algorithm.learning_rate=0.1"));
+  EXPECT_THAT(lines[1], HasSubstr("--set algorithm.name=sgd --set algorithm.workers=1"));
+  EXPECT_THAT(lines[2], HasSubstr("--set algorithm.name=downpour"));
+  for (const std::string& line : lines) {
+    EXPECT_THAT(line, HasSubstr(" run " + fs::absolute(dir.File("tiny.ini")).string() + " "));
+  }
+  const CliResult collect = Cli({"suite", "collect", out, "--no-plots"});
+  EXPECT_EQ(collect.status, kExitBadInput) << collect.err;
+  EXPECT_THAT(collect.out, HasSubstr("0 of 3 runs completed, 0 failed, 3 missing"));
+  EXPECT_THAT(collect.out, HasSubstr("was never submitted"));
+}
+
 TEST(Suite, AMissingConfigIsOneLineNamingFileSectionAndKey) {
   testing::TempDir dir;
   TinyConfig(dir);

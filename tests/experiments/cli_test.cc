@@ -132,6 +132,43 @@ TEST(Cli, RunTrainsAndReportsTheRunFolder) {
   EXPECT_NE(path.find("cli-test-s5"), std::string::npos) << path;
 }
 
+// Issue 21 item 3: Goyal et al.'s linear scaling is for updates that aggregate mini-batches.
+// An asynchronous strategy with it is refused in one line before training (it used to run
+// at workers x the rate); sync_sgd keeps it.
+TEST(Cli, LinearScalingIsRefusedForAsynchronousStrategies) {
+  testing::TempDir dir;
+  for (const char* name : {"async_sgd", "downpour", "easgd", "dc_asgd"}) {
+    CliResult r = RunCli({"run", SyntheticConfig(dir, "workers = 2\nlinear_scaling = true\n"),
+                          "--set", std::string("algorithm.name=") + name});
+    EXPECT_EQ(r.status, kExitBadInput) << name << r.out << r.err;
+    EXPECT_TRUE(OneLine(r.err)) << r.err;
+    EXPECT_THAT(r.err, AllOf(HasSubstr("algorithm.linear_scaling"), HasSubstr(name),
+                             HasSubstr("sync_sgd")));
+  }
+  EXPECT_FALSE(fs::exists(dir.File("runs")));
+  CliResult r = RunCli({"run", SyntheticConfig(dir, "workers = 2\nlinear_scaling = true\n"),
+                        "--set", "algorithm.name=sync_sgd", "--set", "experiment.epochs=1"});
+  EXPECT_EQ(r.status, kExitOk) << r.err;
+}
+
+// Issue 22: the shard servers' per-peer bounds are config keys, validated in one line
+// naming the key (the reply budget against the shard's size when the server starts).
+TEST(Cli, ServerBoundKeysAreValidated) {
+  testing::TempDir dir;
+  const std::string config = SyntheticConfig(dir, "name = async_sgd\nworkers = 2\n");
+  for (const std::string set :
+       {"cluster.max_queued_reply_bytes=100", "cluster.max_barriers_per_peer=0",
+        "cluster.barrier_timeout_s=-1"}) {
+    CliResult r = RunCli({"run", config, "--set", set});
+    EXPECT_EQ(r.status, kExitBadInput) << set;
+    EXPECT_TRUE(OneLine(r.err)) << r.err;
+    EXPECT_THAT(r.err, HasSubstr(set.substr(0, set.find('=')))) << r.err;
+  }
+  CliResult r = RunCli({"run", config, "--set", "cluster.max_queued_reply_bytes=1048576", "--set",
+                        "cluster.barrier_timeout_s=5", "--set", "cluster.max_barriers_per_peer=2"});
+  EXPECT_EQ(r.status, kExitOk) << r.err;
+}
+
 // An [algorithm] key the strategy does not read (sgd has no window): one warning line and
 // provenance.json's ignored_keys; --strict refuses the config before training.
 TEST(Cli, AnIgnoredAlgorithmKeyWarnsOrWithStrictFails) {

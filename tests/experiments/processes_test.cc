@@ -3,12 +3,9 @@
 // end with the parameters equal to the initial values plus every push, exactly; a dead
 // or mismatched peer is one line and exit status 2; the timed mode counts every push on
 // both sides. Every process is ended by PID.
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-#include <signal.h>
-#include <unistd.h>
-
 #include <algorithm>
+#include <fstream>
+#include <limits>
 #include <memory>
 #include <regex>
 #include <string>
@@ -16,7 +13,13 @@
 #include <utility>
 #include <vector>
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
 #include "core/check.h"
+#include "tests/support/raw_peer.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/test_util.h"
 
@@ -31,7 +34,9 @@ const std::string kAsgd = std::string(ASGD_BINARY_DIR) + "/asgd";
 constexpr auto kProcessTimeout = 90s;
 
 // Ports below Linux's ephemeral range, spread by PID so concurrent test runs differ.
-int BasePort(int slot) { return 20000 + static_cast<int>(::getpid() % 2000) * 5 + slot * 10000 / 2; }
+int BasePort(int slot) {
+  return 20000 + static_cast<int>(::getpid() % 2000) * 5 + slot * 10000 / 2;
+}
 
 std::string CheckConfig(const testing::TempDir& dir, const std::string& cluster) {
   const std::string path = dir.File("check.ini");
@@ -40,7 +45,8 @@ std::string CheckConfig(const testing::TempDir& dir, const std::string& cluster)
                          "[data]\ndataset = synthetic\nsynthetic_features = 20\n"
                          "synthetic_classes = 3\n[model]\nname = mlp\nhidden = 40,24\n"
                          "[algorithm]\nname = ps_check\ncheck_pushes = 25\n"
-                         "[cluster]\n" + cluster);
+                         "[cluster]\n" +
+                             cluster);
   return path;
 }
 
@@ -97,10 +103,10 @@ TEST(Processes, TwoShardsThreeWorkersOverTcpAreExact) {
 TEST(Processes, TwoShardsThreeWorkersOverIpcFromTfConfigAreExact) {
   testing::TempDir dir;
   const std::string config = CheckConfig(dir, "placement = partition\n");
-  const std::string cluster =
-      "{\"ps\": [\"ipc://" + dir.File("ps0") + ".sock\", \"ipc://" + dir.File("ps1") +
-      ".sock\"], \"worker\": [\"ipc://" + dir.File("w0") + ".sock\", \"ipc://" +
-      dir.File("w1") + ".sock\", \"ipc://" + dir.File("w2") + ".sock\"]}";
+  const std::string cluster = "{\"ps\": [\"ipc://" + dir.File("ps0") + ".sock\", \"ipc://" +
+                              dir.File("ps1") + ".sock\"], \"worker\": [\"ipc://" + dir.File("w0") +
+                              ".sock\", \"ipc://" + dir.File("w1") + ".sock\", \"ipc://" +
+                              dir.File("w2") + ".sock\"]}";
   auto tf = [&](const std::string& type, int index) {
     return "TF_CONFIG={\"cluster\": " + cluster + ", \"task\": {\"type\": \"" + type +
            "\", \"index\": " + std::to_string(index) + "}}";
@@ -130,9 +136,9 @@ TEST(Processes, TimedCheckOverTcpCountsEveryPushOnBothSides) {
   testing::TempDir dir;
   const int port = BasePort(1) + 2;  // BasePort(1)'s test binds only its first port
   const std::string config = CheckConfig(
-      dir, ::asgd::internal::StrCat("placement = even\nps = 127.0.0.1:", port, ",127.0.0.1:",
-                                    port + 1, "\nworker = 127.0.0.1:", port + 2,
-                                    ",127.0.0.1:", port + 3, "\n"));
+      dir,
+      ::asgd::internal::StrCat("placement = even\nps = 127.0.0.1:", port, ",127.0.0.1:", port + 1,
+                               "\nworker = 127.0.0.1:", port + 2, ",127.0.0.1:", port + 3, "\n"));
   const std::vector<std::string> timed = {"--set", "algorithm.check_seconds=2", "--set",
                                           "algorithm.check_report_every_s=0.5"};
   auto start = [&](const std::string& role, int i) {
@@ -166,8 +172,7 @@ TEST(Processes, TimedCheckOverTcpCountsEveryPushOnBothSides) {
     EXPECT_EQ(*status, 0) << out;
     EXPECT_EQ(SumMatches(out, R"(\((\d+) pushes applied)"), std::make_pair(pushed, 1)) << out;
     EXPECT_THAT(out, HasSubstr("0 error replies"));
-    EXPECT_GE(SumMatches(out, R"(progress: unix_s=[0-9.]+ pushes_applied=(\d+))").second, 5)
-        << out;
+    EXPECT_GE(SumMatches(out, R"(progress: unix_s=[0-9.]+ pushes_applied=(\d+))").second, 5) << out;
   }
 }
 
@@ -177,15 +182,15 @@ TEST(Processes, TimedCheckOverTcpCountsEveryPushOnBothSides) {
 TEST(Processes, PlainTcpOnEveryInterfaceIsRefusedUnlessAllowed) {
   testing::TempDir dir;
   const int port = BasePort(1) + 7;
-  const std::string config = CheckConfig(
-      dir, ::asgd::internal::StrCat("bind_host = *\nps = 127.0.0.1:", port,
-                                    "\nworker = 127.0.0.1:", port + 1,
-                                    "\ncoordinator = 127.0.0.1:", port + 2, "\n"));
+  const std::string config =
+      CheckConfig(dir, ::asgd::internal::StrCat("bind_host = *\nps = 127.0.0.1:", port,
+                                                "\nworker = 127.0.0.1:", port + 1,
+                                                "\ncoordinator = 127.0.0.1:", port + 2, "\n"));
   for (const std::string algorithm : {"ps_check", "async_sgd"}) {
     SCOPED_TRACE(algorithm);
-    Subprocess ps({kAsgd, "ps", "--config", config, "--task", "0", "--set",
-                   "algorithm.name=" + algorithm},
-                  dir.File("ps-" + algorithm));
+    Subprocess ps(
+        {kAsgd, "ps", "--config", config, "--task", "0", "--set", "algorithm.name=" + algorithm},
+        dir.File("ps-" + algorithm));
     const auto status = ps.Wait(kProcessTimeout);
     ASSERT_TRUE(status.has_value());
     EXPECT_EQ(*status, 2);
@@ -200,11 +205,11 @@ TEST(Processes, WorkerWithoutServersIsOneLineAndExitTwo) {
   testing::TempDir dir;
   const int port = BasePort(1);
   const std::string config = CheckConfig(
-      dir, ::asgd::internal::StrCat("ps = 127.0.0.1:", port, "\nworker = 127.0.0.1:",
-                            port + 1, "\n"));
-  Subprocess worker({kAsgd, "worker", "--config", config, "--set", "cluster.timeout_s=0.5",
-                     "--task", "0"},
-                    dir.File("worker"));
+      dir,
+      ::asgd::internal::StrCat("ps = 127.0.0.1:", port, "\nworker = 127.0.0.1:", port + 1, "\n"));
+  Subprocess worker(
+      {kAsgd, "worker", "--config", config, "--set", "cluster.timeout_s=0.5", "--task", "0"},
+      dir.File("worker"));
   const auto status = worker.Wait(kProcessTimeout);
   ASSERT_TRUE(status.has_value());
   EXPECT_EQ(*status, 2);
@@ -216,9 +221,8 @@ TEST(Processes, WorkerWithoutServersIsOneLineAndExitTwo) {
 
 TEST(Processes, PsStopsCleanlyOnSigterm) {
   testing::TempDir dir;
-  const std::string config =
-      CheckConfig(dir, "ps = ipc://" + dir.File("ps.sock") + "\nworker = ipc://" +
-                           dir.File("w.sock") + "\n");
+  const std::string config = CheckConfig(
+      dir, "ps = ipc://" + dir.File("ps.sock") + "\nworker = ipc://" + dir.File("w.sock") + "\n");
   Subprocess ps({kAsgd, "ps", "--config", config, "--task", "0"}, dir.File("ps"));
   for (int i = 0; i < 500 && ps.Output().find("serving") == std::string::npos; ++i) {
     std::this_thread::sleep_for(20ms);
@@ -231,14 +235,32 @@ TEST(Processes, PsStopsCleanlyOnSigterm) {
   EXPECT_THAT(ps.Output(), HasSubstr("stopped at version 0"));
 }
 
+// The resident set of process pid, in bytes (Linux), or -1.
+int64_t ResidentBytesOf(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
+  }
+  return -1;
+}
+
+// The value of `key=` in text's last "ps 0 bounds:" line, or -1.
+int64_t BoundsCounter(const std::string& text, const std::string& key) {
+  const std::size_t line = text.rfind("ps 0 bounds:");
+  if (line == std::string::npos) return -1;
+  const std::size_t at = text.find(" " + key + "=", line);
+  if (at == std::string::npos) return -1;
+  return std::stoll(text.substr(at + key.size() + 2));
+}
+
 // Issue 22 item 6: ps_check's worker 0 stops its servers with the run's token; a worker
 // with another token cannot stop them (its stop is refused and it says so, exit 2), and
 // the server serves on until SIGTERM.
 TEST(Processes, StopWithoutTheRunsTokenIsRefused) {
   testing::TempDir dir;
-  const std::string config =
-      CheckConfig(dir, "ps = ipc://" + dir.File("ps.sock") + "\nworker = ipc://" +
-                           dir.File("w.sock") + "\n");
+  const std::string config = CheckConfig(
+      dir, "ps = ipc://" + dir.File("ps.sock") + "\nworker = ipc://" + dir.File("w.sock") + "\n");
   Subprocess ps({kAsgd, "ps", "--config", config, "--task", "0"}, dir.File("ps"),
                 {"ASGD_RUN_TOKEN=the-servers-token"});
   Subprocess worker({kAsgd, "worker", "--config", config, "--task", "0"}, dir.File("worker"),
@@ -255,19 +277,147 @@ TEST(Processes, StopWithoutTheRunsTokenIsRefused) {
   ASSERT_TRUE(status.has_value());
   EXPECT_EQ(*status, 0) << ps.Output();
   EXPECT_THAT(ps.Output(), HasSubstr("stopped at version 25"));
-  EXPECT_THAT(ps.Output(), HasSubstr("1 error replies"));  // the refused stop
+  EXPECT_THAT(ps.Output(), HasSubstr("1 error replies"));                    // the refused stop
+  EXPECT_EQ(BoundsCounter(ps.Output(), "stops_refused"), 1) << ps.Output();  // its last line
+}
+
+// Issue 22, against both `ps` roles (tests/transport/bounds_test.cc covers the
+// ShardServer itself): the shard of an async_sgd run (with its coordinator) and ps_check's
+// standalone shard, each with a raw ZeroMQ peer as the hostile client. The shard binds
+// every interface (bind_host = *) with cluster.allow_plain_remote = true: the key lets a
+// plain server start off loopback (PlainTcpOnEveryInterfaceIsRefusedUnlessAllowed shows
+// the refusal without it). The peer connects over 127.0.0.1; the server lives about a
+// second on a port spread by PID, serving a synthetic model, and no test peer but this
+// one knows it. Checked: a push of zero elements and an overflowing push are refused
+// (shard unchanged), a stop without the run's token is refused, and pull replies the
+// peer never reads stay within cluster.max_queued_reply_bytes (counted, RSS bounded); the
+// ps role's last line reports those counters.
+void CheckPsRefusesAndBoundsWhatAPeerSends(const std::string& algorithm, int port) {
+  SCOPED_TRACE(algorithm);
+  testing::TempDir dir;
+  constexpr int64_t kBudget = 64 << 10;
+  const std::string config = dir.File("train.ini");
+  testing::WriteTestFile(
+      config, ::asgd::internal::StrCat(
+                  "[experiment]\nname = bounds\nlog_level = warning\nout_dir = ", dir.File("runs"),
+                  "\n[data]\ndataset = synthetic\nsynthetic_train = 500\nsynthetic_test = 100\n"
+                  "synthetic_classes = 3\nsynthetic_features = 16\n[model]\nname = mlp\n"
+                  "hidden = 256\n[algorithm]\nname = ",
+                  algorithm, "\nworkers = 1\n[cluster]\ncoordinator = 127.0.0.1:", port,
+                  "\nps = 127.0.0.1:", port + 1, "\nworker = 127.0.0.1:", port + 2,
+                  "\ntimeout_s = 30\nbind_host = *\nallow_plain_remote = true\n"
+                  "max_queued_reply_bytes = ",
+                  kBudget, "\n"));
+  const std::vector<std::string> env = {"ASGD_RUN_TOKEN=the-runs-token"};
+  // The training ps registers with the coordinator before it serves; ps_check's has none.
+  const bool training = algorithm != "ps_check";
+  std::optional<Subprocess> coordinator;
+  if (training)
+    coordinator.emplace(std::vector<std::string>{kAsgd, "coordinator", "--config", config},
+                        dir.File("coordinator"), env);
+  Subprocess ps({kAsgd, "ps", "--config", config, "--task", "0"}, dir.File("ps"), env);
+  for (int i = 0; i < 500 && ps.Output().find("serving") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_THAT(ps.Output(), HasSubstr("serving"))
+      << ps.Output() << (coordinator ? coordinator->Output() : "");
+  constexpr int64_t kShardSize = 16 * 256 + 256 + 256 * 3 + 3;
+
+  zmq::context_t zmq_context;
+  const std::string endpoint = ::asgd::internal::StrCat("tcp://127.0.0.1:", port + 1);
+  zmq::socket_t peer = testing::Dealer(zmq_context, endpoint, 1000);
+  uint64_t id = 0;
+  // A push of zero elements would advance the version for nothing.
+  transport::Header empty = testing::Request(transport::Op::kPush, 0, ++id);
+  empty.frames = 0;
+  empty.payload_bytes = 0;
+  testing::Send(peer, empty);
+  std::optional<transport::Header> h = testing::Receive(peer);
+  ASSERT_TRUE(h.has_value());
+  EXPECT_EQ(h->op, transport::Op::kError);
+  EXPECT_EQ(h->code, transport::ErrorCode::kMalformedHeader) << h->message;
+  // FLT_MAX twice overflows the add: refused as non_finite, the shard unchanged.
+  const std::vector<float> big(kShardSize, std::numeric_limits<float>::max());
+  for (int i = 0; i < 2; ++i) {
+    testing::Send(peer, testing::Request(transport::Op::kPush, kShardSize, ++id), &big);
+    h = testing::Receive(peer);
+    ASSERT_TRUE(h.has_value());
+    if (i == 0) {
+      EXPECT_EQ(h->op, transport::Op::kPush) << h->message;
+    } else {
+      EXPECT_EQ(h->op, transport::Op::kError);
+      EXPECT_EQ(h->code, transport::ErrorCode::kNonFinite) << h->message;
+    }
+  }
+  // A stop without the run's token is refused; the server serves on.
+  transport::Header stop = testing::Request(transport::Op::kStop, 0, ++id);
+  stop.message = "not-the-token";
+  testing::Send(peer, stop);
+  h = testing::Receive(peer);
+  ASSERT_TRUE(h.has_value());
+  EXPECT_EQ(h->op, transport::Op::kError);
+  testing::Send(peer, testing::Request(transport::Op::kPull, kShardSize, ++id));
+  std::vector<float> values;
+  h = testing::Receive(peer, &values);
+  ASSERT_TRUE(h.has_value());
+  ASSERT_EQ(h->op, transport::Op::kPull) << h->message;
+  EXPECT_EQ(h->version, 1u);  // the first push only
+  ASSERT_EQ(values.size(), static_cast<std::size_t>(kShardSize));
+  for (const float v : values) ASSERT_TRUE(std::isfinite(v));
+
+  // A peer that pulls 3,000 times and never reads: 3,000 x 20 KiB = 60 MiB unbounded.
+  const int64_t rss_before = ResidentBytesOf(ps.pid());
+  zmq::socket_t stuck = testing::Dealer(zmq_context, endpoint, /*receive_hwm=*/1);
+  for (int i = 0; i < 3000; ++i) {
+    testing::Send(stuck, testing::Request(transport::Op::kPull, kShardSize, ++id));
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+  // The server has read them all once a reading peer's request after them is answered.
+  testing::Send(peer, testing::Request(transport::Op::kPull, kShardSize, ++id));
+  h = testing::Receive(peer, &values);
+  ASSERT_TRUE(h.has_value());
+  EXPECT_EQ(h->op, transport::Op::kPull) << h->message;
+  const int64_t rss_after = ResidentBytesOf(ps.pid());
+  EXPECT_LT(rss_after - rss_before, 24 << 20) << rss_before << " -> " << rss_after;
+
+  ps.Signal(SIGTERM);
+  const auto status = ps.Wait(kProcessTimeout);
+  ASSERT_TRUE(status.has_value()) << ps.Output();
+  const std::string out = ps.Output();
+  EXPECT_GT(BoundsCounter(out, "replies_over_budget"), 0) << out;
+  EXPECT_GE(BoundsCounter(out, "replies_dropped"), BoundsCounter(out, "replies_over_budget"));
+  // queued_reply_bytes sums every peer's, and libzmq may still hold the reading peer's last
+  // reply: at most a budget each. The stuck peer's own bytes are in the log line.
+  EXPECT_LE(BoundsCounter(out, "queued_reply_bytes"), 2 * kBudget) << out;
+  const std::size_t held = out.find("a peer holds ");
+  ASSERT_NE(held, std::string::npos) << out;
+  EXPECT_LE(std::stoll(out.substr(held + 13)), kBudget) << out;
+  EXPECT_EQ(BoundsCounter(out, "stops_refused"), 1) << out;
+  EXPECT_EQ(BoundsCounter(out, "non_finite_refused"), 1) << out;
+  EXPECT_THAT(out, HasSubstr("cluster.max_queued_reply_bytes"));  // the log line's key
+  if (coordinator) {
+    coordinator->Signal(SIGTERM);
+    EXPECT_TRUE(coordinator->Wait(kProcessTimeout).has_value()) << coordinator->Output();
+  }
+}
+
+TEST(Processes, TrainingPsRefusesAndBoundsWhatAPeerSends) {
+  CheckPsRefusesAndBoundsWhatAPeerSends("async_sgd", BasePort(1) + 20);
+}
+
+TEST(Processes, PsCheckPsRefusesAndBoundsWhatAPeerSends) {
+  CheckPsRefusesAndBoundsWhatAPeerSends("ps_check", BasePort(1) + 25);
 }
 
 // A worker whose model differs from the servers' learns it when it registers.
 TEST(Processes, MismatchedModelIsDetectedAtRegistration) {
   testing::TempDir dir;
-  const std::string config =
-      CheckConfig(dir, "ps = ipc://" + dir.File("ps.sock") + "\nworker = ipc://" +
-                           dir.File("w.sock") + "\n");
+  const std::string config = CheckConfig(
+      dir, "ps = ipc://" + dir.File("ps.sock") + "\nworker = ipc://" + dir.File("w.sock") + "\n");
   Subprocess ps({kAsgd, "ps", "--config", config, "--task", "0"}, dir.File("ps"));
-  Subprocess worker({kAsgd, "worker", "--config", config, "--task", "0", "--set",
-                     "model.hidden=40,25"},
-                    dir.File("worker"));
+  Subprocess worker(
+      {kAsgd, "worker", "--config", config, "--task", "0", "--set", "model.hidden=40,25"},
+      dir.File("worker"));
   const auto status = worker.Wait(kProcessTimeout);
   ASSERT_TRUE(status.has_value());
   EXPECT_EQ(*status, 2) << worker.Output();

@@ -147,10 +147,16 @@ TEST(ResultsSchema, CompressedRunReportsWireAndDenseBytes) {
               static_cast<double>(dense) / static_cast<double>(wire), 1e-6 * dense / wire);
   const auto workers = CsvRows(run / "workers.csv");
   ASSERT_EQ(workers.size(), 3u);
+  auto column = [&workers](const std::string& name) {
+    return static_cast<std::size_t>(
+        std::find(workers[0].begin(), workers[0].end(), name) - workers[0].begin());
+  };
+  const std::size_t wire_at = column("bytes_pushed"), dense_at = column("dense_bytes_pushed");
+  ASSERT_LT(dense_at, workers[0].size());
   int64_t worker_wire = 0, worker_dense = 0;
   for (std::size_t w = 1; w < workers.size(); ++w) {
-    worker_wire += std::stoll(workers[w][7]);
-    worker_dense += std::stoll(workers[w][10]);
+    worker_wire += std::stoll(workers[w][wire_at]);
+    worker_dense += std::stoll(workers[w][dense_at]);
   }
   EXPECT_EQ(worker_wire, wire);
   EXPECT_EQ(worker_dense, dense);

@@ -13,6 +13,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include "core/file_util.h"
@@ -66,8 +67,11 @@ Result Exec(std::vector<std::string> argv, const std::string& log,
 class Slurm : public ::testing::Test {
  protected:
   void SetUp() override {
+    // This process as the owner: if ctest kills it on a timeout, the fixture's watchdog
+    // stops the daemons by PID (TearDown never runs then).
     const Result r =
-        Exec({"/bin/bash", kFixture, "start", cluster_.path()}, dir_.File("fixture.log"), 90s);
+        Exec({"/bin/bash", kFixture, "start", cluster_.path(), std::to_string(::getpid())},
+             dir_.File("fixture.log"), 90s);
     if (r.status == 77) GTEST_SKIP() << r.output;
     started_ = true;
     ASSERT_EQ(r.status, 0) << "the SLURM fixture did not start:\n" << r.output;
@@ -262,6 +266,62 @@ TEST_F(Slurm, SrunTaskTrainsDistributedRun) {
   EXPECT_EQ(s["ps_shards"], "1");
   EXPECT_EQ(s["status"], "completed");
   EXPECT_GE(std::stod(s["final_test_accuracy"]), 0.8);
+}
+
+// `asgd suite --backend slurm` submitted for real: two [run]s become an array of two
+// tasks; `suite collect` finds both runs and writes the comparison under their labels.
+TEST_F(Slurm, SuiteAsJobArrayCompletesAndCollectComparesIt) {
+  TinyConfig();
+  const std::string suite = dir_.File("suite.ini");
+  testing::WriteTestFile(suite,
+                         "[suite]\nname = s\n\n[run agn]\nconfig = tiny.ini\n\n"
+                         "[run sgd]\nconfig = tiny.ini\nset = algorithm.name=sgd; "
+                         "algorithm.workers=1\n");
+  const std::string out = dir_.File("suite");
+  const Result submit =
+      Exec({kAsgd, "suite", suite, "--backend", "slurm", "--out", out}, dir_.File("submit.log"));
+  ASSERT_EQ(submit.status, 0) << submit.output;
+  EXPECT_THAT(submit.output, HasSubstr("submitted job "));
+  const std::string job = JobId(out);
+  ASSERT_FALSE(job.empty());
+  ASSERT_TRUE(WaitForJob(job, 50s)) << "job " << job << " did not end";
+  const Result collect =
+      Exec({kAsgd, "suite", "collect", out, "--no-plots"}, dir_.File("collect.log"));
+  EXPECT_EQ(collect.status, 0) << collect.output;
+  EXPECT_THAT(collect.output, HasSubstr("2 of 2 runs completed, 0 failed, 0 missing"));
+  const std::string comparison = ReadFile(out + "/comparison.csv");
+  EXPECT_THAT(comparison, HasSubstr("\nagn,"));
+  EXPECT_THAT(comparison, HasSubstr("\nsgd,"));
+}
+
+// The fixture's watchdog: when the owner process is gone (here a sleep the test kills; in
+// real use the test process killed by a ctest timeout), every daemon is stopped by PID.
+TEST(SlurmFixture, DaemonsStopWhenTheOwnerIsKilled) {
+  testing::TempDir dir, cluster;
+  Subprocess owner({"/bin/sleep", "600"}, dir.File("owner.log"));
+  const Result r =
+      Exec({"/bin/bash", kFixture, "start", cluster.path(), std::to_string(owner.pid())},
+           dir.File("fixture.log"), 90s);
+  if (r.status == 77) GTEST_SKIP() << r.output;
+  ASSERT_EQ(r.status, 0) << r.output;
+  std::vector<pid_t> daemons;
+  for (const char* name : {"slurmd", "slurmctld", "munged"}) {
+    const std::string text(Trim(ReadFile(cluster.path() + "/run/" + name + ".pid")));
+    ASSERT_FALSE(text.empty()) << name;
+    daemons.push_back(static_cast<pid_t>(std::stol(text)));
+    EXPECT_EQ(::kill(daemons.back(), 0), 0) << name << " is not running";
+  }
+  owner.Signal(SIGKILL);
+  ASSERT_TRUE(owner.Wait(10s).has_value());
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  auto alive = [&] {
+    return std::count_if(daemons.begin(), daemons.end(), [](pid_t p) { return ::kill(p, 0) == 0; });
+  };
+  while (alive() > 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(200ms);
+  EXPECT_EQ(alive(), 0) << ReadFile(cluster.path() + "/log/watchdog.log");
+  // Stopped either way, in case the watchdog failed.
+  Exec({"/bin/bash", kFixture, "stop", cluster.path()}, dir.File("stop.log"));
 }
 
 // sbatch refusing an option: one line naming sbatch's reason, exit 2.

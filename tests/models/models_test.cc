@@ -1,8 +1,6 @@
 // The CPU models end to end: layouts, initialisation, gradients (double-checked against
 // finite differences and against the float path), determinism, clones, sparse gradients,
 // evaluation and short training runs.
-#include <gtest/gtest.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -13,6 +11,8 @@
 #include <tuple>
 #include <utility>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "core/error.h"
 #include "core/rng.h"
@@ -30,14 +30,13 @@ using testing::DenseData;
 using testing::InitParams;
 using testing::MakeBlobs;
 using testing::MakeImages;
-using testing::Mlp;
-using testing::PerturbedParams;
-using testing::SmallCnn;
 using testing::MakeSparse;
+using testing::Mlp;
 using testing::NumericalGradient;
+using testing::PerturbedParams;
 using testing::RelativeError;
+using testing::SmallCnn;
 using testing::SparseData;
-
 
 // ---- Gradient checks --------------------------------------------------------------------
 
@@ -247,12 +246,14 @@ TEST(Initialize, HeAndGlorotStatistics) {
   };
   const ParamLayout& l = relu->layout();
   // ReLU hidden layers: He, std sqrt(2 / fan_in).
-  EXPECT_NEAR(stats(pr, l.Get("fc1.weight")).first, std::sqrt(2.0 / 784), 0.02 * std::sqrt(2.0 / 784));
-  EXPECT_NEAR(stats(pr, l.Get("fc2.weight")).first, std::sqrt(2.0 / 256), 0.02 * std::sqrt(2.0 / 256));
+  EXPECT_NEAR(stats(pr, l.Get("fc1.weight")).first, std::sqrt(2.0 / 784),
+              0.02 * std::sqrt(2.0 / 784));
+  EXPECT_NEAR(stats(pr, l.Get("fc2.weight")).first, std::sqrt(2.0 / 256),
+              0.02 * std::sqrt(2.0 / 256));
   // Output layer and tanh layers: Glorot, |w| < a and std a / sqrt(3).
-  for (auto [p, name, in, out] : {std::make_tuple(&pr, "fc3.weight", 256, 10),
-                                   std::make_tuple(&pt, "fc1.weight", 784, 256),
-                                   std::make_tuple(&pt, "fc3.weight", 256, 10)}) {
+  for (auto [p, name, in, out] :
+       {std::make_tuple(&pr, "fc3.weight", 256, 10), std::make_tuple(&pt, "fc1.weight", 784, 256),
+        std::make_tuple(&pt, "fc3.weight", 256, 10)}) {
     const double a = std::sqrt(6.0 / (in + out));
     const auto [std_dev, max_abs] = stats(*p, l.Get(name));
     EXPECT_LE(max_abs, a) << name;
@@ -277,7 +278,8 @@ TEST(Initialize, DeterministicBySeed) {
   }
 }
 
-// ---- Determinism and clones ----------------------------------------------------------------------
+// ---- Determinism and clones
+// ----------------------------------------------------------------------
 
 TEST(Determinism, SameInputsGiveBitwiseSameGradients) {
   auto model = NewCpuCnnModel(SmallCnn(Activation::kRelu));
@@ -320,7 +322,9 @@ TEST(Clone, InstancesRunConcurrently) {
   std::vector<std::thread> threads;
   for (int i = 0; i < 4; ++i) {
     threads.emplace_back([&, i] {
-      for (int rep = 0; rep < 20; ++rep) clones[static_cast<std::size_t>(i)]->LossAndGradient(p, d.All(), grads[static_cast<std::size_t>(i)]);
+      for (int rep = 0; rep < 20; ++rep)
+        clones[static_cast<std::size_t>(i)]->LossAndGradient(p, d.All(),
+                                                             grads[static_cast<std::size_t>(i)]);
     });
   }
   for (auto& t : threads) t.join();
@@ -352,6 +356,10 @@ TEST(SparseGradient, EqualsTheDenseGradientAtTouchedCoordinates) {
     expected.push_back(features);
     ASSERT_EQ(sparse.indices, expected);
     ASSERT_EQ(sparse.values.size(), expected.size());
+    // What a worker pulls before the step is exactly what the step touches.
+    std::vector<int64_t> coordinates = {-1};
+    model->SparseCoordinates(batch, &coordinates);
+    EXPECT_EQ(coordinates, expected);
 
     std::vector<float> scattered(p.size(), 0.0f);
     for (std::size_t i = 0; i < sparse.indices.size(); ++i) {
@@ -368,9 +376,12 @@ TEST(SparseGradient, DenseModelsHaveNone) {
   SparseGradient g;
   EXPECT_FALSE(model->HasSparseGradient());
   EXPECT_THROW(model->LossAndSparseGradient(p, d.All(), &g), InvariantError);
+  std::vector<int64_t> coordinates;
+  EXPECT_THROW(model->SparseCoordinates(d.All(), &coordinates), InvariantError);
 }
 
-// ---- Evaluate ------------------------------------------------------------------------------------
+// ---- Evaluate
+// ------------------------------------------------------------------------------------
 
 void ExpectEvaluateAgrees(Model& model, const datasets::BatchView& batch, uint64_t seed) {
   const std::vector<float> p = PerturbedParams(model, seed);
@@ -417,7 +428,8 @@ TEST(Evaluate, CountsArgmaxAccuracy) {
   EXPECT_DOUBLE_EQ(r.accuracy(), 0.75);
 }
 
-// ---- Argument checks -----------------------------------------------------------------------------
+// ---- Argument checks
+// -----------------------------------------------------------------------------
 
 TEST(Checks, BadArgumentsThrowInvariantError) {
   auto mlp = NewCpuMlpModel(Mlp(4, {3}, Activation::kRelu, 2));
@@ -447,7 +459,8 @@ TEST(Checks, BadArgumentsThrowInvariantError) {
   EXPECT_THROW(logreg->LossAndGradient(lp, s_big.All(), lg), InvariantError);
 }
 
-// ---- Training ------------------------------------------------------------------------------------
+// ---- Training
+// ------------------------------------------------------------------------------------
 
 // Plain SGD on `data` for `steps` mini-batches; returns (initial, final) mean loss over all
 // the data and the final accuracy.
@@ -495,10 +508,9 @@ TEST(Training, EveryModelLearnsASeparableProblem) {
   cases.push_back({NewCpuCnnModel(cnn), 0.1f, 150});
   cases.push_back({NewCpuLogRegModel({60}), 1.0f, 300});
   for (Case& c : cases) {
-    const TrainResult r =
-        c.model->Name() == "cnn"      ? Train(*c.model, images, 32, c.steps, c.lr)
-        : c.model->Name() == "logreg" ? Train(*c.model, sparse, 32, c.steps, c.lr)
-                                      : Train(*c.model, blobs, 32, c.steps, c.lr);
+    const TrainResult r = c.model->Name() == "cnn"      ? Train(*c.model, images, 32, c.steps, c.lr)
+                          : c.model->Name() == "logreg" ? Train(*c.model, sparse, 32, c.steps, c.lr)
+                                                        : Train(*c.model, blobs, 32, c.steps, c.lr);
     EXPECT_LT(r.final_loss, 0.5 * r.initial_loss) << c.model->Describe();
     EXPECT_GT(r.accuracy, 0.9) << c.model->Describe();
   }

@@ -3,9 +3,15 @@
 # from Debian's munge, slurmctld, slurmd and slurm-client packages, with their config,
 # key, state, spool, logs and pid files under DIR and their own free ports on 127.0.0.1.
 #
-#   slurm_fixture.sh start DIR   start the daemons; wait (at most 60 s) until sinfo shows
-#                                the node idle; print SLURM_CONF=DIR/slurm.conf
-#   slurm_fixture.sh stop DIR    stop every daemon by the PID in its pid file
+#   slurm_fixture.sh start DIR [OWNER_PID]
+#                                start the daemons; wait (at most 60 s) until sinfo shows
+#                                the node idle; print SLURM_CONF=DIR/slurm.conf. With
+#                                OWNER_PID (the test process), a watchdog (its own session,
+#                                pid in DIR/run/watchdog.pid) stops the daemons by PID when
+#                                that process is gone, e.g. killed by a ctest timeout
+#                                before its TearDown could run.
+#   slurm_fixture.sh stop DIR    stop every daemon (and the watchdog) by the PID in its
+#                                pid file
 #   slurm_fixture.sh check       exit 0 if a cluster can start here, else print why, exit 77
 #
 # Clients find the cluster through SLURM_CONF=DIR/slurm.conf. `start` exits 77 (ctest's
@@ -46,7 +52,7 @@ stop_pidfile() {
   kill -KILL "$pid" 2>/dev/null
 }
 
-stop() {
+stop_daemons() {
   local dir=$1
   # slurmd first (it may still run job steps), then the controller, then munge.
   stop_pidfile "$dir/run/slurmd.pid"
@@ -54,8 +60,24 @@ stop() {
   stop_pidfile "$dir/run/munged.pid"
 }
 
+stop() {
+  stop_pidfile "$1/run/watchdog.pid"
+  stop_daemons "$1"
+}
+
+# Polls OWNER_PID every second; once it is gone, stops the daemons (twice, a few seconds
+# apart, in case a start was still under way).
+watch() {
+  local dir=$1 owner=$2
+  while kill -0 "$owner" 2>/dev/null; do sleep 1; done
+  echo "owner $owner is gone: stopping the daemons"
+  stop_daemons "$dir"
+  sleep 3
+  stop_daemons "$dir"
+}
+
 start() {
-  local dir=$1
+  local dir=$1 owner=${2:-}
   local reason
   reason=$(why_not)
   if [ -n "$reason" ]; then
@@ -64,6 +86,10 @@ start() {
   fi
   mkdir -p "$dir"/{run,log,state,spool,munge}
   dir=$(cd "$dir" && pwd)
+  if [ -n "$owner" ]; then
+    setsid /bin/bash "$0" watch "$dir" "$owner" >"$dir/log/watchdog.log" 2>&1 </dev/null &
+    echo $! >"$dir/run/watchdog.pid"
+  fi
   local host
   host=$(hostname -s)
   local ctld_port slurmd_port
@@ -125,8 +151,10 @@ CONF
 }
 
 case "${1:-}" in
-  start) [ $# -eq 2 ] || { echo "usage: $0 start DIR"; exit 2; }; start "$2" ;;
+  start) [ $# -eq 2 ] || [ $# -eq 3 ] || { echo "usage: $0 start DIR [OWNER_PID]"; exit 2; }
+    start "$2" "${3:-}" ;;
+  watch) [ $# -eq 3 ] || { echo "usage: $0 watch DIR OWNER_PID"; exit 2; }; watch "$2" "$3" ;;
   stop) [ $# -eq 2 ] || { echo "usage: $0 stop DIR"; exit 2; }; stop "$2" ;;
   check) r=$(why_not); if [ -n "$r" ]; then echo "$r"; exit $SKIP; fi ;;
-  *) echo "usage: $0 start DIR | stop DIR | check"; exit 2 ;;
+  *) echo "usage: $0 start DIR [OWNER_PID] | stop DIR | check"; exit 2 ;;
 esac

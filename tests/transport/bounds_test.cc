@@ -12,15 +12,15 @@
 #include <vector>
 
 #include <arpa/inet.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 #include <zmq.hpp>
 
 #include "core/error.h"
 #include "core/param_layout.h"
+#include "tests/support/raw_peer.h"
 #include "transport/curve.h"
 #include "transport/message.h"
 #include "transport/ps_client.h"
@@ -30,7 +30,11 @@
 namespace asgd::transport {
 namespace {
 
-constexpr int kReceiveTimeoutMs = 5000;
+using testing::Dealer;
+using testing::Receive;
+using testing::Request;
+using testing::Send;
+using testing::SendPieces;
 
 // This process's resident set, in bytes (Linux).
 int64_t ResidentBytes() {
@@ -40,79 +44,6 @@ int64_t ResidentBytes() {
     if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
   }
   return 0;
-}
-
-Header Request(Op op, uint64_t count, uint64_t request_id) {
-  Header h;
-  h.op = op;
-  h.role = Role::kWorker;
-  h.sender = 1;
-  h.shard = 0;
-  h.request_id = request_id;
-  h.offset = 0;
-  h.count = count;
-  if (op == Op::kPush) {
-    h.dtype = DType::kFloat32;
-    h.payload_bytes = count * sizeof(float);
-    h.frames = 1;
-  }
-  return h;
-}
-
-zmq::socket_t Dealer(zmq::context_t& context, const std::string& endpoint, int receive_hwm) {
-  zmq::socket_t s(context, zmq::socket_type::dealer);
-  s.set(zmq::sockopt::linger, 0);
-  s.set(zmq::sockopt::rcvtimeo, kReceiveTimeoutMs);
-  s.set(zmq::sockopt::sndtimeo, kReceiveTimeoutMs);
-  s.set(zmq::sockopt::rcvhwm, receive_hwm);
-  s.set(zmq::sockopt::rcvbuf, 4096);  // a peer that does not read fills this at once
-  s.connect(endpoint);
-  return s;
-}
-
-void Send(zmq::socket_t& s, const Header& h, const std::vector<float>* payload = nullptr) {
-  zmq::message_t header = internal::HeaderMessage(h);
-  internal::AnnotateSend();
-  ASSERT_TRUE(s.send(header, payload ? zmq::send_flags::sndmore : zmq::send_flags::none));
-  if (payload) {
-    zmq::message_t m(payload->data(), payload->size() * sizeof(float));
-    ASSERT_TRUE(s.send(m, zmq::send_flags::none));
-  }
-}
-
-// A push of pieces, one frame each, starting at element 0.
-void SendPieces(zmq::socket_t& s, uint64_t request_id, const std::vector<std::vector<float>>& pieces) {
-  uint64_t count = 0;
-  for (const auto& p : pieces) count += p.size();
-  Header h = Request(Op::kPush, count, request_id);
-  h.frames = static_cast<uint32_t>(pieces.size());
-  zmq::message_t header = internal::HeaderMessage(h);
-  internal::AnnotateSend();
-  ASSERT_TRUE(s.send(header, zmq::send_flags::sndmore));
-  for (std::size_t i = 0; i < pieces.size(); ++i) {
-    zmq::message_t m(pieces[i].data(), pieces[i].size() * sizeof(float));
-    ASSERT_TRUE(s.send(m, i + 1 < pieces.size() ? zmq::send_flags::sndmore : zmq::send_flags::none));
-  }
-}
-
-// The header of the next reply (its payload, if any, copied to *values).
-std::optional<Header> Receive(zmq::socket_t& s, std::vector<float>* values = nullptr) {
-  zmq::message_t m;
-  if (!s.recv(m)) return std::nullopt;
-  internal::AnnotateReceive();
-  Header h;
-  if (!DecodeHeader(std::span<const std::byte>(static_cast<const std::byte*>(m.data()), m.size()), &h)
-           .ok()) {
-    return std::nullopt;
-  }
-  while (m.more()) {
-    if (!s.recv(m)) return std::nullopt;
-    if (values != nullptr) {
-      values->resize(m.size() / sizeof(float));
-      std::memcpy(values->data(), m.data(), m.size());
-    }
-  }
-  return h;
 }
 
 // Polls until pred() holds or 10 s pass (the test then fails on what pred checks).
@@ -214,6 +145,8 @@ TEST(ShardServerBounds, BarriersTimeOutAndAreCappedPerPeer) {
     EXPECT_EQ(h->code, ErrorCode::kRejectedByRule) << h->message;
     EXPECT_TRUE(h->request_id == 11 || h->request_id == 12) << h->request_id;
   }
+  // The stats are published after the replies leave: wait for them, not a time.
+  WaitFor([&] { return server.stats().held_barriers == 0; });
   ShardStats s = server.stats();
   EXPECT_EQ(s.barriers_timed_out, 2u);
   EXPECT_EQ(s.held_barriers, 0u);
@@ -278,7 +211,7 @@ TEST(ShardServerBounds, PushThatWouldOverflowIsRefusedAsNonFinite) {
   ASSERT_EQ(h->op, Op::kPush) << h->message;
   const ShardSnapshot before = server.Snapshot();
 
-  SendPieces(peer, 2, {{kFloatMax, 0.0f, 0.0f, 0.0f}});  // one piece
+  SendPieces(peer, 2, {{kFloatMax, 0.0f, 0.0f, 0.0f}});      // one piece
   SendPieces(peer, 3, {{0.0f, 5.0f}, {7.0f}, {kFloatMax}});  // several
   for (uint64_t id : {2u, 3u}) {
     h = Receive(peer);
@@ -349,7 +282,8 @@ TEST(ShardServerBounds, DefaultBudgetServesAPipelinedClient) {
   PsClient client(context, {server.endpoint()}, Placement::Build(layout, 1, {}), client_options);
   std::vector<std::vector<float>> out(kInFlight, std::vector<float>(kShardSize));
   std::vector<RequestHandle> handles;
-  for (int i = 0; i < kInFlight; ++i) handles.push_back(client.Pull(out[static_cast<std::size_t>(i)]));
+  for (int i = 0; i < kInFlight; ++i)
+    handles.push_back(client.Pull(out[static_cast<std::size_t>(i)]));
   for (int round = 0; round < 200; ++round) {
     const auto slot = static_cast<std::size_t>(round % kInFlight);
     ASSERT_TRUE(handles[slot].Wait().ok()) << "round " << round;
@@ -423,9 +357,9 @@ TEST(ShardServerBounds, CurveServerBuffersNoFrameOfAnUnauthenticatedPeer) {
   greeting[10] = 3;
   std::memcpy(&greeting[12], "NULL", 4);
   std::vector<unsigned char> stream = greeting;
-  const unsigned char ready[] = {0x04, 0x1c, 0x05, 'R', 'E', 'A', 'D', 'Y', 0x0b, 'S', 'o',
-                                 'c', 'k', 'e', 't', '-', 'T', 'y', 'p', 'e', 0, 0, 0, 6,
-                                 'D', 'E', 'A', 'L', 'E', 'R'};
+  const unsigned char ready[] = {0x04, 0x1c, 0x05, 'R', 'E', 'A', 'D', 'Y', 0x0b, 'S',
+                                 'o',  'c',  'k',  'e', 't', '-', 'T', 'y', 'p',  'e',
+                                 0,    0,    0,    6,   'D', 'E', 'A', 'L', 'E',  'R'};
   stream.insert(stream.end(), std::begin(ready), std::end(ready));
   std::vector<unsigned char> frames(1 << 20);
   for (std::size_t i = 0; i + 3 <= frames.size(); i += 3) {

@@ -1,0 +1,283 @@
+// `asgd run` with cluster.transport = sim (experiments/run/sim_runner.h): the usual run
+// folder in virtual seconds, byte-identical on a second run, equal to the in-memory
+// store's run with one worker, and one-line refusals of what cannot be simulated.
+#include <filesystem>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "algorithms/strategy.h"
+#include "core/file_util.h"
+#include "experiments/analysis/compare.h"
+#include "experiments/cli/cli.h"
+#include "tests/support/test_util.h"
+
+namespace asgd::experiments {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+namespace fs = std::filesystem;
+
+// A small separable problem: seconds per run.
+const char* kProblem =
+    "[data]\ndataset = synthetic\nsynthetic_train = 2000\nsynthetic_test = 500\n"
+    "synthetic_classes = 3\nsynthetic_features = 16\n[model]\nname = mlp\nhidden = 16\n";
+
+struct SimRun {
+  int status = 0;
+  std::string out, err, dir;  // dir: the run folder ("" if none)
+  std::string File(const std::string& name) const { return ReadFile(dir + "/" + name); }
+  nlohmann::json Provenance() const { return nlohmann::json::parse(File("provenance.json")); }
+};
+
+// Runs `body` (then kProblem; body starts in [experiment]) into its own folder under tmp; `label`
+// names the config.
+SimRun RunSim(const testing::TempDir& tmp, const std::string& label, const std::string& body) {
+  const std::string runs = tmp.File(label + "-runs");
+  const std::string config = tmp.File(label + ".ini");
+  testing::WriteTestFile(config, "[experiment]\nname = " + label +
+                                     "\nprogress = off\nlog_level = error\nout_dir = " + runs +
+                                     "\n" + body + kProblem);
+  std::ostringstream out, err;
+  SimRun r;
+  r.status = Main({"run", config}, out, err);
+  r.out = out.str();
+  r.err = err.str();
+  if (fs::exists(runs)) {
+    for (const auto& e : fs::directory_iterator(runs)) r.dir = e.path().string();
+  }
+  return r;
+}
+
+// A CSV line's cells (no quoting: the files compared here have none).
+std::vector<std::string> Cells(const std::string& line) {
+  std::vector<std::string> cells;
+  std::stringstream split(line);
+  for (std::string cell; std::getline(split, cell, ',');) cells.push_back(cell);
+  return cells;
+}
+
+// summary.csv without its first field (run_id: the folder's name, which holds the start
+// time).
+std::string SummaryWithoutRunId(const SimRun& r) {
+  std::istringstream in(r.File("summary.csv"));
+  std::string line, out;
+  while (std::getline(in, line)) out += line.substr(line.find(',')) + "\n";
+  return out;
+}
+
+const char* kStragglers =
+    "epochs = 0.5\n[metrics]\neval_every_epochs = 0.1\n"
+    "[algorithm]\nname = downpour\nworkers = 6\nwindow = 2\nlearning_rate = 0.1\n"
+    "[cluster]\ntransport = sim\nshards = 2\n"
+    "[delay]\ncompute = lognormal\nmean_ms = 3\nstddev_ms = 1\nstraggler_fraction = 0.2\n"
+    "straggler_factor = 4\npause_probability = 0.05\npause_ms = 10\n"
+    "[network]\npreset = dc_10gbe\n";
+
+// Determinism (issue 13 item 3): the same config and seed give the same bytes in every
+// CSV. summary.csv's run_id is the one field that differs: it is the folder's name, which
+// holds the wall-clock start time.
+TEST(SimRun, SameConfigAndSeedGiveIdenticalCsvs) {
+  testing::TempDir tmp;
+  const SimRun a = RunSim(tmp, "a", kStragglers);
+  const SimRun b = RunSim(tmp, "b", kStragglers);
+  ASSERT_EQ(a.status, 0) << a.err << a.out;
+  ASSERT_EQ(b.status, 0) << b.err << b.out;
+  for (const char* f :
+       {"convergence.csv", "staleness.csv", "staleness_histogram.csv", "workers.csv"}) {
+    EXPECT_EQ(a.File(f), b.File(f)) << f;
+  }
+  EXPECT_EQ(SummaryWithoutRunId(a), SummaryWithoutRunId(b));
+  // And the run is not trivially constant: a different seed changes the times.
+  const SimRun c = RunSim(tmp, "c", std::string(kStragglers) + "[experiment]\nseed = 7\n");
+  ASSERT_EQ(c.status, 0) << c.err;
+  EXPECT_NE(a.File("staleness.csv"), c.File("staleness.csv"));
+}
+
+// The run folder says it was simulated, and with which model; times are virtual.
+TEST(SimRun, WritesTheUsualFolderInVirtualSeconds) {
+  testing::TempDir tmp;
+  const SimRun r = RunSim(tmp, "folder",
+                          "epochs = 0.4\n[algorithm]\nname = async_sgd\nworkers = 4\n"
+                          "[cluster]\ntransport = sim\n[delay]\ncompute = constant\nmean_ms = 5\n"
+                          "[network]\npreset = loopback\n");
+  ASSERT_EQ(r.status, 0) << r.err << r.out;
+  for (const char* f : {"convergence.csv", "staleness.csv", "staleness_histogram.csv",
+                        "summary.csv", "workers.csv", "provenance.json", "config.ini"}) {
+    EXPECT_TRUE(fs::exists(r.dir + "/" + f)) << f;
+  }
+  const nlohmann::json p = r.Provenance();
+  EXPECT_EQ(p["status"], "completed");
+  EXPECT_EQ(p["simulated"], "true");
+  EXPECT_EQ(p["time_model"],
+            "virtual: delay.compute=constant delay.mean_ms=5 network.preset=loopback");
+  const std::string summary = r.File("summary.csv");
+  EXPECT_THAT(summary, HasSubstr(",sim,"));
+  EXPECT_THAT(summary, HasSubstr(",completed,virtual: delay.compute=constant"));
+  // 2000 x 0.4 = 800 samples = 13 steps of 64 (rounded up over 4 workers): each worker's
+  // steps take 5 ms of compute plus the loopback round trips (54 us each way).
+  const double wall = std::stod(p["wall_time_s"].get<std::string>());
+  EXPECT_GT(wall, 0.015);
+  EXPECT_LT(wall, 0.030);
+  std::istringstream workers(r.File("workers.csv"));
+  std::string header, row;
+  std::getline(workers, header);
+  EXPECT_THAT(header, HasSubstr("compute_time_s,wait_time_s"));
+  EXPECT_THAT(header, HasSubstr(",comm_time_s"));
+  ASSERT_TRUE(std::getline(workers, row));
+  // Worker 0: compute is its steps x 5 ms exactly; its steps' other time is all in store
+  // calls, which also count the first pull (before its steps): one loopback round trip.
+  const std::vector<std::string> cells = Cells(row);
+  ASSERT_EQ(cells.size(), 11u) << row;
+  const double steps = std::stod(cells[1]);
+  EXPECT_DOUBLE_EQ(std::stod(cells[4]), steps * 0.005) << row;
+  EXPECT_GT(std::stod(cells[10]), 0.0) << row;  // comm_time_s
+  const double comm = std::stod(cells[10]), wait = std::stod(cells[5]);
+  EXPECT_GE(comm, wait) << row;
+  EXPECT_GT(comm - wait, 2 * 54e-6) << row;
+  EXPECT_LT(comm - wait, 1e-3) << row;
+}
+
+// Equivalence at the driver: with one worker and a free network, a simulated run ends on
+// the same parameters as the in-memory store's run of the same config: its final, full
+// evaluation is equal in every field but time_s and train_loss (the mean training loss
+// since the previous row, whose place the thread runner's evaluator picks by wall time).
+TEST(SimRun, OneWorkerEqualsTheMemoryStoreRun) {
+  testing::TempDir tmp;
+  const std::string body =
+      "epochs = 1\n[algorithm]\nname = agn\nworkers = 1\nwindow = 3\nlearning_rate = 0.1\n";
+  const SimRun sim = RunSim(tmp, "sim",
+                            body +
+                                "[cluster]\ntransport = sim\n[delay]\ncompute = "
+                                "constant\nmean_ms = 1\n");
+  const SimRun mem = RunSim(tmp, "mem", body + "[cluster]\ntransport = memory\n");
+  ASSERT_EQ(sim.status, 0) << sim.err;
+  ASSERT_EQ(mem.status, 0) << mem.err;
+  auto last_row_without_time = [](const SimRun& r) {
+    std::istringstream in(r.File("convergence.csv"));
+    std::string line, last;
+    while (std::getline(in, line)) last = line;
+    std::vector<std::string> cells = Cells(last);
+    cells[0] = cells[4] = "";  // time_s, train_loss
+    return cells;
+  };
+  EXPECT_EQ(last_row_without_time(sim), last_row_without_time(mem));
+  EXPECT_EQ(sim.Provenance()["final_test_accuracy"], mem.Provenance()["final_test_accuracy"]);
+
+  // `asgd compare` on both says that they mix virtual and wall seconds.
+  CompareOptions options;
+  options.run_dirs = {sim.dir, mem.dir};
+  options.out_dir = tmp.File("comparison");
+  options.plots = false;
+  std::ostringstream out;
+  const auto runs = CompareRuns(options, out);
+  EXPECT_TRUE(IsSimulated(runs[0]));
+  EXPECT_FALSE(IsSimulated(runs[1]));
+  EXPECT_THAT(out.str(), HasSubstr("note: 1 of these 2 runs are simulated"));
+  EXPECT_THAT(ReadFile(tmp.File("comparison/comparison.md")),
+              HasSubstr("their times and rates are not comparable"));
+  options.run_dirs = {sim.dir};
+  std::ostringstream alone;
+  CompareRuns(options, alone);
+  EXPECT_THAT(alone.str(), Not(HasSubstr("note:")));
+}
+
+// Synchronous strategies run too, and end when their peers stop.
+TEST(SimRun, SynchronousStrategyWithBackupsEnds) {
+  testing::TempDir tmp;
+  const SimRun r = RunSim(tmp, "sync",
+                          "epochs = 0.5\n[algorithm]\nname = sync_sgd\nworkers = 5\n"
+                          "replicas_to_aggregate = 4\n[cluster]\ntransport = sim\n"
+                          "[delay]\ncompute = exponential\nmean_ms = 4\n");
+  ASSERT_EQ(r.status, 0) << r.err << r.out;
+  EXPECT_GT(std::stoll(r.Provenance()["dropped_pushes"].get<std::string>()), 0);
+}
+
+// Every strategy that can be simulated runs end to end under `asgd run`, synchronous ones
+// included (rounds, clocks, elastic exchanges end when their peers stop), with stragglers
+// on a datacenter network, and learns the small problem.
+class EverySimulatedStrategy : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(EverySimulatedStrategy, RunsAndLearns) {
+  testing::TempDir tmp;
+  // As the thread runner's test: SAGN's mean takes one window-normalised step per round.
+  const std::string extra = GetParam() == "sagn" ? "aggregation = sum\n" : "";
+  const SimRun r = RunSim(tmp, "every",
+                          "epochs = 3\n[algorithm]\nname = " + GetParam() +
+                              "\nworkers = 3\nwindow = 2\nlearning_rate = 0.1\n" + extra +
+                              "[cluster]\ntransport = sim\nshards = 2\n"
+                              "[delay]\ncompute = lognormal\nmean_ms = 2\nstddev_ms = 1\n"
+                              "straggler_fraction = 0.34\nstraggler_factor = 3\n"
+                              "[network]\npreset = dc_10gbe\n");
+  ASSERT_EQ(r.status, 0) << r.err << r.out;
+  EXPECT_EQ(r.Provenance()["status"], "completed");
+  EXPECT_GE(std::stod(r.Provenance()["final_test_accuracy"].get<std::string>()), 0.85) << r.out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Strategies, EverySimulatedStrategy, ::testing::ValuesIn([] {
+                           std::vector<std::string> names;
+                           for (const algorithms::Strategy* s : algorithms::Strategies()) {
+                             if (s->can_simulate) names.push_back(s->name);
+                           }
+                           return names;
+                         }()));
+
+// Bad configs: one line naming the key, exit status 2, no run folder.
+struct Refusal {
+  const char* body;
+  const char* key;
+};
+class SimRefusal : public ::testing::TestWithParam<Refusal> {};
+
+TEST_P(SimRefusal, OneLineExitTwo) {
+  testing::TempDir tmp;
+  const SimRun r =
+      RunSim(tmp, "bad", std::string("[cluster]\ntransport = sim\n") + GetParam().body);
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_THAT(r.err, HasSubstr(GetParam().key));
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_TRUE(r.dir.empty()) << "a refused config made a run folder";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Configs, SimRefusal,
+    ::testing::Values(
+        Refusal{"[algorithm]\nname = hogwild\nworkers = 2\n", "algorithm.name"},
+        Refusal{"[algorithm]\nname = sgd\n", "algorithm.name"},
+        Refusal{"[algorithm]\nname = async_sgd\n[delay]\ncompute = weibull\n", "delay.compute"},
+        Refusal{"[algorithm]\nname = async_sgd\n[network]\nlink_gbps = -1\n", "network.link_gbps"},
+        Refusal{"[algorithm]\nname = async_sgd\n[network]\npreset = lan\n", "network.preset"},
+        Refusal{"[algorithm]\nname = async_sgd\n[experiment]\n"
+                "checkpoint_every_steps = 10\n",
+                "experiment.checkpoint_every_steps"}));
+
+// The delay model in a real run (threads): a straggler's injected sleeps show in its
+// compute time.
+TEST(InjectedDelays, StragglerComputesLongerInARealRun) {
+  testing::TempDir tmp;
+  const SimRun r = RunSim(tmp, "real",
+                          "epochs = 0.3\n[algorithm]\nname = async_sgd\nworkers = 2\n"
+                          "[cluster]\ntransport = memory\n[delay]\ncompute = constant\n"
+                          "mean_ms = 2\nspeeds = 1,0.25\n");
+  ASSERT_EQ(r.status, 0) << r.err << r.out;
+  std::istringstream workers(r.File("workers.csv"));
+  std::string line;
+  std::getline(workers, line);
+  std::vector<double> per_step;
+  while (std::getline(workers, line)) {
+    const std::vector<std::string> cells = Cells(line);
+    per_step.push_back(std::stod(cells[4]) / std::stod(cells[1]));
+  }
+  ASSERT_EQ(per_step.size(), 2u);
+  // At least the model's time (sleeps only lengthen a step), 2 ms and 8 ms.
+  EXPECT_GE(per_step[0], 0.002);
+  EXPECT_GE(per_step[1], 0.008);
+}
+
+}  // namespace
+}  // namespace asgd::experiments

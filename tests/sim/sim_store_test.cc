@@ -1,0 +1,301 @@
+// The simulated store and client (algorithms/sim_store.h) under the real worker and
+// server rules: closed forms of virtual time and staleness, the SSP bound at every step,
+// and equivalence with the MemoryStore (issue 13, validation).
+#include "algorithms/sim_store.h"
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "algorithms/memory_store.h"
+#include "algorithms/strategy.h"
+#include "sim/network_model.h"
+#include "sim/scheduler.h"
+#include "tests/algorithms/strategy_harness.h"
+#include "transport/placement.h"
+#include "transport/staleness.h"
+
+namespace asgd::algorithms {
+namespace {
+
+using std::chrono::milliseconds;
+using testing::kDim;
+using testing::kInit;
+using testing::Quadratic;
+
+// n workers of one strategy as scheduler tasks, against a SimStore (or, for the
+// reference, a MemoryStore: only for rules that never hold a request, since its held
+// requests block the thread). Worker w sleeps compute[w] of virtual time after each
+// gradient: the step-time model reduced to a constant per worker.
+struct Cluster {
+  Quadratic q{kDim};
+  sim::Scheduler sched;
+  sim::NetworkModel net;
+  transport::MemoryStalenessSink sink;
+  std::unique_ptr<SimStore> store;
+  std::unique_ptr<MemoryStore> memory;
+  std::vector<std::unique_ptr<ParamClient>> clients;
+  std::vector<std::unique_ptr<Optimizer>> optimizers;
+  std::vector<std::unique_ptr<WorkerRule>> rules;
+  std::vector<WorkerEnv> envs;
+  std::vector<Duration> compute;
+  std::vector<Duration> finished;  // per worker: when its last step ended
+  // Called at the start of every gradient (worker, its iteration), before the sleep.
+  std::function<void(int, int)> on_gradient;
+
+  Cluster(const std::string& name, int workers, StrategyOptions so, sim::NetworkOptions n = {},
+          int shards = 1, bool memory_reference = false)
+      : net(n, workers, shards) {
+    const Strategy& s = FindStrategy(name);
+    so.num_workers = workers;
+    if (memory_reference) {
+      memory = std::make_unique<MemoryStore>(kInit, s.server_rule(so, 0), nullptr, &sink);
+    } else {
+      // Contiguous pieces, the last shard taking the remainder.
+      std::vector<std::vector<Range>> ranges;
+      const int64_t per = kDim / shards;
+      for (int i = 0; i < shards; ++i) {
+        const int64_t begin = i * per;
+        ranges.push_back({Range{begin, i == shards - 1 ? kDim - begin : per}});
+      }
+      store = std::make_unique<SimStore>(
+          &sched, &net, transport::Placement::FromRanges(kDim, ranges), kInit,
+          [&](uint32_t shard) { return s.server_rule(so, shard); }, &sink);
+    }
+    envs.resize(static_cast<std::size_t>(workers));
+    compute.assign(static_cast<std::size_t>(workers), milliseconds(1));
+    finished.assign(static_cast<std::size_t>(workers), Duration::zero());
+    for (int w = 0; w < workers; ++w) {
+      if (memory) {
+        clients.push_back(std::make_unique<MemoryClient>(memory.get(), static_cast<uint32_t>(w)));
+      } else {
+        clients.push_back(std::make_unique<SimParamClient>(store.get(), static_cast<uint32_t>(w)));
+      }
+      optimizers.push_back(testing::MakeOptimizer("sgd"));
+      rules.push_back(s.worker_rule(so));
+      envs[static_cast<std::size_t>(w)] =
+          testing::MakeEnv(w, workers, clients.back().get(), optimizers.back().get(), so);
+    }
+  }
+
+  // Every worker takes `steps` Steps (ending early on kShuttingDown).
+  void Run(int steps) {
+    for (std::size_t w = 0; w < rules.size(); ++w) {
+      sched.Spawn("worker", [this, w, steps] {
+        auto iteration = std::make_shared<int>(0);
+        envs[w].gradient = [this, w, iteration](std::span<const float> p, std::span<float> g) {
+          if (on_gradient) on_gradient(static_cast<int>(w), (*iteration)++);
+          const float loss = q.Fn()(p, g);
+          sched.Sleep(compute[w]);
+          return loss;
+        };
+        const Status st = rules[w]->Start(envs[w]);
+        ASSERT_TRUE(st.ok()) << st.ToString();
+        for (int i = 0; i < steps; ++i) {
+          const StepResult r = rules[w]->Step(envs[w]);
+          if (r.status.error_code() == transport::ErrorCode::kShuttingDown) break;
+          ASSERT_TRUE(r.status.ok()) << "worker " << w << ": " << r.status.ToString();
+        }
+        finished[w] = sched.Now();
+      });
+    }
+    sched.Run();
+  }
+
+  std::vector<float> values() const { return memory ? memory->values() : store->values(); }
+};
+
+std::vector<std::string> AsynchronousStrategies() {
+  return testing::StrategiesWhere(
+      [](const Strategy& s) { return s.can_simulate && !s.synchronous; });
+}
+std::vector<std::string> SimulableStrategies() {
+  return testing::StrategiesWhere([](const Strategy& s) { return s.can_simulate; });
+}
+
+StrategyOptions Options() {
+  StrategyOptions so = testing::Options(0.05, 1);
+  return so;
+}
+
+class Asynchronous : public ::testing::TestWithParam<std::string> {};
+
+// Constant compute time and a free network: each round every worker pushes once, in
+// worker order, and pulls right after its push, so from the second round on each push
+// finds exactly workers - 1 other pushes applied since its worker's pull.
+TEST_P(Asynchronous, StalenessIsWorkersMinusOneAfterWarmUp) {
+  constexpr int kWorkers = 5, kSteps = 6;
+  Cluster c(GetParam(), kWorkers, Options());
+  ASSERT_TRUE(c.store->inline_service());
+  c.Run(kSteps);
+  const auto records = c.sink.records();
+  ASSERT_EQ(records.size(), static_cast<std::size_t>(kWorkers * kSteps));
+  for (std::size_t i = 0; i < records.size(); ++i) {
+    const auto& r = records[i];
+    EXPECT_EQ(r.worker, i % kWorkers) << "push " << i << " out of round-robin order";
+    const int64_t want = i < kWorkers ? static_cast<int64_t>(i) : kWorkers - 1;
+    EXPECT_EQ(r.staleness, want) << GetParam() << ": push " << i;
+  }
+  EXPECT_EQ(c.sched.Now(), kSteps * milliseconds(1));
+}
+
+// Zero delays and the scheduler's round-robin order: the simulated store's values equal
+// the MemoryStore's, bit for bit, and so do the staleness records (time aside).
+TEST_P(Asynchronous, EqualsTheMemoryStoreBitForBit) {
+  constexpr int kWorkers = 3, kSteps = 7;
+  StrategyOptions so = Options();
+  so.worker.window = 2;
+  so.worker.fetch_window = 2;
+  Cluster sim(GetParam(), kWorkers, so);
+  Cluster mem(GetParam(), kWorkers, so, {}, 1, /*memory_reference=*/true);
+  for (Cluster* c : {&sim, &mem}) {
+    c->compute = {Duration::zero(), Duration::zero(), Duration::zero()};
+    c->Run(kSteps);
+  }
+  const std::vector<float> a = sim.values(), b = mem.values();
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i], b[i]) << GetParam() << ": element " << i;
+  }
+  auto ra = sim.sink.records(), rb = mem.sink.records();
+  ASSERT_EQ(ra.size(), rb.size());
+  for (std::size_t i = 0; i < ra.size(); ++i) {
+    ra[i].wall_time_s = rb[i].wall_time_s = 0;
+    EXPECT_EQ(ra[i], rb[i]) << GetParam() << ": record " << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Strategies, Asynchronous, ::testing::ValuesIn(AsynchronousStrategies()));
+
+// Synchronous rounds take the slowest worker's time: with compute times 1, 2, 3 and 4 ms,
+// 5 rounds of sync_sgd end at 5 x 4 ms, for every worker.
+TEST(SyncSgd, RoundTimeIsTheSlowestWorkersCompute) {
+  constexpr int kSteps = 5;
+  Cluster c("sync_sgd", 4, Options());
+  c.compute = {milliseconds(1), milliseconds(2), milliseconds(3), milliseconds(4)};
+  c.Run(kSteps);
+  for (Duration f : c.finished) EXPECT_EQ(f, kSteps * milliseconds(4));
+  EXPECT_EQ(c.store->version(0), static_cast<uint64_t>(kSteps));
+}
+
+// One worker slowed k-fold: without backups every round takes k times as long; with one
+// backup worker (replicas_to_aggregate = workers - 1) the rounds go at the others' pace
+// and the straggler's late pushes are dropped.
+TEST(SyncSgd, StragglerSlowsRoundsKFoldUnlessOneBackup) {
+  constexpr int kWorkers = 4, kSteps = 6, kSlow = 3;
+  const Duration base = milliseconds(2);
+  auto run = [&](int replicas, bool straggler) {
+    StrategyOptions so = Options();
+    so.replicas_to_aggregate = replicas;
+    auto c = std::make_unique<Cluster>("sync_sgd", kWorkers, so);
+    c->compute.assign(kWorkers, base);
+    if (straggler) c->compute[kWorkers - 1] = kSlow * base;
+    c->Run(kSteps);
+    return c;
+  };
+  auto even = run(0, false);
+  auto slow = run(0, true);
+  auto backup = run(kWorkers - 1, true);
+  EXPECT_EQ(even->finished[0], kSteps * base);
+  EXPECT_EQ(slow->finished[0], kSlow * kSteps * base);  // k times the rounds of `even`
+  for (int w = 0; w < kWorkers - 1; ++w) {
+    EXPECT_EQ(backup->finished[static_cast<std::size_t>(w)], kSteps * base) << "worker " << w;
+  }
+  EXPECT_GT(backup->store->stats().dropped, 0u);
+  EXPECT_EQ(slow->store->stats().dropped, 0u);
+}
+
+// SSP (algorithms.md §3.8 (e)1): when a worker starts iteration c, every worker's pushes of
+// clocks <= c - S - 1 have been applied, at every step, however slow the straggler.
+TEST(Ssp, BoundHoldsAtEveryStep) {
+  constexpr int kWorkers = 4, kBound = 2, kSteps = 20;
+  StrategyOptions so = Options();
+  so.ssp_bound = kBound;
+  Cluster c("ssp", kWorkers, so, sim::NetworkPreset("dc_10gbe"));
+  c.compute = {milliseconds(1), milliseconds(1), milliseconds(2), milliseconds(7)};
+  int violations = 0, checks = 0;
+  c.on_gradient = [&](int /*w*/, int iteration) {
+    std::map<uint32_t, int> applied;
+    for (const auto& r : c.sink.records()) ++applied[r.worker];
+    for (int k = 0; k < kWorkers; ++k) {
+      ++checks;
+      if (applied[static_cast<uint32_t>(k)] < iteration - kBound) ++violations;
+    }
+  };
+  c.Run(kSteps);
+  EXPECT_EQ(violations, 0) << "of " << checks;
+  int64_t max_staleness = 0;
+  for (const auto& r : c.sink.records()) max_staleness = std::max(max_staleness, r.staleness);
+  EXPECT_LE(max_staleness, kBound);
+  EXPECT_GT(max_staleness, 0) << "the straggler never held anyone back";
+  // The fast workers were held: they finish near the straggler, not at 20 x 1 ms.
+  EXPECT_GT(c.finished[0], kSteps * milliseconds(7) - (kBound + 2) * milliseconds(7));
+}
+
+// Every strategy that can be simulated runs on a real network model over two shards
+// and reaches the quadratic's minimum neighbourhood; messages take time.
+class EveryStrategy : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(EveryStrategy, RunsOverTwoShardsOnALoopbackNetwork) {
+  constexpr int kWorkers = 3, kSteps = 40;
+  Cluster c(GetParam(), kWorkers, Options(), sim::NetworkPreset("loopback"), /*shards=*/2);
+  ASSERT_FALSE(c.store->inline_service());
+  c.Run(kSteps);
+  EXPECT_EQ(c.sched.unfinished_tasks(), 0);
+  EXPECT_GT(c.sched.Now(), kSteps * milliseconds(1));  // compute plus the messages
+  EXPECT_GT(c.net.shard_stats(0).bytes_in, 0);
+  EXPECT_GT(c.net.shard_stats(1).bytes_out, 0);
+  const std::vector<float> v = c.values();
+  double before = 0, after = 0;
+  for (int i = 0; i < kDim; ++i) {
+    before += std::abs(kInit[static_cast<std::size_t>(i)] - c.q.c[static_cast<std::size_t>(i)]);
+    after += std::abs(v[static_cast<std::size_t>(i)] - c.q.c[static_cast<std::size_t>(i)]);
+  }
+  EXPECT_LT(after, before) << GetParam() << " did not move towards the minimum";
+}
+
+INSTANTIATE_TEST_SUITE_P(Strategies, EveryStrategy, ::testing::ValuesIn(SimulableStrategies()));
+
+// A round trip on the network model: latency both ways plus the transfers and the
+// server's cost, as sim/README.md draws it.
+TEST(SimStore, PullTakesTheModelledRoundTrip) {
+  sim::NetworkOptions n;
+  n.latency = std::chrono::microseconds(50);
+  n.link_bandwidth = 1e9;  // bytes per second
+  n.server_per_message = std::chrono::microseconds(5);
+  Cluster c("async_sgd", 1, Options(), n);
+  std::vector<float> out(kDim);
+  Duration took{};
+  c.sched.Spawn("reader", [&] {
+    const Duration t0 = c.sched.Now();
+    ASSERT_TRUE(c.clients[0]->Pull(out).ok());
+    took = c.sched.Now() - t0;
+  });
+  c.sched.Run();
+  // Request: 0 payload bytes; reply: kDim floats at 1 GB/s (24 ns).
+  EXPECT_EQ(took, std::chrono::microseconds(105) + std::chrono::nanoseconds(24));
+  for (int i = 0; i < kDim; ++i)
+    EXPECT_EQ(out[static_cast<std::size_t>(i)], kInit[static_cast<std::size_t>(i)]);
+}
+
+// Shutdown answers a held request (a round that cannot complete) with kShuttingDown.
+TEST(SimStore, ShutdownReleasesHeldRequests) {
+  Cluster c("sync_sgd", 2, Options());
+  c.compute = {milliseconds(1), milliseconds(1)};
+  std::vector<float> update(kDim, 0.0f);
+  Status st;
+  c.sched.Spawn("lonely", [&] { st = c.clients[0]->Push(update, 0); });
+  c.sched.Run();
+  EXPECT_EQ(c.sched.unfinished_tasks(), 1);  // held: its peer never pushes
+  c.store->Shutdown();
+  c.sched.Run();
+  EXPECT_EQ(c.sched.unfinished_tasks(), 0);
+  EXPECT_EQ(st.error_code(), transport::ErrorCode::kShuttingDown);
+}
+
+}  // namespace
+}  // namespace asgd::algorithms
