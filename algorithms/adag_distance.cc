@@ -8,6 +8,9 @@
 //   D = θ̃_now − θ̃_pulled(k);  f = 1 / (D²/γ + 1);  θ̃ ← θ̃ + f ⊙ Δ
 // with γ = algorithm.adag_gamma (the thesis's experiments: 1e-4). f = 1 exactly where
 // the centre has not moved since the pull, so one worker is AGN exactly.
+//
+// Compression (compression.name, issue 17): meaningful: the push is a window of gradients; the
+// server damps the decoded update.
 #include "algorithms/builtin_strategies.h"
 #include "algorithms/finite_apply.h"
 #include "algorithms/received_copies.h"
@@ -62,6 +65,7 @@ class DistanceRule final : public transport::ServerRule {
 Strategy AdagDistanceStrategy() {
   Strategy s;
   s.name = "adag_distance";
+  s.supports_compression = true;
   s.description = "ADAG (Hermans): AGN pushes damped by 1/(D²/γ + 1), D the centre's drift";
   s.keys = ReadKeys(kOptimizerKeys | kScheduleKeys,
                     {"algorithm.window", "algorithm.fetch_window", "algorithm.adag_gamma"});

@@ -3,6 +3,9 @@
 // the local step v ← δv − η·g(x + δv); x ← x + v (δ = algorithm.momentum; the paper uses
 // 0.99). The look-ahead is at x + δv: dist-keras's EAMSGDWorker evaluates at x − δv, a
 // sign error that a test guards against. The local optimizer setting is not used.
+//
+// Compression (compression.name, issue 17): refused: the push is the worker's parameters x (as
+// aeasgd).
 #include "algorithms/builtin_strategies.h"
 #include "algorithms/elastic.h"
 

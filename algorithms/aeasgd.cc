@@ -4,6 +4,9 @@
 // unlike dist-keras's separate pull and commit) and replies E; the worker applies
 // x ← x − E, then its local step with the gradient taken before the exchange.
 // α = algorithm.elastic_alpha, default 0.9/n.
+//
+// Compression (compression.name, issue 17): refused: the push is the worker's parameters x, from
+// which the server computes E; sparsifying or quantizing parameters would destroy them.
 #include "algorithms/builtin_strategies.h"
 #include "algorithms/elastic.h"
 

@@ -8,6 +8,9 @@
 // equation's W + 1); the window check after the step, so every push covers W steps; a
 // partial window at the end is dropped. "adag" is dist-keras's name for this algorithm,
 // not Hermans' distance-based ADAG (adag_distance).
+//
+// Compression (compression.name, issue 17): meaningful: the push is the accumulated (normalised)
+// update of a window.
 #include "algorithms/builtin_strategies.h"
 #include "algorithms/windowed_worker.h"
 
@@ -16,6 +19,7 @@ namespace asgd::algorithms {
 Strategy AgnStrategy() {
   Strategy s;
   s.name = "agn";
+  s.supports_compression = true;
   s.description = "accumulated gradient normalization: push the window's update / W";
   s.keys = ReadKeys(kOptimizerKeys | kScheduleKeys, {"algorithm.window", "algorithm.fetch_window"});
   s.worker_rule = [](const StrategyOptions&) -> std::unique_ptr<WorkerRule> {

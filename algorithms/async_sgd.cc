@@ -8,6 +8,9 @@
 // and the next pull are one atomic push-pull per shard, so the worker's next gradient is
 // taken at the centre just after its own update. Staleness: PS updates between the pull
 // and the push (DESIGN.md §4); n − 1 under a round-robin schedule.
+//
+// Compression (compression.name, issue 17): meaningful: the push is one gradient (sent sparsified
+// or quantized, the residual kept with error feedback).
 #include "algorithms/builtin_strategies.h"
 #include "algorithms/windowed_worker.h"
 
@@ -16,6 +19,7 @@ namespace asgd::algorithms {
 Strategy AsyncSgdStrategy() {
   Strategy s;
   s.name = "async_sgd";
+  s.supports_compression = true;
   s.description = "asynchronous SGD on the parameter server: push each update, add on arrival";
   s.keys = ReadKeys(kOptimizerKeys | kScheduleKeys);
   s.worker_rule = [](const StrategyOptions&) -> std::unique_ptr<WorkerRule> {

@@ -11,6 +11,9 @@
 // examples, each push one batch) and λ = algorithm.dc_lambda (MXNet's default 0.04). Memory: one
 // backup copy per worker on each shard (n + 1 copies of the shard's range).
 // λ = 0 is async SGD; one worker (w = w_bak always) is SGD exactly, for any λ.
+//
+// Compression (compression.name, issue 17): meaningful: the push is one gradient; the server
+// compensates the decoded gradient.
 #include "algorithms/builtin_strategies.h"
 #include "algorithms/finite_apply.h"
 #include "algorithms/gradient_worker.h"
@@ -75,6 +78,7 @@ class DcRule final : public transport::ServerRule {
 Strategy DcAsgdStrategy() {
   Strategy s;
   s.name = "dc_asgd";
+  s.supports_compression = true;
   s.description = "delay-compensated async SGD: g + λ·g⊙g⊙(w − w_bak) applied at the server";
   s.keys = ReadKeys(kCommonKeys, {"algorithm.dc_lambda", "algorithm.lr_decay"});
   s.worker_rule = [](const StrategyOptions&) -> std::unique_ptr<WorkerRule> {

@@ -16,6 +16,9 @@
 // Conventions: the window check comes after the step (every push covers n_push steps;
 // dist-keras's first commit covers n_push − 1); a partial window at the end is dropped;
 // when a push and a fetch fall on the same step they are one atomic push-pull.
+//
+// Compression (compression.name, issue 17): meaningful: the push is the accumulated update of a
+// window.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -97,6 +100,7 @@ class AdagradRule final : public transport::ServerRule {
 Strategy DownpourStrategy() {
   Strategy s;
   s.name = "downpour";
+  s.supports_compression = true;
   s.description = "DOWNPOUR: push the window's update every n_push steps, fetch every n_fetch";
   s.keys = ReadKeys(kOptimizerKeys | kScheduleKeys,
                     {"algorithm.window", "algorithm.fetch_window", "algorithm.server_optimizer",

@@ -12,6 +12,9 @@
 // worker's pull of it), so a push whose pieces reach two shards in different orders is
 // damped differently on each — a per-server clock, as the anchors' PS has one clock per
 // server process; there is no global clock. Pinned by DynSgdShards in algorithms_test.
+//
+// Compression (compression.name, issue 17): meaningful: the push is the accumulated update of a
+// window.
 #include "algorithms/builtin_strategies.h"
 #include "algorithms/windowed_worker.h"
 
@@ -40,6 +43,7 @@ class DampedAddRule final : public transport::ServerRule {
 Strategy DynSgdStrategy() {
   Strategy s;
   s.name = "dynsgd";
+  s.supports_compression = true;
   s.description = "DynSGD: the server damps each update by 1/(staleness + 1)";
   s.keys = ReadKeys(kOptimizerKeys | kScheduleKeys, {"algorithm.window", "algorithm.fetch_window"});
   s.worker_rule = [](const StrategyOptions&) -> std::unique_ptr<WorkerRule> {

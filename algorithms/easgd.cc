@@ -4,6 +4,10 @@
 // adds Σ E once all n have pushed (x̃ ← x̃ + α Σ (x^i − x̃), no 1/n: the removed dist-keras
 // server's 1/n breaks conservation) and every worker gets the new centre.
 // α = algorithm.elastic_alpha, default β/n with β = 0.9 (the paper's experiments).
+//
+// Compression (compression.name, issue 17): meaningful: the push is the elastic difference E; the
+// round sums the decoded E's (the worker keeps its own x - E, so with compression x + x̃ is no
+// longer conserved exactly).
 #include "algorithms/builtin_strategies.h"
 #include "algorithms/elastic.h"
 #include "algorithms/sync_rule.h"
@@ -13,6 +17,7 @@ namespace asgd::algorithms {
 Strategy EasgdStrategy() {
   Strategy s;
   s.name = "easgd";
+  s.supports_compression = true;
   s.description = "synchronous elastic averaging: all workers exchange every W steps";
   s.keys = ReadKeys(kOptimizerKeys | kScheduleKeys,
                     {"algorithm.window", "algorithm.elastic_alpha"});

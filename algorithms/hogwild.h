@@ -30,6 +30,8 @@
 //
 // Staleness: pushes by other threads between a worker's read and its write (the paper's
 // delay τ), from a shared push counter; one record per push.
+//
+// Compression (compression.name, issue 17): refused: no push at all (one shared vector).
 #pragma once
 
 #include <atomic>

@@ -145,7 +145,8 @@ void MemoryStore::Shutdown() {
 
 MemoryStore::Result MemoryStore::Request(Op op, uint32_t worker, int64_t step, uint64_t version,
                                          std::span<const float> update, std::span<float> out,
-                                         std::optional<uint64_t> oldest_version) {
+                                         std::optional<uint64_t> oldest_version,
+                                         const compression::Encoded* encoded) {
   std::unique_lock<std::mutex> lock(mu_);
   Result result;
   if (shut_down_) {
@@ -156,7 +157,8 @@ MemoryStore::Result MemoryStore::Request(Op op, uint32_t worker, int64_t step, u
   const bool pushes = op == Op::kPush || op == Op::kPushPull;
   const bool reads = op == Op::kPull || op == Op::kPushPull;
   if (pushes) {
-    ASGD_CHECK_EQ(update.size(), size_, "push size");
+    ASGD_CHECK_EQ(encoded != nullptr ? static_cast<std::size_t>(encoded->count) : update.size(),
+                  size_, "push size");
   }
   if (reads) {
     ASGD_CHECK_EQ(out.size(), size_, "pull size");
@@ -170,9 +172,19 @@ MemoryStore::Result MemoryStore::Request(Op op, uint32_t worker, int64_t step, u
   info.offset = 0;
   info.count = pushes || reads ? static_cast<int64_t>(size_) : 0;
   transport::ShardCore::Result r;
+  std::vector<std::span<const std::byte>> frames;
+  if (encoded != nullptr) frames.assign(encoded->frames.begin(), encoded->frames.end());
+  const transport::EncodedPayload packed{
+      encoded != nullptr ? encoded->encoding : compression::Encoding::kDense, frames};
   switch (op) {
-    case Op::kPush: r = core_->Push(info, transport::Payload(0, {{0, update}})); break;
-    case Op::kPushPull: r = core_->PushPull(info, transport::Payload(0, {{0, update}})); break;
+    case Op::kPush:
+      r = encoded != nullptr ? core_->Push(info, packed)
+                             : core_->Push(info, transport::Payload(0, {{0, update}}));
+      break;
+    case Op::kPushPull:
+      r = encoded != nullptr ? core_->PushPull(info, packed)
+                             : core_->PushPull(info, transport::Payload(0, {{0, update}}));
+      break;
     case Op::kPull: r = core_->Pull(info); break;
     case Op::kClock: r = core_->Clock(info); break;
     default: ASGD_CHECK(false, "MemoryStore: op ", transport::OpName(op), " not served");
@@ -229,6 +241,19 @@ Status MemoryClient::DoPushPull(std::span<const float> update, std::span<float> 
                            TakeOldestVersion());
   if (r.status.ok()) {
     pulled_version_ = r.version;
+    if (r.outcome == PushOutcome::kDropped) ++dropped_;
+  }
+  return r.status;
+}
+
+Status MemoryClient::DoPushEncoded(std::span<const compression::Encoded> parts,
+                                   std::span<float> out, int64_t step) {
+  ASGD_CHECK_EQ(parts.size(), 1u, "a memory store push is one part");
+  const Op op = out.empty() ? Op::kPush : Op::kPushPull;
+  auto r =
+      store_->Request(op, worker_, step, pulled_version_, {}, out, TakeOldestVersion(), &parts[0]);
+  if (r.status.ok()) {
+    if (op == Op::kPushPull) pulled_version_ = r.version;
     if (r.outcome == PushOutcome::kDropped) ++dropped_;
   }
   return r.status;

@@ -72,9 +72,11 @@ class MemoryStore {
     uint64_t version = 0;  // after the request (pull: the version read)
     transport::PushOutcome outcome = transport::PushOutcome::kApplied;
   };
+  // A compressed push passes `encoded` (count = size()) and an empty update.
   Result Request(transport::Op op, uint32_t worker, int64_t step, uint64_t version,
                  std::span<const float> update, std::span<float> out,
-                 std::optional<uint64_t> oldest_version = std::nullopt);
+                 std::optional<uint64_t> oldest_version = std::nullopt,
+                 const compression::Encoded* encoded = nullptr);
 
  private:
   class Replies;
@@ -104,6 +106,9 @@ class MemoryClient final : public ParamClient {
   Status DoPushPull(std::span<const float> update, std::span<float> out, int64_t step) override;
   Status DoSendClock(int64_t clock) override;
   void DoMarkWindowStart() override { window_version_ = pulled_version_; }
+  bool TakesEncodedPushes() const override { return true; }
+  Status DoPushEncoded(std::span<const compression::Encoded> parts, std::span<float> out,
+                       int64_t step) override;
 
  private:
   // The oldest version of the push to come: the mark's, when it is older than the last pull.

@@ -6,6 +6,9 @@
 // workers' parameters once every worker pushed (summed in worker order into a buffer that
 // is fresh every round: dist-keras's buffer leaks across rounds, §2.4) and every worker
 // restarts from it. One worker is sequential training exactly.
+//
+// Compression (compression.name, issue 17): refused: the push is the worker's parameters, which
+// the round averages; sparsifying or quantizing parameters would destroy them.
 #include "algorithms/builtin_strategies.h"
 #include "algorithms/sync_rule.h"
 

@@ -34,6 +34,9 @@ class ParamClientWrapper : public ParamClient {
 
   int64_t size() const override { return target_->size(); }
   int64_t dropped_pushes() const override { return target_->dropped_pushes(); }
+  std::vector<PushPart> PushParts() const override { return target_->PushParts(); }
+  bool TakesEncodedPushes() const override { return target_->TakesEncodedPushes(); }
+  const Traffic& wire_traffic() const override { return target_->wire_traffic(); }
 
  protected:
   Status DoPull(std::span<float> out) override { return target_->Pull(out); }
@@ -45,6 +48,10 @@ class ParamClientWrapper : public ParamClient {
   }
   Status DoSendClock(int64_t clock) override { return target_->SendClock(clock); }
   void DoMarkWindowStart() override { target_->MarkWindowStart(); }
+  Status DoPushEncoded(std::span<const compression::Encoded> parts, std::span<float> out,
+                       int64_t step) override {
+    return target_->PushEncoded(parts, out, step);
+  }
   Status DoPullSparse(std::span<const int64_t> indices, std::span<float> out) override {
     return target_->PullSparse(indices, out);
   }

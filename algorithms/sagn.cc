@@ -13,6 +13,9 @@
 // still replaces its parameters by the new centre, but its optimizer state is kept as is:
 // a momentum velocity or Adam moments still hold the dropped window's gradients and carry
 // them into the next window. Only the window's update is lost, not its optimizer history.
+//
+// Compression (compression.name, issue 17): meaningful: the push is a window update; a round
+// aggregates the decoded pushes.
 #include "algorithms/builtin_strategies.h"
 #include "algorithms/sync_rule.h"
 #include "algorithms/windowed_worker.h"
@@ -22,6 +25,7 @@ namespace asgd::algorithms {
 Strategy SagnStrategy() {
   Strategy s;
   s.name = "sagn";
+  s.supports_compression = true;
   s.description = "synchronous AGN: mean of N window-normalised pushes per round";
   s.rounds = true;
   s.keys = ReadKeys(kOptimizerKeys | kScheduleKeys,

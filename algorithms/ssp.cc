@@ -23,6 +23,8 @@
 // holds their first reads until all have made one).
 // Staleness is counted in clocks (DESIGN.md §4): a push's record carries how many
 // iterations its worker was ahead of the slowest one when it arrived (0 ≤ s ≤ S).
+//
+// Compression (compression.name, issue 17): meaningful: the push is one clock's update.
 #include <algorithm>
 #include <limits>
 #include <map>
@@ -134,6 +136,7 @@ class SspRule final : public transport::ServerRule {
 Strategy SspStrategy() {
   Strategy s;
   s.name = "ssp";
+  s.supports_compression = true;
   s.description = "stale synchronous parallel: at most S clocks ahead of the slowest worker";
   s.clocks = true;
   s.keys = ReadKeys(kOptimizerKeys | kScheduleKeys, {"algorithm.ssp_bound"});

@@ -11,6 +11,9 @@
 // α₀ = algorithm.learning_rate, decayed per epoch by algorithm.lr_decay on the server (the
 // paper's step-decayed base rate; the epoch is the shard's updates × c × B / training
 // examples). One worker with c = 1 is SGD exactly.
+//
+// Compression (compression.name, issue 17): meaningful: the push is one gradient; the server
+// damps the decoded gradient.
 #include <cstring>
 #include <string>
 
@@ -102,6 +105,7 @@ class SoftsyncRule final : public transport::ServerRule {
 Strategy StalenessAwareStrategy() {
   Strategy s;
   s.name = "staleness_aware";
+  s.supports_compression = true;
   s.description = "staleness-aware async SGD: rate α₀/(s + 1), n-softsync aggregation";
   s.keys = ReadKeys(kCommonKeys, {"algorithm.softsync", "algorithm.lr_decay"});
   s.worker_rule = [](const StrategyOptions&) -> std::unique_ptr<WorkerRule> {

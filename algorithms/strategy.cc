@@ -50,14 +50,40 @@ Status ParamClient::Pull(std::span<float> out) {
 
 Status ParamClient::Push(std::span<const float> update, int64_t step) {
   Status st = DoPush(update, step);
-  if (st.ok()) traffic_.bytes_pushed += static_cast<int64_t>(update.size_bytes());
+  if (st.ok()) {
+    traffic_.bytes_pushed += static_cast<int64_t>(update.size_bytes());
+    traffic_.dense_bytes_pushed += static_cast<int64_t>(update.size_bytes());
+  }
   return st;
+}
+
+std::vector<PushPart> ParamClient::PushParts() const {
+  return {PushPart{{Range{0, size()}}, size()}};
+}
+
+Status ParamClient::PushEncoded(std::span<const compression::Encoded> parts, std::span<float> out,
+                                int64_t step) {
+  Status st = DoPushEncoded(parts, out, step);
+  if (st.ok()) {
+    for (const compression::Encoded& e : parts) {
+      traffic_.bytes_pushed += e.bytes();
+      traffic_.dense_bytes_pushed += e.count * static_cast<int64_t>(sizeof(float));
+    }
+    traffic_.bytes_pulled += static_cast<int64_t>(out.size_bytes());
+  }
+  return st;
+}
+
+Status ParamClient::DoPushEncoded(std::span<const compression::Encoded> /*parts*/,
+                                  std::span<float> /*out*/, int64_t /*step*/) {
+  ASGD_CHECK(false, "this ParamClient does not take compressed pushes (TakesEncodedPushes)");
 }
 
 Status ParamClient::PushPull(std::span<const float> update, std::span<float> out, int64_t step) {
   Status st = DoPushPull(update, out, step);
   if (st.ok()) {
     traffic_.bytes_pushed += static_cast<int64_t>(update.size_bytes());
+    traffic_.dense_bytes_pushed += static_cast<int64_t>(update.size_bytes());
     traffic_.bytes_pulled += static_cast<int64_t>(out.size_bytes());
   }
   return st;
@@ -75,6 +101,8 @@ Status ParamClient::PushSparse(std::span<const int64_t> indices, std::span<const
   Status st = DoPushSparse(indices, values, step);
   if (st.ok()) {
     traffic_.bytes_pushed +=
+        static_cast<int64_t>(indices.size() * (sizeof(int64_t) + sizeof(float)));
+    traffic_.dense_bytes_pushed +=
         static_cast<int64_t>(indices.size() * (sizeof(int64_t) + sizeof(float)));
   }
   return st;

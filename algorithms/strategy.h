@@ -24,7 +24,9 @@
 
 #include "algorithms/optimizer.h"
 #include "algorithms/schedule.h"
+#include "compression/compressor.h"
 #include "core/clock.h"
+#include "core/param_layout.h"
 #include "transport/server_rule.h"
 #include "transport/status.h"
 
@@ -37,11 +39,22 @@ namespace asgd::algorithms {
 using transport::Status;
 
 // Parameter payload a client moved: float32 values (4 bytes each) sent in pushes and
-// received in pulls; a sparse push counts 12 bytes per (index, value). Protocol headers
-// are not counted, so the figures compare across stores and transports.
+// received in pulls; a sparse push counts 12 bytes per (index, value); a compressed push
+// (PushEncoded) its encoded frames. Protocol headers are not counted, so the figures
+// compare across stores and transports. dense_bytes_pushed is what the pushes would have
+// moved as dense float32 (= bytes_pushed without compression): the compression ratio is
+// dense_bytes_pushed / bytes_pushed.
 struct Traffic {
   int64_t bytes_pushed = 0;
   int64_t bytes_pulled = 0;
+  int64_t dense_bytes_pushed = 0;
+};
+
+// What one message of a compressed push encodes (one per shard of a sharded store): the
+// elements of its ranges, concatenated in order, `count` in all.
+struct PushPart {
+  std::vector<Range> ranges;  // core/param_layout.h
+  int64_t count = 0;
 };
 
 // What a worker needs from the parameter store. Every call blocks until the store
@@ -74,6 +87,19 @@ class ParamClient {
   Status PushSparse(std::span<const int64_t> indices, std::span<const float> values,
                     int64_t step);
 
+  // Compressed pushes (compression/compressor.h). PushParts() says how the store splits
+  // a push; PushEncoded sends parts[i], the encoding of PushParts()[i]'s elements
+  // (count = its count), as one compressed push (push-pull when out is not empty, reading
+  // the rule's reply into out as PushPull does). The store decodes each part and handles
+  // it as the dense push it stands for. REQUIRES: TakesEncodedPushes(), and parts match
+  // PushParts() (checked). Counts the encoded bytes in bytes_pushed and the dense
+  // equivalent in dense_bytes_pushed.
+  virtual std::vector<PushPart> PushParts() const;
+  Status PushEncoded(std::span<const compression::Encoded> parts, std::span<float> out,
+                     int64_t step);
+  // Whether PushEncoded works on this client (false for hogwild's shared vector).
+  virtual bool TakesEncodedPushes() const { return false; }
+
   // Marks the start of a push window: the worker's next gradient is the window's first.
   // The next Push or PushPull then carries, besides the version(s) of the last pull (the
   // newest parameters its gradients were computed on), the version(s) pulled when this
@@ -87,6 +113,9 @@ class ParamClient {
   virtual int64_t dropped_pushes() const = 0;
   // Payload moved so far (successful calls).
   const Traffic& traffic() const { return traffic_; }
+  // What reached the store: traffic() of the client at the bottom of a wrapper stack
+  // (param_client_wrapper.h); a compressing wrapper's encoded bytes.
+  virtual const Traffic& wire_traffic() const { return traffic_; }
 
  protected:
   virtual Status DoPull(std::span<float> out) = 0;
@@ -94,6 +123,9 @@ class ParamClient {
   virtual Status DoPushPull(std::span<const float> update, std::span<float> out, int64_t step) = 0;
   virtual Status DoSendClock(int64_t clock) = 0;
   virtual void DoMarkWindowStart() {}
+  // Default: InvariantError (a client with TakesEncodedPushes() false was asked).
+  virtual Status DoPushEncoded(std::span<const compression::Encoded> parts, std::span<float> out,
+                               int64_t step);
   // Defaults go through the dense calls; the shared-vector client touches only the listed
   // coordinates.
   virtual Status DoPullSparse(std::span<const int64_t> indices, std::span<float> out);
@@ -250,6 +282,10 @@ struct Strategy {
   // parameters for evaluation, only at these boundaries, where every worker has taken
   // the same steps.
   std::function<int64_t(const StrategyOptions&)> steps_per_round;
+  // Compressing the worker's push (compression.name) is meaningful: the push is an update
+  // (a gradient, a window's update, an elastic difference), not parameters. Each
+  // strategy's source says why; the runner refuses compression for the others.
+  bool supports_compression = false;
   // Workers announce clocks (SendClock) and the server bounds how far apart they run
   // (ssp): a run needs every worker's clock to go on.
   bool clocks = false;

@@ -23,6 +23,9 @@
 // Until this change the worker applied the optimizer locally and pushed its update: the
 // same for sgd, but with backups a dropped gradient stayed in that worker's velocity, and
 // Adagrad/Adam scaled by each worker's own statistics (README, "sync_sgd").
+//
+// Compression (compression.name, issue 17): meaningful: the push is one gradient; a round
+// aggregates the decoded pushes.
 #include "algorithms/builtin_strategies.h"
 #include "algorithms/sync_rule.h"
 
@@ -68,6 +71,7 @@ class GradientPushWorker final : public WorkerRule {
 Strategy SyncSgdStrategy() {
   Strategy s;
   s.name = "sync_sgd";
+  s.supports_compression = true;
   s.description = "synchronous SGD: the optimizer applied on the server to the mean of the first "
                   "N fresh gradients per round (backup workers)";
   s.rounds = true;

@@ -95,7 +95,8 @@ std::size_t EncodeHeader(const Header& h, std::span<std::byte> out) {
   ASGD_CHECK_GE(out.size(), kMaxHeaderBytes);
   FixedStream stream(out);
   msgpack::packer<FixedStream> pk(stream);
-  pk.pack_array(kHeaderFields + (h.oldest_version ? 1 : 0));
+  const bool encoded = h.encoding != compression::Encoding::kDense;
+  pk.pack_array(kHeaderFields + (h.oldest_version || encoded ? 1 : 0) + (encoded ? 1 : 0));
   pk.pack_uint32(h.protocol);
   pk.pack_uint8(static_cast<uint8_t>(h.op));
   pk.pack_uint32(h.flags);
@@ -115,7 +116,8 @@ std::size_t EncodeHeader(const Header& h, std::span<std::byte> out) {
   const std::size_t n = std::min(h.message.size(), kMaxErrorMessageBytes);
   pk.pack_str(static_cast<uint32_t>(n));
   pk.pack_str_body(h.message.data(), static_cast<uint32_t>(n));
-  if (h.oldest_version) pk.pack_uint64(*h.oldest_version);
+  if (h.oldest_version || encoded) pk.pack_uint64(h.oldest_version.value_or(h.version));
+  if (encoded) pk.pack_uint8(static_cast<uint8_t>(h.encoding));
   return stream.size();
 }
 
@@ -140,6 +142,7 @@ enum Field : uint32_t {
   kFAux,
   kFMessage,
   kFOldestVersion,  // optional
+  kFEncoding,       // optional
 };
 constexpr uint32_t kMaxFields = kHeaderFields + kOptionalHeaderFields;
 
@@ -147,7 +150,7 @@ const char* FieldName(uint32_t i) {
   static constexpr const char* kNames[] = {
       "protocol", "op",     "flags", "role",          "sender", "shard", "request_id",
       "version",  "clock",  "dtype", "offset",        "count",  "payload_bytes",
-      "frames",   "code",   "aux",   "message",       "oldest_version"};
+      "frames",   "code",   "aux",   "message",       "oldest_version", "encoding"};
   return i < kMaxFields ? kNames[i] : "extra field";
 }
 
@@ -353,6 +356,22 @@ DecodeError DecodeHeader(std::span<const std::byte> frame, Header* out) {
     }
     out->oldest_version = v.u[kFOldestVersion];
   }
+  if (v.set[kFEncoding]) {
+    if (out->is_reply() || !OpRequestHasPayload(out->op)) {
+      return Err(ErrorCode::kMalformedHeader,
+                 internal::StrCat("header field encoding on a ", OpName(out->op),
+                                  out->is_reply() ? " reply" : " request",
+                                  ", expected only on push and push_pull requests"));
+    }
+    const uint64_t e = v.u[kFEncoding];
+    if (e == 0 || e >= compression::kEncodingEnd) {
+      return Err(ErrorCode::kBadEncoding,
+                 internal::StrCat("header field encoding = ", e, ", expected 1 to ",
+                                  compression::kEncodingEnd - 1, " (a compressed encoding)"));
+    }
+    out->encoding = static_cast<compression::Encoding>(e);
+  }
+  const bool encoded = out->encoding != compression::Encoding::kDense;
 
   // Lengths: everything that describes the payload must agree before anyone trusts it.
   constexpr uint64_t kMaxElements = uint64_t{1} << 40;  // 4 TiB of float32; a sanity bound
@@ -373,7 +392,20 @@ DecodeError DecodeHeader(std::span<const std::byte> frame, Header* out) {
       return Err(ErrorCode::kBadDType,
                  internal::StrCat("payload dtype ", DTypeName(out->dtype), ", expected float32"));
     }
-    if (out->payload_bytes != out->count * DTypeSize(out->dtype)) {
+    if (encoded) {
+      if (out->frames != compression::kEncodedFrames) {
+        return Err(
+            ErrorCode::kBadFrames,
+            internal::StrCat(compression::EncodingName(out->encoding), " push in ", out->frames,
+                             " frames, expected ", compression::kEncodedFrames));
+      }
+      if (out->payload_bytes > MaxEncodedBytes(out->count)) {
+        return Err(ErrorCode::kPayloadMismatch,
+                   internal::StrCat(compression::EncodingName(out->encoding), " payload of ",
+                                    out->payload_bytes, " bytes for ", out->count,
+                                    " elements, at most ", MaxEncodedBytes(out->count)));
+      }
+    } else if (out->payload_bytes != out->count * DTypeSize(out->dtype)) {
       return Err(ErrorCode::kPayloadMismatch,
                  internal::StrCat("payload_bytes ", out->payload_bytes, " but count ", out->count,
                                   " x ", DTypeSize(out->dtype), " bytes"));
@@ -382,6 +414,9 @@ DecodeError DecodeHeader(std::span<const std::byte> frame, Header* out) {
       return Err(ErrorCode::kBadFrames,
                  internal::StrCat("payload of ", out->payload_bytes, " bytes in 0 frames"));
     }
+  } else if (encoded) {
+    return Err(ErrorCode::kPayloadMismatch,
+               internal::StrCat(compression::EncodingName(out->encoding), " push without payload"));
   } else if (out->dtype != DType::kNone && out->dtype != DType::kFloat32) {
     return Err(ErrorCode::kBadDType, internal::StrCat("dtype ", DTypeName(out->dtype),
                                                       ", expected float32"));
@@ -403,6 +438,8 @@ DecodeError DecodeHeader(std::span<const std::byte> frame, Header* out) {
   }
   return {};
 }
+
+uint64_t MaxEncodedBytes(uint64_t count) { return 8 * count + 8; }
 
 DecodeError CheckPayloadFrames(const Header& h, std::span<const std::size_t> frame_sizes,
                                uint64_t max_payload_bytes) {

@@ -43,10 +43,19 @@
 //                             push window: DOWNPOUR with n_fetch < n_push); clients leave
 //                             it out when it equals version
 //
-// Compatibility: the optional field keeps the protocol version. A peer of before it decodes
+//  18  encoding       uint    push and push-pull requests only: the compressed encoding of
+//                             the payload (compression::Encoding, 1 to kEncodingEnd - 1);
+//                             left out for a dense push. With it the payload is the
+//                             encoding's kEncodedFrames frames (compression/compressor.h),
+//                             payload_bytes their total and count the dense element count,
+//                             and field 17 is sent (= version when no older)
+//
+// Compatibility: the optional fields keep the protocol version. A peer of before it decodes
 // every message that leaves it out (all but a windowed push that fetched inside its window)
 // and refuses the others as malformed ("header array has 18 elements"); a newer peer reads
-// a 17-field push as oldest_version = version.
+// a 17-field push as oldest_version = version. Likewise a peer of before `encoding`
+// refuses a compressed push as malformed ("header array has 19 elements"): only a worker
+// configured to compress sends one.
 //
 // A fixed-position array keeps the header small (about 20-40 bytes) and lets the decoder
 // check every field's type and range before it looks at a payload byte.
@@ -61,13 +70,14 @@
 #include <string>
 #include <string_view>
 
+#include "compression/compressor.h"
 #include "transport/status.h"
 
 namespace asgd::transport {
 
 inline constexpr uint32_t kProtocolVersion = 1;
 inline constexpr uint32_t kHeaderFields = 17;           // always present
-inline constexpr uint32_t kOptionalHeaderFields = 1;    // oldest_version
+inline constexpr uint32_t kOptionalHeaderFields = 2;    // oldest_version, encoding
 // An encoded header never exceeds this many bytes.
 inline constexpr std::size_t kMaxHeaderBytes = 512;
 // Longest error message carried on the wire; longer ones are cut.
@@ -140,13 +150,16 @@ struct Header {
   std::string message;
   // Optional field 17; set only on push and push-pull requests, and then <= version.
   std::optional<uint64_t> oldest_version;
+  // Optional field 18; not kDense only on push and push-pull requests.
+  compression::Encoding encoding = compression::Encoding::kDense;
 
   bool is_reply() const { return (flags & kFlagReply) != 0; }
   bool operator==(const Header&) const = default;
 };
 
-// Encodes h into out and returns the number of bytes written: kHeaderFields fields, and
-// oldest_version after them when set. message is cut to kMaxErrorMessageBytes.
+// Encodes h into out and returns the number of bytes written: kHeaderFields fields, then
+// oldest_version when set or when encoding is not kDense (as version if not set), then
+// encoding when not kDense. message is cut to kMaxErrorMessageBytes.
 // REQUIRES: out.size() >= kMaxHeaderBytes.
 std::size_t EncodeHeader(const Header& h, std::span<std::byte> out);
 
@@ -162,7 +175,10 @@ struct DecodeError {
 // shape, every field's type, protocol version, op, role, dtype and flag values, lengths
 // (count * element size == payload_bytes, frames <= kMaxPayloadFrames, a payload only
 // for ops that carry one, count and offset + count without overflow), and the optional
-// oldest_version (a push or push-pull request only, at most version). Never reads past
+// oldest_version (a push or push-pull request only, at most version) and encoding (a
+// push or push-pull request only, a known compressed encoding, kEncodedFrames frames,
+// payload_bytes at most MaxEncodedBytes(count)). The frames' contents are the shard's
+// to decode (ShardCore), before anything is applied. Never reads past
 // frame.size() and never allocates more than the message string.
 // On failure *out may be partly filled: out->request_id is set whenever the frame was
 // well-formed enough to read it (so the error reply can be matched), else 0.
@@ -177,6 +193,10 @@ DecodeError CheckPayloadFrames(const Header& h, std::span<const std::size_t> fra
 // Checks a request against the shard that received it: shard id, and
 // [offset, offset + count) inside [0, shard_size).
 DecodeError CheckRequestForShard(const Header& h, uint32_t shard, uint64_t shard_size);
+
+// The most bytes a compressed encoding of count elements may take (sparse pairs at
+// k = count: 8 bytes per element, plus a scale frame).
+uint64_t MaxEncodedBytes(uint64_t count);
 
 // Bytes per element of dtype (0 for kNone and unknown values).
 std::size_t DTypeSize(DType dtype);

@@ -644,6 +644,29 @@ std::optional<uint64_t> OldestVersion(const PushOptions& o, int shard, uint64_t 
   return oldest;
 }
 
+// The versions a whole-vector push carries, one per shard (checked), and its oldest ones.
+std::span<const uint64_t> PushVersions(const PushOptions& o, std::span<const uint64_t> pulled,
+                                       int num_shards) {
+  const std::span<const uint64_t> versions = o.versions.empty() ? pulled : o.versions;
+  ASGD_CHECK_EQ(static_cast<int>(versions.size()), num_shards, "push versions per shard");
+  CheckOldestVersions(o, num_shards);
+  return versions;
+}
+
+// The header fields every part of a push shares.
+Header PushHeader(bool pull, const PushOptions& o) {
+  Header base;
+  base.op = pull ? Op::kPushPull : Op::kPush;
+  base.clock = o.clock;
+  return base;
+}
+
+// Shard s's version and oldest version into the header of its part.
+void StampVersions(Header* h, const PushOptions& o, std::span<const uint64_t> versions, int s) {
+  h->version = versions[static_cast<std::size_t>(s)];
+  h->oldest_version = OldestVersion(o, s, h->version);
+}
+
 }  // namespace
 
 RequestHandle PsClient::Push(std::span<const float> values, const PushOptions& options) {
@@ -675,15 +698,10 @@ RequestHandle PsClient::PushPull(std::span<const float> values, std::span<float>
                    out.data() + out.size() <= values.data(),
                "push-pull source and destination overlap");
   }
-  std::span<const uint64_t> versions =
-      options.versions.empty() ? pulled_versions() : options.versions;
-  ASGD_CHECK_EQ(static_cast<int>(versions.size()), p.num_shards(), "push versions per shard");
-  CheckOldestVersions(options, p.num_shards());
-  const Op op = pull ? Op::kPushPull : Op::kPush;
-  auto st = core_->NewRequest(op);
-  Header base;
-  base.op = op;
-  base.clock = options.clock;
+  const std::span<const uint64_t> versions =
+      PushVersions(options, pulled_versions(), p.num_shards());
+  Header base = PushHeader(pull, options);
+  auto st = core_->NewRequest(base.op);
   std::vector<std::span<const float>> pieces;
   for (int s = 0; s < p.num_shards(); ++s) {
     if (p.shard_size(s) == 0) continue;
@@ -692,10 +710,38 @@ RequestHandle PsClient::PushPull(std::span<const float> values, std::span<float>
       pieces.push_back(values.subspan(static_cast<std::size_t>(r.begin),
                                       static_cast<std::size_t>(r.count)));
     }
-    base.version = versions[static_cast<std::size_t>(s)];
-    base.oldest_version = OldestVersion(options, s, base.version);
+    StampVersions(&base, options, versions, s);
     internal::RequestPart part{s, 0, p.shard_size(s), pull ? out.data() : nullptr, pull};
     core_->SendPart(st, part, base, pieces);
+  }
+  return RequestHandle(std::move(st));
+}
+
+RequestHandle PsClient::PushEncoded(std::span<const compression::Encoded> parts,
+                                    std::span<float> out, const PushOptions& options) {
+  const Placement& p = placement();
+  const bool pull = !out.empty();
+  ASGD_CHECK_EQ(static_cast<int>(parts.size()), p.num_shards(), "compressed push parts");
+  if (pull) CheckFlat(p, out.size(), "push-pull destination");
+  const std::span<const uint64_t> versions =
+      PushVersions(options, pulled_versions(), p.num_shards());
+  Header base = PushHeader(pull, options);
+  auto st = core_->NewRequest(base.op);
+  std::vector<std::span<const float>> frames;
+  for (int s = 0; s < p.num_shards(); ++s) {
+    if (p.shard_size(s) == 0) continue;
+    const compression::Encoded& e = parts[static_cast<std::size_t>(s)];
+    ASGD_CHECK_EQ(e.count, p.shard_size(s), "compressed part of shard ", s);
+    // The frames travel as they are; SendPart counts them in 4-byte words.
+    frames.clear();
+    for (const std::vector<std::byte>& f : e.frames) {
+      ASGD_CHECK(f.size() % sizeof(float) == 0, "encoded frame of ", f.size(), " bytes");
+      frames.emplace_back(reinterpret_cast<const float*>(f.data()), f.size() / sizeof(float));
+    }
+    base.encoding = e.encoding;
+    StampVersions(&base, options, versions, s);
+    internal::RequestPart part{s, 0, p.shard_size(s), pull ? out.data() : nullptr, pull};
+    core_->SendPart(st, part, base, frames);
   }
   return RequestHandle(std::move(st));
 }

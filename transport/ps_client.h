@@ -176,6 +176,16 @@ class PsClient {
   RequestHandle PushPull(std::span<const float> values, std::span<float> out,
                          const PushOptions& options = {});
 
+  // A compressed push (compression/compressor.h): parts[s] encodes shard s's elements in
+  // shard-local order (its ranges concatenated), count = placement().shard_size(s); the
+  // parts of shards that own nothing are skipped. With out not empty, a push-pull whose
+  // replies land in the flat out as PushPull's. The frames are sent zero-copy: they stay
+  // valid and unchanged until the handle is done or destroyed (the buffer contract).
+  // REQUIRES: parts.size() == num_shards(), counts as said, every frame a whole number of
+  // 4-byte words (as every encoding's are) (checked).
+  RequestHandle PushEncoded(std::span<const compression::Encoded> parts, std::span<float> out,
+                            const PushOptions& options = {});
+
   // One shard, shard-local elements [offset, offset + size).
   RequestHandle PushShard(int shard, int64_t offset, std::span<const float> values,
                           const PushOptions& options = {});

@@ -39,6 +39,31 @@ ShardCore::Result ShardCore::PushPull(const RequestInfo& info, Payload payload) 
   return PushOrPushPull(info, std::move(payload));
 }
 
+ShardCore::Result ShardCore::Push(const RequestInfo& info, const EncodedPayload& encoded) {
+  return DecodeThenPush(info, encoded);
+}
+
+ShardCore::Result ShardCore::PushPull(const RequestInfo& info, const EncodedPayload& encoded) {
+  return DecodeThenPush(info, encoded);
+}
+
+ShardCore::Result ShardCore::DecodeThenPush(const RequestInfo& info,
+                                            const EncodedPayload& encoded) {
+  // A rule may keep a push's payload spans only for the call (server_rule.h), so one
+  // scratch vector serves every compressed push.
+  decoded_.resize(static_cast<std::size_t>(info.count));
+  std::string problem = compression::Decode(encoded.encoding, encoded.frames, decoded_);
+  if (!problem.empty()) {
+    Bump(counters_.rejected);
+    Result result;
+    result.error = ErrorCode::kBadEncoding;
+    result.message = ::asgd::internal::StrCat(OpName(info.op), " refused: ", problem,
+                                              "; the shard is unchanged");
+    return result;
+  }
+  return PushOrPushPull(info, Payload(info.offset, {{info.offset, decoded_}}));
+}
+
 ShardCore::Result ShardCore::Pull(const RequestInfo& info) { return ReadOrClock(info); }
 
 ShardCore::Result ShardCore::Clock(const RequestInfo& info) { return ReadOrClock(info); }

@@ -68,6 +68,14 @@ class VectorStorage final : public ValueStorage {
   std::vector<float> values_;
 };
 
+// A compressed push as received (compression/compressor.h): its encoding and frames, for
+// RequestInfo::count dense elements starting at RequestInfo::offset. The frames need no
+// alignment.
+struct EncodedPayload {
+  compression::Encoding encoding = compression::Encoding::kDense;
+  std::span<const std::span<const std::byte>> frames;
+};
+
 // A request whose reply is held (by the rule, or by the host through Hold()).
 struct HeldRequest {
   RequestInfo info;
@@ -140,6 +148,12 @@ class ShardCore final : public ShardContext {
   // info.count elements). Exceptions other than the rule's InputError propagate (a bug).
   Result Push(const RequestInfo& info, Payload payload);
   Result PushPull(const RequestInfo& info, Payload payload);
+  // A compressed push: decoded (every field validated first) into the core's scratch
+  // vector of info.count elements, then handled as the dense push it stands for. An
+  // encoding that does not decode is the error kBadEncoding (counted in rejected) and
+  // changes nothing: the rule never sees it.
+  Result Push(const RequestInfo& info, const EncodedPayload& encoded);
+  Result PushPull(const RequestInfo& info, const EncodedPayload& encoded);
   Result Pull(const RequestInfo& info);
   Result Clock(const RequestInfo& info);
   void Tick() { rule_->OnTick(*this); }
@@ -183,6 +197,7 @@ class ShardCore final : public ShardContext {
   }
 
   Result PushOrPushPull(const RequestInfo& info, Payload payload);
+  Result DecodeThenPush(const RequestInfo& info, const EncodedPayload& encoded);
   Result ReadOrClock(const RequestInfo& info);
   void ReleaseHeld(uint64_t token, ReplyBuffer* payload);
   void Record(const RequestInfo& info, PushOutcome outcome, uint64_t applied_version,
@@ -199,6 +214,7 @@ class ShardCore final : public ShardContext {
   bool started_ = false;
   std::unordered_map<uint64_t, HeldRequest> held_;
   Counters counters_;
+  std::vector<float> decoded_;  // a compressed push's dense form, reused
 };
 
 }  // namespace asgd::transport

@@ -683,17 +683,30 @@ void ShardServer::Impl::HandleValid(const Header& h, std::size_t nparts) {
   switch (h.op) {
     case Op::kPush:
     case Op::kPushPull: {
-      Payload payload;
-      BuildPayload(h, nparts, &payload);
       const RequestInfo info = InfoFrom(h);
+      Payload payload;
+      // A compressed push is decoded by the core (frames at any alignment).
+      std::span<const std::byte> encoded_frames[compression::kEncodedFrames];
+      const bool encoded = h.encoding != compression::Encoding::kDense;
+      if (encoded) {
+        for (std::size_t i = 2; i < nparts; ++i) encoded_frames[i - 2] = Bytes(parts_[i]);
+      } else {
+        BuildPayload(h, nparts, &payload);
+      }
+      const EncodedPayload encoded_payload{h.encoding, encoded_frames};
       const uint64_t overflows_before = NonFiniteResultsOnThisThread();
       // The core scans the payload for NaN right before the rule adds it: the add reuses
       // that scan's largest magnitude to know whether it can overflow (server_rule.h).
       internal::ArmPayloadScans();
       ShardCore::Result r;
       try {
-        r = h.op == Op::kPush ? core_->Push(info, std::move(payload))
-                              : core_->PushPull(info, std::move(payload));
+        if (encoded) {
+          r = h.op == Op::kPush ? core_->Push(info, encoded_payload)
+                                : core_->PushPull(info, encoded_payload);
+        } else {
+          r = h.op == Op::kPush ? core_->Push(info, std::move(payload))
+                                : core_->PushPull(info, std::move(payload));
+        }
       } catch (...) {
         internal::DisarmPayloadScans();
         throw;

@@ -19,6 +19,7 @@ std::string ErrorCodeName(ErrorCode code) {
     case ErrorCode::kRejectedByRule: return "rejected_by_rule";
     case ErrorCode::kInternal: return "internal";
     case ErrorCode::kShuttingDown: return "shutting_down";
+    case ErrorCode::kBadEncoding: return "bad_encoding";
   }
   return "code " + std::to_string(static_cast<unsigned>(code));
 }

@@ -29,6 +29,7 @@ enum class ErrorCode : uint16_t {
   kRejectedByRule = 12,    // the server rule refused the request (message says why)
   kInternal = 13,          // the server failed while handling the request (a bug)
   kShuttingDown = 14,      // the server is stopping and dropped a held request
+  kBadEncoding = 15,       // a compressed push whose encoding or frames do not decode
 };
 
 // "none", "truncated", ..., or "code 123" for an unknown value.

@@ -419,7 +419,8 @@ int CompareCommand(const std::vector<std::string>& args, std::ostream& out) {
       "Compares run folders (or sweep and suite folders, whose runs are taken) and writes\n"
       "DIR/comparison.csv (every summary.csv column, plus label and run_dir), comparison.md\n"
       "(a table for a paper) and the plots accuracy.png, accuracy_samples.png,\n"
-      "staleness.png and throughput.png (python3 with matplotlib; 800x500 pixels).";
+      "accuracy_bytes.png, staleness.png and throughput.png (python3 with matplotlib;\n"
+      "800x500 pixels).";
   if (vm.count("help")) {
     out << usage << "\n" << desc;
     return kExitOk;

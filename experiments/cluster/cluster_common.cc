@@ -89,6 +89,7 @@ Setup MakeSetup(const Config& config, const RoleRequest& request, const std::str
   s.heartbeat_timeout = Ms(s.config.Double("cluster.heartbeat_timeout_s"));
   // Validates the server options before the data is read.
   (void)s.strategy->server_rule(BuildStrategyOptions(s.config, 0), 0);
+  s.compression = BuildCompressionOptions(s.config);
   CheckWorkerDevices(s.config, s.workers);  // syntax only: workers resolve their own
 
   s.schedule = BuildScheduleOptions(s.config);

@@ -64,6 +64,7 @@ struct Setup {
   transport::Placement placement;
   const algorithms::Strategy* strategy = nullptr;
   algorithms::StrategyOptions options;
+  compression::CompressionOptions compression;  // [compression], checked against the strategy
   algorithms::ScheduleOptions schedule;
   algorithms::OptimizerOptions optimizer;
   uint64_t seed = 0;

@@ -84,7 +84,7 @@ class Writer {
 };
 
 void PutMetrics(Writer& w, const WorkerMetrics& m) {
-  w.Map("metrics", 10);
+  w.Map("metrics", 11);
   w.Put("steps", m.steps);
   w.Put("samples", m.samples);
   w.Put("pushes", m.pushes);
@@ -95,6 +95,7 @@ void PutMetrics(Writer& w, const WorkerMetrics& m) {
   w.Put("bytes_pushed", m.bytes_pushed);
   w.Put("bytes_pulled", m.bytes_pulled);
   w.Put("dropped_pushes", m.dropped_pushes);
+  w.Put("dense_bytes_pushed", m.dense_bytes_pushed);
 }
 
 // ---- decoding --------------------------------------------------------------------
@@ -321,6 +322,15 @@ bool Nested(Fields& f, const char* key, bool required, std::optional<T>* out, Re
   return true;
 }
 
+// Optional (a worker of before compression leaves it out): then bytes_pushed.
+bool ReadDenseBytes(Fields& f, WorkerMetrics* m) {
+  std::optional<uint64_t> dense;
+  if (!f.OptionalUint("dense_bytes_pushed", &dense)) return false;
+  m->dense_bytes_pushed =
+      dense ? static_cast<int64_t>(std::min<uint64_t>(*dense, kI64Max)) : m->bytes_pushed;
+  return true;
+}
+
 bool ReadMetrics(Fields& f, WorkerMetrics* m) {
   return f.Int("steps", 0, kI64Max, &m->steps) && f.Int("samples", 0, kI64Max, &m->samples) &&
          f.Int("pushes", 0, kI64Max, &m->pushes) && f.Double("active_s", &m->active_s) &&
@@ -328,7 +338,7 @@ bool ReadMetrics(Fields& f, WorkerMetrics* m) {
          f.Double("comm_s", &m->comm_s) &&
          f.Int("bytes_pushed", 0, kI64Max, &m->bytes_pushed) &&
          f.Int("bytes_pulled", 0, kI64Max, &m->bytes_pulled) &&
-         f.Int("dropped_pushes", 0, kI64Max, &m->dropped_pushes);
+         f.Int("dropped_pushes", 0, kI64Max, &m->dropped_pushes) && ReadDenseBytes(f, m);
 }
 
 bool ReadRecord(Fields& f, transport::StalenessRecord* r) {

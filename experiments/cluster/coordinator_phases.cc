@@ -315,6 +315,9 @@ int Coordinator::Finish() {
   summary.ps_shards = s_.spec.num_ps();
   const std::string ps0 = s_.spec.PsAddress(0);
   summary.transport = ps0.substr(0, ps0.find(':'));
+  summary.compression =
+      s_.compression.name +
+      (s_.compression.name != "none" && s_.compression.error_feedback ? "+ef" : "");
   summary.device = s_.config.String("model.device");
   std::replace(summary.device.begin(), summary.device.end(), ',', '+');
   summary.seed = static_cast<int64_t>(s_.seed);
@@ -328,6 +331,7 @@ int Coordinator::Finish() {
     totals.push_back(Total(w));
     summary.dropped_pushes += totals.back().dropped_pushes;
     summary.bytes_pushed += totals.back().bytes_pushed;
+    summary.dense_bytes_pushed += totals.back().dense_bytes_pushed;
     summary.bytes_pulled += totals.back().bytes_pulled;
   }
   summary.status = failed ? "failed" : "completed";

@@ -48,8 +48,9 @@ int RunTrainingWorkerRole(const Config& config, const RoleRequest& request, std:
   co.id = static_cast<uint32_t>(w);
   co.timeout = s.timeout;
   co.curve = s.curve;
-  PsParamClient client(tp::PsClient::FromCluster(context, s.spec, s.placement, co));
-  const tp::Status servers = client.client().WaitForServers(s.timeout);
+  auto ps_client =
+      std::make_unique<PsParamClient>(tp::PsClient::FromCluster(context, s.spec, s.placement, co));
+  const tp::Status servers = ps_client->client().WaitForServers(s.timeout);
   if (!servers.ok())
     throw InputError(StrCat("worker ", w, ": the shard servers: ", servers.ToString()));
 
@@ -189,7 +190,9 @@ int RunTrainingWorkerRole(const Config& config, const RoleRequest& request, std:
     loss_count += batch;
   };
   hooks.ending = [&] { return stop.load(); };
-  const WorkerOutcome outcome = loop.Run(client, hooks);
+  const std::unique_ptr<alg::ParamClient> client =
+      CompressPushes(std::move(ps_client), s.compression, s.seed, w);
+  const WorkerOutcome outcome = loop.Run(*client, hooks);
   finished.store(true);
   reporter.join();
   std::string failure = outcome.failure;

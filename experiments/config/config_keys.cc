@@ -3,6 +3,7 @@
 #include "experiments/config/config_keys.h"
 
 #include "algorithms/strategy.h"
+#include "compression/compressor.h"
 #include "sim/options.h"
 
 namespace asgd::experiments {
@@ -349,6 +350,27 @@ Schema BuildSchema() {
             "included) waits for a peer; a dead or silent worker stops the run after this "
             "long with one line naming the rank and the operation",
             "ms"));
+  // [compression] (issue 17; compression/compressor.h)
+  {
+    std::string doc =
+        "compress every push of a worker (the strategy must push updates: its source says); "
+        "pulls stay dense:";
+    for (const std::string& n : compression::CompressorNames()) {
+      doc += " " + n + " = " + compression::CompressorDescription(n) + ";";
+    }
+    doc.back() = '.';
+    s.Add(Choice("compression.name", "none", compression::CompressorNames(), doc));
+  }
+  s.Add(Num("compression.ratio", "0.01", 0, true, 1, false,
+            "topk, randk: k as a fraction of each pushed part (one part per shard), "
+            "k = max(1, round(ratio x elements))",
+            "fraction"));
+  s.Add(Int("compression.levels", 15, 1, compression::kMaxQsgdLevels,
+            "qsgd: s, the quantization levels; codes take 1 + bit_width(s) bits", "levels"));
+  s.Add(Bool("compression.error_feedback", false,
+             "each worker keeps what compression left out of a push and adds it to its next "
+             "update (Seide et al. 2014; Karimireddy et al. 2019); convergence.csv then gains "
+             "ef_residual_norm"));
 
   // [metrics]
   s.Add(Num("metrics.eval_every_epochs", "0.5", 0, true, std::nullopt, false,

@@ -145,6 +145,34 @@ algorithms::ScheduleOptions BuildScheduleOptions(const Config& config) {
   return o;
 }
 
+compression::CompressionOptions BuildCompressionOptions(const Config& config) {
+  compression::CompressionOptions o;
+  o.name = config.String("compression.name");
+  o.ratio = config.Double("compression.ratio");
+  o.levels = static_cast<int>(config.Int("compression.levels"));
+  o.error_feedback = config.Bool("compression.error_feedback");
+  compression::NewCompressor(o);  // its checks, naming the key
+  if (o.name == "none") return o;
+  if (config.String("cluster.transport") == "sim") {
+    throw ConfigError("compression.name", o.name,
+                      "none with cluster.transport = sim (the simulated store does not carry "
+                      "compressed pushes yet)");
+  }
+  const std::string algorithm = config.String("algorithm.name");
+  if (algorithm == kPsCheck || !algorithms::FindStrategy(algorithm).supports_compression) {
+    std::string compressible;
+    for (const algorithms::Strategy* s : algorithms::Strategies()) {
+      if (s->supports_compression) compressible += (compressible.empty() ? "" : ", ") + s->name;
+    }
+    throw ConfigError("compression.name", o.name,
+                      internal::StrCat("none with algorithm.name = ", algorithm,
+                                       ", whose workers push no update to compress (parameters, or "
+                                       "nothing); compression works with ",
+                                       compressible));
+  }
+  return o;
+}
+
 void ApplyServerBounds(const Config& config, transport::ServerOptions* options) {
   options->max_queued_reply_bytes =
       static_cast<uint64_t>(config.Int("cluster.max_queued_reply_bytes"));

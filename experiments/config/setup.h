@@ -8,6 +8,7 @@
 #include "algorithms/optimizer.h"
 #include "algorithms/schedule.h"
 #include "algorithms/strategy.h"
+#include "compression/compressor.h"
 #include "datasets/loader.h"
 #include "experiments/config/config.h"
 #include "models/device.h"
@@ -37,6 +38,11 @@ algorithms::ScheduleOptions BuildScheduleOptions(const Config& config);
 // server checks the budget against its shard's size when it starts). Every role that
 // serves a shard (ps_check's, the training ps, the one-process runner's) calls it.
 void ApplyServerBounds(const Config& config, transport::ServerOptions* options);
+
+// [compression], checked against the strategy: ConfigError naming compression.name when
+// the strategy pushes something compression would destroy (Strategy::supports_compression)
+// or the run is simulated (cluster.transport = sim), and the compressor's own checks (compression.ratio, levels, error_feedback with none).
+compression::CompressionOptions BuildCompressionOptions(const Config& config);
 
 // The algorithm.* keys the config sets (file or --set) that its strategy does not read
 // (Strategy::keys), sorted; empty for ps_check, which is not a strategy.

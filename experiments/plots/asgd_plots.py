@@ -9,6 +9,7 @@ staleness_histogram.csv (results/README.md documents both). Writes into DIR:
 
   accuracy.png          test accuracy vs training wall time, one line per run
   accuracy_samples.png  test accuracy vs training examples processed, one line per run
+  accuracy_bytes.png    test accuracy vs bytes pushed (compression), one line per run with pushes
   staleness.png         share of pushes per staleness value, one line per algorithm
                         (summed over workers and runs); skipped if no run has
                         staleness_histogram.csv
@@ -137,15 +138,26 @@ def finish(fig, ax, path, lines):
     fig.savefig(path, dpi=DPI)
 
 
-def plot_accuracy(plt, rows, out_dir, x_column, name, xlabel, title):
+def bytes_per_push(row):
+    """Bytes one push of the run moved: summary's bytes_pushed / updates. Every push of a
+    run has one size (dense float32, or one compressor's encoding of the same parts), so
+    updates x this is the bytes pushed by a convergence row; nan for runs without pushes."""
+    pushes, sent = number(row.get("updates")), number(row.get("bytes_pushed"))
+    return sent / pushes if pushes > 0 and sent > 0 else math.nan
+
+
+def plot_accuracy(plt, rows, out_dir, x_column, name, xlabel, title, scale=None, log_x=False):
     curves = []
     for row in rows:
         path = os.path.join(row["run_dir"], "convergence.csv")
         if not os.path.isfile(path):
             continue
+        factor = scale(row) if scale else 1.0
         points = []
         for r in read_csv(path):
-            x, y = number(r.get(x_column)), number(r.get("test_accuracy"))
+            x, y = number(r.get(x_column)) * factor, number(r.get("test_accuracy"))
+            if log_x and not x > 0:
+                continue  # the initial row (nothing pushed yet) has no place on a log axis
             if not math.isnan(x) and not math.isnan(y):
                 points.append((x, y))
         if points:
@@ -163,6 +175,8 @@ def plot_accuracy(plt, rows, out_dir, x_column, name, xlabel, title):
     if later:
         low = min(later)
         ax.set_ylim(max(0.0, low - 0.02 * max(0.05, 1.0 - low)), min(1.0, max(later) + 0.005))
+    if log_x:
+        ax.set_xscale("log")  # compressed and dense runs differ by orders of magnitude
     ax.set_xlabel(xlabel)
     ax.set_ylabel("test accuracy (after the first evaluation)" if later else "test accuracy")
     ax.set_title(title + subtitle(rows))
@@ -352,6 +366,9 @@ def main(argv):
             plot_accuracy(plt, rows, args.out, "samples", "accuracy_samples.png",
                           "training examples processed (summed over workers)",
                           "Test accuracy vs examples"),
+            plot_accuracy(plt, rows, args.out, "updates", "accuracy_bytes.png",
+                          "bytes pushed (summed over workers)",
+                          "Test accuracy vs bytes pushed", scale=bytes_per_push, log_x=True),
             plot_staleness(plt, rows, args.out),
             plot_throughput(plt, rows, args.out),
         ]

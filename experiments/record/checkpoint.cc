@@ -85,7 +85,8 @@ json ToJson(const CheckpointManifest& m) {
                             {"comm_s", w.comm_s},
                             {"bytes_pushed", w.bytes_pushed},
                             {"bytes_pulled", w.bytes_pulled},
-                            {"dropped_pushes", w.dropped_pushes}});
+                            {"dropped_pushes", w.dropped_pushes},
+                            {"dense_bytes_pushed", w.dense_bytes_pushed}});
   }
   return j;
 }
@@ -138,6 +139,8 @@ CheckpointManifest FromJson(const std::string& text, const std::string& file) {
       x.bytes_pushed = w.at("bytes_pushed").get<int64_t>();
       x.bytes_pulled = w.at("bytes_pulled").get<int64_t>();
       x.dropped_pushes = w.at("dropped_pushes").get<int64_t>();
+      // A checkpoint of before compression: every push was dense.
+      x.dense_bytes_pushed = w.value("dense_bytes_pushed", x.bytes_pushed);
       m.workers.push_back(x);
     }
     if (m.step < 0 || m.samples < 0 || m.convergence_rows < 0 || m.staleness_rows < 0) {

@@ -22,9 +22,19 @@ const std::vector<std::string>& StalenessHistogramColumns() {
 }
 
 const std::vector<std::string>& WorkersColumns() {
-  static const std::vector<std::string> c = {
-      "worker", "steps",        "samples",      "samples_per_s",  "compute_time_s", "wait_time_s",
-      "pushes", "bytes_pushed", "bytes_pulled", "dropped_pushes", "comm_time_s"};
+  static const std::vector<std::string> c = {"worker",
+                                             "steps",
+                                             "samples",
+                                             "samples_per_s",
+                                             "compute_time_s",
+                                             "wait_time_s",
+                                             "pushes",
+                                             "bytes_pushed",
+                                             "bytes_pulled",
+                                             "dropped_pushes",
+                                             "comm_time_s",
+                                             "dense_bytes_pushed",
+                                             "compression_ratio"};
   return c;
 }
 
@@ -56,6 +66,9 @@ const std::vector<std::string>& SummaryColumns() {
                                              "samples_per_s",
                                              "bytes_pushed",
                                              "bytes_pulled",
+                                             "dense_bytes_pushed",
+                                             "compression_ratio",
+                                             "compression",
                                              "status",
                                              "time_model"};
   return c;
@@ -186,6 +199,12 @@ double PerSecond(double amount, double seconds) {
   return seconds > 0 ? amount / seconds : std::numeric_limits<double>::quiet_NaN();
 }
 
+// Dense bytes per byte on the wire: 1 without compression, nan with no push.
+double CompressionRatio(int64_t dense, int64_t wire) {
+  return wire > 0 ? static_cast<double>(dense) / static_cast<double>(wire)
+                  : std::numeric_limits<double>::quiet_NaN();
+}
+
 }  // namespace
 
 void WriteWorkers(std::ostream& out, const std::vector<WorkerMetrics>& workers) {
@@ -193,7 +212,7 @@ void WriteWorkers(std::ostream& out, const std::vector<WorkerMetrics>& workers) 
   for (const WorkerMetrics& m : workers) {
     w.Write(m.worker, m.steps, m.samples, PerSecond(static_cast<double>(m.samples), m.active_s),
             m.compute_s, m.wait_s, m.pushes, m.bytes_pushed, m.bytes_pulled, m.dropped_pushes,
-            m.comm_s);
+            m.comm_s, m.dense_bytes_pushed, CompressionRatio(m.dense_bytes_pushed, m.bytes_pushed));
   }
 }
 
@@ -228,6 +247,9 @@ void WriteSummary(std::ostream& out, const SummaryRow& r) {
               CsvCell(PerSecond(static_cast<double>(r.samples), r.wall_time_s)),
               CsvCell(r.bytes_pushed),
               CsvCell(r.bytes_pulled),
+              CsvCell(r.dense_bytes_pushed),
+              CsvCell(CompressionRatio(r.dense_bytes_pushed, r.bytes_pushed)),
+              CsvCell(r.compression),
               CsvCell(r.status),
               CsvCell(r.time_model)});
 }
@@ -243,6 +265,7 @@ void AddWorkerMetrics(WorkerMetrics& into, const WorkerMetrics& before) {
   into.bytes_pushed += before.bytes_pushed;
   into.bytes_pulled += before.bytes_pulled;
   into.dropped_pushes += before.dropped_pushes;
+  into.dense_bytes_pushed += before.dense_bytes_pushed;
 }
 
 }  // namespace asgd::experiments

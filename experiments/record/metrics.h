@@ -96,9 +96,10 @@ struct WorkerMetrics {
   double comm_s = 0;     // inside the store's calls (request, service, reply, and a
                          // synchronous rule's hold): in its steps, part of wait_s; also
                          // the first pull and the last calls, outside its steps
-  int64_t bytes_pushed = 0;
+  int64_t bytes_pushed = 0;  // on the wire: encoded bytes when compressed
   int64_t bytes_pulled = 0;
   int64_t dropped_pushes = 0;
+  int64_t dense_bytes_pushed = 0;  // the same pushes as dense float32
 };
 void WriteWorkers(std::ostream& out, const std::vector<WorkerMetrics>& workers);
 // Adds `before`'s counters and times to `into` (a resumed run's worker: the part before
@@ -126,6 +127,8 @@ struct SummaryRow {
   int64_t dropped_pushes = 0;
   int64_t bytes_pushed = 0;
   int64_t bytes_pulled = 0;
+  int64_t dense_bytes_pushed = 0;
+  std::string compression = "none";  // compression.name, "+ef" with error feedback
   std::string status = "completed";
   // The clock the times are on: "wall" for real runs; for simulated runs (cluster.transport
   // = sim) "virtual: " and the time model (delay and network), e.g. "virtual: compute

@@ -11,32 +11,49 @@
 
 namespace asgd::experiments {
 
-const std::vector<std::string>& ConvergenceColumns() {
+const std::vector<std::string>& ConvergenceColumns(bool ef_residual) {
   static const std::vector<std::string> c = {
       "time_s",    "epoch",         "samples",       "updates",       "train_loss",
       "test_loss", "test_accuracy", "eval_examples", "learning_rate", "consensus_distance"};
-  return c;
+  static const std::vector<std::string> with_residual = [] {
+    std::vector<std::string> v = c;
+    v.push_back("ef_residual_norm");
+    return v;
+  }();
+  return ef_residual ? with_residual : c;
 }
 
 // ---- RunRecorder ---------------------------------------------------------------------
 
-RunRecorder::RunRecorder(const RunDir& run, double target_accuracy, int64_t existing_rows)
-    : target_(target_accuracy), rows_(std::max<int64_t>(0, existing_rows)) {
+RunRecorder::RunRecorder(const RunDir& run, double target_accuracy, int64_t existing_rows,
+                         bool ef_residual)
+    : target_(target_accuracy),
+      ef_residual_(ef_residual),
+      rows_(std::max<int64_t>(0, existing_rows)) {
   file_ = existing_rows >= 0 ? run.OpenAppend("convergence.csv") : run.Open("convergence.csv");
-  csv_ = std::make_unique<CsvWriter>(*file_, ConvergenceColumns(), existing_rows < 0);
+  csv_ = std::make_unique<CsvWriter>(*file_, ConvergenceColumns(ef_residual), existing_rows < 0);
 }
 
-RunRecorder::RunRecorder(std::ostream* convergence, double target_accuracy, int64_t existing_rows)
-    : target_(target_accuracy), rows_(std::max<int64_t>(0, existing_rows)) {
+RunRecorder::RunRecorder(std::ostream* convergence, double target_accuracy, int64_t existing_rows,
+                         bool ef_residual)
+    : target_(target_accuracy),
+      ef_residual_(ef_residual),
+      rows_(std::max<int64_t>(0, existing_rows)) {
   ASGD_CHECK(convergence != nullptr, "RunRecorder needs a convergence stream");
-  csv_ = std::make_unique<CsvWriter>(*convergence, ConvergenceColumns(), existing_rows < 0);
+  csv_ =
+      std::make_unique<CsvWriter>(*convergence, ConvergenceColumns(ef_residual), existing_rows < 0);
 }
 
 RunRecorder::~RunRecorder() = default;
 
 bool RunRecorder::Convergence(const ConvergenceRow& r) {
-  csv_->Write(r.time_s, r.epoch, r.samples, r.updates, r.train_loss, r.test_loss, r.test_accuracy,
-              r.eval_examples, r.learning_rate, r.consensus_distance);
+  if (ef_residual_) {
+    csv_->Write(r.time_s, r.epoch, r.samples, r.updates, r.train_loss, r.test_loss, r.test_accuracy,
+                r.eval_examples, r.learning_rate, r.consensus_distance, r.ef_residual_norm);
+  } else {
+    csv_->Write(r.time_s, r.epoch, r.samples, r.updates, r.train_loss, r.test_loss, r.test_accuracy,
+                r.eval_examples, r.learning_rate, r.consensus_distance);
+  }
   ++rows_;
   final_accuracy_ = r.test_accuracy;
   final_loss_ = r.test_loss;

@@ -34,8 +34,9 @@ namespace asgd::experiments {
 
 class RunDir;
 
-// The columns of convergence.csv, in order; results/README.md documents them.
-const std::vector<std::string>& ConvergenceColumns();
+// The columns of convergence.csv, in order; results/README.md documents them. With
+// ef_residual (compression.error_feedback on), ef_residual_norm follows the others.
+const std::vector<std::string>& ConvergenceColumns(bool ef_residual = false);
 
 // One convergence.csv row: the evaluated parameters' test loss and accuracy, and the
 // training they had seen.
@@ -53,6 +54,9 @@ struct ConvergenceRow {
   // from their average, (1/N)·Σ‖θ_i − θ̄‖² (dpsgd's consensus; 0 up to rounding for
   // allreduce_sgd and local_sgd at a round boundary). NaN (written "nan") for the others.
   double consensus_distance = std::numeric_limits<double>::quiet_NaN();
+  // With compression.error_feedback: sqrt(sum over workers of ||e_w||^2), the residuals
+  // as of each worker's last push. Written only by a recorder built with the column.
+  double ef_residual_norm = 0;
 };
 
 // Writes a run's CSVs and the end of its provenance, with the schemas of results/README.md.
@@ -62,9 +66,12 @@ class RunRecorder {
   // appending to a file that holds that many rows already: a resumed run).
   // target_accuracy > 0: time_to_target() is the time of the first row reaching it.
   // Throws IoError.
-  RunRecorder(const RunDir& run, double target_accuracy, int64_t existing_rows = -1);
+  // ef_residual: convergence.csv has the ef_residual_norm column.
+  RunRecorder(const RunDir& run, double target_accuracy, int64_t existing_rows = -1,
+              bool ef_residual = false);
   // The same with convergence.csv on an injected stream (tests).
-  RunRecorder(std::ostream* convergence, double target_accuracy, int64_t existing_rows = -1);
+  RunRecorder(std::ostream* convergence, double target_accuracy, int64_t existing_rows = -1,
+              bool ef_residual = false);
   ~RunRecorder();
 
   // Writes a row and updates the account. Returns true when this row is the first to
@@ -98,6 +105,7 @@ class RunRecorder {
   std::unique_ptr<std::ostream> file_;  // null when the stream is injected
   std::unique_ptr<CsvWriter> csv_;
   double target_;
+  bool ef_residual_ = false;
   int64_t rows_ = 0;
   double best_ = 0;
   double final_accuracy_ = 0;

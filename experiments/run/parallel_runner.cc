@@ -74,6 +74,8 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
   const algorithms::OptimizerOptions& optimizer_options = problem.optimizer;
   const alg::StrategyOptions& so = problem.strategy_options;
   const alg::ScheduleOptions& schedule = problem.schedule;
+  const compression::CompressionOptions compression = BuildCompressionOptions(config);
+  const bool ef_residual = compression.name != "none" && compression.error_feedback;
   // The [delay] model as injected sleeps (issue 13): a straggler experiment run for real.
   const sim::SimOptions sim_options = BuildSimOptions(config);  // validates [delay] etc.
   std::unique_ptr<sim::DelayModel> delay;
@@ -131,7 +133,9 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
              ", ", resume.manifest.samples, " samples, ", resume.manifest.time_s, " s)");
   }
   RunRecorder recorder(run, stop.target_accuracy(),
-                       resuming ? resume.manifest.convergence_rows : -1);
+                       resuming ? resume.manifest.convergence_rows : -1, ef_residual);
+  // The workers' compressing clients (null: not compressing), for ef_residual_norm.
+  std::vector<const alg::CompressingClient*> compressing_clients;
   auto staleness_file = resuming ? run.OpenAppend("staleness.csv") : run.Open("staleness.csv");
   const double time_base = resuming ? resume.manifest.time_s : 0.0;  // training time so far
   // Buffered: shard servers record while holding their shard; this thread writes the rows.
@@ -292,9 +296,16 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
       shared.loss_sum = 0;
       shared.loss_count = 0;
     }
-    const ConvergenceRow row = MakeConvergenceRow(
+    ConvergenceRow row = MakeConvergenceRow(
         {t, samples, shared.pushes.load(), train_loss, lr0 * lr_scale_at(samples)}, r,
         train.num_examples);
+    if (ef_residual) {
+      double sq = 0;
+      for (const alg::CompressingClient* c : compressing_clients) {
+        if (c != nullptr) sq += c->ResidualNorm() * c->ResidualNorm();
+      }
+      row.ef_residual_norm = std::sqrt(sq);
+    }
     if (recorder.Convergence(row) && stop.stop_at_target()) shared.stop.store(true);
     progress.Evaluated(MakeProgressState(row, config.Double("experiment.epochs")), r.mean_loss());
     release();
@@ -318,7 +329,10 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
     ws.clock = clock.get();
     if (delay) ws.after_gradient = InjectedDelay(delay.get(), clock.get(), w);
     loops.push_back(std::make_unique<WorkerLoop>(std::move(ws)));
-    clients.push_back(make_client(static_cast<uint32_t>(w)));
+    const alg::CompressingClient* compressing = nullptr;
+    clients.push_back(CompressPushes(make_client(static_cast<uint32_t>(w)), compression, seed, w,
+                                     &compressing));
+    compressing_clients.push_back(compressing);
   }
   WorkerHooks hooks;
   hooks.before_step = [&](double* lr_scale) {

@@ -110,6 +110,9 @@ RunResult FinishRun(const Config& config, const Problem& problem, const RunDir& 
   summary.workers = problem.workers;
   summary.ps_shards = end.ps_shards;
   summary.transport = end.transport;
+  const std::string compression = config.String("compression.name");
+  summary.compression =
+      compression + (compression != "none" && config.Bool("compression.error_feedback") ? "+ef" : "");
   summary.time_model = end.time_model;
   summary.seed = static_cast<int64_t>(problem.seed);
   const double epochs =
@@ -122,6 +125,7 @@ RunResult FinishRun(const Config& config, const Problem& problem, const RunDir& 
   for (const WorkerMetrics& w : workers) {
     summary.dropped_pushes += w.dropped_pushes;
     summary.bytes_pushed += w.bytes_pushed;
+    summary.dense_bytes_pushed += w.dense_bytes_pushed;
     summary.bytes_pulled += w.bytes_pulled;
   }
   summary.status = result.status;

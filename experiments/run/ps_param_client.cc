@@ -21,6 +21,25 @@ algorithms::Status PsParamClient::DoPush(std::span<const float> update, int64_t 
   return Finish(h);
 }
 
+std::vector<algorithms::PushPart> PsParamClient::PushParts() const {
+  const transport::Placement& p = client_->placement();
+  std::vector<algorithms::PushPart> parts(static_cast<std::size_t>(p.num_shards()));
+  for (int s = 0; s < p.num_shards(); ++s) {
+    algorithms::PushPart& part = parts[static_cast<std::size_t>(s)];
+    for (const Range& r : p.ranges(s)) part.ranges.push_back(r);
+    part.count = p.shard_size(s);
+  }
+  return parts;
+}
+
+algorithms::Status PsParamClient::DoPushEncoded(std::span<const compression::Encoded> parts,
+                                                std::span<float> out, int64_t step) {
+  const transport::PushOptions o = TakePushOptions(step);
+  transport::RequestHandle h = client_->PushEncoded(parts, out, o);
+  window_versions_.clear();
+  return Finish(h);
+}
+
 algorithms::Status PsParamClient::DoPushPull(std::span<const float> update, std::span<float> out,
                                              int64_t step) {
   const transport::PushOptions o = TakePushOptions(step);

@@ -33,6 +33,11 @@ class PsParamClient final : public algorithms::ParamClient {
     return client_->SendClock(clock).Wait();
   }
   void DoMarkWindowStart() override;
+  // One part per shard, its placement ranges.
+  std::vector<algorithms::PushPart> PushParts() const override;
+  bool TakesEncodedPushes() const override { return true; }
+  algorithms::Status DoPushEncoded(std::span<const compression::Encoded> parts,
+                                   std::span<float> out, int64_t step) override;
 
  private:
   algorithms::Status Finish(transport::RequestHandle& handle);

@@ -50,6 +50,7 @@ RunResult RunExperiment(const Config& config, const RunRequest& request, std::os
                       "a training strategy for `asgd run`; ps_check runs as processes: "
                       "`asgd ps` and `asgd worker`");
   }
+  (void)BuildCompressionOptions(config);  // refuses what cannot be compressed (sgd)
   // A simulated run refuses the strategies it cannot simulate (the collective ones too).
   if (config.String("cluster.transport") == "sim") return RunSimulated(config, request, out);
   if (algorithms::FindStrategy(config.String("algorithm.name")).collective) {

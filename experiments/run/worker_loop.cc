@@ -31,6 +31,7 @@ WorkerMetrics WorkerLoop::Snapshot() const {
   m.samples = live_.samples.load(std::memory_order_relaxed);
   m.pushes = live_.pushes.load(std::memory_order_relaxed);
   m.bytes_pushed = live_.bytes_pushed.load(std::memory_order_relaxed);
+  m.dense_bytes_pushed = live_.dense_bytes_pushed.load(std::memory_order_relaxed);
   m.bytes_pulled = live_.bytes_pulled.load(std::memory_order_relaxed);
   m.dropped_pushes = live_.dropped.load(std::memory_order_relaxed);
   m.active_s = static_cast<double>(live_.active_ns.load(std::memory_order_relaxed)) * 1e-9;
@@ -130,6 +131,20 @@ std::string DescribeNonFiniteLoss(const NonFiniteLoss& f) {
                 f.learning_rate, ")");
 }
 
+std::unique_ptr<alg::ParamClient> CompressPushes(std::unique_ptr<alg::ParamClient> client,
+                                                 const compression::CompressionOptions& options,
+                                                 uint64_t seed, int worker,
+                                                 const alg::CompressingClient** compressing) {
+  if (compressing != nullptr) *compressing = nullptr;
+  std::shared_ptr<const compression::Compressor> compressor = compression::NewCompressor(options);
+  if (compressor == nullptr) return client;
+  auto wrapped = std::make_unique<alg::CompressingClient>(
+      std::move(client), std::move(compressor), options.error_feedback,
+      DeriveSeed(seed, "compression", static_cast<uint64_t>(worker)));
+  if (compressing != nullptr) *compressing = wrapped.get();
+  return wrapped;
+}
+
 WorkerOutcome WorkerLoop::Run(alg::ParamClient& client, const WorkerHooks& hooks) {
   return RunRule(&client, nullptr, {}, hooks);
 }
@@ -157,12 +172,16 @@ WorkerOutcome WorkerLoop::RunRule(alg::ParamClient* client, collective::Collecti
                         std::memory_order_relaxed);
     live_.comm_ns.store(comm.count(), std::memory_order_relaxed);
     if (client != nullptr) {
-      live_.bytes_pushed.store(client->traffic().bytes_pushed, std::memory_order_relaxed);
+      // What reached the store: a compressing wrapper's encoded bytes, not its input.
+      live_.bytes_pushed.store(client->wire_traffic().bytes_pushed, std::memory_order_relaxed);
+      live_.dense_bytes_pushed.store(client->wire_traffic().dense_bytes_pushed,
+                                     std::memory_order_relaxed);
       live_.bytes_pulled.store(client->traffic().bytes_pulled, std::memory_order_relaxed);
       live_.dropped.store(client->dropped_pushes(), std::memory_order_relaxed);
     } else {
       const collective::CollectiveCounters c = collective->Counters();
       live_.bytes_pushed.store(static_cast<int64_t>(c.bytes_sent), std::memory_order_relaxed);
+      live_.dense_bytes_pushed.store(static_cast<int64_t>(c.bytes_sent), std::memory_order_relaxed);
       live_.bytes_pulled.store(static_cast<int64_t>(c.bytes_received), std::memory_order_relaxed);
     }
   };

@@ -11,12 +11,15 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "algorithms/compressing_client.h"
 #include "algorithms/optimizer.h"
 #include "algorithms/strategy.h"
+#include "compression/compressor.h"
 #include "core/clock.h"
 #include "datasets/dataset.h"
 #include "experiments/record/metrics.h"
@@ -45,6 +48,14 @@ struct WorkerSetup {
   // real one on the clock: injected delays), and that time counts as compute.
   std::function<void(Duration cpu_time)> after_gradient;
 };
+
+// The worker's client with [compression] applied: `client` itself for name = none, else
+// a CompressingClient over it (algorithms/compressing_client.h) whose stochastic
+// compressors draw from DeriveSeed(seed, "compression", worker). *compressing (if not
+// null) is set to the wrapper, or null.
+std::unique_ptr<algorithms::ParamClient> CompressPushes(
+    std::unique_ptr<algorithms::ParamClient> client, const compression::CompressionOptions& options,
+    uint64_t seed, int worker, const algorithms::CompressingClient** compressing = nullptr);
 
 struct WorkerHooks {
   // Before each step: false ends the loop; otherwise sets *lr_scale (the schedule).
@@ -113,8 +124,8 @@ class WorkerLoop {
 
  private:
   struct Live {
-    std::atomic<int64_t> steps{0}, samples{0}, pushes{0}, bytes_pushed{0}, bytes_pulled{0},
-        dropped{0};
+    std::atomic<int64_t> steps{0}, samples{0}, pushes{0}, bytes_pushed{0}, dense_bytes_pushed{0},
+        bytes_pulled{0}, dropped{0};
     std::atomic<int64_t> active_ns{0}, compute_ns{0}, wait_ns{0}, comm_ns{0};
   };
   WorkerOutcome RunRule(algorithms::ParamClient* client, collective::Collective* collective,

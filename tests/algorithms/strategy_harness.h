@@ -14,6 +14,7 @@
 
 #include <gtest/gtest.h>
 
+#include "algorithms/compressing_client.h"
 #include "algorithms/memory_store.h"
 #include "algorithms/optimizer.h"
 #include "algorithms/strategy.h"
@@ -98,6 +99,7 @@ struct Harness {
   std::vector<std::unique_ptr<WorkerRule>> rules;
   std::vector<WorkerEnv> envs;
   std::vector<GradientFn> gradients;  // per worker; empty = q's
+  std::vector<std::unique_ptr<CompressingClient>> compressing;  // CompressPushes()
   std::atomic<int64_t> pushes{0};
 
   // `rule`, when given, replaces the strategy's server rule (a setting the options cannot
@@ -120,6 +122,16 @@ struct Harness {
     started_ = false;
   }
   std::size_t size() const { return rules.size(); }
+
+  // Every worker's pushes go through a CompressingClient (seeded by worker). Before Start.
+  void CompressPushes(const compression::CompressionOptions& o) {
+    std::shared_ptr<const compression::Compressor> c = compression::NewCompressor(o);
+    for (std::size_t w = 0; w < clients.size(); ++w) {
+      compressing.push_back(
+          std::make_unique<CompressingClient>(clients[w].get(), c, o.error_feedback, w + 1));
+      envs[w].ps = compressing.back().get();
+    }
+  }
 
   // Pulls for every worker (in worker order). Called by the Run* methods if needed.
   void Start() {

@@ -98,6 +98,29 @@ TEST(Cli, BadConfigIsOneLineAndExitTwo) {
   EXPECT_FALSE(fs::exists(dir.File("runs")));
 }
 
+// Compression where the strategy pushes no update (issue 17): one line naming the key and
+// the strategy, exit 2, before any run folder; likewise a bad compression key.
+TEST(Cli, RefusedCompressionIsOneLineAndExitTwo) {
+  testing::TempDir dir;
+  for (const char* algorithm : {"sgd", "hogwild", "aeasgd", "model_averaging"}) {
+    CliResult r =
+        RunCli({"run", SyntheticConfig(dir), "--set", std::string("algorithm.name=") + algorithm,
+                "--set", "compression.name=topk"});
+    EXPECT_EQ(r.status, kExitBadInput) << algorithm;
+    EXPECT_TRUE(OneLine(r.err)) << r.err;
+    EXPECT_THAT(r.err, AllOf(HasSubstr("compression.name"), HasSubstr(algorithm)));
+  }
+  CliResult r = RunCli({"run", SyntheticConfig(dir), "--set", "algorithm.name=async_sgd", "--set",
+                        "compression.name=qsgd", "--set", "compression.levels=0"});
+  EXPECT_EQ(r.status, kExitBadInput);
+  EXPECT_THAT(r.err, HasSubstr("compression.levels"));
+  r = RunCli({"run", SyntheticConfig(dir), "--set", "algorithm.name=async_sgd", "--set",
+              "compression.error_feedback=true"});
+  EXPECT_EQ(r.status, kExitBadInput);
+  EXPECT_THAT(r.err, HasSubstr("compression.error_feedback"));
+  EXPECT_FALSE(fs::exists(dir.File("runs")));
+}
+
 TEST(Cli, RunTrainsAndReportsTheRunFolder) {
   testing::TempDir dir;
   CliResult r = RunCli({"run", SyntheticConfig(dir), "--set", "experiment.seed=5"});

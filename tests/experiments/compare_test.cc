@@ -89,6 +89,10 @@ std::string WriteRun(const std::string& parent, const FakeRun& r) {
   v["staleness_mean"] = r.algorithm == "sgd" ? "nan" : CsvCell(r.staleness_mean);
   v["staleness_p99"] = r.algorithm == "sgd" ? "nan" : "7";
   v["samples_per_s"] = CsvCell(r.samples_per_s);
+  if (r.algorithm != "sgd") {  // 400 pushes of 4000 bytes (the last convergence row's)
+    v["updates"] = "400";
+    v["bytes_pushed"] = "1600000";
+  }
   v["status"] = "completed";
   std::ostringstream summary;
   CsvWriter w(summary, SummaryColumns());
@@ -256,8 +260,8 @@ TEST(Compare, DrawsThePlotsAsPngsOfTheFixedSize) {
   WriteRun(runs, Fake("dc-4", "dc_asgd", 4, 1, 0.955, 9, 14000, 3.2));
   const CliResult r = Cli({"compare", runs, "--out", dir.File("cmp")});
   ASSERT_EQ(r.status, kExitOk) << r.err << r.out;
-  for (const std::string name :
-       {"accuracy.png", "accuracy_samples.png", "staleness.png", "throughput.png"}) {
+  for (const std::string name : {"accuracy.png", "accuracy_samples.png", "accuracy_bytes.png",
+                                 "staleness.png", "throughput.png"}) {
     const std::string path = dir.File("cmp/" + name);
     ASSERT_TRUE(FileExists(path)) << name << "\n" << r.out;
     EXPECT_THAT(r.out, HasSubstr("wrote " + path));
@@ -277,7 +281,9 @@ TEST(Compare, SkipsThePlotsWhoseFilesNoRunHas) {
   EXPECT_TRUE(FileExists(dir.File("cmp/accuracy_samples.png")));
   EXPECT_FALSE(FileExists(dir.File("cmp/staleness.png")));
   EXPECT_FALSE(FileExists(dir.File("cmp/throughput.png")));
+  EXPECT_FALSE(FileExists(dir.File("cmp/accuracy_bytes.png")));  // sgd pushes nothing
   EXPECT_THAT(r.out, HasSubstr("skipped staleness.png"));
+  EXPECT_THAT(r.out, HasSubstr("skipped accuracy_bytes.png"));
   EXPECT_THAT(r.out, HasSubstr("skipped throughput.png"));
 }
 

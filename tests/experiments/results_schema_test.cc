@@ -43,21 +43,33 @@ fs::path RunTiny(const testing::TempDir& dir, const std::string& algorithm = "")
   return runs.empty() ? fs::path() : runs[0];
 }
 
+// A run that compresses its pushes with error feedback (issue 17).
+constexpr const char* kCompressedAsync =
+    "[algorithm]\nname = async_sgd\nworkers = 2\n"
+    "[compression]\nname = topk\nratio = 0.1\nerror_feedback = true\n";
+
 TEST(ResultsSchema, ConvergenceColumnsAreExactlyTheDocumentedOnes) {
-  testing::TempDir dir;
-  fs::path run = RunTiny(dir);
-  std::ifstream in(run / "convergence.csv");
-  std::string header;
-  ASSERT_TRUE(std::getline(in, header));
-  EXPECT_EQ(ParseCsvLine(header), TableNames(Readme(), "### convergence.csv"));
-  // Rows: one at the start, at least one at the end; every row as wide as the header.
-  std::string line;
-  int rows = 0;
-  while (std::getline(in, line)) {
-    ++rows;
-    EXPECT_EQ(ParseCsvLine(line).size(), ParseCsvLine(header).size()) << line;
+  // ef_residual_norm, documented last, only when error feedback is on.
+  for (const bool ef : {false, true}) {
+    SCOPED_TRACE(ef ? "error feedback" : "plain");
+    testing::TempDir dir;
+    fs::path run = RunTiny(dir, ef ? kCompressedAsync : "");
+    std::ifstream in(run / "convergence.csv");
+    std::string header;
+    ASSERT_TRUE(std::getline(in, header));
+    std::vector<std::string> documented = TableNames(Readme(), "### convergence.csv");
+    ASSERT_EQ(documented.back(), "ef_residual_norm");
+    if (!ef) documented.pop_back();
+    EXPECT_EQ(ParseCsvLine(header), documented);
+    // Rows: one at the start, at least one at the end; every row as wide as the header.
+    std::string line;
+    int rows = 0;
+    while (std::getline(in, line)) {
+      ++rows;
+      EXPECT_EQ(ParseCsvLine(line).size(), ParseCsvLine(header).size()) << line;
+    }
+    EXPECT_GE(rows, 2);
   }
-  EXPECT_GE(rows, 2);
 }
 
 // The rows of a CSV file of the run, the header first.
@@ -112,6 +124,46 @@ TEST(ResultsSchema, SummaryWorkersAndHistogramAreTheDocumentedOnes) {
   EXPECT_EQ(counted, pushes);
   auto provenance = nlohmann::json::parse(ReadFile((run / "provenance.json").string()));
   EXPECT_EQ(provenance["staleness_records"], std::to_string(pushes));
+}
+
+// A compressed run reports the bytes on the wire and their dense equivalent: the ratio
+// is theirs, the workers' bytes add up to the summary's, and error feedback's residual
+// shows in convergence.csv.
+TEST(ResultsSchema, CompressedRunReportsWireAndDenseBytes) {
+  testing::TempDir dir;
+  fs::path run = RunTiny(dir, kCompressedAsync);
+  const auto summary = CsvRows(run / "summary.csv");
+  ASSERT_EQ(summary.size(), 2u);
+  std::map<std::string, std::string> row;
+  for (std::size_t i = 0; i < summary[0].size(); ++i) row[summary[0][i]] = summary[1][i];
+  EXPECT_EQ(row["compression"], "topk+ef");
+  const int64_t wire = std::stoll(row["bytes_pushed"]);
+  const int64_t dense = std::stoll(row["dense_bytes_pushed"]);
+  EXPECT_GT(wire, 0);
+  // Every push is 4 bytes per parameter dense; topk at 10 % sends 8 bytes per kept one.
+  EXPECT_EQ(dense % std::stoll(row["updates"]), 0);
+  EXPECT_LT(wire, dense);
+  EXPECT_NEAR(std::stod(row["compression_ratio"]),
+              static_cast<double>(dense) / static_cast<double>(wire), 1e-6 * dense / wire);
+  const auto workers = CsvRows(run / "workers.csv");
+  ASSERT_EQ(workers.size(), 3u);
+  auto column = [&workers](const std::string& name) {
+    return static_cast<std::size_t>(
+        std::find(workers[0].begin(), workers[0].end(), name) - workers[0].begin());
+  };
+  const std::size_t wire_at = column("bytes_pushed"), dense_at = column("dense_bytes_pushed");
+  ASSERT_LT(dense_at, workers[0].size());
+  int64_t worker_wire = 0, worker_dense = 0;
+  for (std::size_t w = 1; w < workers.size(); ++w) {
+    worker_wire += std::stoll(workers[w][wire_at]);
+    worker_dense += std::stoll(workers[w][dense_at]);
+  }
+  EXPECT_EQ(worker_wire, wire);
+  EXPECT_EQ(worker_dense, dense);
+  const auto convergence = CsvRows(run / "convergence.csv");
+  ASSERT_GE(convergence.size(), 3u);
+  EXPECT_EQ(convergence[1].back(), "0");  // before any push
+  EXPECT_GT(std::stod(convergence.back().back()), 0);
 }
 
 // The sequential baseline writes the same summary (no staleness: nan) and one worker.

@@ -11,6 +11,11 @@
 // frames. Each frame is copied into a heap block of exactly its size, so that
 // AddressSanitizer catches a read past a frame's end instead of it reading the next frame.
 //
+// Compressed pushes (issue 17): a push with the header's encoding field is also decoded
+// as the shard would (compression::Decode into count elements) once the message passed
+// the shard checks; the decoder must refuse with one line and leave its output unchanged,
+// or accept.
+//
 // Seeds: `message_fuzz --write-seeds=DIR` writes valid messages in this framing to DIR
 // (the committed corpus in tests/fuzz/corpus/message) and exits. See README.md.
 #include <array>
@@ -26,6 +31,8 @@
 #include <string_view>
 #include <vector>
 
+#include "compression/compressor.h"
+#include "core/rng.h"
 #include "transport/message.h"
 
 namespace asgd::transport {
@@ -76,7 +83,7 @@ std::vector<OwnedFrame> SplitFrames(const uint8_t* data, std::size_t size) {
 
 void CheckError(const DecodeError& e) {
   ASGD_FUZZ_CHECK(e.code != ErrorCode::kNone);
-  ASGD_FUZZ_CHECK(static_cast<uint16_t>(e.code) <= static_cast<uint16_t>(ErrorCode::kShuttingDown));
+  ASGD_FUZZ_CHECK(static_cast<uint16_t>(e.code) <= static_cast<uint16_t>(ErrorCode::kBadEncoding));
   ASGD_FUZZ_CHECK(!e.detail.empty());
   ASGD_FUZZ_CHECK(e.detail.find('\n') == std::string::npos);
 }
@@ -96,10 +103,17 @@ void CheckHeader(const Header& h) {
     ASGD_FUZZ_CHECK(!h.is_reply() && OpRequestHasPayload(h.op));
     ASGD_FUZZ_CHECK(*h.oldest_version <= h.version);
   }
+  const bool encoded = h.encoding != compression::Encoding::kDense;
+  if (encoded) {  // the optional field: on push requests only, with their frames
+    ASGD_FUZZ_CHECK(!h.is_reply() && OpRequestHasPayload(h.op));
+    ASGD_FUZZ_CHECK(static_cast<uint32_t>(h.encoding) < compression::kEncodingEnd);
+    ASGD_FUZZ_CHECK(h.frames == compression::kEncodedFrames);
+    ASGD_FUZZ_CHECK(h.payload_bytes <= MaxEncodedBytes(h.count));
+  }
   const bool has_payload = h.frames > 0 || h.payload_bytes > 0;
   if (has_payload) {
     ASGD_FUZZ_CHECK(h.dtype == DType::kFloat32);
-    ASGD_FUZZ_CHECK(h.payload_bytes == h.count * 4);
+    ASGD_FUZZ_CHECK(encoded || h.payload_bytes == h.count * 4);
     ASGD_FUZZ_CHECK(h.frames > 0);
   } else {
     ASGD_FUZZ_CHECK(h.dtype == DType::kNone || h.dtype == DType::kFloat32);
@@ -165,7 +179,8 @@ void FuzzOne(const uint8_t* data, std::size_t size) {
     total += frames[i].size();
   }
   ASGD_FUZZ_CHECK(total == h.payload_bytes);
-  ASGD_FUZZ_CHECK(total == h.count * 4 || total == 0);
+  ASGD_FUZZ_CHECK(total == h.count * 4 || total == 0 ||
+                  h.encoding != compression::Encoding::kDense);
 
   if (!strict_error.ok()) {
     CheckError(strict_error);
@@ -176,6 +191,16 @@ void FuzzOne(const uint8_t* data, std::size_t size) {
   ASGD_FUZZ_CHECK(strict == h);
   ASGD_FUZZ_CHECK(h.shard == kShard);
   ASGD_FUZZ_CHECK(h.offset + h.count <= static_cast<uint64_t>(kShardSize));
+  if (h.encoding != compression::Encoding::kDense) {
+    // What the shard does next (ShardCore): decode into count elements.
+    std::vector<float> out(h.count, 7.0f);
+    const std::string problem = compression::Decode(
+        h.encoding, std::span<const std::span<const std::byte>>(frames).subspan(1), out);
+    if (!problem.empty()) {
+      ASGD_FUZZ_CHECK(problem.find('\n') == std::string::npos);
+      for (float v : out) ASGD_FUZZ_CHECK(v == 7.0f);  // refused: nothing written
+    }
+  }
 }
 
 // ---- Seeds ----------------------------------------------------------------------------
@@ -221,7 +246,7 @@ Header Request(Op op, uint64_t offset, uint64_t count, uint32_t frames) {
 }
 
 bool WriteSeeds(const std::string& dir) {
-  std::vector<std::pair<std::string, std::string>> seeds;
+  std::vector<std::pair<std::string, std::string>> seeds;  // name, message
   seeds.emplace_back("push_one_frame", Message(Request(Op::kPush, 4, 4, 1), {4}));
   seeds.emplace_back("push_three_frames", Message(Request(Op::kPush, 0, 6, 3), {1, 2, 3}));
   seeds.emplace_back("push_pull", Message(Request(Op::kPushPull, 60, 4, 1), {4}));
@@ -240,6 +265,28 @@ bool WriteSeeds(const std::string& dir) {
   reply.flags = kFlagReply;
   reply.role = Role::kPs;
   seeds.emplace_back("pull_reply", Message(reply, {2}));
+  // Compressed pushes of 16 elements, one per encoding, and one mislabelled.
+  std::vector<float> x(16);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 5) - 2.0f;
+  for (const std::string name : {"topk", "randk", "qsgd", "sign", "terngrad"}) {
+    compression::CompressionOptions o;
+    o.name = name;
+    o.ratio = 0.25;
+    Rng rng(1);
+    compression::Encoded e;
+    compression::NewCompressor(o)->Encode(x, rng, &e);
+    for (const bool mislabel : {false, true}) {
+      if (mislabel && name != "qsgd") continue;
+      Header h = Request(Op::kPush, 8, 16, 0);
+      h.dtype = DType::kFloat32;
+      h.frames = static_cast<uint32_t>(e.frames.size());
+      h.payload_bytes = static_cast<uint64_t>(e.bytes());
+      h.encoding = mislabel ? compression::Encoding::kSign : e.encoding;
+      std::string bytes = Message(h);
+      for (const auto& frame : e.frames) AppendFrame(&bytes, frame);
+      seeds.emplace_back((mislabel ? "compressed_mislabelled_" : "compressed_") + name, bytes);
+    }
+  }
   Header error = Request(Op::kError, 0, 0, 0);
   error.flags = kFlagReply;
   error.code = ErrorCode::kNonFinite;

@@ -216,6 +216,76 @@ TEST(Codec, OldestVersionRoundTripsOnPushRequestsOnly) {
   }
 }
 
+// A compressed push (field 18, encoding): count is the dense element count, payload_bytes
+// the encoded frames' total; field 17 travels too (as the version when not older) and
+// reads back as the version. A dense push leaves both out, as before.
+Header CompressedPush(compression::Encoding encoding) {
+  Header h = PushRequest();  // count 4
+  h.encoding = encoding;
+  h.frames = compression::kEncodedFrames;
+  h.payload_bytes = 12;  // e.g. sign: a 4-byte scale and one 8-byte word
+  return h;
+}
+
+TEST(Codec, EncodingRoundTripsOnPushRequests) {
+  for (Op op : {Op::kPush, Op::kPushPull}) {
+    for (uint32_t e = 1; e < compression::kEncodingEnd; ++e) {
+      Header h = CompressedPush(static_cast<compression::Encoding>(e));
+      h.op = op;
+      const std::vector<std::byte> bytes = Encode(h);
+      EXPECT_EQ(std::to_integer<int>(bytes[2]), 19);
+      Header got;
+      const DecodeError err = Decode(bytes, &got);
+      ASSERT_TRUE(err.ok()) << err.detail;
+      EXPECT_EQ(got.encoding, h.encoding);
+      EXPECT_EQ(got.oldest_version, std::optional<uint64_t>(h.version));
+      h.oldest_version = h.version;
+      EXPECT_EQ(got, h);
+      h.oldest_version = 2;  // an older one survives next to the encoding
+      ASSERT_TRUE(Decode(Encode(h), &got).ok());
+      EXPECT_EQ(got, h);
+    }
+  }
+  // The largest sparse encoding (k = count) fits: 8 bytes per element and a scale frame.
+  Header h = CompressedPush(compression::Encoding::kTopK);
+  h.payload_bytes = MaxEncodedBytes(h.count);
+  EXPECT_TRUE(Decode(Encode(h)).ok());
+}
+
+TEST(Codec, EncodingIsRefusedWhereItMeansNothingOrCannotBe) {
+  auto with_encoding = [](Header h, FieldWriter encoding) {
+    std::vector<FieldWriter> fields = WireFields(h);
+    fields.push_back(Uint(h.version));
+    fields.push_back(std::move(encoding));
+    return PackArray(fields);
+  };
+  const Header push = CompressedPush(compression::Encoding::kDense);
+  // Field 17 comes first and is refused first: either way the header names the op.
+  ExpectRejected(Decode(with_encoding(PullRequest(), Uint(1))), ErrorCode::kMalformedHeader,
+                 "on a pull request");
+  Header reply = PushRequest();
+  reply.flags = kFlagReply;
+  reply.payload_bytes = 0;
+  reply.frames = 0;
+  ExpectRejected(Decode(with_encoding(reply, Uint(1))), ErrorCode::kMalformedHeader,
+                 "on a push reply");
+  ExpectRejected(Decode(with_encoding(push, Uint(0))), ErrorCode::kBadEncoding, "encoding = 0");
+  ExpectRejected(Decode(with_encoding(push, Uint(compression::kEncodingEnd))),
+                 ErrorCode::kBadEncoding, "encoding = 6");
+  ExpectRejected(Decode(with_encoding(push, Str("qsgd"))), ErrorCode::kMalformedHeader,
+                 "(encoding) is a string");
+  Header h = CompressedPush(compression::Encoding::kSign);
+  h.frames = 3;
+  ExpectRejected(Decode(Encode(h)), ErrorCode::kBadFrames, "sign push in 3 frames");
+  h = CompressedPush(compression::Encoding::kQsgd);
+  h.payload_bytes = MaxEncodedBytes(h.count) + 1;
+  ExpectRejected(Decode(Encode(h)), ErrorCode::kPayloadMismatch, "qsgd payload of 41 bytes");
+  h = CompressedPush(compression::Encoding::kQsgd);
+  h.payload_bytes = 0;
+  h.frames = 0;
+  ExpectRejected(Decode(Encode(h)), ErrorCode::kPayloadMismatch, "qsgd push without payload");
+}
+
 // Where oldest_version would mean nothing or contradict the version, the header is refused
 // by name: on a request without gradients, on a reply, above the version, of the wrong type.
 TEST(Codec, OldestVersionIsRefusedWhereItMeansNothing) {
@@ -366,9 +436,10 @@ TEST(Codec, WrongArrayLengthIsRejected) {
   std::vector<FieldWriter> shorter(fields.begin(), fields.end() - 1);
   std::vector<FieldWriter> longer = fields;
   longer.push_back(Uint(0));  // oldest_version: fine
+  longer.push_back(Uint(1));  // encoding: fine
   longer.push_back(Uint(0));  // and one the protocol does not have
   ExpectRejected(Decode(PackArray(shorter)), ErrorCode::kMalformedHeader, "16 elements");
-  ExpectRejected(Decode(PackArray(longer)), ErrorCode::kMalformedHeader, "19 elements");
+  ExpectRejected(Decode(PackArray(longer)), ErrorCode::kMalformedHeader, "20 elements");
   ExpectRejected(Decode(PackArray({})), ErrorCode::kMalformedHeader, "0 elements");
   std::vector<FieldWriter> huge(1000, Uint(1));  // above the decoder's array bound
   ExpectRejected(Decode(PackArray(huge)), ErrorCode::kMalformedHeader, "1000 elements");

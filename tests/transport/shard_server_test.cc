@@ -19,7 +19,9 @@
 #include <gtest/gtest.h>
 #include <zmq.hpp>
 
+#include "compression/compressor.h"
 #include "core/check.h"
+#include "core/rng.h"
 #include "transport/message.h"
 #include "transport/zmq_util.h"
 
@@ -89,6 +91,34 @@ Header Pull(uint64_t offset, uint64_t count, uint64_t request_id = kRequestId) {
   h.op = Op::kPull;
   h.payload_bytes = 0;
   return h;
+}
+
+// x compressed by `name` (ratio 0.25 for topk and randk), drawing from Rng(seed).
+compression::Encoded Compressed(const std::string& name, std::span<const float> x, uint64_t seed) {
+  compression::CompressionOptions o;
+  o.name = name;
+  o.ratio = 0.25;
+  Rng rng(seed);
+  compression::Encoded e;
+  compression::NewCompressor(o)->Encode(x, rng, &e);
+  return e;
+}
+
+// The header of a push of the whole shard carrying e's frames, labelled `label`.
+Header CompressedHeader(const compression::Encoded& e, compression::Encoding label,
+                        uint64_t request_id = kRequestId) {
+  Header h = Push(0, kShardSize, static_cast<uint32_t>(e.frames.size()), request_id);
+  h.encoding = label;
+  h.payload_bytes = static_cast<uint64_t>(e.bytes());
+  return h;
+}
+
+// That header and e's frames, as the DEALER sends them.
+Frames CompressedMessage(const compression::Encoded& e, compression::Encoding label,
+                         uint64_t request_id = kRequestId) {
+  Frames f = {Encode(CompressedHeader(e, label, request_id))};
+  for (const auto& frame : e.frames) f.push_back(frame);
+  return f;
 }
 
 // One kind of malformed request.
@@ -245,6 +275,58 @@ std::vector<BadInput> BadInputs() {
     Header h = Push(0, 0, 0);
     h.op = Op::kPushPull;
     add("PushPullOfZeroElements", ErrorCode::kMalformedHeader, kRequestId, {Encode(h)});
+  }
+
+  // Compressed pushes (issue 17): the header and the frames are validated before the
+  // shard decodes, and the decoder validates every field before anything is applied.
+  {
+    const std::vector<float> x = {1, -2, 3, -4, 5, -6, 7, -8, 1, 1, 1, 1, 1, 1, 1, 1};
+    auto encoded = [&x](const std::string& name) { return Compressed(name, x, 1); };
+    auto header = [](const compression::Encoded& e, compression::Encoding label) {
+      return CompressedHeader(e, label);
+    };
+    auto message = [](const compression::Encoded& e, compression::Encoding label) {
+      return CompressedMessage(e, label);
+    };
+    const compression::Encoded sign = encoded("sign");
+    const compression::Encoded qsgd = encoded("qsgd");
+    const compression::Encoded topk = encoded("topk");
+    compression::Encoded cut = sign;
+    cut.frames[1].resize(4);
+    add("CompressedPushTruncatedCodes", ErrorCode::kBadEncoding, kRequestId,
+        message(cut, compression::Encoding::kSign));
+    add("CompressedPushMislabelled", ErrorCode::kBadEncoding, kRequestId,
+        message(qsgd, compression::Encoding::kSign));
+    compression::Encoded out_of_range = topk;
+    const uint32_t past_end = kShardSize;
+    std::memcpy(out_of_range.frames[0].data() + 4 * 3, &past_end, 4);
+    add("CompressedPushIndexOutsideTheShard", ErrorCode::kBadEncoding, kRequestId,
+        message(out_of_range, compression::Encoding::kTopK));
+    compression::Encoded nan_scale = sign;
+    std::memcpy(nan_scale.frames[0].data(), &kNaN, 4);
+    add("CompressedPushNaNScale", ErrorCode::kBadEncoding, kRequestId,
+        message(nan_scale, compression::Encoding::kSign));
+    compression::Encoded nan_value = topk;
+    std::memcpy(nan_value.frames[1].data(), &kNaN, 4);
+    add("CompressedPushDecodesToNaN", ErrorCode::kNonFinite, kRequestId,
+        message(nan_value, compression::Encoding::kTopK));
+    Frames three = message(sign, compression::Encoding::kSign);
+    three.push_back(Floats({1}));
+    add("CompressedPushInThreeFrames", ErrorCode::kBadFrames, kRequestId, three);
+    Frames unknown = message(sign, compression::Encoding::kSign);
+    {
+      Header h = header(sign, compression::Encoding::kSign);
+      h.encoding = static_cast<compression::Encoding>(compression::kEncodingEnd);
+      unknown[0] = Encode(h);
+    }
+    add("CompressedPushUnknownEncoding", ErrorCode::kBadEncoding, kRequestId, unknown);
+    Frames payload_lie = message(sign, compression::Encoding::kSign);
+    {
+      Header h = header(sign, compression::Encoding::kSign);
+      h.payload_bytes += 4;
+      payload_lie[0] = Encode(h);
+    }
+    add("CompressedPushPayloadBytesDisagree", ErrorCode::kPayloadMismatch, kRequestId, payload_lie);
   }
   return cases;
 }
@@ -435,6 +517,36 @@ INSTANTIATE_TEST_SUITE_P(Endpoints, ShardServerBadInput,
                          ::testing::Combine(::testing::ValuesIn(kSchemes),
                                             ::testing::ValuesIn(BadInputs())),
                          BadInputCaseName);
+
+class ShardServerCompressed : public ::testing::TestWithParam<std::string> {};
+
+// A compressed push changes the shard by exactly its decoded values.
+TEST_P(ShardServerCompressed, AppliesTheDecodedPush) {
+  LiveShard shard(GetParam());
+  const ShardSnapshot before = shard.server->Snapshot();
+  std::vector<float> x(kShardSize);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 3) - 1.5f;
+  for (const std::string name : {"sign", "qsgd", "topk", "randk", "terngrad"}) {
+    SCOPED_TRACE(name);
+    const compression::Encoded e = Compressed(name, x, 3);
+    std::vector<float> decoded(kShardSize);
+    ASSERT_EQ(compression::Decode(e, decoded), "");
+    const ShardSnapshot prior = shard.server->Snapshot();
+    ASSERT_TRUE(shard.Send(CompressedMessage(e, e.encoding, 2001)));
+    const std::optional<Frames> reply = shard.Receive();
+    ASSERT_TRUE(reply.has_value());
+    const Header r = ReplyHeader(*reply);
+    EXPECT_EQ(r.code, ErrorCode::kNone) << r.message;
+    EXPECT_EQ(r.version, prior.version + 1);
+    std::vector<float> expected = prior.values;
+    for (std::size_t i = 0; i < expected.size(); ++i) expected[i] += decoded[i];
+    EXPECT_EQ(Bits(shard.server->Snapshot().values), Bits(expected));
+  }
+  EXPECT_EQ(shard.server->Snapshot().version, before.version + 5);
+}
+
+INSTANTIATE_TEST_SUITE_P(Endpoints, ShardServerCompressed, ::testing::ValuesIn(kSchemes),
+                         SchemeName);
 
 class ShardServerAfterBadInput : public ::testing::TestWithParam<std::string> {};
 

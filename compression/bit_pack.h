@@ -1,0 +1,101 @@
+// Bit packing of fixed-width codes into 64-bit words, for the quantizing compressors.
+//
+// Layout: codes of `bits` bits each (1 <= bits <= 32) form one bit stream; code i holds
+// stream bits [i * bits, (i + 1) * bits), low bit first, and stream bit j is bit j % 64 of
+// word j / 64. A code may straddle two words. The words travel little-endian; the unused
+// high bits of the last word are zero (a decoder refuses an encoding where they are not,
+// so each vector has exactly one packed form).
+//
+// Thread safety: writers and readers are plain values used by one thread.
+#pragma once
+
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <span>
+
+namespace asgd::compression {
+
+static_assert(std::endian::native == std::endian::little,
+              "the packed words are sent as they lie in memory: little-endian hosts only");
+
+inline constexpr int kMaxCodeBits = 32;
+
+// Words that hold n codes of `bits` bits. REQUIRES: 1 <= bits <= kMaxCodeBits.
+constexpr std::size_t PackedWords(std::size_t n, int bits) {
+  const std::size_t total = n * static_cast<std::size_t>(bits);
+  return (total + 63) / 64;
+}
+
+// Appends codes to a word array. REQUIRES: the array has PackedWords(n, bits) words for
+// the n codes put; each code < 2^bits. Call Finish() after the last code.
+class BitWriter {
+ public:
+  BitWriter(uint64_t* words, int bits) : out_(words), bits_(bits) {}
+  void Put(uint64_t code) {
+    acc_ |= code << fill_;
+    fill_ += bits_;
+    if (fill_ >= 64) {
+      *out_++ = acc_;
+      fill_ -= 64;
+      acc_ = fill_ > 0 ? code >> (bits_ - fill_) : 0;
+    }
+  }
+  // Writes the partial last word (its unused bits zero).
+  void Finish() {
+    if (fill_ > 0) *out_++ = acc_;
+    acc_ = 0;
+    fill_ = 0;
+  }
+
+ private:
+  uint64_t* out_;
+  int bits_;
+  uint64_t acc_ = 0;
+  int fill_ = 0;
+};
+
+// Reads codes back from packed bytes (any alignment). REQUIRES: the bytes hold at least
+// PackedWords(n, bits) words for the n codes read (the decoders check the frame size
+// first).
+class BitReader {
+ public:
+  BitReader(const std::byte* bytes, int bits)
+      : in_(bytes), bits_(bits), mask_(bits == 64 ? ~uint64_t{0} : (uint64_t{1} << bits) - 1) {}
+  uint64_t Get() {
+    if (avail_ >= bits_) {
+      const uint64_t v = acc_ & mask_;
+      acc_ >>= bits_;
+      avail_ -= bits_;
+      return v;
+    }
+    uint64_t w;
+    std::memcpy(&w, in_, sizeof(w));
+    in_ += sizeof(w);
+    const uint64_t v = (acc_ | (w << avail_)) & mask_;  // avail_ < bits_ <= 32
+    const int used = bits_ - avail_;                    // in [1, bits_]
+    acc_ = w >> used;
+    avail_ = 64 - used;
+    return v;
+  }
+  // True when the stream bits after the last code read (up to the end of its word) are
+  // all zero.
+  bool RestIsZero() const { return acc_ == 0; }
+
+ private:
+  const std::byte* in_;
+  int bits_;
+  uint64_t mask_;
+  uint64_t acc_ = 0;
+  int avail_ = 0;
+};
+
+// Whole-array forms. PackBits REQUIRES words.size() == PackedWords(codes.size(), bits) and
+// every code < 2^bits (checked). UnpackBits returns false, leaving codes partly written,
+// when bytes is not exactly PackedWords(codes.size(), bits) words or the padding bits are
+// not zero.
+void PackBits(std::span<const uint32_t> codes, int bits, std::span<uint64_t> words);
+bool UnpackBits(std::span<const std::byte> bytes, int bits, std::span<uint32_t> codes);
+
+}  // namespace asgd::compression

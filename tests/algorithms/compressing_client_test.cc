@@ -1,0 +1,190 @@
+// CompressingClient: every push reaches the store compressed and is applied as its
+// decoded form; with error feedback the store plus the residual is the initial vector
+// plus every update; traffic is dense above the wrapper and encoded below it.
+#include "algorithms/compressing_client.h"
+
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "algorithms/memory_store.h"
+#include "core/rng.h"
+#include "tests/algorithms/strategy_harness.h"
+#include "transport/server_rule.h"
+
+namespace asgd::algorithms {
+namespace {
+
+constexpr int kSize = 67;  // odd tails in the packed forms
+
+std::shared_ptr<const compression::Compressor> Make(const std::string& name) {
+  compression::CompressionOptions o;
+  o.name = name;
+  o.ratio = 0.1;
+  o.levels = 4;
+  return compression::NewCompressor(o);
+}
+
+// Updates on a 2^-8 grid (see compression/error_feedback.h on exactness).
+std::vector<float> GridUpdate(Rng& rng) {
+  std::vector<float> x(kSize);
+  for (float& v : x) {
+    v = static_cast<float>(static_cast<int64_t>(rng.UniformInt(513)) - 256) / 256.0f;
+  }
+  return x;
+}
+
+// Below the compressor: decodes what reached the store, summing it in double (the
+// identity's side) and in float in arrival order (what the add rule computes).
+class Recorder final : public ParamClientWrapper {
+ public:
+  explicit Recorder(std::unique_ptr<ParamClient> target)
+      : ParamClientWrapper(std::move(target)), sent(kSize, 0.0), applied(kSize, 0.0f) {}
+  std::vector<double> sent;
+  std::vector<float> applied;
+  int encoded_pushes = 0;
+
+ protected:
+  Status DoPushEncoded(std::span<const compression::Encoded> parts, std::span<float> out,
+                       int64_t step) override {
+    EXPECT_EQ(parts.size(), 1u);
+    std::vector<float> d(kSize);
+    EXPECT_EQ(compression::Decode(parts[0], d), "");
+    for (int i = 0; i < kSize; ++i) {
+      sent[i] += d[i];
+      applied[i] += d[i];
+    }
+    ++encoded_pushes;
+    return ParamClientWrapper::DoPushEncoded(parts, out, step);
+  }
+};
+
+TEST(CompressingClient, SentPlusResidualIsEveryUpdateAndTheStoreAppliesWhatWasSent) {
+  for (const std::string name : {"topk", "randk", "qsgd", "sign", "terngrad"}) {
+    SCOPED_TRACE(name);
+    MemoryStore store(std::vector<float>(kSize, 0.0f), transport::NewAddRule());
+    auto recorder = std::make_unique<Recorder>(std::make_unique<MemoryClient>(&store, 0));
+    Recorder* rec = recorder.get();
+    CompressingClient client(std::move(recorder), Make(name), /*error_feedback=*/true,
+                             /*seed=*/11);
+    Rng data(3);
+    std::vector<double> sum(kSize, 0.0);
+    std::vector<float> out(kSize);
+    constexpr int kPushes = 40;
+    for (int t = 0; t < kPushes; ++t) {
+      const std::vector<float> x = GridUpdate(data);
+      for (int i = 0; i < kSize; ++i) sum[i] += x[i];
+      // Both forms of push go through the compressor.
+      ASSERT_TRUE((t % 2 == 0 ? client.Push(x, t) : client.PushPull(x, out, t)).ok());
+    }
+    EXPECT_EQ(rec->encoded_pushes, kPushes);
+    EXPECT_EQ(store.version(), static_cast<uint64_t>(kPushes));
+    EXPECT_EQ(store.values(), rec->applied);
+    EXPECT_GT(client.ResidualNorm(), 0);
+    const std::span<const double> residual = client.residual(0);
+    for (int i = 0; i < kSize; ++i) {
+      EXPECT_EQ(rec->sent[i] + residual[i], sum[i]) << "element " << i;
+    }
+    const Traffic& above = client.traffic();
+    const Traffic& below = client.target()->traffic();
+    EXPECT_EQ(above.bytes_pushed, kPushes * kSize * 4);
+    EXPECT_EQ(above.dense_bytes_pushed, kPushes * kSize * 4);
+    EXPECT_EQ(below.dense_bytes_pushed, kPushes * kSize * 4);
+    EXPECT_LT(below.bytes_pushed, below.dense_bytes_pushed);
+    EXPECT_EQ(client.wire_traffic().bytes_pushed, below.bytes_pushed);
+  }
+}
+
+TEST(CompressingClient, WithoutErrorFeedbackEachPushIsItsOwnEncoding) {
+  MemoryStore store(std::vector<float>(kSize, 0.0f), transport::NewAddRule());
+  auto recorder = std::make_unique<Recorder>(std::make_unique<MemoryClient>(&store, 0));
+  Recorder* rec = recorder.get();
+  CompressingClient client(std::move(recorder), Make("topk"), false, 1);
+  EXPECT_FALSE(client.error_feedback());
+  std::vector<float> x(kSize, 0.0f);
+  x[5] = 3;
+  x[60] = -2;
+  ASSERT_TRUE(client.Push(x, 0).ok());
+  ASSERT_TRUE(client.Push(x, 1).ok());
+  // k = round(0.1 * 67) = 7 keeps both non-zeros: topk is exact here, twice.
+  EXPECT_EQ(rec->sent[5], 6);
+  EXPECT_EQ(rec->sent[60], -4);
+  EXPECT_EQ(client.ResidualNorm(), 0);
+  EXPECT_EQ(store.values()[5], 6.0f);
+}
+
+// A diverged worker's NaN goes out dense: the store refuses it as it refuses any
+// non-finite push (kNonFinite, naming the element), and neither the store nor the
+// residual changes.
+TEST(CompressingClient, NonFiniteUpdateIsRefusedAsADensePushAndLeavesTheResidual) {
+  MemoryStore store(std::vector<float>(kSize, 0.0f), transport::NewAddRule());
+  CompressingClient client(std::make_unique<MemoryClient>(&store, 0), Make("qsgd"), true, 1);
+  Rng data(3);
+  ASSERT_TRUE(client.Push(GridUpdate(data), 0).ok());
+  const std::vector<float> values = store.values();
+  const double residual = client.ResidualNorm();
+  std::vector<float> x = GridUpdate(data);
+  x[9] = std::nanf("");
+  const Status st = client.Push(x, 1);
+  EXPECT_EQ(st.error_code(), transport::ErrorCode::kNonFinite) << st.ToString();
+  EXPECT_NE(st.ToString().find("element 9"), std::string::npos) << st.ToString();
+  EXPECT_EQ(store.values(), values);
+  EXPECT_EQ(client.ResidualNorm(), residual);
+  EXPECT_EQ(store.version(), 1u);
+}
+
+// topk keeping every element is exact, so every strategy that takes compression must end
+// bit for bit where it ends without (round-robin, so both runs see the same interleaving):
+// the compressed path changes what travels, not what is applied.
+TEST(CompressingClient, LosslessCompressionChangesNoStrategysResult) {
+  const auto names = testing::StrategiesWhere(
+      [](const Strategy& s) { return s.supports_compression && !s.synchronous; });
+  ASSERT_FALSE(names.empty());
+  for (const std::string& name : names) {
+    SCOPED_TRACE(name);
+    StrategyOptions so = testing::Options(0.05, 2);
+    testing::Harness dense(name, 3, so), packed(name, 3, so);
+    compression::CompressionOptions o;
+    o.name = "topk";
+    o.ratio = 1.0;
+    packed.CompressPushes(o);
+    dense.Run(8);
+    packed.Run(8);
+    EXPECT_EQ(packed.store->values(), dense.store->values());
+    EXPECT_EQ(packed.store->version(), dense.store->version());
+    EXPECT_GT(packed.store->version(), 0u);
+    EXPECT_GT(packed.clients[0]->traffic().dense_bytes_pushed, 0);
+  }
+}
+
+// Every strategy that takes compression, synchronous ones included (rounds aggregate the
+// decoded pushes), trains through a lossy compressor with error feedback: the store takes
+// every push and the objective falls.
+TEST(CompressingClient, EveryCompressibleStrategyTrainsThroughSignWithErrorFeedback) {
+  const auto names =
+      testing::StrategiesWhere([](const Strategy& s) { return s.supports_compression; });
+  for (const std::string& name : names) {
+    SCOPED_TRACE(name);
+    StrategyOptions so = testing::Options(0.05, 2);
+    testing::Harness h(name, 2, so);
+    compression::CompressionOptions o;
+    o.name = "sign";
+    o.error_feedback = true;
+    h.CompressPushes(o);
+    auto loss = [&h] {
+      std::vector<float> g(testing::kDim);
+      return h.q.Fn()(h.store->values(), g);
+    };
+    const float before = loss();
+    h.RunThreads(40);
+    EXPECT_EQ(h.store->stats().rejected, 0u);
+    EXPECT_GT(h.store->version(), 0u);
+    EXPECT_LT(loss(), before);
+    EXPECT_LT(h.clients[0]->traffic().bytes_pushed, h.clients[0]->traffic().dense_bytes_pushed);
+  }
+}
+
+}  // namespace
+}  // namespace asgd::algorithms
