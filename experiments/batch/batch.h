@@ -41,8 +41,8 @@
 //   sweep.md     the same as a markdown table (mean ± std), then the best point on each
 //                metric by its mean (highest accuracies and samples/s, lowest times and
 //                staleness)
-//   sweep_<metric>_vs_<key>.png   (unless --no-plots) final accuracy and time to target
-//                against each grid key, drawn by experiments/plots/asgd_plots.py
+//   sweep_<metric>_vs_<key>.png   (unless --no-plots) final accuracy, time to target,
+//                samples/s and mean staleness against each grid key, drawn by experiments/plots/asgd_plots.py
 // Suite folder (default results/suites/<name>-<UTC yyyymmdd-hhmmss>):
 //   suite.ini (a copy of the suite file), runs/ logs/ comparison.{csv,md} *.png
 #pragma once

@@ -260,6 +260,8 @@ def plot_throughput(plt, rows, out_dir):
 SWEEP_METRICS = [
     ("final_test_accuracy", "final test accuracy"),
     ("time_to_target_s", "time to target accuracy (s)"),
+    ("samples_per_s", "training examples per second"),
+    ("staleness_mean", "mean staleness (updates)"),
 ]
 
 
