@@ -354,10 +354,16 @@ TEST(Parallel, GpuWorkersTrain) {
 // linear scaling schedule are accepted and logged in convergence.csv's learning_rate.
 TEST(Parallel, SyncSgdReportsDroppedPushesAndScaledRates) {
   testing::TempDir dir;
+  // Worker 3 is made 5x slower by the injected delay model (3 ms steps for the others),
+  // so its pushes reach every round after it closed and are dropped; without it the run
+  // took a few milliseconds, and a worker thread that the loaded machine started late
+  // never pushed at all (nothing dropped).
   Outcome o = RunConfig(dir, std::string(kSynthetic) +
                                  "[algorithm]\nname = sync_sgd\nworkers = 4\n"
                                  "replicas_to_aggregate = 3\nlearning_rate = 0.05\n"
-                                 "linear_scaling = true\nwarmup_epochs = 1\n");
+                                 "linear_scaling = true\nwarmup_epochs = 1\n"
+                                 "[delay]\ncompute = constant\nmean_ms = 3\n"
+                                 "speeds = 1,1,1,0.2\n");
   ASSERT_EQ(o.status, 0) << o.err << o.out;
   EXPECT_THAT(o.out, HasSubstr("dropped as stale"));
   const int64_t dropped = std::stoll(o.provenance["dropped_pushes"].get<std::string>());
