@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <ostream>
@@ -125,6 +126,14 @@ std::string FindOnPath(const std::string& program);
 // node do not collide. Call after the runs' overrides are final. ConfigError (one line)
 // for a strategy that cannot run as processes or ports past 65535.
 void PlanSrunRuns(std::vector<BatchRun>& runs);
+// The batch's fresh output folder (MakeBatchDir), once sbatch is known to be on PATH when
+// it will be called (InputError, one line, otherwise); absolute with the SLURM backend,
+// whose array tasks start elsewhere. Then the runs are fixed to it: fix_runs(dir) (the
+// command's own per-run overrides), the srun plan (--srun) and the log paths.
+std::string StartBatchDir(std::vector<BatchRun>& runs, const std::string& given,
+                          const std::string& fallback, const std::string& command,
+                          const SlurmOptions& backend,
+                          const std::function<void(const std::string& dir)>& fix_runs);
 // Writes slurm/ (tasks.txt, array.sbatch, args) for runs; returns the script's path.
 std::string WriteSlurmFiles(const std::vector<BatchRun>& runs, const std::string& dir,
                             const std::vector<std::string>& replan_args,

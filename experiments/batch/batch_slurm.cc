@@ -244,6 +244,24 @@ std::string FindOnPath(const std::string& program) {
   return "";
 }
 
+std::string StartBatchDir(std::vector<BatchRun>& runs, const std::string& given,
+                          const std::string& fallback, const std::string& command,
+                          const SlurmOptions& backend,
+                          const std::function<void(const std::string& dir)>& fix_runs) {
+  const bool slurm = backend.backend == "slurm";
+  if (slurm && !backend.emit_only && FindOnPath("sbatch").empty()) {
+    throw InputError("asgd " + command +
+                     ": --backend slurm: sbatch not found on PATH (--emit-only writes "
+                     "the script without submitting)");
+  }
+  std::string dir = MakeBatchDir(given, fallback, command);
+  if (slurm) dir = fs::absolute(dir).lexically_normal().string();
+  fix_runs(dir);
+  if (backend.srun) PlanSrunRuns(runs);
+  AssignLogs(runs, dir);
+  return dir;
+}
+
 void PlanSrunRuns(std::vector<BatchRun>& runs) {
   int most = 0;
   std::vector<int64_t> base_ports;

@@ -275,17 +275,7 @@ int Suite(const std::vector<std::string>& given_args, std::ostream& out) {
     const std::string plot_error = CompareBatch(runs, collect_dir, !vm.count("no-plots"), out);
     return BatchResult(outcome, runs.size(), plot_error, collect_dir, "suite", out);
   }
-  if (slurm && !backend.emit_only && FindOnPath("sbatch").empty()) {
-    throw InputError(
-        "asgd suite: --backend slurm: sbatch not found on PATH (--emit-only writes "
-        "the script without submitting)");
-  }
-
-  std::string dir = MakeBatchDir(given_out, default_out, "suite");
-  if (slurm) dir = fs::absolute(dir).lexically_normal().string();
-  add_fixed(dir);
-  if (backend.srun) PlanSrunRuns(runs);
-  AssignLogs(runs, dir);
+  const std::string dir = StartBatchDir(runs, given_out, default_out, "suite", backend, add_fixed);
   WriteFileAtomic(JoinPath(dir, "suite.ini"), ReadFile(path));
   if (slurm) {
     std::vector<std::string> replan = {path};

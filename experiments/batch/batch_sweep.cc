@@ -357,17 +357,7 @@ int Sweep(const std::vector<std::string>& given_args, std::ostream& out) {
     const std::string plot_error = CompareBatch(runs, collect_dir, !vm.count("no-plots"), out);
     return BatchResult(outcome, runs.size(), plot_error, collect_dir, "sweep", out);
   }
-  if (slurm && !backend.emit_only && FindOnPath("sbatch").empty()) {
-    throw InputError(
-        "asgd sweep: --backend slurm: sbatch not found on PATH (--emit-only writes "
-        "the script without submitting)");
-  }
-
-  std::string dir = MakeBatchDir(given_out, default_out, "sweep");
-  if (slurm) dir = fs::absolute(dir).lexically_normal().string();
-  add_fixed(dir);
-  if (backend.srun) PlanSrunRuns(runs);
-  AssignLogs(runs, dir);
+  const std::string dir = StartBatchDir(runs, given_out, default_out, "sweep", backend, add_fixed);
   if (slurm) {
     std::vector<std::string> replan = {config_path, "--seeds", std::to_string(seeds)};
     for (const auto& g : vm.count("grid") ? vm["grid"].as<std::vector<std::string>>()
