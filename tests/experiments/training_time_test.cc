@@ -55,9 +55,20 @@ Timed Run(const std::string& algorithm, double eval_every_epochs) {
   return t;
 }
 
+// The fastest of three runs: a run lasts a few tenths of a second, so one stall of the
+// shared machine would otherwise decide the ratio.
+Timed Fastest(const std::string& algorithm, double eval_every_epochs) {
+  Timed best = Run(algorithm, eval_every_epochs);
+  for (int i = 0; i < 2; ++i) {
+    const Timed t = Run(algorithm, eval_every_epochs);
+    if (t.time_s < best.time_s) best = t;
+  }
+  return best;
+}
+
 void ExpectSameTrainingTime(const std::string& algorithm) {
-  const Timed rare = Run(algorithm, 2.0);   // the initial and the final evaluation
-  const Timed often = Run(algorithm, 0.2);  // and 9 more
+  const Timed rare = Fastest(algorithm, 2.0);   // the initial and the final evaluation
+  const Timed often = Fastest(algorithm, 0.2);  // and 9 more
   EXPECT_GE(often.rows, rare.rows + 6) << algorithm;
   ASSERT_GT(rare.time_s, 0);
   // Within a generous factor: the machine is shared and noisy. Counting the evaluations

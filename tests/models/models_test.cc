@@ -394,11 +394,13 @@ void ExpectEvaluateAgrees(Model& model, const datasets::BatchView& batch, uint64
   EXPECT_NEAR(r.mean_loss(), loss, 1e-5 * (1 + std::abs(loss))) << model.Name();
   EXPECT_GE(r.correct, 0);
   EXPECT_LE(r.correct, r.count);
-  // The sum over two halves is the whole.
+  // The sum over two halves is the whole, to float precision: each example's loss is a
+  // float, and the GEMM may block a chunk's rows differently when the chunks start
+  // elsewhere (seen with the generic x86-64 build; with AVX-512 they agreed to 1e-9).
   const int64_t half = batch.size / 2;
   EvalResult parts = model.Evaluate(p, SliceBatch(batch, 0, half));
   parts += model.Evaluate(p, SliceBatch(batch, half, batch.size - half));
-  EXPECT_NEAR(parts.loss_sum, r.loss_sum, 1e-9 * (1 + r.loss_sum));
+  EXPECT_NEAR(parts.loss_sum, r.loss_sum, 1e-6 * (1 + r.loss_sum));
   EXPECT_EQ(parts.correct, r.correct);
   EXPECT_EQ(model.Evaluate(p, SliceBatch(batch, 0, 0)).count, 0);
 }
