@@ -76,7 +76,8 @@ struct SimStore::Shard {
   std::unique_ptr<transport::VectorStorage> storage;
   std::unique_ptr<Replies> replies;
   std::unique_ptr<transport::ShardCore> core;
-  std::vector<transport::Payload::Piece> pieces;  // scratch for pushes
+  std::vector<transport::Payload::Piece> pieces;   // scratch for pushes
+  std::vector<std::span<const std::byte>> frames;  // scratch for compressed pushes
 };
 
 SimStore::SimStore(sim::Scheduler* sched, sim::NetworkModel* network,
@@ -147,13 +148,24 @@ void SimStore::Shutdown() {
 }
 
 int64_t SimStore::RequestBytes(int shard, const Call& call) const {
-  return Pushes(call.op) ? placement_.shard_size(shard) * static_cast<int64_t>(sizeof(float)) : 0;
+  if (!Pushes(call.op)) return 0;
+  if (!call.encoded.empty()) return call.encoded[static_cast<std::size_t>(shard)].bytes();
+  return placement_.shard_size(shard) * static_cast<int64_t>(sizeof(float));
 }
 
 Status SimStore::Request(Call& call) {
   ASGD_CHECK(sched_->InTask(), "SimStore::Request outside a scheduler task");
   if (shut_down_) return ShuttingDown();
-  if (Pushes(call.op)) ASGD_CHECK_EQ(static_cast<int64_t>(call.update.size()), size(), "push size");
+  if (Pushes(call.op) && call.encoded.empty()) {
+    ASGD_CHECK_EQ(static_cast<int64_t>(call.update.size()), size(), "push size");
+  }
+  if (Pushes(call.op) && !call.encoded.empty()) {
+    ASGD_CHECK_EQ(static_cast<int>(call.encoded.size()), num_shards(), "compressed push parts");
+    for (int s = 0; s < num_shards(); ++s) {
+      ASGD_CHECK_EQ(call.encoded[static_cast<std::size_t>(s)].count, placement_.shard_size(s),
+                    "compressed push part ", s);
+    }
+  }
   if (Reads(call.op)) ASGD_CHECK_EQ(static_cast<int64_t>(call.out.size()), size(), "pull size");
   sim::Completion done(*sched_, num_shards());
   call.done = &done;
@@ -195,7 +207,12 @@ void SimStore::Handle(int s, Call& call) {
   info.offset = 0;
   info.count = Pushes(call.op) || Reads(call.op) ? placement_.shard_size(s) : 0;
   transport::ShardCore::Result r;
-  if (Pushes(call.op)) {
+  if (Pushes(call.op) && !call.encoded.empty()) {
+    const compression::Encoded& e = call.encoded[si];
+    shard.frames.assign(e.frames.begin(), e.frames.end());
+    const transport::EncodedPayload packed{e.encoding, shard.frames};
+    r = call.op == Op::kPush ? shard.core->Push(info, packed) : shard.core->PushPull(info, packed);
+  } else if (Pushes(call.op)) {
     shard.pieces.clear();
     int64_t local = 0;
     for (const auto& range : placement_.ranges(s)) {
@@ -263,13 +280,14 @@ SimParamClient::SimParamClient(SimStore* store, uint32_t worker)
       reply_(static_cast<std::size_t>(store->num_shards()), 0) {}
 
 Status SimParamClient::Send(Op op, int64_t step, std::span<const float> update,
-                            std::span<float> out) {
+                            std::span<float> out, std::span<const compression::Encoded> encoded) {
   SimStore::Call c;
   c.op = op;
   c.worker = worker_;
   c.request_id = next_request_++;
   c.step = step;
   c.update = update;
+  c.encoded = encoded;
   c.out = out;
   c.versions = pulled_;
   std::fill(oldest_.begin(), oldest_.end(), std::nullopt);
@@ -298,6 +316,13 @@ Status SimParamClient::DoPush(std::span<const float> update, int64_t step) {
 Status SimParamClient::DoPushPull(std::span<const float> update, std::span<float> out,
                                   int64_t step) {
   return Send(Op::kPushPull, step, update, out);
+}
+
+std::vector<PushPart> SimParamClient::PushParts() const { return PushPartsOf(store_->placement()); }
+
+Status SimParamClient::DoPushEncoded(std::span<const compression::Encoded> parts,
+                                     std::span<float> out, int64_t step) {
+  return Send(out.empty() ? Op::kPush : Op::kPushPull, step, {}, out, parts);
 }
 
 Status SimParamClient::DoSendClock(int64_t clock) { return Send(Op::kClock, clock, {}, {}); }

@@ -31,10 +31,13 @@
 // one's staleness is exactly workers - 1 after the first round; and the values equal, bit
 // for bit, those of the same workers run round-robin against a MemoryStore.
 //
-// Bytes on the wire: a request carries 4 bytes per pushed element of the shard, a reply
-// 4 per element read; pull requests, acks and clocks carry 0 payload bytes (their cost is
-// the latency and the per-message server cost). Protocol headers are not counted (as in
-// Traffic).
+// Bytes on the wire: a request carries 4 bytes per pushed element of the shard (a
+// compressed push, SimParamClient::PushEncoded: its encoded frames for that shard), a
+// reply 4 per element read; pull requests, acks and clocks carry 0 payload bytes (their
+// cost is the latency and the per-message server cost). Protocol headers are not counted
+// (as in Traffic). So the network model charges a compressed push for the bytes it moves,
+// and the shard decodes it in ShardCore, validating every field, as the ZeroMQ server
+// does.
 //
 // Shutdown fails every held request (kShuttingDown, the reply sent at once) and answers
 // every later request the same way without touching the network; values() still reads.
@@ -52,6 +55,7 @@
 #include <vector>
 
 #include "algorithms/strategy.h"
+#include "compression/compressor.h"
 #include "sim/network_model.h"
 #include "sim/scheduler.h"
 #include "transport/placement.h"
@@ -128,6 +132,8 @@ struct SimStore::Call {
   uint64_t request_id = 0;
   int64_t step = 0;
   std::span<const float> update;
+  // A compressed push: one part per shard (PushParts()), instead of update. Empty: dense.
+  std::span<const compression::Encoded> encoded;
   std::span<float> out;
   std::span<const uint64_t> versions;               // per shard
   std::span<const std::optional<uint64_t>> oldest;  // per shard (pushes)
@@ -147,16 +153,22 @@ class SimParamClient final : public ParamClient {
   int64_t size() const override { return store_->size(); }
   int64_t dropped_pushes() const override { return dropped_; }
   const std::vector<uint64_t>& pulled_versions() const { return pulled_; }
+  // One part per shard of the store's placement, as the ZeroMQ client splits a push.
+  std::vector<PushPart> PushParts() const override;
+  bool TakesEncodedPushes() const override { return true; }
 
  protected:
   Status DoPull(std::span<float> out) override;
   Status DoPush(std::span<const float> update, int64_t step) override;
   Status DoPushPull(std::span<const float> update, std::span<float> out, int64_t step) override;
+  Status DoPushEncoded(std::span<const compression::Encoded> parts, std::span<float> out,
+                       int64_t step) override;
   Status DoSendClock(int64_t clock) override;
   void DoMarkWindowStart() override;
 
  private:
-  Status Send(transport::Op op, int64_t step, std::span<const float> update, std::span<float> out);
+  Status Send(transport::Op op, int64_t step, std::span<const float> update, std::span<float> out,
+              std::span<const compression::Encoded> encoded = {});
 
   SimStore* store_;
   uint32_t worker_;

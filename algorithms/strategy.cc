@@ -7,6 +7,7 @@
 #include "core/check.h"
 #include "core/error.h"
 #include "core/strings.h"
+#include "transport/placement.h"
 
 namespace asgd::algorithms {
 namespace {
@@ -55,6 +56,16 @@ Status ParamClient::Push(std::span<const float> update, int64_t step) {
     traffic_.dense_bytes_pushed += static_cast<int64_t>(update.size_bytes());
   }
   return st;
+}
+
+std::vector<PushPart> PushPartsOf(const transport::Placement& placement) {
+  std::vector<PushPart> parts(static_cast<std::size_t>(placement.num_shards()));
+  for (int s = 0; s < placement.num_shards(); ++s) {
+    PushPart& part = parts[static_cast<std::size_t>(s)];
+    for (const Range& r : placement.ranges(s)) part.ranges.push_back(r);
+    part.count = placement.shard_size(s);
+  }
+  return parts;
 }
 
 std::vector<PushPart> ParamClient::PushParts() const {

@@ -30,6 +30,10 @@
 #include "transport/server_rule.h"
 #include "transport/status.h"
 
+namespace asgd::transport {
+class Placement;  // transport/placement.h
+}
+
 namespace asgd::collective {
 class Collective;  // collective/collective.h
 }
@@ -56,6 +60,9 @@ struct PushPart {
   std::vector<Range> ranges;  // core/param_layout.h
   int64_t count = 0;
 };
+// One part per shard of placement: shard s's ranges and size (the split of a sharded
+// store's clients).
+std::vector<PushPart> PushPartsOf(const transport::Placement& placement);
 
 // What a worker needs from the parameter store. Every call blocks until the store
 // answered (or the client's timeout passed: a Status, not an exception).
@@ -84,8 +91,7 @@ class ParamClient {
   // out[indices[i]] (out has size() elements; other entries may be written too);
   // PushSparse adds values[i] at indices[i].
   Status PullSparse(std::span<const int64_t> indices, std::span<float> out);
-  Status PushSparse(std::span<const int64_t> indices, std::span<const float> values,
-                    int64_t step);
+  Status PushSparse(std::span<const int64_t> indices, std::span<const float> values, int64_t step);
 
   // Compressed pushes (compression/compressor.h). PushParts() says how the store splits
   // a push; PushEncoded sends parts[i], the encoding of PushParts()[i]'s elements
@@ -146,14 +152,15 @@ struct SparseUpdate {
   std::vector<float> values;
 };
 // Reads the parameters at the given coordinates into params[indices[i]].
-using SparseReader = std::function<Status(std::span<const int64_t> indices, std::span<float> params)>;
+using SparseReader =
+    std::function<Status(std::span<const int64_t> indices, std::span<float> params)>;
 // The sparse form of GradientFn, for models whose mini-batch gradient touches few
 // coordinates (logistic regression on LIBSVM data): draws the next batch, reads the
 // parameters it needs through `read` (only those) and writes the gradient at the
 // coordinates it touches into *grad. Returns the loss, or NaN with *status set if the
 // read failed.
-using SparseGradientFn = std::function<float(const SparseReader& read, SparseUpdate* grad,
-                                             Status* status)>;
+using SparseGradientFn =
+    std::function<float(const SparseReader& read, SparseUpdate* grad, Status* status)>;
 
 // Per-worker settings from the config, read by the worker rules that use them.
 struct WorkerOptions {
@@ -167,10 +174,10 @@ struct WorkerOptions {
 
 // Everything a worker rule works with. Built by the runner (or a test).
 struct WorkerEnv {
-  int worker = 0;       // 0-based index
+  int worker = 0;  // 0-based index
   int num_workers = 1;
-  ParamClient* ps = nullptr;       // not owned
-  GradientFn gradient;             // the worker's model on its data shard
+  ParamClient* ps = nullptr;  // not owned
+  GradientFn gradient;        // the worker's model on its data shard
   // Set by the runner when the model has sparse gradients and the strategy can use them
   // (hogwild with plain SGD); empty otherwise.
   SparseGradientFn sparse_gradient;
@@ -188,10 +195,10 @@ struct WorkerEnv {
 
 // What one Step did.
 struct StepResult {
-  float loss = 0;          // mini-batch loss of the step
-  int64_t local_steps = 1; // gradient evaluations in this step (1 today)
-  int64_t pushes = 0;      // pushes sent during the step
-  Status status;           // the first failed store call, if any
+  float loss = 0;           // mini-batch loss of the step
+  int64_t local_steps = 1;  // gradient evaluations in this step (1 today)
+  int64_t pushes = 0;       // pushes sent during the step
+  Status status;            // the first failed store call, if any
 };
 
 // The worker side of a strategy. The runner calls Start once, Step until the run's stop

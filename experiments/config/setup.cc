@@ -153,11 +153,6 @@ compression::CompressionOptions BuildCompressionOptions(const Config& config) {
   o.error_feedback = config.Bool("compression.error_feedback");
   compression::NewCompressor(o);  // its checks, naming the key
   if (o.name == "none") return o;
-  if (config.String("cluster.transport") == "sim") {
-    throw ConfigError("compression.name", o.name,
-                      "none with cluster.transport = sim (the simulated store does not carry "
-                      "compressed pushes yet)");
-  }
   const std::string algorithm = config.String("algorithm.name");
   if (algorithm == kPsCheck || !algorithms::FindStrategy(algorithm).supports_compression) {
     std::string compressible;

@@ -170,8 +170,8 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
     std::copy(v.begin(), v.end(), initial.begin());
   }
   if (strategy.shared_memory) {
-    hogwild = std::make_unique<alg::HogwildStore>(
-        initial, clock.get(), &staleness, alg::HogwildStore::ParseAddMode(so.hogwild_add));
+    hogwild = std::make_unique<alg::HogwildStore>(initial, clock.get(), &staleness,
+                                                  alg::HogwildStore::ParseAddMode(so.hogwild_add));
     if (resuming) hogwild->RestoreVersion(resume.shards[0].version);
     store_description =
         sparse ? "one shared vector (lock-free, sparse updates)" : "one shared vector (lock-free)";
@@ -299,13 +299,7 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
     ConvergenceRow row = MakeConvergenceRow(
         {t, samples, shared.pushes.load(), train_loss, lr0 * lr_scale_at(samples)}, r,
         train.num_examples);
-    if (ef_residual) {
-      double sq = 0;
-      for (const alg::CompressingClient* c : compressing_clients) {
-        if (c != nullptr) sq += c->ResidualNorm() * c->ResidualNorm();
-      }
-      row.ef_residual_norm = std::sqrt(sq);
-    }
+    if (ef_residual) row.ef_residual_norm = ResidualNorm(compressing_clients);
     if (recorder.Convergence(row) && stop.stop_at_target()) shared.stop.store(true);
     progress.Evaluated(MakeProgressState(row, config.Double("experiment.epochs")), r.mean_loss());
     release();
@@ -330,8 +324,8 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
     if (delay) ws.after_gradient = InjectedDelay(delay.get(), clock.get(), w);
     loops.push_back(std::make_unique<WorkerLoop>(std::move(ws)));
     const alg::CompressingClient* compressing = nullptr;
-    clients.push_back(CompressPushes(make_client(static_cast<uint32_t>(w)), compression, seed, w,
-                                     &compressing));
+    clients.push_back(
+        CompressPushes(make_client(static_cast<uint32_t>(w)), compression, seed, w, &compressing));
     compressing_clients.push_back(compressing);
   }
   WorkerHooks hooks;

@@ -22,14 +22,7 @@ algorithms::Status PsParamClient::DoPush(std::span<const float> update, int64_t 
 }
 
 std::vector<algorithms::PushPart> PsParamClient::PushParts() const {
-  const transport::Placement& p = client_->placement();
-  std::vector<algorithms::PushPart> parts(static_cast<std::size_t>(p.num_shards()));
-  for (int s = 0; s < p.num_shards(); ++s) {
-    algorithms::PushPart& part = parts[static_cast<std::size_t>(s)];
-    for (const Range& r : p.ranges(s)) part.ranges.push_back(r);
-    part.count = p.shard_size(s);
-  }
-  return parts;
+  return algorithms::PushPartsOf(client_->placement());
 }
 
 algorithms::Status PsParamClient::DoPushEncoded(std::span<const compression::Encoded> parts,

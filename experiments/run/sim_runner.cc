@@ -97,9 +97,11 @@ RunResult RunSimulated(const Config& config, const RunRequest& request, std::ost
   const StopPolicy stop = StopPolicy::FromConfig(config, train.num_examples);
   EvalSchedule eval_schedule = EvalSchedule::FromConfig(config, train.num_examples);
   const double lr0 = config.Double("algorithm.learning_rate");
+  const compression::CompressionOptions compression = BuildCompressionOptions(config);
+  const bool ef_residual = compression.name != "none" && compression.error_feedback;
 
   RunDir run = RunDir::Create(config, request.name, request.command_line);
-  RunRecorder recorder(run, stop.target_accuracy());
+  RunRecorder recorder(run, stop.target_accuracy(), -1, ef_residual);
   auto staleness_file = run.Open("staleness.csv");
   // Buffered: rows reach the file at evaluations and at the end, not one flush per push.
   StalenessRecorder staleness(staleness_file.get(), config.Int("metrics.staleness_rows"), 0.0, -1,
@@ -131,6 +133,8 @@ RunResult RunSimulated(const Config& config, const RunRequest& request, std::ost
   };
   Progress progress(Progress::DecideLive(config.String("experiment.progress")), std::cerr);
   AlignedVector<float> centre(static_cast<std::size_t>(problem.n_params));
+  // The workers' compressing clients (null: not compressing), for ef_residual_norm.
+  std::vector<const alg::CompressingClient*> compressing_clients;
   // Evaluates the centre at the current virtual instant (no virtual time passes).
   auto evaluate = [&](bool full) {
     const double t = seconds();
@@ -141,8 +145,9 @@ RunResult RunSimulated(const Config& config, const RunRequest& request, std::ost
         p.loss_count > 0 ? p.loss_sum / static_cast<double>(p.loss_count) : std::nan("");
     p.loss_sum = 0;
     p.loss_count = 0;
-    const ConvergenceRow row = MakeConvergenceRow(
+    ConvergenceRow row = MakeConvergenceRow(
         {t, p.samples, p.pushes, train_loss, lr0 * lr_scale_at(p.samples)}, r, train.num_examples);
+    if (ef_residual) row.ef_residual_norm = ResidualNorm(compressing_clients);
     if (recorder.Convergence(row) && stop.stop_at_target() && !p.stop) {
       p.stop = true;
       p.reason = stop.TargetReason();
@@ -155,13 +160,17 @@ RunResult RunSimulated(const Config& config, const RunRequest& request, std::ost
 
   // ---- workers: one scheduler task each ---------------------------------------------
   std::vector<std::unique_ptr<WorkerLoop>> loops;
-  std::vector<std::unique_ptr<alg::SimParamClient>> clients;
+  std::vector<std::unique_ptr<alg::ParamClient>> clients;
   for (int w = 0; w < workers; ++w) {
     WorkerSetup ws = MakeWorkerSetup(config, problem, w);
     ws.clock = &clock;
     ws.after_gradient = [&sched, &delay, w](Duration cpu) { sched.Sleep(delay.StepTime(w, cpu)); };
     loops.push_back(std::make_unique<WorkerLoop>(std::move(ws)));
-    clients.push_back(std::make_unique<alg::SimParamClient>(&store, static_cast<uint32_t>(w)));
+    const alg::CompressingClient* compressing = nullptr;
+    clients.push_back(
+        CompressPushes(std::make_unique<alg::SimParamClient>(&store, static_cast<uint32_t>(w)),
+                       compression, problem.seed, w, &compressing));
+    compressing_clients.push_back(compressing);
   }
   auto limit_reached = [&] {
     if (p.stop) return true;

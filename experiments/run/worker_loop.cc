@@ -145,6 +145,14 @@ std::unique_ptr<alg::ParamClient> CompressPushes(std::unique_ptr<alg::ParamClien
   return wrapped;
 }
 
+double ResidualNorm(std::span<const alg::CompressingClient* const> clients) {
+  double sq = 0;
+  for (const alg::CompressingClient* c : clients) {
+    if (c != nullptr) sq += c->ResidualNorm() * c->ResidualNorm();
+  }
+  return std::sqrt(sq);
+}
+
 WorkerOutcome WorkerLoop::Run(alg::ParamClient& client, const WorkerHooks& hooks) {
   return RunRule(&client, nullptr, {}, hooks);
 }

@@ -56,6 +56,9 @@ struct WorkerSetup {
 std::unique_ptr<algorithms::ParamClient> CompressPushes(
     std::unique_ptr<algorithms::ParamClient> client, const compression::CompressionOptions& options,
     uint64_t seed, int worker, const algorithms::CompressingClient** compressing = nullptr);
+// The error-feedback residual of all workers: sqrt(sum of ResidualNorm()^2) over the
+// clients that compress (null entries are skipped); convergence.csv's ef_residual_norm.
+double ResidualNorm(std::span<const algorithms::CompressingClient* const> clients);
 
 struct WorkerHooks {
   // Before each step: false ends the loop; otherwise sets *lr_scale (the schedule).
