@@ -1,0 +1,287 @@
+// Internal to transport/shard_server*.cc: the ZeroMQ adapter of a ShardCore (the
+// class behind ShardServer) and what it shares with its reply frames. Split from
+// shard_server.cc by subject: shard_server.cc builds the server and serves requests;
+// shard_server_replies.cc sends replies, keeps barriers and per-peer budgets, and holds
+// the lifecycle, stats and the public ShardServer calls. Not part of the API.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "core/aligned.h"
+#include "core/thread_annotations.h"
+#include "transport/endpoint.h"
+#include "transport/shard_core.h"
+#include "transport/shard_server.h"
+#include "transport/zap_handler.h"
+#include "transport/zmq_util.h"
+
+namespace asgd::transport {
+
+namespace shard_server_internal {
+
+// What the server holds for its peers, shared with reply frames (which may outlive the
+// server): bytes of queued replies and value blocks alive.
+struct ReplyTally {
+  std::atomic<int64_t> queued_bytes{0};
+  std::atomic<int64_t> value_blocks{0};
+};
+
+// The shard's values, shared with zero-copy reply frames. The server holds one
+// reference to the blocks it owns; every reply frame pointing into a block holds one
+// more, dropped by ZeroMQ's free callback (on whichever thread closes the frame). The
+// last reference frees the block, so a frame may outlive the server safely.
+struct ValueBlock {
+  std::atomic<int64_t> refs{1};
+  int64_t capacity = 0;
+  float* data = nullptr;
+  std::shared_ptr<ReplyTally> tally;
+
+  ValueBlock(int64_t n, std::shared_ptr<ReplyTally> t) : capacity(n), tally(std::move(t)) {
+    const std::size_t bytes = static_cast<std::size_t>(std::max<int64_t>(n, 1)) * sizeof(float);
+    data = static_cast<float*>(::operator new (bytes, std::align_val_t{kBufferAlignment}));
+    tally->value_blocks.fetch_add(1, std::memory_order_relaxed);
+  }
+  ~ValueBlock() {
+    ::operator delete (data, std::align_val_t{kBufferAlignment});
+    tally->value_blocks.fetch_sub(1, std::memory_order_relaxed);
+  }
+
+  void Ref() { refs.fetch_add(1, std::memory_order_relaxed); }
+  void Unref() {
+    if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+  }
+  // Only the server references the block. Only the serving thread adds references, so
+  // the answer cannot turn false behind its back; acquire orders every reader's last
+  // access before the writes that follow.
+  bool exclusive() const { return refs.load(std::memory_order_acquire) == 1; }
+};
+
+// One peer (a routing id) as the server sees it. `bytes` is released by reply frames on
+// ZeroMQ's threads; the rest belongs to the serving thread.
+struct PeerQueue {
+  explicit PeerQueue(std::shared_ptr<ReplyTally> t) : tally(std::move(t)) {}
+  std::shared_ptr<ReplyTally> tally;
+  std::atomic<int64_t> bytes{0};  // charged bytes of this peer's queued replies
+  int barriers = 0;               // its barrier requests waiting
+  bool over_budget = false;       // its replies are being dropped (logged once per episode)
+};
+
+// A queued reply payload's hold on its peer's budget and on what the frame points into:
+// a value block (block != nullptr) or a ReplyBuffer the frame owns. Freed by ZeroMQ's
+// free callback once the frame is sent, dropped or closed by the reader (inproc).
+struct FrameHold {
+  std::shared_ptr<PeerQueue> peer;
+  int64_t charge = 0;
+  ValueBlock* block = nullptr;
+
+  FrameHold(std::shared_ptr<PeerQueue> p, int64_t c, ValueBlock* b)
+      : peer(std::move(p)), charge(c), block(b) {
+    peer->bytes.fetch_add(charge, std::memory_order_relaxed);
+    peer->tally->queued_bytes.fetch_add(charge, std::memory_order_relaxed);
+    if (block != nullptr) block->Ref();
+  }
+  static void Free(void* data, void* hint) {
+    auto* h = static_cast<FrameHold*>(hint);
+    h->peer->bytes.fetch_sub(h->charge, std::memory_order_relaxed);
+    h->peer->tally->queued_bytes.fetch_sub(h->charge, std::memory_order_relaxed);
+    if (h->block != nullptr) {
+      h->block->Unref();
+    } else {
+      ReplyBuffer::Free(static_cast<float*>(data));
+    }
+    delete h;
+  }
+};
+
+// The return address of a request held by the rule (ServerCall::Defer) or by a barrier;
+// the core keeps the rest (HeldRequest) under the same token.
+struct Held {
+  std::string routing_id;
+  Header request;  // the request's header (op, ids, range); message empty
+};
+
+// The core's view of a request header.
+inline RequestInfo InfoFrom(const Header& h) {
+  RequestInfo info;
+  info.op = h.op;
+  info.role = h.role;
+  info.worker = h.sender;
+  info.request_id = h.request_id;
+  info.version = h.version;
+  info.oldest_version = h.oldest_version;
+  info.clock = h.clock;
+  info.offset = static_cast<int64_t>(h.offset);
+  info.count = static_cast<int64_t>(h.count);
+  info.aux = h.aux;
+  return info;
+}
+// The header of a held request, without its message.
+inline Header RequestCopy(const Header& h) {
+  Header c = h;
+  c.message.clear();
+  return c;
+}
+
+}  // namespace shard_server_internal
+
+// The ZeroMQ adapter of a ShardCore: decodes requests, calls the core, encodes replies.
+// It supplies the core's value storage (copy-on-write blocks, for zero-copy pull
+// replies) and its ReplySink (return addresses of held requests).
+class ShardServer::Impl final : public ValueStorage, public ReplySink {
+ public:
+  using ValueBlock = shard_server_internal::ValueBlock;
+  using PeerQueue = shard_server_internal::PeerQueue;
+  using ReplyTally = shard_server_internal::ReplyTally;
+  using Held = shard_server_internal::Held;
+
+  Impl(std::shared_ptr<Context> context, ServerOptions options, std::vector<float> initial,
+       std::unique_ptr<ServerRule> rule);
+  ~Impl() override;
+
+  uint32_t shard() const { return options_.shard; }
+  int64_t size() const { return size_; }
+
+  // ValueStorage (called by the core on the serving thread, with mu_ held).
+  std::span<const float> values() const override {
+    return {current_->data, static_cast<std::size_t>(size_)};
+  }
+  std::span<float> mutable_values() override;
+  // ReplySink (likewise).
+  void Release(uint64_t token, const HeldRequest& held, ReplyBuffer* payload) override;
+  void Fail(uint64_t token, const HeldRequest& held, ErrorCode code,
+            const std::string& message) override;
+
+  void Run();
+  // Sets serving_ (throws if already serving or failed for good); Serve() then serves
+  // until stopped and clears it.
+  void MarkServing();
+  void Serve();
+  void Start();
+  void Stop();
+  void Close();
+  bool closed() const { return closing_.load(); }
+  // Sends a control message (op, the secret) to the serving loop through the private
+  // endpoint, so that a blocked receive wakes up.
+  void SignalControl(Op op);
+  void SetLiveWorkers(int live_workers);
+  void Join();
+  bool serving() const { return serving_.load(std::memory_order_acquire); }
+  ShardStats stats() const;
+  ShardSnapshot Snapshot() const;
+  std::mutex& state_mutex() const { return mu_; }  // for SnapshotTogether
+  ShardSnapshot SnapshotLocked() const ASGD_REQUIRES(mu_);
+  void Restore(const ShardSnapshot& snapshot);
+
+  const std::string& endpoint() const { return bound_; }
+  const std::string& rule_name() const { return rule_name_; }
+
+ private:
+  // Counters written by the serving thread only, read by anyone (the core keeps those
+  // of pushes, pulls, clocks and staleness).
+  struct Counters {
+    std::atomic<uint64_t> requests{0}, registrations{0}, barriers{0}, errors{0}, bytes_received{0},
+        bytes_sent{0}, replies_sent{0}, replies_dropped{0}, copies_on_write{0},
+        replies_over_budget{0}, barriers_timed_out{0}, barriers_refused{0}, held_barriers{0},
+        stops_refused{0};
+    std::array<std::atomic<uint64_t>, 16> errors_by_code{};
+  };
+  static void Bump(std::atomic<uint64_t>& c, uint64_t by = 1) {
+    c.store(c.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
+  }
+
+  bool ReceiveOne(bool block);
+  void Handle(std::size_t nparts, bool too_many_frames) ASGD_REQUIRES(mu_);
+  void HandleValid(const Header& h, std::size_t nparts) ASGD_REQUIRES(mu_);
+  void BuildPayload(const Header& h, std::size_t nparts, Payload* out);
+  void ReleasePayloadFrames(std::size_t nparts);
+
+  // Every reply goes through here: counts bytes and messages, treats an undeliverable
+  // reply as a counted outcome (the peer went away), never as an error.
+  void SendReply(zmq::message_t& routing, const Header& h, zmq::message_t* payload);
+  void SendError(zmq::message_t& routing, const Header& request, ErrorCode code,
+                 const std::string& detail);
+  void SendAck(zmq::message_t& routing, const Header& request, uint64_t aux);
+  void SendValues(zmq::message_t& routing, const Header& request, ReplyBuffer* rule_payload,
+                  uint64_t aux);
+  void FailAllHeld(ErrorCode code, const std::string& why) ASGD_REQUIRES(mu_);
+  void Tick();
+
+  using Steady = std::chrono::steady_clock;
+  // The peer behind a routing frame (created on first use; idle ones are swept).
+  std::shared_ptr<PeerQueue> PeerFor(const zmq::message_t& routing);
+  std::shared_ptr<PeerQueue> PeerFor(const std::string& routing_id);
+  // Whether a reply charged `charge` bytes may be queued to peer; counts and logs a drop.
+  bool WithinBudget(PeerQueue& peer, int64_t charge);
+  void HandleBarrier(const Header& h) ASGD_REQUIRES(mu_);
+  // Releases, with an error reply, the barriers whose deadline has passed.
+  void ExpireBarriers(Steady::time_point now) ASGD_REQUIRES(mu_);
+  // Forgets every barrier (their held requests are answered by the core) and the peers'
+  // counts of them.
+  void ForgetBarriers() ASGD_REQUIRES(mu_);
+  void PublishBarriers() ASGD_REQUIRES(mu_);
+
+  std::shared_ptr<Context> context_;
+  ServerOptions options_;
+  std::unique_ptr<Endpoint> endpoint_;
+  std::unique_ptr<internal::CurveServerSecurity> curve_;  // with options_.curve.enabled
+  std::string bound_;
+  std::string control_address_;
+  std::atomic<int> live_workers_{0};  // SetLiveWorkers -> the serving thread
+  uint64_t control_secret_ = 0;
+  std::unique_ptr<Clock> owned_clock_;
+  const Clock* clock_ = nullptr;
+  const int64_t size_;
+  uint64_t max_payload_bytes_ = 0;
+  std::string rule_name_;
+
+  // Serving-thread state. The socket belongs to the serving thread once Run() starts.
+  zmq::socket_t socket_;
+  std::vector<zmq::message_t> parts_;
+  AlignedVector<float> scratch_;  // payload frames that arrived misaligned
+  std::vector<Payload::Piece> pieces_;
+
+  mutable std::mutex mu_;
+  ValueBlock* current_ ASGD_GUARDED_BY(mu_) = nullptr;
+  std::vector<ValueBlock*> spares_ ASGD_GUARDED_BY(mu_);
+  std::unordered_map<uint64_t, Held> held_ ASGD_GUARDED_BY(mu_);
+  struct Barrier {
+    uint64_t participants = 0;
+    std::vector<uint64_t> tokens;                   // held in the core
+    std::vector<std::shared_ptr<PeerQueue>> peers;  // who sent each, for the per-peer cap
+    Steady::time_point deadline = Steady::time_point::max();
+  };
+  std::map<int64_t, Barrier> barriers_ ASGD_GUARDED_BY(mu_);  // by barrier id
+  // The earliest deadline in barriers_ (max when none); read by the serving loop.
+  Steady::time_point barrier_wake_ = Steady::time_point::max();
+  // Serving thread only. Peers by routing id; swept of idle ones past sweep_at_.
+  std::unordered_map<std::string, std::shared_ptr<PeerQueue>> peers_;
+  std::size_t sweep_at_ = 64;
+  std::shared_ptr<ReplyTally> tally_ = std::make_shared<ReplyTally>();
+  int64_t reply_budget_ = 0;  // bytes, per peer
+  // Set by the constructor, then never reassigned: its calls need mu_, its stats() not.
+  std::unique_ptr<ShardCore> core_;
+
+  Counters counters_;
+  std::atomic<uint64_t> version_published_{0};
+  std::atomic<uint64_t> held_published_{0};
+
+  std::atomic<bool> stop_requested_{false};
+  std::atomic<bool> closing_{false};  // Close() was called
+  std::atomic<bool> serving_{false};
+  std::atomic<bool> finished_{false};  // a fatal error ended serving for good
+  std::mutex thread_mu_;
+  std::thread thread_ ASGD_GUARDED_BY(thread_mu_);
+  std::exception_ptr error_ ASGD_GUARDED_BY(thread_mu_);
+};
+
+}  // namespace asgd::transport
