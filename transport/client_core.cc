@@ -1,0 +1,440 @@
+#include "transport/client_core.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "core/check.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/strings.h"
+#include "transport/zap_handler.h"
+
+namespace asgd::transport {
+
+namespace internal {
+
+ClientCore::ClientCore(std::shared_ptr<Context> context, std::vector<std::string> endpoints,
+                       Placement placement, ClientOptions options)
+    : context_(std::move(context)), placement_(std::move(placement)), options_(options) {
+  ASGD_CHECK(context_ != nullptr, "PsClient needs a Context");
+  CheckCurveClient(options_.curve);
+  if (static_cast<int>(endpoints.size()) != placement_.num_shards()) {
+    throw ConfigError("cluster.ps", ::asgd::Join(endpoints, ","),
+                      ::asgd::internal::StrCat(placement_.num_shards(),
+                                               " shard endpoints, one per shard of the placement"));
+  }
+  for (int s = 0; s < placement_.num_shards(); ++s) {
+    if (placement_.ranges(s).size() > kMaxPayloadFrames) {
+      throw ConfigError(
+          ::asgd::internal::StrCat("placement: shard ", s, " owns ", placement_.ranges(s).size(),
+                                   " separate ranges; a message carries at most ",
+                                   kMaxPayloadFrames, " (use the even split policy)"));
+    }
+  }
+  shards_.resize(endpoints.size());
+  for (std::size_t i = 0; i < endpoints.size(); ++i) {
+    shards_[i].endpoint = endpoints[i];
+    shards_[i].parsed = ParseEndpoint(endpoints[i], "cluster.ps");
+    Connect(shards_[i]);
+  }
+  pulled_versions_.assign(endpoints.size(), 0);
+}
+
+ClientCore::~ClientCore() {
+  // Close every connection first: ZeroMQ then drops whatever it still queues and frees
+  // (releases) those frames, so the waits below are short.
+  for (Shard& s : shards_) s.socket.close();
+  auto settle = [](RequestState& st) {
+    if (!st.completion.WaitFor(std::chrono::seconds(30))) {
+      ASGD_LOG(kError, "transport: ZeroMQ still holds ", st.completion.pending(),
+               " payload frames of request ", st.id, " after the client closed");
+    }
+  };
+  for (auto& [id, st] : pending_) {
+    if (st->status.ok()) st->status = Status(StatusCode::kAborted, "the client was destroyed");
+    st->outstanding = 0;
+    st->abandoned = true;
+    settle(*st);
+    st->owner = nullptr;
+  }
+  for (auto& st : unreleased_) {
+    settle(*st);
+    st->owner = nullptr;
+  }
+}
+
+void ClientCore::Connect(Shard& s) {
+  try {
+    s.socket = zmq::socket_t(context_->zmq_context(), zmq::socket_type::dealer);
+    const SocketTuning tuning = s.parsed->Tuning();
+    ConfigureSocket(s.socket, options_.send_hwm, options_.receive_hwm, tuning.send_buffer_bytes,
+                    tuning.receive_buffer_bytes);
+    if (options_.curve.enabled) ConfigureCurveClient(s.socket, options_.curve);
+    s.rcvtimeo = -2;
+  } catch (const zmq::error_t& e) {
+    ThrowZmqError(e, "creating the client socket for", s.endpoint);
+  }
+  s.parsed->Connect(s.socket.handle());
+}
+
+std::shared_ptr<RequestState> ClientCore::NewRequest(Op op) {
+  auto st = std::make_shared<RequestState>();
+  st->owner = this;
+  st->id = next_id_++;
+  st->op = op;
+  return st;
+}
+
+void ClientCore::SendPart(const std::shared_ptr<RequestState>& state, RequestPart part,
+                          const Header& base, std::span<const std::span<const float>> payload) {
+  RequestState& st = *state;
+  Shard& shard = shards_[static_cast<std::size_t>(part.shard)];
+  Header h = base;
+  h.request_id = st.id;
+  h.role = options_.role;
+  h.sender = options_.id;
+  h.shard = static_cast<uint32_t>(part.shard);
+  h.offset = static_cast<uint64_t>(part.offset);
+  h.count = static_cast<uint64_t>(part.count);
+  std::size_t frames = 0;
+  uint64_t payload_bytes = 0;
+  for (const auto& piece : payload) {
+    if (piece.empty()) continue;
+    ++frames;
+    payload_bytes += piece.size_bytes();
+  }
+  if (frames > 0) {
+    h.dtype = DType::kFloat32;
+    h.payload_bytes = payload_bytes;
+    h.frames = static_cast<uint32_t>(frames);
+  }
+  ShardResult result;
+  result.shard = part.shard;
+  st.parts.push_back(part);
+  st.results.push_back(result);
+  const std::size_t index = st.parts.size() - 1;
+
+  zmq::message_t header = HeaderMessage(h);
+  const uint64_t bytes = header.size() + payload_bytes;
+  bool sent = false;
+  try {
+    AnnotateSend();
+    sent = static_cast<bool>(
+        shard.socket.send(header, frames > 0 ? zmq::send_flags::sndmore | zmq::send_flags::dontwait
+                                             : zmq::send_flags::dontwait));
+    if (sent) {
+      // ZeroMQ takes a multipart message whole once it accepted the first frame.
+      std::size_t left = frames;
+      for (const auto& piece : payload) {
+        if (piece.empty()) continue;
+        --left;
+        zmq::message_t m = ZeroCopyMessage(piece.data(), piece.size_bytes(), &st.completion);
+        (void)shard.socket.send(m, left > 0 ? zmq::send_flags::sndmore | zmq::send_flags::dontwait
+                                            : zmq::send_flags::dontwait);
+      }
+    }
+  } catch (const zmq::error_t& e) {
+    ThrowZmqError(e, "send to", shard.endpoint);
+  }
+  ++st.outstanding;
+  pending_[st.id] = state;
+  if (!sent) {
+    FinishPart(
+        state, index,
+        Status(StatusCode::kTimeout,
+               ::asgd::internal::StrCat(OpName(h.op), " to shard ", part.shard, " (",
+                                        shard.endpoint, "): ", options_.send_hwm,
+                                        " messages already queued; the server is not reading")));
+    return;
+  }
+  ++shard.outstanding;
+  ++stats_.requests;
+  stats_.bytes_sent += bytes;
+}
+
+std::string ClientCore::ShardName(int shard) const {
+  return ::asgd::internal::StrCat("shard ", shard, " (", endpoint(shard), ")");
+}
+
+void ClientCore::FinishPart(const std::shared_ptr<RequestState>& state, std::size_t part,
+                            Status status) {
+  RequestState& st = *state;
+  ShardResult& r = st.results[part];
+  if (r.replied) return;
+  r.replied = true;
+  r.status = status;
+  if (!status.ok() && st.status.ok()) st.status = status;
+  --st.outstanding;
+  if (st.outstanding > 0) return;
+  pending_.erase(st.id);
+  // The reply can arrive before ZeroMQ's I/O thread let go of the payload frames (tcp,
+  // ipc): keep the state, whose SendCompletion the free callback touches, until then.
+  if (!st.completion.done()) unreleased_.push_back(state);
+}
+
+void ClientCore::Sweep() {
+  std::erase_if(unreleased_, [](const std::shared_ptr<RequestState>& st) {
+    if (!st->completion.done()) return false;
+    st->owner = nullptr;
+    return true;
+  });
+}
+
+bool ClientCore::ReceiveFrom(int shard, bool block) {
+  Shard& s = shards_[static_cast<std::size_t>(shard)];
+  std::size_t n = 0;
+  try {
+    for (;;) {
+      if (parts_.size() <= n) parts_.emplace_back();
+      zmq::message_t& m = parts_[n];
+      m.rebuild();
+      const auto got =
+          s.socket.recv(m, (block || n > 0) ? zmq::recv_flags::none : zmq::recv_flags::dontwait);
+      if (!got) return false;  // nothing queued (only possible for the first frame)
+      ++n;
+      stats_.bytes_received += m.size();
+      if (!m.more()) break;
+      if (n > kMaxPayloadFrames + 1) {
+        // Drain the rest of an absurd message without keeping it.
+        zmq::message_t sink;
+        while (s.socket.recv(sink, zmq::recv_flags::none) && sink.more()) {
+        }
+        ++stats_.bad_replies;
+        return true;
+      }
+    }
+  } catch (const zmq::error_t& e) {
+    ThrowZmqError(e, "receive from", s.endpoint);
+  }
+  AnnotateReceive();
+  HandleReply(shard, n);
+  return true;
+}
+
+void ClientCore::HandleReply(int shard, std::size_t nparts) {
+  Header h;
+  const DecodeError decoded = DecodeHeader(Bytes(parts_[0]), &h);
+  auto it = pending_.find(h.request_id);
+  if (it == pending_.end()) {
+    ++stats_.stray_replies;
+    return;
+  }
+  std::shared_ptr<RequestState> state = it->second;
+  RequestState& st = *state;
+  std::size_t index = st.parts.size();
+  for (std::size_t i = 0; i < st.parts.size(); ++i) {
+    if (st.parts[i].shard == shard && !st.results[i].replied) {
+      index = i;
+      break;
+    }
+  }
+  if (index == st.parts.size()) {
+    ++stats_.stray_replies;
+    return;
+  }
+  Shard& conn = shards_[static_cast<std::size_t>(shard)];
+  if (conn.outstanding > 0) --conn.outstanding;
+  ++stats_.replies;
+  auto bad = [&](const std::string& why) {
+    ++stats_.bad_replies;
+    FinishPart(state, index, Status(StatusCode::kBadReply, ShardName(shard) + ": " + why));
+  };
+  if (!decoded.ok()) return bad("undecodable reply: " + decoded.detail);
+  if (!h.is_reply()) return bad("got a request where a reply was expected");
+  if (h.op == Op::kError) {
+    ++stats_.error_replies;
+    FinishPart(state, index,
+               Status(StatusCode::kRemoteError,
+                      ShardName(shard) + ": " + ErrorCodeName(h.code) + ": " + h.message, h.code));
+    return;
+  }
+  if (h.op != st.op) {
+    return bad(std::string("reply op ") + std::string(OpName(h.op)) + " to a " +
+               std::string(OpName(st.op)) + " request");
+  }
+  if (static_cast<int>(h.shard) != shard) {
+    return bad(::asgd::internal::StrCat("reply names shard ", h.shard));
+  }
+  const RequestPart& part = st.parts[index];
+  ShardResult& result = st.results[index];
+  result.version = h.version;
+  result.aux = h.aux;
+  if (st.op == Op::kPush || st.op == Op::kPushPull) {
+    if (h.aux > static_cast<uint64_t>(PushOutcome::kDropped)) {
+      return bad(::asgd::internal::StrCat("unknown push outcome ", h.aux));
+    }
+    result.outcome = static_cast<PushOutcome>(h.aux);
+  }
+  if (st.op == Op::kPull || st.op == Op::kPushPull) {
+    const auto count = static_cast<uint64_t>(part.count);
+    std::size_t bytes = 0;
+    for (std::size_t i = 1; i < nparts; ++i) bytes += parts_[i].size();
+    if (h.count != count || h.payload_bytes != count * sizeof(float) ||
+        bytes != count * sizeof(float) || nparts - 1 != h.frames) {
+      return bad(::asgd::internal::StrCat("reply carries ", bytes, " payload bytes in ", nparts - 1,
+                                          " frames for ", count, " requested elements"));
+    }
+    if (!st.abandoned && count > 0) {
+      // Copy the shard-local run [offset, offset + count) to its destination.
+      auto copy_run = [&](auto&& sink) {
+        int64_t local = 0;  // shard-local position of the next byte's element
+        for (std::size_t i = 1; i < nparts; ++i) {
+          const auto* src = static_cast<const float*>(parts_[i].data());
+          const auto n = static_cast<int64_t>(parts_[i].size() / sizeof(float));
+          sink(local, src, n);
+          local += n;
+        }
+      };
+      if (!part.flat) {
+        copy_run([&](int64_t at, const float* src, int64_t n) {
+          std::memcpy(part.out + at, src, static_cast<std::size_t>(n) * sizeof(float));
+        });
+      } else {
+        // Whole-vector request: the shard's ranges in order; frames may cut anywhere.
+        const std::vector<Range>& ranges = placement_.ranges(shard);
+        std::size_t r = 0;
+        int64_t into_range = 0;
+        copy_run([&](int64_t, const float* src, int64_t n) {
+          while (n > 0) {
+            const Range& range = ranges[r];
+            const int64_t take = std::min(n, range.count - into_range);
+            std::memcpy(part.out + range.begin + into_range, src,
+                        static_cast<std::size_t>(take) * sizeof(float));
+            src += take;
+            n -= take;
+            into_range += take;
+            if (into_range == range.count) {
+              ++r;
+              into_range = 0;
+            }
+          }
+        });
+      }
+    }
+    pulled_versions_[static_cast<std::size_t>(shard)] = h.version;
+  }
+  FinishPart(state, index, Status::Ok());
+}
+
+bool ClientCore::Drain() {
+  bool any = false;
+  for (int s = 0; s < num_shards(); ++s) {
+    while (ReceiveFrom(s, /*block=*/false)) any = true;
+  }
+  Sweep();
+  return any;
+}
+
+bool ClientCore::WaitForReply(Steady::time_point deadline) {
+  poll_items_.clear();
+  poll_shards_.clear();
+  for (int s = 0; s < num_shards(); ++s) {
+    if (shards_[static_cast<std::size_t>(s)].outstanding == 0) continue;
+    poll_items_.push_back({shards_[static_cast<std::size_t>(s)].socket.handle(), 0, ZMQ_POLLIN, 0});
+    poll_shards_.push_back(s);
+  }
+  if (poll_items_.empty()) return false;
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Steady::now());
+  // Single-shard fast path: a blocking receive with a timeout saves the poll call.
+  if (poll_items_.size() == 1) {
+    Shard& s = shards_[static_cast<std::size_t>(poll_shards_[0])];
+    const int ms = static_cast<int>(std::clamp<int64_t>(left.count(), 0, 1 << 30));
+    if (s.rcvtimeo != ms) {
+      s.socket.set(zmq::sockopt::rcvtimeo, ms);
+      s.rcvtimeo = ms;
+    }
+    return ReceiveFrom(poll_shards_[0], /*block=*/true);
+  }
+  int ready = 0;
+  try {
+    ready = zmq::poll(poll_items_.data(), poll_items_.size(),
+                      std::max<std::chrono::milliseconds>(left, std::chrono::milliseconds(0)));
+  } catch (const zmq::error_t& e) {
+    if (e.num() == EINTR) return false;
+    ThrowZmqError(e, "poll on", "shard sockets");
+  }
+  if (ready <= 0) return false;
+  bool any = false;
+  for (std::size_t i = 0; i < poll_items_.size(); ++i) {
+    if ((poll_items_[i].revents & ZMQ_POLLIN) == 0) continue;
+    while (ReceiveFrom(poll_shards_[i], /*block=*/false)) any = true;
+  }
+  return any;
+}
+
+Status ClientCore::Wait(RequestState& st, Duration timeout) {
+  const auto deadline = Steady::now() + std::chrono::duration_cast<Steady::duration>(timeout);
+  while (!st.replied()) {
+    Drain();
+    if (st.replied()) break;
+    if (Steady::now() >= deadline) break;
+    WaitForReply(deadline);
+  }
+  if (!st.replied()) {
+    ++stats_.timeouts;
+    std::string missing;
+    for (std::size_t i = 0; i < st.parts.size(); ++i) {
+      if (st.results[i].replied) continue;
+      if (!missing.empty()) missing += ", ";
+      missing += ShardName(st.parts[i].shard);
+    }
+    return Status::Timeout(::asgd::internal::StrCat(
+        OpName(st.op), " request ", st.id, ": no reply within ",
+        std::chrono::duration_cast<std::chrono::milliseconds>(timeout).count(), " ms from ",
+        missing));
+  }
+  // Replied: the payload frames are released within microseconds of the last byte
+  // written (tcp, ipc), or already (inproc).
+  const auto left = deadline - Steady::now();
+  if (!st.completion.WaitFor(std::max<Duration>(std::chrono::duration_cast<Duration>(left),
+                                                std::chrono::milliseconds(1)))) {
+    ++stats_.timeouts;
+    return Status::Timeout(::asgd::internal::StrCat(OpName(st.op), " request ", st.id,
+                                                    ": replied, but ZeroMQ still holds ",
+                                                    st.completion.pending(), " payload frames"));
+  }
+  Sweep();
+  return st.status;
+}
+
+void ClientCore::Poll() { Drain(); }
+
+void ClientCore::ResetShard(int shard) {
+  ++stats_.resets;
+  Shard& s = shards_[static_cast<std::size_t>(shard)];
+  // Closing with linger 0 drops (and frees) every message still queued to the shard.
+  s.socket.close();
+  s.outstanding = 0;
+  // Requests that were waiting on this connection will never hear back.
+  std::vector<std::shared_ptr<RequestState>> hit;
+  for (auto& [id, st] : pending_) hit.push_back(st);
+  for (auto& st : hit) {
+    for (std::size_t i = 0; i < st->parts.size(); ++i) {
+      if (st->parts[i].shard != shard || st->results[i].replied) continue;
+      FinishPart(st, i,
+                 Status(StatusCode::kAborted,
+                        ShardName(shard) + ": connection reset to reclaim an abandoned request"));
+    }
+  }
+  Connect(s);
+}
+
+void ClientCore::Abandon(const std::shared_ptr<RequestState>& st) {
+  st->abandoned = true;  // late replies are read and dropped; destinations never written
+  if (st->completion.done()) return;
+  if (st->completion.WaitFor(options_.release_grace)) return;
+  // ZeroMQ still holds the source buffer: the message is queued to a shard that is not
+  // reading (down or stalled). Reset those connections, which drops and frees it.
+  for (std::size_t i = 0; i < st->parts.size(); ++i) {
+    if (!st->results[i].replied) ResetShard(st->parts[i].shard);
+  }
+  if (!st->completion.WaitFor(std::chrono::seconds(30))) {
+    ASGD_LOG(kError, "transport: ZeroMQ still holds ", st->completion.pending(),
+             " payload frames of abandoned request ", st->id);
+  }
+}
+
+}  // namespace internal
+
+}  // namespace asgd::transport
