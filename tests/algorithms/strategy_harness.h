@@ -5,7 +5,9 @@
 // until every worker pushed).
 #pragma once
 
+#include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <functional>
 #include <memory>
 #include <string>
@@ -205,6 +207,30 @@ inline std::vector<std::string> StrategiesWhere(const std::function<bool(const S
     if (keep(*s)) names.push_back(s->name);
   }
   return names;
+}
+
+// got equals want within rel, relative to max(1, |want[i]|), element by element.
+inline void ExpectNear(const std::vector<float>& got, const std::vector<float>& want, double rel,
+                       const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    EXPECT_NEAR(got[i], want[i], rel * std::max(1.0f, std::abs(want[i])))
+        << what << " [" << i << "]";
+  }
+}
+
+// Strategy a and strategy b, with the same workers stepped round-robin, end with the same
+// centre and the same local parameters, bit for bit.
+inline void ExpectEquivalent(const std::string& a, const StrategyOptions& a_options,
+                             const std::string& b, const StrategyOptions& b_options, int workers,
+                             int rounds, const std::string& optimizer = "sgd") {
+  SCOPED_TRACE(a + " vs " + b);
+  Harness ha(a, workers, a_options, optimizer);
+  Harness hb(b, workers, b_options, optimizer);
+  ha.Run(rounds);
+  hb.Run(rounds);
+  EXPECT_EQ(ha.store->values(), hb.store->values());
+  for (std::size_t w = 0; w < ha.size(); ++w) EXPECT_EQ(ha.local(w), hb.local(w)) << w;
 }
 
 }  // namespace asgd::algorithms::testing
