@@ -4,7 +4,7 @@
 //   delay.*    the step-time model (sim/delay_model.h): simulated runs and, later, the
 //              injected sleeps of real runs
 //   network.*  the network and server cost model (sim/network_model.h): simulated runs
-//   sim.*      the scheduler (sim/scheduler.h)
+//   sim.*      the scheduler (sim/scheduler.h) and the host's cores (sim/core_pool.h)
 #pragma once
 
 #include <string_view>
@@ -30,5 +30,6 @@ inline constexpr std::string_view kServerNsPerByte = "network.server_ns_per_byte
 inline constexpr std::string_view kServerUsPerMessage = "network.server_us_per_message";
 
 inline constexpr std::string_view kStackKib = "sim.stack_kib";
+inline constexpr std::string_view kCores = "sim.cores";
 
 }  // namespace asgd::sim::keys

@@ -38,6 +38,9 @@ constexpr std::array kKeys = {
     OptionKey{keys::kServerUsPerMessage, "(preset)",
               "shard server processing time per request, us"},
     OptionKey{keys::kStackKib, "512", "stack per simulated worker, KiB (>= 256; Eigen runs on it)"},
+    OptionKey{keys::kCores, "0",
+              "cores the workers' steps share, first come first served (a real run's host: "
+              "calibration); 0 = every worker has a machine of its own"},
 };
 
 double Number(std::string_view key, std::string_view value) {
@@ -65,6 +68,7 @@ void SimOptions::Validate() const {
   delay.Validate();
   network.Validate();
   scheduler.Validate();
+  if (cores < 0) throw ConfigError(std::string(keys::kCores), std::to_string(cores), ">= 0");
 }
 
 std::span<const OptionKey> SimOptionKeys() { return kKeys; }
@@ -109,6 +113,12 @@ void ApplySimOption(SimOptions* o, std::string_view key, std::string_view value)
       throw ConfigError(std::string(key), std::string(value), "a whole number of KiB");
     }
     o->scheduler.stack_bytes = static_cast<std::size_t>(kib) * 1024;
+  } else if (key == keys::kCores) {
+    const double n = Number(key, value);
+    if (!(n >= 0 && n <= 1e6) || n != std::floor(n)) {
+      throw ConfigError(std::string(key), std::string(value), "a whole number of cores >= 0");
+    }
+    o->cores = static_cast<int>(n);
   } else {
     std::vector<std::string> known;
     for (const OptionKey& k : kKeys) known.emplace_back(k.key);

@@ -20,6 +20,7 @@
 #include <string>
 #include <string_view>
 
+#include "sim/core_pool.h"
 #include "sim/delay_model.h"
 #include "sim/network_model.h"
 #include "sim/option_keys.h"
@@ -31,8 +32,11 @@ struct SimOptions {
   DelayOptions delay;
   NetworkOptions network;  // default: the `zero` preset
   SchedulerOptions scheduler;
+  // sim.cores: the cores the workers' steps share, first come first served
+  // (sim/core_pool.h); 0 = every worker has a machine of its own. Default 0. >= 0.
+  int cores = 0;
 
-  // Validates the three parts.
+  // Validates the parts (sim.cores too).
   void Validate() const;
 };
 

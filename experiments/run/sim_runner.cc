@@ -25,6 +25,7 @@
 #include "experiments/run/evaluation.h"
 #include "experiments/run/problem.h"
 #include "experiments/run/worker_loop.h"
+#include "sim/core_pool.h"
 #include "sim/delay_model.h"
 #include "sim/network_model.h"
 #include "sim/options.h"
@@ -113,6 +114,7 @@ RunResult RunSimulated(const Config& config, const RunRequest& request, std::ost
   sim::Scheduler sched(sim_options.scheduler);
   sim::NetworkModel network(sim_options.network, workers, num_shards);
   sim::DelayModel delay(sim_options.delay, workers, DeriveSeed(problem.seed, "delay"));
+  sim::CorePool cores(sim_options.cores);
   alg::SimStore store(
       &sched, &network, placement, initial,
       [&](uint32_t s) { return strategy.server_rule(problem.strategy_options, s); }, &staleness);
@@ -164,7 +166,10 @@ RunResult RunSimulated(const Config& config, const RunRequest& request, std::ost
   for (int w = 0; w < workers; ++w) {
     WorkerSetup ws = MakeWorkerSetup(config, problem, w);
     ws.clock = &clock;
-    ws.after_gradient = [&sched, &delay, w](Duration cpu) { sched.Sleep(delay.StepTime(w, cpu)); };
+    ws.after_gradient = [&sched, &delay, &cores, w](Duration cpu) {
+      const Duration now = sched.Now();
+      sched.Sleep(cores.Run(now, delay.StepTime(w, cpu)) - now);
+    };
     loops.push_back(std::make_unique<WorkerLoop>(std::move(ws)));
     const alg::CompressingClient* compressing = nullptr;
     clients.push_back(
@@ -245,11 +250,13 @@ RunResult RunSimulated(const Config& config, const RunRequest& request, std::ost
   end.time_model = time_model;
   end.time_digits = 3;
   end.time_unit = "virtual s";
-  return FinishRun(config, problem, run, recorder, staleness, end, worker_metrics,
-                   {{"simulated", "true"},
-                    {"time_model", time_model},
-                    {"sim_events", std::to_string(sched.events_run())}},
-                   out);
+  return FinishRun(
+      config, problem, run, recorder, staleness, end, worker_metrics,
+      {{"simulated", "true"},
+       {"time_model", time_model},
+       {"sim_events", std::to_string(sched.events_run())},
+       {"sim_core_wait_s", CsvCell(std::chrono::duration<double>(cores.waited()).count())}},
+      out);
 }
 
 }  // namespace asgd::experiments

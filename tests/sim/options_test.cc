@@ -26,7 +26,7 @@ TEST(SimOptions, DefaultsAreValidAndEveryKeyIsDocumented) {
     const std::string value = k.default_value == "(preset)" ? "1" : std::string(k.default_value);
     EXPECT_NO_THROW(ApplySimOption(&copy, k.key, value)) << k.key;
   }
-  EXPECT_EQ(seen.size(), 17u);
+  EXPECT_EQ(seen.size(), 18u);
 }
 
 TEST(SimOptions, PresetFirstThenOverrides) {
@@ -38,6 +38,7 @@ TEST(SimOptions, PresetFirstThenOverrides) {
       {"delay.mean_ms", "12.5"},
       {"delay.speeds", "1, 2,4"},
       {"sim.stack_kib", "1024"},
+      {"sim.cores", "2"},
   });
   EXPECT_EQ(o.network.latency, microseconds(40));
   EXPECT_DOUBLE_EQ(o.network.link_bandwidth, NetworkPreset("dc_10gbe").link_bandwidth);
@@ -46,6 +47,7 @@ TEST(SimOptions, PresetFirstThenOverrides) {
   EXPECT_EQ(o.delay.mean, microseconds(12500));
   EXPECT_EQ(o.delay.speeds, (std::vector<double>{1, 2, 4}));
   EXPECT_EQ(o.scheduler.stack_bytes, 1024u * 1024u);
+  EXPECT_EQ(o.cores, 2);
 }
 
 TEST(SimOptions, BadValuesAreOneLineNamingTheKey) {
@@ -60,6 +62,8 @@ TEST(SimOptions, BadValuesAreOneLineNamingTheKey) {
       {{"network.latency_us", "-3"}},
       {{"sim.stack_kib", "64"}},
       {{"sim.stack_kib", "300.5"}},
+      {{"sim.cores", "-1"}},
+      {{"sim.cores", "1.5"}},
       {{"delay.mean", "5"}},  // unknown key
   };
   for (const auto& values : bad) {

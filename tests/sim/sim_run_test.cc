@@ -259,6 +259,26 @@ TEST(SimRun, OneCompressingWorkerEqualsTheMemoryStoreRun) {
   }
 }
 
+// sim.cores: four workers on a host of two cores take twice the virtual time of four
+// machines for the same epochs (FCFS, sim/core_pool.h), and the run records the time its
+// steps waited for a core.
+TEST(SimRun, WorkersSharingTwoCoresTakeTwiceAsLong) {
+  testing::TempDir tmp;
+  const std::string body =
+      "epochs = 1\n[algorithm]\nname = async_sgd\nworkers = 4\n[cluster]\ntransport = sim\n"
+      "[delay]\ncompute = constant\nmean_ms = 10\n";
+  const SimRun own = RunSim(tmp, "own", body);
+  const SimRun shared = RunSim(tmp, "shared", body + "[sim]\ncores = 2\n");
+  ASSERT_EQ(own.status, 0) << own.err;
+  ASSERT_EQ(shared.status, 0) << shared.err;
+  const double own_s = std::stod(SummaryCell(own, "wall_time_s"));
+  const double shared_s = std::stod(SummaryCell(shared, "wall_time_s"));
+  EXPECT_NEAR(shared_s / own_s, 2.0, 0.1) << own_s << " s vs " << shared_s << " s";
+  EXPECT_EQ(own.Provenance()["sim_core_wait_s"], "0");
+  EXPECT_GT(std::stod(shared.Provenance()["sim_core_wait_s"].get<std::string>()), 0);
+  EXPECT_THAT(shared.Provenance()["time_model"].get<std::string>(), HasSubstr("sim.cores=2"));
+}
+
 // Synchronous strategies run too, and end when their peers stop.
 TEST(SimRun, SynchronousStrategyWithBackupsEnds) {
   testing::TempDir tmp;
