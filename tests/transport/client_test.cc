@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cmath>
 #include <limits>
+#include <chrono>
 #include <thread>
 
 #include <gmock/gmock.h>
@@ -453,6 +454,13 @@ TEST(Client, CloseReleasesHeldRepliesAndRefusesUpdatesButServesReads) {
   const std::vector<float> update(8, 2.0f);
   std::vector<float> out(8);
   RequestHandle held = client.PushPull(update, out);
+  // The push is held once the rule applied it (version 1); on a loaded machine (or under
+  // ThreadSanitizer) it may take longer than any fixed wait to arrive.
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (server.stats().version < 1 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(1ms);
+  }
+  ASSERT_EQ(server.stats().version, 1u) << "the push did not arrive";
   EXPECT_TRUE(held.Wait(100ms).timed_out());
   EXPECT_FALSE(server.closed());
   server.Close();
