@@ -53,10 +53,9 @@
 #include "algorithms/optimizer.h"
 #include "algorithms/sim_store.h"
 #include "algorithms/strategy.h"
+#include "benchmarks/mlp_problem.h"
 #include "core/rng.h"
 #include "datasets/sampler.h"
-#include "datasets/synthetic.h"
-#include "models/factory.h"
 #include "sim/network_model.h"
 #include "sim/scheduler.h"
 #include "transport/placement.h"
@@ -224,33 +223,8 @@ BENCHMARK(BM_SimEvents)
 constexpr int64_t kMlpBatch = 64;
 constexpr int64_t kMlpSteps = 4096;
 
-// MNIST-shaped data and the MNIST MLP, built once.
-struct MlpProblem {
-  datasets::TrainTest data;
-  std::unique_ptr<models::Model> model;
-  MlpProblem() {
-    datasets::SyntheticOptions so;
-    so.num_train = 8192;
-    so.num_test = 16;
-    so.num_features = 784;
-    so.num_classes = 10;
-    data = datasets::MakeSynthetic(so);
-    models::InputSpec in;
-    in.example_shape = {784};
-    in.num_features = 784;
-    in.num_classes = 10;
-    model = models::NewModel(models::ModelOptions{}, in);
-  }
-  std::vector<int64_t> Part(int worker, int workers) const {
-    std::vector<int64_t> part;
-    for (int64_t i = worker; i < data.train.num_examples; i += workers) part.push_back(i);
-    return part;
-  }
-};
-const MlpProblem& Mlp() {
-  static const MlpProblem* p = new MlpProblem();
-  return *p;
-}
+using bench::Mlp;
+using bench::MlpProblem;
 
 void BM_SimMnistMlp(benchmark::State& state) {
   const int workers = static_cast<int>(state.range(0));

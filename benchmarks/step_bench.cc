@@ -35,9 +35,8 @@
 #include "algorithms/memory_store.h"
 #include "algorithms/optimizer.h"
 #include "algorithms/strategy.h"
+#include "benchmarks/mlp_problem.h"
 #include "datasets/sampler.h"
-#include "datasets/synthetic.h"
-#include "models/factory.h"
 
 namespace asgd::algorithms {
 namespace {
@@ -50,34 +49,13 @@ constexpr int64_t kStepsPerIteration = 4 * kWindow;
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
-// MNIST-shaped data and the MNIST MLP, built once.
-struct MlpProblem {
-  datasets::TrainTest data;
-  std::unique_ptr<models::Model> model;
-  std::vector<int64_t> all;
-  MlpProblem() {
-    datasets::SyntheticOptions so;
-    so.num_train = 8192;
-    so.num_test = 16;
-    so.num_features = 784;
-    so.num_classes = 10;
-    data = datasets::MakeSynthetic(so);
-    models::InputSpec in;
-    in.example_shape = {784};
-    in.num_features = 784;
-    in.num_classes = 10;
-    model = models::NewModel(models::ModelOptions{}, in);
-    for (int64_t i = 0; i < data.train.num_examples; ++i) all.push_back(i);
-  }
-};
-const MlpProblem& Mlp() {
-  static const MlpProblem* p = new MlpProblem();
-  return *p;
-}
+using bench::Mlp;
+using bench::MlpProblem;
 
 void BM_WorkerStep(benchmark::State& state, const std::string& strategy_name,
                    const std::string& optimizer_name) {
   const MlpProblem& mlp = Mlp();
+  const std::vector<int64_t> all = mlp.Part(0, 1);
   const int64_t n = mlp.model->layout().size();
   const Strategy& strategy = FindStrategy(strategy_name);
   StrategyOptions so;
@@ -97,7 +75,7 @@ void BM_WorkerStep(benchmark::State& state, const std::string& strategy_name,
   datasets::SamplerOptions sopt;
   sopt.batch_size = kBatch;
   sopt.seed = 1;
-  datasets::BatchSampler rule_sampler(mlp.data.train, mlp.all, sopt);
+  datasets::BatchSampler rule_sampler(mlp.data.train, all, sopt);
   auto rule_optimizer = NewOptimizer(oo, n);
   auto rule = strategy.worker_rule(so);
   WorkerEnv env;
@@ -118,7 +96,7 @@ void BM_WorkerStep(benchmark::State& state, const std::string& strategy_name,
 
   // The bare steps: the same model and optimizer on one vector.
   auto bare_model = mlp.model->Clone();
-  datasets::BatchSampler bare_sampler(mlp.data.train, mlp.all, sopt);
+  datasets::BatchSampler bare_sampler(mlp.data.train, all, sopt);
   auto bare_optimizer = NewOptimizer(oo, n);
   std::vector<float> params = initial;
   std::vector<float> grad(static_cast<std::size_t>(n));
