@@ -74,24 +74,9 @@ class Qsgd final : public Compressor {
                       static_cast<float>(levels_)};
     LaneRng gen(rng.NextU64());
     std::byte* codes = out->frames[1].data();
-    switch (bits) {
-      case 2:
-        return EncodeBlocks<2>(x, gen, q, codes);
-      case 3:
-        return EncodeBlocks<3>(x, gen, q, codes);
-      case 4:
-        return EncodeBlocks<4>(x, gen, q, codes);
-      case 5:
-        return EncodeBlocks<5>(x, gen, q, codes);
-      case 6:
-        return EncodeBlocks<6>(x, gen, q, codes);
-      case 7:
-        return EncodeBlocks<7>(x, gen, q, codes);
-      case 8:
-        return EncodeBlocks<8>(x, gen, q, codes);
-      default:
-        return EncodeWide(x, bits, gen, q, codes);
-    }
+    const bool narrow =
+        WithNarrowWidth(bits, [&](auto b) { EncodeBlocks<decltype(b)::value>(x, gen, q, codes); });
+    if (!narrow) EncodeWide(x, bits, gen, q, codes);
   }
 
  private:
@@ -178,23 +163,11 @@ std::string DecodeQsgd(Frames frames, std::span<float> out) {
                   out.size(), " elements of ", bits, " bits");
   }
   const float step = norm / static_cast<float>(levels);
-  switch (bits) {
-    case 2:
-      return DecodeNarrow<2>(frames[1], levels, step, out);
-    case 3:
-      return DecodeNarrow<3>(frames[1], levels, step, out);
-    case 4:
-      return DecodeNarrow<4>(frames[1], levels, step, out);
-    case 5:
-      return DecodeNarrow<5>(frames[1], levels, step, out);
-    case 6:
-      return DecodeNarrow<6>(frames[1], levels, step, out);
-    case 7:
-      return DecodeNarrow<7>(frames[1], levels, step, out);
-    case 8:
-      return DecodeNarrow<8>(frames[1], levels, step, out);
-    default:
-      break;
+  std::string problem;
+  if (WithNarrowWidth(bits, [&](auto b) {
+        problem = DecodeNarrow<decltype(b)::value>(frames[1], levels, step, out);
+      })) {
+    return problem;
   }
   // Checked in a first pass so that a refused push writes nothing.
   BitReader check(frames[1].data(), bits);

@@ -16,11 +16,25 @@
 #include <cstdint>
 #include <cstring>
 #include <span>
+#include <type_traits>
+#include <utility>
 
 #include "compression/bit_pack.h"
 #include "compression/lane_rng.h"
 
 namespace asgd::compression::internal {
+
+// Calls f(std::integral_constant<int, B>{}) with B = bits and returns true when bits is a
+// width the block path takes (2 to 8: qsgd's 1 + bit_width(s) for s < 128, terngrad's 2);
+// returns false for any other.
+template <typename F, int... B>
+bool WithWidthAmong(int bits, F& f, std::integer_sequence<int, B...>) {
+  return ((bits == B ? (f(std::integral_constant<int, B>{}), true) : false) || ...);
+}
+template <typename F>
+bool WithNarrowWidth(int bits, F&& f) {
+  return WithWidthAmong(bits, f, std::integer_sequence<int, 2, 3, 4, 5, 6, 7, 8>{});
+}
 
 // 64 draws per block: 4 steps of the 16 lanes.
 inline constexpr int kStepsPerBlock = kBlockCodes / LaneRng::kLanes;
