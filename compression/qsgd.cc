@@ -23,7 +23,7 @@ namespace {
 int CodeBits(uint32_t levels) { return 1 + std::bit_width(levels); }
 
 // The codes of the 64 elements at x from their draws u (quantize_blocks.h): the uniform of
-// element k is (u[k] >> 8) / 2^24, as Uniform24's. min(top, r) rather than min(r, top): a
+// element k is Uniform24(u[k]). min(top, r) rather than min(r, top): a
 // NaN r (from a NaN or infinite input, whose norm the decoder refuses anyway) becomes level
 // s instead of an undefined float-to-integer conversion.
 struct QsgdCodes {
@@ -33,7 +33,7 @@ struct QsgdCodes {
   template <typename Code>
   void operator()(const float* x, const uint32_t* u, Code* codes) const {
     for (int k = 0; k < kBlockCodes; ++k) {
-      const float uk = static_cast<float>(u[k] >> 8) * (1.0f / 16777216.0f);
+      const float uk = Uniform24(u[k]);
       const float r = std::min(top, std::fabs(x[k]) * per_norm);
       const auto fl = static_cast<int32_t>(r);  // floor, as r >= 0
       const float frac = r - static_cast<float>(fl);
@@ -82,10 +82,6 @@ class Qsgd final : public Compressor {
  private:
   uint32_t levels_;
 };
-
-}  // namespace
-
-namespace {
 
 bool ValidCode(uint64_t code, uint32_t levels) {
   const uint64_t level = code >> 1;

@@ -16,7 +16,7 @@ namespace asgd::compression::internal {
 namespace {
 
 // The codes of the 64 elements at x from their draws u (quantize_blocks.h): keep with
-// probability |x| / scale, the uniform (u >> 8) / 2^24 as Uniform24's; code 1 = +1, 2 = -1,
+// probability |x| / scale against Uniform24(u[k]); code 1 = +1, 2 = -1,
 // 0 = not kept. A NaN ratio keeps nothing.
 struct TernCodes {
   float inv;
@@ -24,7 +24,7 @@ struct TernCodes {
   template <typename Code>
   void operator()(const float* x, const uint32_t* u, Code* codes) const {
     for (int k = 0; k < kBlockCodes; ++k) {
-      const float uk = static_cast<float>(u[k] >> 8) * (1.0f / 16777216.0f);
+      const float uk = Uniform24(u[k]);
       const auto keep = static_cast<uint32_t>(uk < std::fabs(x[k]) * inv);
       codes[k] = static_cast<Code>(keep << static_cast<uint32_t>(x[k] < 0));
     }
