@@ -26,7 +26,8 @@ struct TernCodes {
     for (int k = 0; k < kBlockCodes; ++k) {
       const float uk = Uniform24(u[k]);
       const auto keep = static_cast<uint32_t>(uk < std::fabs(x[k]) * inv);
-      codes[k] = static_cast<Code>(keep << static_cast<uint32_t>(x[k] < 0));
+      // keep << negative, as an add: SSE2 has no per-lane variable shift.
+      codes[k] = static_cast<Code>(keep + (keep & static_cast<uint32_t>(x[k] < 0)));
     }
   }
 };
