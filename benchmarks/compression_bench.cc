@@ -10,9 +10,19 @@
 //     <size> bytes; the same counters (bytes_per_second of the decoded output).
 //   BM_TopKVsSort/<size>: topk at k = 1 %, then std::sort of a copy of the magnitudes (the
 //     cheapest full sort that finds the same k). Counter vs_sort: sort time / topk time.
+//   BM_Push/<name>/<size>: end to end over tcp on 127.0.0.1, a PsClient pushing a float32
+//     vector of <size> bytes to one ShardServer with the add rule (transport/). Each
+//     iteration times apart a push of <name>'s encoding -- Encode on the worker's thread,
+//     the send, the server's validation, decode and add, and the ack -- and a dense push
+//     of the same vector to the same server (for <name> = dense, that one is the case).
+//     Counters: vs_dense (dense push time / compressed push time), wire_bytes (bytes the
+//     client sent per compressed push, all frames, header included; ZeroMQ's and TCP's own
+//     framing not counted), wire_ratio (the dense push's bytes / wire_bytes),
+//     encode_share (the part of the compressed push's time spent in Encode),
+//     bytes_per_second (the dense vector's bytes / push time).
 //
 // Goals: encode and decode of sign and qsgd >= 0.25x memcpy; topk (k = 1 %) >= 10x faster
-// than the full sort.
+// than the full sort. Every case reports every counter (nan where one does not apply).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -24,7 +34,13 @@
 #include <benchmark/benchmark.h>
 
 #include "compression/compressor.h"
+#include "core/param_layout.h"
 #include "core/rng.h"
+#include "transport/context.h"
+#include "transport/placement.h"
+#include "transport/ps_client.h"
+#include "transport/server_rule.h"
+#include "transport/shard_server.h"
 
 namespace asgd::compression {
 namespace {
@@ -55,6 +71,15 @@ double Seconds(Steady::time_point a, Steady::time_point b) {
 
 const char* const kNames[] = {"topk", "randk", "qsgd", "sign", "terngrad"};
 
+// Sets every counter: bytes_per_second, the rest nan (the caller sets what applies).
+void SetCounters(benchmark::State& state, double bytes_per_second) {
+  state.counters["bytes_per_second"] = bytes_per_second;
+  for (const char* c :
+       {"vs_memcpy", "vs_sort", "vs_dense", "wire_ratio", "wire_bytes", "encode_share"}) {
+    state.counters[c] = kNaN;
+  }
+}
+
 // Each iteration runs `op`, then `baseline`, timed apart; the manual time is op's. Sets
 // the counters: bytes_per_second of op over `bytes`, and baseline time / op time under
 // `ratio_name` ("vs_memcpy" or "vs_sort"; the other one nan), wire_ratio = bytes / wire.
@@ -72,9 +97,7 @@ void TimeAgainst(benchmark::State& state, std::size_t bytes, const char* ratio_n
     ref_s += Seconds(t1, t2);
     state.SetIterationTime(Seconds(t0, t1));
   }
-  state.counters["bytes_per_second"] = static_cast<double>(bytes) * state.iterations() / op_s;
-  state.counters["vs_memcpy"] = kNaN;
-  state.counters["vs_sort"] = kNaN;
+  SetCounters(state, static_cast<double>(bytes) * state.iterations() / op_s);
   state.counters[ratio_name] = ref_s / op_s;
   state.counters["wire_ratio"] = static_cast<double>(bytes) / static_cast<double>(e.bytes());
 }
@@ -144,6 +167,81 @@ void BM_TopKVsSort(benchmark::State& state) {
       e);
 }
 
+// One ShardServer over tcp on 127.0.0.1 with the add rule, and a PsClient of it.
+struct PushSetup {
+  explicit PushSetup(int64_t n) : context(transport::NewContext()), placement(Build(n)) {
+    const std::vector<float> initial(static_cast<std::size_t>(n), 0.0f);
+    servers = transport::StartShardServers(
+        context, placement, initial, [](uint32_t) { return transport::NewAddRule(); },
+        [](int) { return std::string("tcp://127.0.0.1:*"); });
+    client =
+        std::make_unique<transport::PsClient>(context, transport::Endpoints(servers), placement);
+  }
+  static transport::Placement Build(int64_t n) {
+    ParamLayout layout;
+    layout.Add("w", {n});
+    return transport::Placement::Build(layout, 1);
+  }
+  // Waits for the push and fails the case on an error reply.
+  static bool Done(benchmark::State& state, transport::RequestHandle h) {
+    const transport::Status st = h.Wait();
+    if (!st.ok()) state.SkipWithError(st.ToString().c_str());
+    return st.ok();
+  }
+
+  std::shared_ptr<transport::Context> context;
+  transport::Placement placement;
+  std::vector<std::unique_ptr<transport::ShardServer>> servers;
+  std::unique_ptr<transport::PsClient> client;
+};
+
+void BM_Push(benchmark::State& state, const std::string& name) {
+  const auto bytes = static_cast<std::size_t>(state.range(0));
+  const std::vector<float> x = Input(bytes);
+  const auto c = name == "dense" ? nullptr : Make(name);
+  PushSetup setup(static_cast<int64_t>(x.size()));
+  transport::PsClient& client = *setup.client;
+  Rng rng(1);
+  std::vector<compression::Encoded> parts(1);
+  auto dense = [&] { return PushSetup::Done(state, client.Push(x)); };
+  double encode_s = 0;
+  auto compressed = [&] {
+    const auto t0 = Steady::now();
+    c->Encode(x, rng, &parts[0]);
+    encode_s += Seconds(t0, Steady::now());
+    return PushSetup::Done(state, client.PushEncoded(parts, {}));
+  };
+  // Warm up: connections, buffers, the server's first copy.
+  if (!dense() || (c != nullptr && !compressed())) return;
+  encode_s = 0;
+  double op_s = 0, dense_s = 0;
+  uint64_t op_bytes = 0, dense_bytes = 0;
+  for (auto _ : state) {
+    const uint64_t b0 = client.stats().bytes_sent;
+    const auto t0 = Steady::now();
+    if (c != nullptr && !compressed()) break;
+    const auto t1 = Steady::now();
+    const uint64_t b1 = client.stats().bytes_sent;
+    if (!dense()) break;
+    const auto t2 = Steady::now();
+    const uint64_t b2 = client.stats().bytes_sent;
+    op_bytes += b1 - b0;
+    dense_bytes += b2 - b1;
+    op_s += Seconds(t0, t1);
+    dense_s += Seconds(t1, t2);
+    state.SetIterationTime(Seconds(c != nullptr ? t0 : t1, c != nullptr ? t1 : t2));
+  }
+  if (c == nullptr) {
+    op_s = dense_s;
+    op_bytes = dense_bytes;
+  }
+  SetCounters(state, static_cast<double>(bytes) * state.iterations() / op_s);
+  state.counters["vs_dense"] = dense_s / op_s;
+  state.counters["wire_bytes"] = static_cast<double>(op_bytes) / state.iterations();
+  state.counters["wire_ratio"] = static_cast<double>(dense_bytes) / static_cast<double>(op_bytes);
+  state.counters["encode_share"] = encode_s / op_s;
+}
+
 constexpr int64_t kMiB = int64_t{1} << 20;
 
 void Register() {
@@ -164,6 +262,12 @@ void Register() {
       ->Arg(64 * kMiB)
       ->UseManualTime()
       ->Unit(benchmark::kMillisecond);
+  for (const char* name : {"dense", "topk", "randk", "qsgd", "sign", "terngrad"}) {
+    benchmark::RegisterBenchmark((std::string("BM_Push/") + name).c_str(), BM_Push, name)
+        ->Arg(16 * kMiB)
+        ->UseManualTime()
+        ->Unit(benchmark::kMillisecond);
+  }
 }
 
 }  // namespace

@@ -14,6 +14,13 @@
 #include <cstdint>
 #include <cstring>
 #include <span>
+// pext / pdep where BMI2 has them fast: not on AMD before Zen 3, which microcodes them.
+#if defined(__BMI2__) && !defined(__znver1__) && !defined(__znver2__) && !defined(__bdver4__)
+#define ASGD_FAST_PEXT 1
+#include <immintrin.h>
+#else
+#define ASGD_FAST_PEXT 0
+#endif
 
 namespace asgd::compression {
 
@@ -21,6 +28,12 @@ static_assert(std::endian::native == std::endian::little,
               "the packed words are sent as they lie in memory: little-endian hosts only");
 
 inline constexpr int kMaxCodeBits = 32;
+
+// The low B bits set, and that in each of the 8 bytes of a word.
+template <int B>
+inline constexpr uint64_t kMask = (uint64_t{1} << B) - 1;
+template <int B>
+inline constexpr uint64_t kByteMask = kMask<B> * 0x0101010101010101ULL;
 
 // Words that hold n codes of `bits` bits. REQUIRES: 1 <= bits <= kMaxCodeBits.
 constexpr std::size_t PackedWords(std::size_t n, int bits) {
@@ -90,6 +103,59 @@ class BitReader {
   uint64_t acc_ = 0;
   int avail_ = 0;
 };
+
+// Block forms for widths 1..8, the quantizers' fast path. 64 codes of B bits fill exactly B
+// words, so a vector's blocks of 64 codes start on word boundaries, and within a block each
+// group of 8 codes fills exactly B bytes. The codes are one per byte. With fast BMI2 a group
+// is one pext / pdep; otherwise shifts. Both give the layout above bit for bit.
+inline constexpr int kBlockCodes = 64;
+
+// Packs codes[0..63] (each < 2^B) into the B words (8 * B bytes) at out, any alignment.
+template <int B>
+void PackBlock(const uint8_t* codes, std::byte* out) {
+  static_assert(B >= 1 && B <= 8);
+  for (int g = 0; g < 8; ++g) {
+    uint64_t v = 0;
+#if ASGD_FAST_PEXT
+    std::memcpy(&v, codes + 8 * g, 8);
+    v = _pext_u64(v, kByteMask<B>);
+#else
+    for (int j = 0; j < 8; ++j) v |= static_cast<uint64_t>(codes[8 * g + j]) << (j * B);
+#endif
+    // Whole words where they stay inside the block (the next group overwrites the extra
+    // bytes), else exactly B bytes.
+    if (g * B + 8 <= 8 * B) {
+      std::memcpy(out + g * B, &v, 8);
+    } else {
+      std::memcpy(out + g * B, &v, B);
+    }
+  }
+}
+
+// Unpacks the 64 codes of B bits in the B words at in (any alignment) into codes[0..63].
+// REQUIRES: in is readable for 8 * B + 8 bytes when padded is true (the block is not the
+// frame's last), else for 8 * B bytes.
+template <int B>
+void UnpackBlock(const std::byte* in, bool padded, uint8_t* codes) {
+  static_assert(B >= 1 && B <= 8);
+  unsigned char buf[8 * B + 8];
+  const unsigned char* src = reinterpret_cast<const unsigned char*>(in);
+  if (!padded) {
+    std::memcpy(buf, in, 8 * B);
+    std::memset(buf + 8 * B, 0, 8);
+    src = buf;
+  }
+  for (int g = 0; g < 8; ++g) {
+    uint64_t v;
+    std::memcpy(&v, src + g * B, 8);
+#if ASGD_FAST_PEXT
+    v = _pdep_u64(v, kByteMask<B>);
+    std::memcpy(codes + 8 * g, &v, 8);
+#else
+    for (int j = 0; j < 8; ++j) codes[8 * g + j] = static_cast<uint8_t>((v >> (j * B)) & kMask<B>);
+#endif
+  }
+}
 
 // Whole-array forms. PackBits REQUIRES words.size() == PackedWords(codes.size(), bits) and
 // every code < 2^bits (checked). UnpackBits returns false, leaving codes partly written,

@@ -43,9 +43,10 @@ T Load(std::span<const std::byte> frame, std::size_t at) {
 std::string CheckShape(const char* name, Frames frames, std::size_t scalar_bytes);
 // "" when scale is finite and >= 0, else the reason.
 std::string CheckScale(const char* name, const char* what, float scale);
-// A uniform draw in [0, 1) with 24 bits, from half of a 64-bit draw.
-inline float Uniform24(uint64_t bits32) {
-  return static_cast<float>(bits32 >> 8) * (1.0f / 16777216.0f);
+// A uniform draw in [0, 1) with 24 bits: the high 24 of 32 random bits (exact in float;
+// converted through int32, which vectorises where unsigned conversion may not).
+inline float Uniform24(uint32_t bits32) {
+  return static_cast<float>(static_cast<int32_t>(bits32 >> 8)) * (1.0f / 16777216.0f);
 }
 
 }  // namespace asgd::compression::internal

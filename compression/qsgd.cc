@@ -4,17 +4,46 @@
 // with probability r - floor(r), else floor(r), where r = |x_i| / norm * s: unbiased,
 // variance at most (norm / s)^2 / 4 per coordinate. Codes are bit-packed in 1 + bit_width(s)
 // bits (the paper's Elias coding is left out: fixed-width codes decode without branches).
+// The rounding draws come from a LaneRng seeded by one draw of the caller's Rng, so that
+// a block of 64 elements is drawn, quantized and packed by vectorised loops
+// (quantize_blocks.h); the same seed gives the same encoding in every build.
+#include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstring>
 
 #include "compression/bit_pack.h"
 #include "compression/builtin_compressors.h"
+#include "compression/quantize_blocks.h"
 #include "core/check.h"
 
 namespace asgd::compression::internal {
 namespace {
 
 int CodeBits(uint32_t levels) { return 1 + std::bit_width(levels); }
+
+// The codes of the 64 elements at x from their draws u (quantize_blocks.h): the uniform of
+// element k is Uniform24(u[k]). min(top, r) rather than min(r, top): a
+// NaN r (from a NaN or infinite input, whose norm the decoder refuses anyway) becomes level
+// s instead of an undefined float-to-integer conversion.
+struct QsgdCodes {
+  float per_norm;
+  float top;
+
+  template <typename Code>
+  void operator()(const float* x, const uint32_t* u, Code* codes) const {
+    for (int k = 0; k < kBlockCodes; ++k) {
+      const float uk = Uniform24(u[k]);
+      const float r = std::min(top, std::fabs(x[k]) * per_norm);
+      const auto fl = static_cast<int32_t>(r);  // floor, as r >= 0
+      const float frac = r - static_cast<float>(fl);
+      // At most s: fl = s only when r = s, and then frac = 0.
+      const uint32_t level = static_cast<uint32_t>(fl) + static_cast<uint32_t>(uk < frac);
+      const uint32_t sign = static_cast<uint32_t>(level != 0) & static_cast<uint32_t>(x[k] < 0);
+      codes[k] = static_cast<Code>(level << 1 | sign);
+    }
+  }
+};
 
 class Qsgd final : public Compressor {
  public:
@@ -25,13 +54,14 @@ class Qsgd final : public Compressor {
 
   void Encode(std::span<const float> x, Rng& rng, Encoded* out) const override {
     ASGD_CHECK(!x.empty(), "qsgd of an empty vector");
-    // Eight partial sums in double: vectorisable without reassociating one sum.
-    double lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    std::size_t i8 = 0;
-    for (; i8 + 8 <= x.size(); i8 += 8) {
-      for (std::size_t j = 0; j < 8; ++j) lanes[j] += static_cast<double>(x[i8 + j]) * x[i8 + j];
+    // 32 partial sums in double: vectorisable without reassociating one sum, and enough
+    // independent additions to hide their latency. (Each square is exact in double.)
+    double lanes[32] = {};
+    std::size_t i = 0;
+    for (; i + 32 <= x.size(); i += 32) {
+      for (std::size_t j = 0; j < 32; ++j) lanes[j] += static_cast<double>(x[i + j]) * x[i + j];
     }
-    for (; i8 < x.size(); ++i8) lanes[0] += static_cast<double>(x[i8]) * x[i8];
+    for (; i < x.size(); ++i) lanes[0] += static_cast<double>(x[i]) * x[i];
     double sq = 0;
     for (double l : lanes) sq += l;
     const auto norm = static_cast<float>(std::sqrt(sq));
@@ -40,27 +70,74 @@ class Qsgd final : public Compressor {
                 {8, PackedWords(x.size(), bits) * 8});
     std::memcpy(out->frames[0].data(), &norm, 4);
     std::memcpy(out->frames[0].data() + 4, &levels_, 4);
-    BitWriter w(reinterpret_cast<uint64_t*>(out->frames[1].data()), bits);
-    const float per_norm = norm > 0 ? static_cast<float>(levels_) / norm : 0.0f;
-    const float top = static_cast<float>(levels_);
-    uint64_t random = 0;
-    for (std::size_t i = 0; i < x.size(); ++i) {
-      // One 64-bit draw serves two elements.
-      if ((i & 1) == 0) random = rng.NextU64();
-      const float u = Uniform24((i & 1) == 0 ? random >> 32 : random & 0xffffffffu);
-      const float r = std::min(std::fabs(x[i]) * per_norm, top);
-      const float fl = std::floor(r);
-      uint64_t level = static_cast<uint64_t>(fl) + (u < r - fl ? 1 : 0);
-      level = std::min<uint64_t>(level, levels_);
-      const uint64_t sign = level > 0 && x[i] < 0 ? 1 : 0;
-      w.Put(level << 1 | sign);
-    }
-    w.Finish();
+    const QsgdCodes q{norm > 0 ? static_cast<float>(levels_) / norm : 0.0f,
+                      static_cast<float>(levels_)};
+    LaneRng gen(rng.NextU64());
+    std::byte* codes = out->frames[1].data();
+    const bool narrow =
+        WithNarrowWidth(bits, [&](auto b) { EncodeBlocks<decltype(b)::value>(x, gen, q, codes); });
+    if (!narrow) EncodeWide(x, bits, gen, q, codes);
   }
 
  private:
   uint32_t levels_;
 };
+
+bool ValidCode(uint64_t code, uint32_t levels) {
+  const uint64_t level = code >> 1;
+  return level <= levels && (level != 0 || (code & 1) == 0);
+}
+
+std::string BadCode(std::size_t i, uint64_t code, uint32_t levels) {
+  return ::asgd::internal::StrCat("qsgd code ", i, " has level ", code >> 1,
+                                  (code & 1) ? " (negative)" : "", ", expected 0 to s = ", levels,
+                                  " and no sign on level 0");
+}
+
+constexpr const char* kBadPadding = "qsgd code frame has non-zero padding bits";
+
+float Value(uint32_t code, float step) {
+  const float mag = step * static_cast<float>(static_cast<int32_t>(code >> 1));
+  return (code & 1) ? -mag : mag;
+}
+
+// Codes of up to 8 bits, a block at a time: a first pass checks every code (so that a
+// refused push writes nothing), a second unpacks again and writes.
+template <int B>
+std::string DecodeNarrow(std::span<const std::byte> frame, uint32_t levels, float step,
+                         std::span<float> out) {
+  const auto top = static_cast<uint8_t>(levels);  // levels < 128 when codes fit 8 bits
+  std::string problem;
+  VisitBlocks<B>(frame, out.size(), [&](const uint8_t* c, std::size_t first, std::size_t m) {
+    uint8_t bad = 0;
+    for (int k = 0; k < kBlockCodes; ++k) bad |= (c[k] >> 1) > top || c[k] == 1;
+    if (bad == 0 && m == kBlockCodes) return true;
+    for (std::size_t k = 0; k < m; ++k) {
+      if (!ValidCode(c[k], levels)) {
+        problem = BadCode(first + k, c[k], levels);
+        return false;
+      }
+    }
+    for (std::size_t k = m; k < kBlockCodes; ++k) {
+      if (c[k] != 0) {
+        problem = kBadPadding;
+        return false;
+      }
+    }
+    return true;
+  });
+  if (!problem.empty()) return problem;
+  float* o = out.data();
+  VisitBlocks<B>(frame, out.size(), [&](const uint8_t* c, std::size_t first, std::size_t m) {
+    if (m == kBlockCodes) {
+      for (int k = 0; k < kBlockCodes; ++k) o[first + k] = Value(c[k], step);
+    } else {
+      for (std::size_t k = 0; k < m; ++k) o[first + k] = Value(c[k], step);
+    }
+    return true;
+  });
+  return {};
+}
 
 }  // namespace
 
@@ -81,24 +158,22 @@ std::string DecodeQsgd(Frames frames, std::span<float> out) {
     return StrCat("qsgd code frame has ", frames[1].size(), " bytes, expected ", want, " for ",
                   out.size(), " elements of ", bits, " bits");
   }
+  const float step = norm / static_cast<float>(levels);
+  std::string problem;
+  if (WithNarrowWidth(bits, [&](auto b) {
+        problem = DecodeNarrow<decltype(b)::value>(frames[1], levels, step, out);
+      })) {
+    return problem;
+  }
   // Checked in a first pass so that a refused push writes nothing.
   BitReader check(frames[1].data(), bits);
   for (std::size_t i = 0; i < out.size(); ++i) {
     const uint64_t code = check.Get();
-    const uint64_t level = code >> 1;
-    if (level > levels || (level == 0 && (code & 1) != 0)) {
-      return StrCat("qsgd code ", i, " has level ", level, (code & 1) ? " (negative)" : "",
-                    ", expected 0 to s = ", levels, " and no sign on level 0");
-    }
+    if (!ValidCode(code, levels)) return BadCode(i, code, levels);
   }
-  if (!check.RestIsZero()) return "qsgd code frame has non-zero padding bits";
-  const float step = norm / static_cast<float>(levels);
+  if (!check.RestIsZero()) return kBadPadding;
   BitReader r(frames[1].data(), bits);
-  for (float& v : out) {
-    const uint64_t code = r.Get();
-    const float mag = step * static_cast<float>(code >> 1);
-    v = (code & 1) ? -mag : mag;
-  }
+  for (float& v : out) v = Value(static_cast<uint32_t>(r.Get()), step);
   return {};
 }
 

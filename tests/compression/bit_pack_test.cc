@@ -1,5 +1,6 @@
 #include "compression/bit_pack.h"
 
+#include <cstring>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -34,6 +35,41 @@ TEST(BitPack, RoundTripsEveryLengthAndWidth) {
       ASSERT_EQ(back, codes) << "bits " << bits << " n " << n;
     }
   }
+}
+
+// PackBlock / UnpackBlock (the quantizers' path for widths up to 8) against PackBits /
+// UnpackBits, block by block, with the 8 bytes after a block readable or not.
+template <int B>
+void BlockMatchesStream(Rng& rng) {
+  for (int round = 0; round < 50; ++round) {
+    const std::vector<uint32_t> codes = RandomCodes(3 * kBlockCodes, B, rng);
+    std::vector<uint64_t> words(PackedWords(codes.size(), B));
+    PackBits(codes, B, words);
+    std::vector<std::byte> packed(words.size() * 8, std::byte{0xa5});
+    for (int b = 0; b < 3; ++b) {
+      uint8_t block[kBlockCodes];
+      for (int k = 0; k < kBlockCodes; ++k) block[k] = static_cast<uint8_t>(codes[b * 64 + k]);
+      PackBlock<B>(block, packed.data() + b * 8 * B);
+    }
+    ASSERT_EQ(std::memcmp(packed.data(), words.data(), packed.size()), 0) << "bits " << B;
+    for (int b = 0; b < 3; ++b) {
+      uint8_t block[kBlockCodes];
+      UnpackBlock<B>(packed.data() + b * 8 * B, b < 2, block);
+      for (int k = 0; k < kBlockCodes; ++k) ASSERT_EQ(block[k], codes[b * 64 + k]) << "bits " << B;
+    }
+  }
+}
+
+TEST(BitPack, BlocksMatchTheStreamForEveryWidthUpTo8) {
+  Rng rng(23);
+  BlockMatchesStream<1>(rng);
+  BlockMatchesStream<2>(rng);
+  BlockMatchesStream<3>(rng);
+  BlockMatchesStream<4>(rng);
+  BlockMatchesStream<5>(rng);
+  BlockMatchesStream<6>(rng);
+  BlockMatchesStream<7>(rng);
+  BlockMatchesStream<8>(rng);
 }
 
 TEST(BitPack, WordCountIsTheCeilingOfTheBits) {
