@@ -22,6 +22,7 @@
 #include "experiments/record/progress.h"
 #include "experiments/record/run_core.h"
 #include "experiments/record/run_dir.h"
+#include "experiments/run/collective_rank.h"
 #include "experiments/run/evaluation.h"
 #include "experiments/run/worker_loop.h"
 #include "models/factory.h"
@@ -53,26 +54,6 @@ struct Shared {
   int64_t releases = 0;        // evaluations ended
   int finished = 0;            // worker threads that returned
 };
-
-// The control group's part of a round boundary: θ̄ = mean of the θ_i and the mean squared
-// distance from it, computed by every rank on the control group; rank 0 publishes them.
-void Publish(int rank, std::span<const float> params, col::Collective& control, Shared& shared) {
-  std::vector<float> average(params.begin(), params.end());
-  control.Allreduce(average, col::ReduceOp::kMean);
-  double d = 0;
-  for (std::size_t k = 0; k < average.size(); ++k) {
-    const double diff = static_cast<double>(params[k]) - static_cast<double>(average[k]);
-    d += diff * diff;
-  }
-  float distance[1] = {static_cast<float>(d)};
-  control.Allreduce(distance, col::ReduceOp::kMean);
-  if (rank != 0) return;
-  std::lock_guard<std::mutex> lock(shared.mu);
-  shared.average = std::move(average);
-  shared.consensus = static_cast<double>(distance[0]);
-  ++shared.published;
-  shared.cv.notify_all();
-}
 
 }  // namespace
 
@@ -123,11 +104,6 @@ RunResult RunCollective(const Config& config, const RunRequest& request, std::os
   (void)alg::NewOptimizer(optimizer_options, n_params);  // validate before the folder
   const alg::StrategyOptions so = BuildStrategyOptions(config, train.num_examples);
   (void)strategy.worker_rule(so);  // validates the strategy's keys
-  const int64_t period = strategy.steps_per_round(so);
-  // The workers vote on the main thread's wishes about every kVoteSteps steps, at a round
-  // boundary: often enough for a time limit, rarely enough to cost nothing.
-  constexpr int64_t kVoteSteps = 16;
-  const int64_t vote_every = ((kVoteSteps + period - 1) / period) * period;
   const alg::ScheduleOptions schedule = BuildScheduleOptions(config);
   col::CollectiveOptions co;
   co.size = workers;
@@ -156,23 +132,8 @@ RunResult RunCollective(const Config& config, const RunRequest& request, std::os
   const StopPolicy stop = StopPolicy::FromConfig(config, train.num_examples);
   EvalSchedule eval_schedule = EvalSchedule::FromConfig(config, train.num_examples);
   const double lr0 = config.Double("algorithm.learning_rate");
-  // The schedule's epoch at a worker's step s: every worker has taken s steps of one batch.
-  // The training samples of the first s steps of every worker, known alike on every
-  // worker (the schedule's epoch, the stop and the evaluations by epochs count them, so
-  // the workers agree without a message): each pass over a partition of p examples is
-  // ceil(p / B) batches, the last one partial (the sampler's order).
-  auto samples_at_step = [&](int64_t s) {
-    int64_t total = 0;
-    for (const auto& part : partitions) {
-      const auto p = static_cast<int64_t>(part.size());
-      const int64_t per_pass = (p + batch_size - 1) / batch_size;
-      total += (s / per_pass) * p + (s % per_pass) * batch_size;
-    }
-    return total;
-  };
-  auto epochs_at_step = [&](int64_t s) {
-    return static_cast<double>(samples_at_step(s)) / static_cast<double>(train.num_examples);
-  };
+  const CollectivePlan plan =
+      CollectivePlan::Make(config, strategy, so, partitions, train.num_examples);
 
   RunDir run = RunDir::Create(config, request.name, request.command_line);
   RunRecorder recorder(run, stop.target_accuracy());
@@ -260,50 +221,30 @@ RunResult RunCollective(const Config& config, const RunRequest& request, std::os
     loops.push_back(std::make_unique<WorkerLoop>(std::move(ws)));
   }
   auto worker_thread = [&](int w) {
-    std::unique_ptr<col::Collective> payload, control;
     WorkerOutcome outcome;
     try {
       col::CollectiveOptions mine = co;
       mine.rank = w;
-      payload = col::Connect(mine, payload_rendezvous);
-      control = col::Connect(mine, control_rendezvous);
-      int64_t step = 0;
-      const alg::WorkerRule* rule = nullptr;
-      // This worker's copy of the schedule by samples (its time part is the main thread's).
-      EvalSchedule due_by_samples = EvalSchedule::FromConfig(config, train.num_examples);
-      WorkerHooks hooks;
-      hooks.started = [&](const alg::WorkerRule& r) { rule = &r; };
-      hooks.before_step = [&](double* lr_scale) {
-        const int64_t samples_now = samples_at_step(step);
-        if (step % period == 0) {
-          // Decided alike on every worker from the step count: the epoch and step limits
-          // and the evaluations by epochs.
-          bool done = !stop.WorkMayContinue(samples_now, step * workers);
-          bool hold = step > 0 && due_by_samples.Due(samples_now, 0.0);
-          if (step % vote_every == 0) {
-            // What only the main thread knows: a time limit, the target, a failure, an
-            // evaluation by seconds.
-            float vote[2] = {shared.stop.load() ? 1.0f : 0.0f, shared.hold.load() ? 1.0f : 0.0f};
-            control->Allreduce(vote, col::ReduceOp::kSum);
-            done = done || vote[0] > 0;
-            hold = hold || vote[1] > 0;
-          }
-          if (done || hold) {
-            Publish(w, rule->local_params(), *control, shared);
-            if (done) return false;
-            due_by_samples.Evaluated(samples_now, 0.0, false);
-            std::unique_lock<std::mutex> lock(shared.mu);
-            const int64_t releases = shared.releases;
-            ++shared.parked;
-            shared.cv.notify_all();
-            shared.cv.wait(lock, [&] { return shared.releases != releases; });
-          }
+      const std::unique_ptr<col::Collective> payload = col::Connect(mine, payload_rendezvous);
+      const std::unique_ptr<col::Collective> control = col::Connect(mine, control_rendezvous);
+      CollectiveRankHooks hooks;
+      hooks.stop_wanted = [&] { return shared.stop.load(); };
+      hooks.eval_wanted = [&]() -> int64_t { return shared.hold.load() ? 1 : 0; };
+      hooks.boundary = [&](const CollectiveBoundary& b) {
+        std::unique_lock<std::mutex> lock(shared.mu);
+        if (w == 0) {
+          shared.average.assign(b.average.begin(), b.average.end());
+          shared.consensus = b.consensus;
+          ++shared.published;
         }
-        *lr_scale = alg::LearningRateScale(schedule, epochs_at_step(step));
-        ++step;
-        return true;
+        if (b.final) return;
+        // Held until the main thread evaluated the average.
+        const int64_t releases = shared.releases;
+        ++shared.parked;
+        shared.cv.notify_all();
+        shared.cv.wait(lock, [&] { return shared.releases != releases; });
       };
-      hooks.after_step = [&](const alg::StepResult& r, int64_t batch) {
+      hooks.after_step = [&](const alg::StepResult& r, int64_t batch, int64_t step) {
         shared.samples.fetch_add(batch);
         shared.steps.fetch_add(r.local_steps);
         shared.pushes.fetch_add(r.pushes);
@@ -319,13 +260,8 @@ RunResult RunCollective(const Config& config, const RunRequest& request, std::os
         shared.loss_sum += static_cast<double>(r.loss) * static_cast<double>(batch);
         shared.loss_count += batch;
       };
-      hooks.ending = [] { return false; };
-      outcome = loops[static_cast<std::size_t>(w)]->Run(*payload, initial, hooks);
-      // A rank that closes its connections while a peer finishes an operation fails it.
-      if (outcome.failure.empty()) {
-        payload->Barrier();
-        control->Barrier();
-      }
+      outcome = RunCollectiveRank(*loops[static_cast<std::size_t>(w)], plan, config, w, *payload,
+                                  *control, initial, hooks);
     } catch (const std::exception& e) {
       outcome.failure = StrCat("worker ", w, ": ", e.what());
     }
