@@ -72,7 +72,8 @@ Setup MakeSetup(const Config& config, const RoleRequest& request, const std::str
     throw ConfigError("algorithm.name", name,
                       "a distributed strategy: the sequential baseline runs with `asgd run`");
   }
-  RefuseCollectiveAsProcesses(s.config);
+  RefuseCollectiveRole(s.config, role);
+  RefuseCollectiveCheckpoints(s.config, request.resume_dir);
   if (s.strategy->shared_memory) {
     throw ConfigError("algorithm.name", name,
                       "a strategy over the parameter server: hogwild shares one vector inside "
@@ -88,7 +89,7 @@ Setup MakeSetup(const Config& config, const RoleRequest& request, const std::str
   s.report_interval = Ms(s.config.Double("cluster.report_interval_s"));
   s.heartbeat_timeout = Ms(s.config.Double("cluster.heartbeat_timeout_s"));
   // Validates the server options before the data is read.
-  (void)s.strategy->server_rule(BuildStrategyOptions(s.config, 0), 0);
+  if (s.strategy->server_rule) (void)s.strategy->server_rule(BuildStrategyOptions(s.config, 0), 0);
   s.compression = BuildCompressionOptions(s.config);
   CheckWorkerDevices(s.config, s.workers);  // syntax only: workers resolve their own
 

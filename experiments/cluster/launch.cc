@@ -145,7 +145,13 @@ int LaunchCommand(const std::vector<std::string>& args, std::ostream& out) {
   Config config = Config::FromFile(p.config_path, p.overrides, ExperimentSchema());
   const std::string name = config.String("algorithm.name");
   // Before any process starts, as the other refusals.
-  if (name != kPsCheck) RefuseCollectiveAsProcesses(config);
+  // A strategy on a collective: the coordinator and the workers only (the workers are the
+  // ranks; the cluster's one ps address is generated but unused).
+  const bool collective = name != kPsCheck && algorithms::FindStrategy(name).collective;
+  if (collective) {
+    RefuseCollectiveRole(config, "worker");
+    RefuseCollectiveCheckpoints(config, p.resume_dir);
+  }
   if (name == kPsCheck || algorithms::FindStrategy(name).sequential ||
       algorithms::FindStrategy(name).shared_memory) {
     throw ConfigError("algorithm.name", name,
@@ -153,7 +159,7 @@ int LaunchCommand(const std::vector<std::string>& args, std::ostream& out) {
                       "run in one process with `asgd run`; ps_check with `asgd ps`/`asgd worker`)");
   }
   const int workers = static_cast<int>(config.Int("algorithm.workers"));
-  const int shards = static_cast<int>(config.Int("cluster.shards"));
+  const int shards = collective ? 1 : static_cast<int>(config.Int("cluster.shards"));
   // Missing or malformed CURVE key files: one line and exit 2 before any process starts.
   (void)CurveFromConfig(config, /*serves=*/true);
 
@@ -222,11 +228,15 @@ int LaunchCommand(const std::vector<std::string>& args, std::ostream& out) {
     out << "[launch] " << child_name << ": pid " << children.back().process->pid() << std::endl;
   };
   start("coordinator", "coordinator", -1);
-  for (int i = 0; i < shards; ++i) start(StrCat("ps ", i), "ps", i);
-  if (evaluator) start("evaluator", "evaluator", -1);
+  if (!collective) {
+    for (int i = 0; i < shards; ++i) start(StrCat("ps ", i), "ps", i);
+    if (evaluator) start("evaluator", "evaluator", -1);
+  }
   for (int i = 0; i < workers; ++i) start(StrCat("worker ", i), "worker", i);
 
-  const bool worker_loss_tolerated = config.String("cluster.on_worker_loss") == "continue";
+  // On a collective every rank fails when one dies; the coordinator names the lost one.
+  const bool worker_loss_tolerated =
+      collective || config.String("cluster.on_worker_loss") == "continue";
   // With checkpoints, a lost shard is restored when restarted: the coordinator decides.
   const bool ps_loss_tolerated = config.Int("experiment.checkpoint_every_steps") > 0 ||
                                  config.Double("experiment.checkpoint_every_s") > 0;
@@ -272,8 +282,10 @@ int LaunchCommand(const std::vector<std::string>& args, std::ostream& out) {
       if ((children[i].role == "worker" && worker_loss_tolerated) ||
           (children[i].role == "ps" && ps_loss_tolerated)) {
         out << "[launch] " << children[i].name << " exited with status " << *children[i].status
-            << "; the coordinator decides what follows (cluster.on_worker_loss; checkpoints)"
-            << std::endl;
+            << "; the coordinator decides what follows ("
+            << (collective ? "a collective cannot lose a member"
+                           : "cluster.on_worker_loss; checkpoints")
+            << ")" << std::endl;
         continue;
       }
       out << "[launch] " << children[i].name << " exited with status " << *children[i].status

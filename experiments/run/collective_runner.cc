@@ -66,13 +66,33 @@ void RefuseCurveOnCollective(const Config& config) {
                            "not cover (they are not encrypted)"));
 }
 
-void RefuseCollectiveAsProcesses(const Config& config) {
+void RefuseCollectiveRole(const Config& config, const std::string& role) {
   const std::string name = config.String("algorithm.name");
   if (!alg::FindStrategy(name).collective) return;
   RefuseCurveOnCollective(config);
-  throw ConfigError("algorithm.name", name,
-                    "a strategy over the parameter server: the strategies on a collective "
-                    "(allreduce_sgd, local_sgd, dpsgd) run with `asgd run` (threads) so far");
+  if (role == "ps" || role == "evaluator") {
+    throw ConfigError("algorithm.name", name,
+                      StrCat("a strategy over the parameter server for the ", role, " role: ", name,
+                             " runs on a collective of its workers, without shards or an "
+                             "evaluator (start the coordinator and the workers only)"));
+  }
+}
+
+void RefuseCollectiveCheckpoints(const Config& config, const std::string& resume_dir) {
+  const std::string name = config.String("algorithm.name");
+  if (!alg::FindStrategy(name).collective) return;
+  for (const char* key : {"experiment.checkpoint_every_steps", "experiment.checkpoint_every_s"}) {
+    if (config.Double(key) > 0) {
+      throw ConfigError(key, config.Raw(key),
+                        StrCat("0 for algorithm.name = ", name,
+                               " (the strategies on a collective do not checkpoint yet)"));
+    }
+  }
+  if (!resume_dir.empty()) {
+    throw ConfigError("--resume", resume_dir,
+                      StrCat("a run of a strategy over the parameter server (", name,
+                             " does not checkpoint yet)"));
+  }
 }
 
 RunResult RunCollective(const Config& config, const RunRequest& request, std::ostream& out) {
@@ -81,18 +101,7 @@ RunResult RunCollective(const Config& config, const RunRequest& request, std::os
   const alg::Strategy& strategy = alg::FindStrategy(name);
   const int workers = static_cast<int>(config.Int("algorithm.workers"));
   RefuseCurveOnCollective(config);
-  for (const char* key : {"experiment.checkpoint_every_steps", "experiment.checkpoint_every_s"}) {
-    if (config.Double(key) > 0) {
-      throw ConfigError(key, config.Raw(key),
-                        StrCat("0 for algorithm.name = ", name,
-                               " (the strategies on a collective do not checkpoint yet)"));
-    }
-  }
-  if (!request.resume_dir.empty()) {
-    throw ConfigError("--resume", request.resume_dir,
-                      StrCat("a run of a strategy over the parameter server (", name,
-                             " does not checkpoint yet)"));
-  }
+  RefuseCollectiveCheckpoints(config, request.resume_dir);
 
   datasets::TrainTest data = datasets::LoadDataset(BuildDataOptions(config, request.data_dirs));
   const datasets::Dataset& train = data.train;

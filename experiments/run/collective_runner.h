@@ -15,6 +15,7 @@
 #pragma once
 
 #include <iosfwd>
+#include <string>
 
 #include "experiments/config/config.h"
 #include "experiments/run/runner.h"
@@ -35,9 +36,13 @@ RunResult RunCollective(const Config& config, const RunRequest& request, std::os
 // Throws ConfigError (cluster.curve) when the config asks for CURVE with a strategy on a
 // collective: CURVE covers ZeroMQ, not gloo's TCP connections between workers.
 void RefuseCurveOnCollective(const Config& config);
-// Throws ConfigError (cluster.curve as above, else algorithm.name) when the config's
-// strategy runs on a collective: as processes (asgd launch, asgd task, the roles) they
-// are not wired yet.
-void RefuseCollectiveAsProcesses(const Config& config);
+// For a process of a multi-process run in `role` ("coordinator", "ps", "worker",
+// "evaluator"): throws ConfigError when the config's strategy runs on a collective and
+// asks for CURVE (cluster.curve), or the role is one such a run does not have (ps,
+// evaluator: algorithm.name). Nothing for the other strategies.
+void RefuseCollectiveRole(const Config& config, const std::string& role);
+// Throws ConfigError (experiment.checkpoint_every_*, --resume) when the config's strategy
+// runs on a collective and asks for checkpoints or a resume (not yet done).
+void RefuseCollectiveCheckpoints(const Config& config, const std::string& resume_dir);
 
 }  // namespace asgd::experiments

@@ -515,16 +515,15 @@ TEST(CollectiveRun, RefusesCurveAndCheckpointsInOneLine) {
   Outcome checkpoint = RunConfig(dir, config, {"experiment.checkpoint_every_steps=10"});
   EXPECT_EQ(checkpoint.status, 2);
   EXPECT_THAT(checkpoint.err, HasSubstr("do not checkpoint yet"));
-  // As processes: refused by asgd launch before it starts any (one line, no pid), the
-  // CURVE reason first.
-  for (const std::string with_curve : {"false", "true"}) {
+  // As processes: refused by asgd launch before it starts any (one line, no pid): CURVE,
+  // and checkpoints.
+  for (const std::string set : {"cluster.curve=true", "experiment.checkpoint_every_steps=10"}) {
     std::ostringstream out, err;
-    EXPECT_EQ(
-        Main({"launch", dir.File("run.ini"), "--set", "cluster.curve=" + with_curve}, out, err), 2);
+    EXPECT_EQ(Main({"launch", dir.File("run.ini"), "--set", set}, out, err), 2);
     const std::string text = err.str();
     EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << text;
-    EXPECT_THAT(text, HasSubstr(with_curve == "true" ? "CURVE does not cover"
-                                                     : "run with `asgd run` (threads) so far"));
+    EXPECT_THAT(text, HasSubstr(set == "cluster.curve=true" ? "CURVE does not cover"
+                                                            : "do not checkpoint yet"));
     EXPECT_THAT(out.str(), ::testing::Not(HasSubstr("pid")));
   }
 }
