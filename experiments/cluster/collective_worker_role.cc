@@ -166,7 +166,7 @@ int RunCollectiveWorkerRole(cluster::Setup& s, std::ostream& out) {
   };
   hooks.boundary = [&](const CollectiveBoundary& b) {
     evaluated = std::max(evaluated, b.eval_id);
-    if (b.rank != 0) return;
+    if (b.rank != 0 || !(b.final || b.evaluate)) return;
     const models::EvalResult r =
         EvaluateOn(*eval_model, b.average, s.data.test, b.final ? 0 : schedule.ScheduledExamples());
     CollectiveEvaluation e;

@@ -15,7 +15,8 @@
 //     evaluation by seconds). Slot 2 + r carries rank r's wanted evaluation id, so every
 //     rank learns the largest one (exact in float below 2^24 evaluations).
 // At such a boundary every rank averages its parameters and their squared distance from
-// that average on the control group (θ̄ and (1/N)·Σ‖θ_i − θ̄‖²) and calls the driver's
+// that average on the control group (θ̄ = θ_0 + mean(θ_i − θ_0), which is θ_0 bit for bit
+// when the replicas agree, and (1/N)·Σ‖θ_i − θ̄‖², then 0) and calls the driver's
 // boundary hook, rank 0 with the average. A rank returns from the hook when the driver's
 // part is done (threads: the main thread evaluated; processes: rank 0 evaluated and
 // reported, the others go straight on and wait in their next collective call, which
@@ -49,6 +50,12 @@ struct CollectivePlan {
   int64_t train_examples = 1;
   std::vector<int64_t> partition_sizes;  // per rank
   algorithms::ScheduleOptions schedule;
+  // The steps every rank took before this run (a resumed run: its checkpoint's). The
+  // limits, the schedule and the evaluations by epochs count from 0 as if the run had
+  // not stopped; no evaluation is due at first_step itself (the checkpoint's rows end
+  // there). The driver starts each rank's sampler first_step batches in
+  // (WorkerSetup::skip_batches).
+  int64_t first_step = 0;
 
   // period from the strategy; partitions as datasets::PartitionIndices made them.
   static CollectivePlan Make(const Config& config, const algorithms::Strategy& strategy,
@@ -67,9 +74,11 @@ struct CollectivePlan {
 // A round boundary at which the ranks stop or are held for an evaluation.
 struct CollectiveBoundary {
   int rank = 0;
-  int64_t step = 0;     // the steps every rank has taken
-  int64_t samples = 0;  // plan.SamplesAtStep(step)
-  bool final = false;   // the ranks stop here (the final evaluation's parameters)
+  int64_t step = 0;         // the steps every rank has taken
+  int64_t samples = 0;      // plan.SamplesAtStep(step)
+  bool final = false;       // the ranks stop here (the final evaluation's parameters)
+  bool evaluate = false;    // an evaluation is due here (by epochs or the driver's wish)
+  bool checkpoint = false;  // the driver wanted a checkpoint (of the average, at step)
   // The largest evaluation id any rank's driver wanted at the vote (0: none; the
   // evaluation is one by epochs, or the final one).
   int64_t eval_id = 0;
@@ -78,9 +87,11 @@ struct CollectiveBoundary {
 };
 
 struct CollectiveRankHooks {
-  // The driver's wishes, read at each vote: stop the run; an evaluation (an id > 0).
+  // The driver's wishes, read at each vote: stop the run; an evaluation (an id > 0); a
+  // checkpoint (optional: none).
   std::function<bool()> stop_wanted;
   std::function<int64_t()> eval_wanted;
+  std::function<bool()> checkpoint_wanted;
   // At a boundary (above), on every rank; REQUIRED.
   std::function<void(const CollectiveBoundary&)> boundary;
   // After each step, with the step count so far (optional).

@@ -18,6 +18,7 @@
 #include "datasets/loader.h"
 #include "datasets/partition.h"
 #include "experiments/config/setup.h"
+#include "experiments/record/checkpoint.h"
 #include "experiments/record/metrics.h"
 #include "experiments/record/progress.h"
 #include "experiments/record/run_core.h"
@@ -39,8 +40,9 @@ struct Shared {
   std::atomic<int64_t> samples{0};
   std::atomic<int64_t> steps{0};
   std::atomic<int64_t> pushes{0};
-  std::atomic<bool> stop{false};  // the main thread's wish: the workers vote on it
-  std::atomic<bool> hold{false};  // the main thread wants an evaluation
+  std::atomic<bool> stop{false};        // the main thread's wish: the workers vote on it
+  std::atomic<bool> hold{false};        // the main thread wants an evaluation
+  std::atomic<bool> checkpoint{false};  // the main thread wants a checkpoint
   std::mutex mu;
   std::condition_variable cv;
   // Guarded by mu.
@@ -50,12 +52,26 @@ struct Shared {
   std::vector<float> average;  // the last published average θ̄ (rank 0 writes it)
   double consensus = 0;        // (1/N)·Σ‖θ_i − θ̄‖² at that point
   int64_t published = 0;       // publications so far
-  int parked = 0;              // workers waiting for the evaluation to end
-  int64_t releases = 0;        // evaluations ended
-  int finished = 0;            // worker threads that returned
+  int64_t boundary_step = 0;   // the last published boundary: its step and what it is for
+  bool boundary_evaluates = false;
+  bool boundary_checkpoints = false;
+  int parked = 0;        // workers waiting for the evaluation to end
+  int64_t releases = 0;  // evaluations ended
+  int finished = 0;      // worker threads that returned
 };
 
 }  // namespace
+
+void CheckCollectiveCheckpoint(const LoadedCheckpoint& c, int64_t n_params) {
+  if (c.shards.size() != 1) {
+    throw DataError(c.dir, StrCat("holds ", c.shards.size(),
+                                  " shards, a run on a collective saves one (the average)"));
+  }
+  if (static_cast<int64_t>(c.shards[0].values.size()) != n_params) {
+    throw DataError(c.dir, StrCat("holds ", c.shards[0].values.size(),
+                                  " parameters, the model has ", n_params));
+  }
+}
 
 void RefuseCurveOnCollective(const Config& config) {
   const std::string name = config.String("algorithm.name");
@@ -85,13 +101,15 @@ void RefuseCollectiveCheckpoints(const Config& config, const std::string& resume
     if (config.Double(key) > 0) {
       throw ConfigError(key, config.Raw(key),
                         StrCat("0 for algorithm.name = ", name,
-                               " (the strategies on a collective do not checkpoint yet)"));
+                               " as processes (the strategies on a collective checkpoint "
+                               "under `asgd run`, not yet as processes)"));
     }
   }
   if (!resume_dir.empty()) {
     throw ConfigError("--resume", resume_dir,
-                      StrCat("a run of a strategy over the parameter server (", name,
-                             " does not checkpoint yet)"));
+                      StrCat("a run of `asgd run` for algorithm.name = ", name,
+                             " (the strategies on a collective checkpoint under `asgd run`, "
+                             "not yet as processes)"));
   }
 }
 
@@ -101,7 +119,10 @@ RunResult RunCollective(const Config& config, const RunRequest& request, std::os
   const alg::Strategy& strategy = alg::FindStrategy(name);
   const int workers = static_cast<int>(config.Int("algorithm.workers"));
   RefuseCurveOnCollective(config);
-  RefuseCollectiveCheckpoints(config, request.resume_dir);
+  const int64_t checkpoint_every_steps = config.Int("experiment.checkpoint_every_steps");
+  const double checkpoint_every_s = config.Double("experiment.checkpoint_every_s");
+  const bool checkpointing = checkpoint_every_steps > 0 || checkpoint_every_s > 0;
+  const std::string config_hash = TrainingConfigHash(config);
 
   datasets::TrainTest data = datasets::LoadDataset(BuildDataOptions(config, request.data_dirs));
   const datasets::Dataset& train = data.train;
@@ -141,18 +162,46 @@ RunResult RunCollective(const Config& config, const RunRequest& request, std::os
   const StopPolicy stop = StopPolicy::FromConfig(config, train.num_examples);
   EvalSchedule eval_schedule = EvalSchedule::FromConfig(config, train.num_examples);
   const double lr0 = config.Double("algorithm.learning_rate");
-  const CollectivePlan plan =
-      CollectivePlan::Make(config, strategy, so, partitions, train.num_examples);
+  CollectivePlan plan = CollectivePlan::Make(config, strategy, so, partitions, train.num_examples);
 
-  RunDir run = RunDir::Create(config, request.name, request.command_line);
-  RunRecorder recorder(run, stop.target_accuracy());
-  auto staleness_file = run.Open("staleness.csv");
-  StalenessRecorder staleness(staleness_file.get(), config.Int("metrics.staleness_rows"), 0.0, -1,
+  // A resumed run: the newest valid checkpoint (the workers' average at a round boundary),
+  // verified before anything is touched.
+  const bool resuming = !request.resume_dir.empty();
+  LoadedCheckpoint resume;
+  if (resuming) {
+    resume = LoadNewestCheckpoint(request.resume_dir, config_hash);
+    CheckCollectiveCheckpoint(resume, n_params);
+    plan.first_step = static_cast<int64_t>(resume.shards[0].version);
+  }
+  RunDir run = resuming ? RunDir::Resume(request.resume_dir, request.command_line)
+                        : RunDir::Create(config, request.name, request.command_line);
+  if (resuming) {
+    // The CSVs as they were at the checkpoint; this run appends to them.
+    UpgradeConvergenceCsv(run.File("convergence.csv"));
+    TruncateCsv(run.File("convergence.csv"), resume.manifest.convergence_rows);
+    UpgradeStalenessCsv(run.File("staleness.csv"));
+    TruncateCsv(run.File("staleness.csv"), resume.manifest.staleness_rows);
+    ASGD_LOG(kInfo, "resuming ", run.id(), " from ", resume.dir, " (step ", plan.first_step, ", ",
+             resume.manifest.samples, " samples, ", resume.manifest.time_s, " s)");
+  }
+  RunRecorder recorder(run, stop.target_accuracy(),
+                       resuming ? resume.manifest.convergence_rows : -1);
+  auto staleness_file = resuming ? run.OpenAppend("staleness.csv") : run.Open("staleness.csv");
+  const double time_base = resuming ? resume.manifest.time_s : 0.0;
+  StalenessRecorder staleness(staleness_file.get(), config.Int("metrics.staleness_rows"), time_base,
+                              resuming ? resume.manifest.staleness_rows : -1,
                               /*buffered=*/true);
+  for (const auto& [worker, counts] : resume.manifest.staleness_histogram) {
+    for (const auto& [value, count] : counts) staleness.AddCounts(worker, value, count);
+  }
   AlignedVector<float> initial(static_cast<std::size_t>(n_params));
-  model->Initialize(initial, DeriveSeed(seed, "init"));
+  if (resuming) {
+    std::copy(resume.shards[0].values.begin(), resume.shards[0].values.end(), initial.begin());
+  } else {
+    model->Initialize(initial, DeriveSeed(seed, "init"));
+  }
   auto clock = NewSystemClock();
-  TrainingClock training(clock.get());
+  TrainingClock training(clock.get(), time_base);
   training.Start();
   auto seconds = [&] { return training.Seconds(); };
   ASGD_LOG(kInfo, "run ", run.id(), ": ", name, " with ", workers, " workers on gloo (",
@@ -161,6 +210,12 @@ RunResult RunCollective(const Config& config, const RunRequest& request, std::os
            " examples)");
 
   Shared shared;
+  if (resuming) {
+    shared.samples.store(resume.manifest.samples);
+    shared.steps.store(resume.manifest.steps);
+    shared.pushes.store(resume.manifest.step);
+    recorder.RestoreAccount(resume.manifest.best_test_accuracy, resume.manifest.time_to_target_s);
+  }
   auto fail = [&](const std::string& why) {
     std::lock_guard<std::mutex> lock(shared.mu);
     if (shared.failure.empty()) shared.failure = why;
@@ -205,7 +260,9 @@ RunResult RunCollective(const Config& config, const RunRequest& request, std::os
     progress.Evaluated(ps, r.mean_loss());
     eval_schedule.Evaluated(samples, t, full);
   };
-  evaluate(initial, 0.0, 0, false);  // every worker starts here (the broadcast)
+  // Every worker starts here (the broadcast). A resumed run adds no row: the checkpoint's
+  // rows are those of the run before it, as if it had not stopped.
+  if (!resuming) evaluate(initial, 0.0, 0, false);
   eval_schedule.SetLastTime(seconds());
 
   // ---- workers ----------------------------------------------------------------------
@@ -226,6 +283,7 @@ RunResult RunCollective(const Config& config, const RunRequest& request, std::os
     ws.examples = partitions[wi];
     ws.batch_size = batch_size;
     ws.seed = seed;
+    ws.skip_batches = plan.first_step;  // a resumed run continues the batches' sequence
     ws.clock = clock.get();
     loops.push_back(std::make_unique<WorkerLoop>(std::move(ws)));
   }
@@ -239,15 +297,19 @@ RunResult RunCollective(const Config& config, const RunRequest& request, std::os
       CollectiveRankHooks hooks;
       hooks.stop_wanted = [&] { return shared.stop.load(); };
       hooks.eval_wanted = [&]() -> int64_t { return shared.hold.load() ? 1 : 0; };
+      hooks.checkpoint_wanted = [&] { return shared.checkpoint.load(); };
       hooks.boundary = [&](const CollectiveBoundary& b) {
         std::unique_lock<std::mutex> lock(shared.mu);
         if (w == 0) {
           shared.average.assign(b.average.begin(), b.average.end());
           shared.consensus = b.consensus;
+          shared.boundary_step = b.step;
+          shared.boundary_evaluates = b.evaluate;
+          shared.boundary_checkpoints = b.checkpoint;
           ++shared.published;
         }
         if (b.final) return;
-        // Held until the main thread evaluated the average.
+        // Held until the main thread evaluated the average or saved it.
         const int64_t releases = shared.releases;
         ++shared.parked;
         shared.cv.notify_all();
@@ -282,10 +344,59 @@ RunResult RunCollective(const Config& config, const RunRequest& request, std::os
   std::vector<std::thread> threads;
   for (int w = 0; w < workers; ++w) threads.emplace_back(worker_thread, w);
 
+  // ---- checkpoints: the workers' average at a round boundary ---------------------------
+  // One "shard" holding θ̄, its version the steps every worker took (the boundary), in the
+  // checkpoint format of the other runners (experiments/record/checkpoint.h). Called while
+  // the workers are parked at that boundary (or have ended there), so the counters and the
+  // staleness rows are exactly those of the steps before it.
+  Checkpointer checkpointer(run.path(), static_cast<int>(config.Int("experiment.checkpoint_keep")));
+  int64_t next_checkpoint_step =
+      checkpoint_every_steps > 0 ? shared.pushes.load() + checkpoint_every_steps : 0;
+  double last_checkpoint_s = seconds();
+  auto save_checkpoint = [&](const std::vector<float>& average, int64_t step) {
+    CheckpointManifest m;
+    m.algorithm = name;
+    m.config_hash = config_hash;
+    m.resumes = resuming ? resume.manifest.resumes + 1 : 0;
+    m.convergence_rows = recorder.convergence_rows();
+    m.best_test_accuracy = recorder.best_test_accuracy();
+    m.time_to_target_s = recorder.time_to_target_s();
+    m.step = shared.pushes.load();
+    m.steps = shared.steps.load();
+    m.samples = shared.samples.load();
+    m.time_s = seconds();
+    staleness.Flush();
+    m.staleness_rows = staleness.rows_written();
+    m.staleness_histogram = staleness.histogram();
+    for (std::size_t i = 0; i < loops.size(); ++i) {
+      m.workers.push_back(loops[i]->Snapshot());
+      if (i < resume.manifest.workers.size()) {
+        AddWorkerMetrics(m.workers.back(), resume.manifest.workers[i]);
+      }
+    }
+    transport::ShardSnapshot snap;
+    snap.version = static_cast<uint64_t>(step);
+    snap.values = average;
+    try {
+      const std::string dir = checkpointer.Save(std::move(m), {snap});
+      ASGD_LOG(kInfo, "checkpoint: ", dir);
+    } catch (const IoError& e) {
+      ASGD_LOG(kError, "checkpoint failed: ", e.what());  // the previous ones are intact
+    }
+    if (checkpoint_every_steps > 0) {
+      while (next_checkpoint_step <= shared.pushes.load()) {
+        next_checkpoint_step += checkpoint_every_steps;
+      }
+    }
+    last_checkpoint_s = seconds();
+    shared.checkpoint.store(false);
+  };
+
   // ---- the evaluator: the main thread -------------------------------------------------
-  // The workers park at the round boundaries where an evaluation is due; this thread
-  // evaluates their average and lets them go on. It decides the time limit and the
-  // evaluations by seconds, which the workers learn at their next vote.
+  // The workers park at the round boundaries where an evaluation or a checkpoint is due;
+  // this thread evaluates or saves their average and lets them go on. It decides the time
+  // limit, the evaluations by seconds and the checkpoints, which the workers learn at
+  // their next vote.
   std::string reason;
   std::unique_lock<std::mutex> lock(shared.mu);
   for (;;) {
@@ -295,10 +406,14 @@ RunResult RunCollective(const Config& config, const RunRequest& request, std::os
       training.Hold();
       const std::vector<float> average = shared.average;
       const double consensus = shared.consensus;
+      const int64_t step = shared.boundary_step;
+      const bool evaluates = shared.boundary_evaluates, checkpoints = shared.boundary_checkpoints;
       lock.unlock();
-      evaluate(average, consensus, shared.samples.load(), false);
+      // The evaluation first: the checkpoint's rows include it.
+      if (evaluates) evaluate(average, consensus, shared.samples.load(), false);
+      if (checkpoints) save_checkpoint(average, step);
       lock.lock();
-      shared.hold.store(false);
+      if (evaluates) shared.hold.store(false);
       shared.parked = 0;
       ++shared.releases;
       shared.cv.notify_all();
@@ -316,6 +431,10 @@ RunResult RunCollective(const Config& config, const RunRequest& request, std::os
     }
     // By seconds only (samples 0): the workers hold themselves at the evaluations by epochs.
     if (eval_schedule.Due(0, seconds())) shared.hold.store(true);
+    if ((checkpoint_every_steps > 0 && shared.pushes.load() >= next_checkpoint_step) ||
+        (checkpoint_every_s > 0 && seconds() - last_checkpoint_s >= checkpoint_every_s)) {
+      shared.checkpoint.store(true);
+    }
     lock.lock();
   }
   // Workers still parked when a peer failed go on, into the failure.
@@ -337,6 +456,8 @@ RunResult RunCollective(const Config& config, const RunRequest& request, std::os
     }
     // The workers published their final average when they voted to stop.
     evaluate(shared.average, shared.consensus, samples, true);
+    // A finished run's last checkpoint: `--resume` with more epochs extends it.
+    if (checkpointing) save_checkpoint(shared.average, shared.boundary_step);
   }
   progress.Done();
   staleness.Flush();
@@ -371,6 +492,10 @@ RunResult RunCollective(const Config& config, const RunRequest& request, std::os
   std::vector<WorkerMetrics> worker_metrics;
   for (const auto& loop : loops) {
     worker_metrics.push_back(loop->Snapshot());
+    const std::size_t i = worker_metrics.size() - 1;
+    if (i < resume.manifest.workers.size()) {
+      AddWorkerMetrics(worker_metrics.back(), resume.manifest.workers[i]);
+    }
     summary.bytes_pushed += worker_metrics.back().bytes_pushed;
     summary.bytes_pulled += worker_metrics.back().bytes_pulled;
   }

@@ -18,6 +18,7 @@
 #include <string>
 
 #include "experiments/config/config.h"
+#include "experiments/record/checkpoint.h"
 #include "experiments/run/runner.h"
 
 namespace asgd::experiments {
@@ -32,6 +33,11 @@ namespace asgd::experiments {
 // answer within collective.timeout_ms) ends the run with the CSVs kept, one line naming
 // it and exit_status 2.
 RunResult RunCollective(const Config& config, const RunRequest& request, std::ostream& out);
+
+// A checkpoint of a run on a collective holds one shard, the workers' average at a round
+// boundary, its version the steps every worker had taken. Throws DataError (naming the
+// checkpoint's folder) for another shard count or parameter count.
+void CheckCollectiveCheckpoint(const LoadedCheckpoint& checkpoint, int64_t n_params);
 
 // Throws ConfigError (cluster.curve) when the config asks for CURVE with a strategy on a
 // collective: CURVE covers ZeroMQ, not gloo's TCP connections between workers.
