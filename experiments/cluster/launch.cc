@@ -137,7 +137,9 @@ int LaunchCommand(const std::vector<std::string>& args, std::ostream& out) {
       "Runs CONFIG as processes on this machine: a coordinator, cluster.shards shard\n"
       "servers, algorithm.workers workers and an evaluator, over tcp on 127.0.0.1 or ipc\n"
       "(cluster.launch_transport), streaming their output with a role prefix. One run\n"
-      "folder, as `asgd run` writes. Ctrl-C stops the run and every process. A lost\n"
+      "folder, as `asgd run` writes. allreduce_sgd, local_sgd and dpsgd start the\n"
+      "coordinator and the workers only (the ranks of a gloo group; a lost one fails\n"
+      "the run). Ctrl-C stops the run and every process. A lost\n"
       "worker is left to the coordinator (cluster.on_worker_loss), and with checkpoints\n"
       "on a lost shard too: restart it with the `[launch] cluster:` line's --set values.";
   const Parsed p = ParseConfigArgs(args, "launch", usage, out);
