@@ -73,7 +73,6 @@ Setup MakeSetup(const Config& config, const RoleRequest& request, const std::str
                       "a distributed strategy: the sequential baseline runs with `asgd run`");
   }
   RefuseCollectiveRole(s.config, role);
-  RefuseCollectiveCheckpoints(s.config, request.resume_dir);
   if (s.strategy->shared_memory) {
     throw ConfigError("algorithm.name", name,
                       "a strategy over the parameter server: hogwild shares one vector inside "

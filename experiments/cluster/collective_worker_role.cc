@@ -27,18 +27,22 @@
 
 #include "core/check.h"
 #include "core/error.h"
+#include "core/file_util.h"
 #include "core/log.h"
 #include "core/rng.h"
+#include "core/sha256.h"
 #include "datasets/partition.h"
 #include "experiments/cluster/cluster_common.h"
 #include "experiments/cluster/cluster_run.h"
 #include "experiments/config/exit_status.h"
 #include "experiments/config/setup.h"
 #include "experiments/config/signals.h"
+#include "experiments/record/checkpoint.h"
 #include "experiments/run/collective_rank.h"
 #include "experiments/run/evaluation.h"
 #include "experiments/run/worker_loop.h"
 #include "models/factory.h"
+#include "transport/checkpoint.h"
 
 namespace asgd::experiments {
 
@@ -74,8 +78,26 @@ int RunCollectiveWorkerRole(cluster::Setup& s, std::ostream& out) {
 
   const auto partitions = datasets::PartitionIndices(s.data.train.num_examples, s.workers,
                                                      DeriveSeed(s.seed, "partition"));
-  const CollectivePlan plan =
+  CollectivePlan plan =
       CollectivePlan::Make(s.config, *s.strategy, s.options, partitions, s.data.train.num_examples);
+  // A resumed run: every rank starts from the checkpoint's average, at its boundary.
+  std::vector<float> initial = s.Initial();
+  if (registered.restore) {
+    const std::string& file = registered.restore->file;
+    const std::string bytes = ReadFile(file);
+    if (Sha256Hex(bytes) != registered.restore->sha256) {
+      throw DataError(file, "SHA-256 differs from the checkpoint manifest's");
+    }
+    tp::ShardCheckpoint c = tp::DecodeShardCheckpoint(bytes, file);
+    if (c.snapshot.values.size() != initial.size()) {
+      throw DataError(file, StrCat("holds ", c.snapshot.values.size(),
+                                   " parameters, the model has ", initial.size()));
+    }
+    initial = std::move(c.snapshot.values);
+    plan.first_step = static_cast<int64_t>(c.snapshot.version);
+    out << "worker " << w << ": resuming at step " << plan.first_step << " from " << file
+        << std::endl;
+  }
   WorkerSetup ws;
   ws.worker = w;
   ws.num_workers = s.workers;
@@ -88,26 +110,32 @@ int RunCollectiveWorkerRole(cluster::Setup& s, std::ostream& out) {
   ws.examples = partitions[static_cast<std::size_t>(w)];
   ws.batch_size = plan.batch_size;
   ws.seed = s.seed;
+  ws.skip_batches = plan.first_step;  // continue this worker's sequence of batches
   auto clock = NewSystemClock();
   ws.clock = clock.get();
   WorkerLoop loop(std::move(ws));
 
   std::atomic<bool> stop{false}, finished{false};
   std::atomic<int64_t> eval_wanted{0};  // the coordinator's latest EvalOrder id
-  int64_t evaluated = 0;  // the largest id a boundary answered (the training thread's)
-  std::mutex link_mu;     // the reporter thread and the training loop both report
+  std::mutex order_mu;
+  std::optional<CheckpointOrder> checkpoint_order;  // the latest reply's (guarded)
+  int64_t checkpointed = -1;  // the step of the last order written (the training thread's)
+  int64_t evaluated = 0;      // the largest id a boundary answered (the training thread's)
+  std::mutex link_mu;         // the reporter thread and the training loop both report
   std::mutex loss_mu;
   double loss_sum = 0;
   int64_t loss_count = 0;
   std::string link_failure;
-  auto report = [&](bool done, const std::string& failure,
-                    std::optional<CollectiveEvaluation> evaluation) -> std::optional<WorkerReply> {
+  auto report =
+      [&](bool done, const std::string& failure, std::optional<CollectiveEvaluation> evaluation,
+          std::optional<CollectiveSaved> saved = std::nullopt) -> std::optional<WorkerReply> {
     WorkerReport body;
     body.task = w;
     body.metrics = loop.Snapshot();
     body.done = done;
     body.failure = failure;
     body.evaluation = std::move(evaluation);
+    body.saved = std::move(saved);
     {
       std::lock_guard<std::mutex> lock(loss_mu);
       body.loss_sum = loss_sum;
@@ -120,13 +148,21 @@ int RunCollectiveWorkerRole(cluster::Setup& s, std::ostream& out) {
     if (reply) {
       if (reply->stop) stop.store(true);
       eval_wanted.store(reply->evaluate ? reply->evaluate->id : 0);
+      std::lock_guard<std::mutex> order_lock(order_mu);
+      checkpoint_order = reply->checkpoint;
     }
     return reply;
   };
-  // The coordinator's go: every worker registered, the initial evaluation done.
+  // The coordinator's go: every worker registered, the initial evaluation done. Once it
+  // was given, every reply says start (a stop then is voted on by the ranks, which must
+  // all connect); a stop without it means no rank starts.
+  bool started = false;
   for (;;) {
     auto reply = report(false, "", std::nullopt);
-    if (reply && reply->start) break;
+    if (reply && reply->start) {
+      started = true;
+      break;
+    }
     if (stop.load()) break;
     if (!reply && link.Lost())
       throw InputError(StrCat("worker ", w, ": the coordinator stopped answering"));
@@ -152,8 +188,6 @@ int RunCollectiveWorkerRole(cluster::Setup& s, std::ostream& out) {
     }
   });
 
-  // Rank 0's evaluation of the average at a boundary; the final one goes with its last
-  // report (after the loop's final counts).
   std::optional<CollectiveEvaluation> final_eval;
   const EvalSchedule schedule = EvalSchedule::FromConfig(s.config, s.data.train.num_examples);
   std::unique_ptr<models::Model> eval_model = s.model->Clone();
@@ -164,9 +198,20 @@ int RunCollectiveWorkerRole(cluster::Setup& s, std::ostream& out) {
     const int64_t id = eval_wanted.load();
     return id > evaluated ? id : 0;
   };
-  hooks.boundary = [&](const CollectiveBoundary& b) {
-    evaluated = std::max(evaluated, b.eval_id);
-    if (b.rank != 0 || !(b.final || b.evaluate)) return;
+  // Rank 0 alone asks for checkpoints (the vote is a sum): it writes the file, so it must
+  // hold the order.
+  auto order = [&]() -> std::optional<CheckpointOrder> {
+    std::lock_guard<std::mutex> lock(order_mu);
+    return checkpoint_order;
+  };
+  hooks.checkpoint_wanted = [&] {
+    if (w != 0) return false;
+    const auto o = order();
+    return o && o->step != checkpointed;
+  };
+  // Rank 0's evaluation of the average at a boundary; the final one goes with its last
+  // report (after the loop's final counts).
+  auto evaluate = [&](const CollectiveBoundary& b) {
     const models::EvalResult r =
         EvaluateOn(*eval_model, b.average, s.data.test, b.final ? 0 : schedule.ScheduledExamples());
     CollectiveEvaluation e;
@@ -181,11 +226,32 @@ int RunCollectiveWorkerRole(cluster::Setup& s, std::ostream& out) {
     e.consensus_distance = std::isfinite(b.consensus) ? b.consensus : 0.0;
     if (b.final) {
       final_eval = e;
-      return;
-    }
-    if (!report(false, "", e)) {
+    } else if (!report(false, "", e)) {
       throw InputError(StrCat("worker ", w, ": the coordinator did not take the evaluation"));
     }
+  };
+  // Rank 0's checkpoint file: the average, its version the boundary's step.
+  auto checkpoint = [&](const CollectiveBoundary& b) {
+    const auto o = order();
+    if (!o || o->step == checkpointed) return;
+    tp::ShardSnapshot snap;
+    snap.version = static_cast<uint64_t>(b.step);
+    snap.values.assign(b.average.begin(), b.average.end());
+    const CheckpointManifest::Shard entry = WriteShardFile(o->dir, 0, snap, s.strategy->name);
+    CollectiveSaved saved;
+    saved.shard = SavedShard{o->step, entry.file, entry.sha256, entry.version, entry.elements};
+    saved.pushes = loop.Snapshot().pushes;
+    checkpointed = o->step;
+    if (!report(false, "", std::nullopt, saved)) {
+      throw InputError(StrCat("worker ", w, ": the coordinator did not take the checkpoint"));
+    }
+  };
+  hooks.boundary = [&](const CollectiveBoundary& b) {
+    evaluated = std::max(evaluated, b.eval_id);
+    if (b.rank != 0) return;
+    // The evaluation first: the checkpoint's rows include it.
+    if (b.final || b.evaluate) evaluate(b);
+    if (b.checkpoint) checkpoint(b);
   };
   hooks.after_step = [&](const algorithms::StepResult& r, int64_t batch, int64_t) {
     std::lock_guard<std::mutex> lock(loss_mu);
@@ -193,13 +259,13 @@ int RunCollectiveWorkerRole(cluster::Setup& s, std::ostream& out) {
     loss_count += batch;
   };
   WorkerOutcome outcome;
-  if (!stop.load()) {
+  if (started) {
     try {
       const auto payload =
           col::Connect(co, col::NewFileRendezvous(registered.collective_dir + "/payload"));
       const auto control =
           col::Connect(co, col::NewFileRendezvous(registered.collective_dir + "/control"));
-      outcome = RunCollectiveRank(loop, plan, s.config, w, *payload, *control, s.Initial(), hooks);
+      outcome = RunCollectiveRank(loop, plan, s.config, w, *payload, *control, initial, hooks);
     } catch (const std::exception& e) {
       outcome.failure = StrCat("worker ", w, ": ", e.what());
     }

@@ -90,6 +90,14 @@ bool ReadResult(Fields& f, EvalResultMessage* r) {
   return r->correct <= r->count || f.Fail("\"correct\" exceeds \"count\"");
 }
 
+void PutSaved(Writer& w, const SavedShard& s) {
+  w.Put("step", s.step);
+  w.Put("file", s.file);
+  w.Put("sha256", s.sha256);
+  w.Put("version", s.version);
+  w.Put("elements", s.elements);
+}
+
 bool ReadCollectiveEvaluation(Fields& f, CollectiveEvaluation* e) {
   if (!(f.Int("id", 0, kI64Max, &e->id) && f.Bool("full", &e->full) &&
         f.Int("samples", 0, kI64Max, &e->samples) && f.Int("updates", 0, kI64Max, &e->updates) &&
@@ -164,7 +172,10 @@ bool ReadWorkerReport(Fields& f, WorkerReport* m) {
   if (!(ReadTask(f, &m->task) && Nested(f, "metrics", true, &metrics, ReadMetrics) &&
         f.Double("loss_sum", &m->loss_sum) && f.Int("loss_count", 0, kI64Max, &m->loss_count) &&
         f.Bool("done", &m->done) && f.Str("failure", &m->failure) &&
-        Nested(f, "evaluation", false, &m->evaluation, ReadCollectiveEvaluation))) {
+        Nested(f, "evaluation", false, &m->evaluation, ReadCollectiveEvaluation) &&
+        Nested(f, "saved", false, &m->saved, [](Fields& g, CollectiveSaved* c) {
+          return ReadSaved(g, &c->shard) && g.Int("pushes", 0, kI64Max, &c->pushes);
+        }))) {
     return false;
   }
   m->metrics = *metrics;
@@ -232,7 +243,7 @@ std::string Encode(const RegisterRequest& m) {
 }
 
 std::string Encode(const WorkerReport& m) {
-  Writer w("worker_report", 6 + (m.evaluation ? 1u : 0u));
+  Writer w("worker_report", 6 + (m.evaluation ? 1u : 0u) + (m.saved ? 1u : 0u));
   w.Put("task", m.task);
   PutMetrics(w, m.metrics);
   w.Put("loss_sum", m.loss_sum);
@@ -251,6 +262,11 @@ std::string Encode(const WorkerReport& m) {
     w.Put("count", e.count);
     w.Put("consensus_distance", e.consensus_distance);
   }
+  if (m.saved) {
+    w.Map("saved", 6);
+    PutSaved(w, m.saved->shard);
+    w.Put("pushes", m.saved->pushes);
+  }
   return w.Bytes();
 }
 
@@ -260,11 +276,7 @@ std::string Encode(const PsReport& m) {
   if (m.version) w.Put("shard_version", *m.version);
   if (m.saved) {
     w.Map("saved", 5);
-    w.Put("step", m.saved->step);
-    w.Put("file", m.saved->file);
-    w.Put("sha256", m.saved->sha256);
-    w.Put("version", m.saved->version);
-    w.Put("elements", m.saved->elements);
+    PutSaved(w, *m.saved);
   }
   w.Put("done", m.done);
   w.Array("records", static_cast<uint32_t>(m.records.size()));
@@ -330,6 +342,16 @@ void PutEvalOrder(Writer& w, const EvalOrder& o) {
   w.Put("full", o.full);
 }
 
+void PutCheckpointOrder(Writer& w, const CheckpointOrder& o) {
+  w.Map("checkpoint", 2);
+  w.Put("step", o.step);
+  w.Put("dir", o.dir);
+}
+
+bool ReadCheckpointOrder(Fields& c, CheckpointOrder* o) {
+  return c.Int("step", 0, kI64Max, &o->step) && c.Str("dir", &o->dir);
+}
+
 bool ReadEvalOrder(Fields& e, EvalOrder* o) {
   return e.Int("id", 0, kI64Max, &o->id) && e.Bool("full", &o->full);
 }
@@ -351,7 +373,7 @@ std::string Encode(const RegisterReply& m) {
 }
 
 std::string Encode(const WorkerReply& m) {
-  Writer w("worker_reply", 6 + (m.evaluate ? 1u : 0u));
+  Writer w("worker_reply", 6 + (m.evaluate ? 1u : 0u) + (m.checkpoint ? 1u : 0u));
   w.Put("start", m.start);
   w.Put("stop", m.stop);
   w.Put("paused", m.paused);
@@ -359,6 +381,7 @@ std::string Encode(const WorkerReply& m) {
   w.Put("sample_budget", m.sample_budget);
   w.Put("step_budget", m.step_budget);
   if (m.evaluate) PutEvalOrder(w, *m.evaluate);
+  if (m.checkpoint) PutCheckpointOrder(w, *m.checkpoint);
   return w.Bytes();
 }
 
@@ -367,11 +390,7 @@ std::string Encode(const PsReply& m) {
   w.Put("close", m.close);
   w.Put("stop", m.stop);
   w.Put("live_workers", m.live_workers);
-  if (m.checkpoint) {
-    w.Map("checkpoint", 2);
-    w.Put("step", m.checkpoint->step);
-    w.Put("dir", m.checkpoint->dir);
-  }
+  if (m.checkpoint) PutCheckpointOrder(w, *m.checkpoint);
   return w.Bytes();
 }
 
@@ -404,7 +423,8 @@ ControlError DecodeReply(std::string_view bytes, WorkerReply* out) {
            f.Int("samples", 0, kI64Max, &m->samples) &&
            f.Int("sample_budget", 0, kI64Max, &m->sample_budget) &&
            f.Int("step_budget", -1, kI64Max, &m->step_budget) &&
-           Nested(f, "evaluate", false, &m->evaluate, ReadEvalOrder);
+           Nested(f, "evaluate", false, &m->evaluate, ReadEvalOrder) &&
+           Nested(f, "checkpoint", false, &m->checkpoint, ReadCheckpointOrder);
   });
 }
 
@@ -412,9 +432,7 @@ ControlError DecodeReply(std::string_view bytes, PsReply* out) {
   return DecodeReplyAs(bytes, "ps_reply", out, [](Fields& f, PsReply* m) {
     return f.Bool("close", &m->close) && f.Bool("stop", &m->stop) &&
            f.IntAs("live_workers", 0, kIntMax, &m->live_workers) &&
-           Nested(f, "checkpoint", false, &m->checkpoint, [](Fields& c, CheckpointOrder* o) {
-             return c.Int("step", 0, kI64Max, &o->step) && c.Str("dir", &o->dir);
-           });
+           Nested(f, "checkpoint", false, &m->checkpoint, ReadCheckpointOrder);
   });
 }
 

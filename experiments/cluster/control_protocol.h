@@ -67,6 +67,25 @@ struct RegisterRequest {
   bool operator==(const RegisterRequest&) const = default;
 };
 
+// A checkpoint file a shard wrote (CheckpointManifest::Shard plus the update it is for).
+struct SavedShard {
+  int64_t step = 0;  // the checkpoint's update count, >= 0
+  std::string file;
+  std::string sha256;  // 64 lowercase hex digits
+  uint64_t version = 0;
+  int64_t elements = 0;  // >= 0
+  bool operator==(const SavedShard&) const = default;
+};
+
+// Rank 0's checkpoint of a run on a collective: the average's file (shard.version: the
+// steps every worker had taken at the boundary) and its own pushes then (every worker
+// pushed as many).
+struct CollectiveSaved {
+  SavedShard shard;
+  int64_t pushes = 0;  // >= 0
+  bool operator==(const CollectiveSaved&) const = default;
+};
+
 // What rank 0 of a run on a collective evaluated at a round boundary (the workers'
 // average θ̄, collective_rank.h): the coordinator writes its convergence row.
 struct CollectiveEvaluation {
@@ -91,16 +110,8 @@ struct WorkerReport {
   std::string failure;     // why it ended badly ("" = it did not)
   // Rank 0 of a strategy on a collective: an evaluation of the average ("evaluation").
   std::optional<CollectiveEvaluation> evaluation;
-};
-
-// A checkpoint file a shard wrote (CheckpointManifest::Shard plus the update it is for).
-struct SavedShard {
-  int64_t step = 0;  // the checkpoint's update count, >= 0
-  std::string file;
-  std::string sha256;  // 64 lowercase hex digits
-  uint64_t version = 0;
-  int64_t elements = 0;  // >= 0
-  bool operator==(const SavedShard&) const = default;
+  // Rank 0 of a strategy on a collective: the checkpoint it wrote ("saved").
+  std::optional<CollectiveSaved> saved;
 };
 
 // A shard's periodic report: the staleness records since the last one. A record's keys:
@@ -157,6 +168,12 @@ struct RegisterReply {
   bool operator==(const RegisterReply&) const = default;
 };
 
+struct CheckpointOrder {
+  int64_t step = 0;  // >= 0
+  std::string dir;
+  bool operator==(const CheckpointOrder&) const = default;
+};
+
 struct EvalOrder {
   int64_t id = 0;     // >= 0
   bool full = false;  // the whole test set, else metrics.eval_examples of it
@@ -173,13 +190,10 @@ struct WorkerReply {
   // A strategy on a collective: the evaluation the coordinator waits for (the ranks hold
   // themselves for it at their next vote; rank 0 answers with WorkerReport::evaluation).
   std::optional<EvalOrder> evaluate;
+  // A strategy on a collective: the checkpoint to take at the next vote (rank 0 writes
+  // the average into dir and answers with WorkerReport::saved).
+  std::optional<CheckpointOrder> checkpoint;
   bool operator==(const WorkerReply&) const = default;
-};
-
-struct CheckpointOrder {
-  int64_t step = 0;  // >= 0
-  std::string dir;
-  bool operator==(const CheckpointOrder&) const = default;
 };
 
 struct PsReply {

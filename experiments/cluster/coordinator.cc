@@ -9,7 +9,10 @@
 #include "core/check.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/rng.h"
+#include "datasets/partition.h"
 #include "experiments/cluster/cluster_run.h"
+#include "experiments/run/collective_runner.h"
 
 namespace asgd::experiments::cluster {
 
@@ -49,7 +52,10 @@ void Coordinator::OpenRunDir() {
     // The newest valid checkpoint, verified before anything is touched; every shard
     // restores its range from it when it registers (Handle), workers start from there.
     LoadedCheckpoint c = LoadNewestCheckpoint(request_.resume_dir, TrainingConfigHash(s_.config));
-    if (static_cast<int>(c.manifest.shards.size()) != s_.spec.num_ps()) {
+    if (collective_) {
+      CheckCollectiveCheckpoint(c, s_.model->layout().size());
+      first_step_ = static_cast<int64_t>(c.shards[0].version);
+    } else if (static_cast<int>(c.manifest.shards.size()) != s_.spec.num_ps()) {
       throw DataError(c.dir, StrCat("holds ", c.manifest.shards.size(), " shards, the run has ",
                                     s_.spec.num_ps()));
     }
@@ -65,7 +71,7 @@ void Coordinator::OpenRunDir() {
       const KeptStaleness kept = FilterStalenessCsv(run_->File("staleness.csv"), versions);
       c.manifest.staleness_rows = kept.rows;
       c.manifest.staleness_histogram = kept.histogram;
-      if (!s_.strategy->synchronous) {
+      if (!s_.strategy->synchronous && !collective_) {
         // Asynchronous: a push is one row per shard, so the rows count each worker's
         // pushes that the model holds.
         for (auto& w : c.manifest.workers) {
@@ -131,6 +137,12 @@ void Coordinator::Expect() {
   for (int i = 0; i < s_.workers; ++i) roles_[{"worker", i}] = Role{};
   evaluator_process_ = !collective_ && !s_.spec.evaluator.empty();
   staleness_steps_.assign(static_cast<std::size_t>(s_.workers), 0);
+  if (collective_) {
+    const auto partitions = datasets::PartitionIndices(s_.data.train.num_examples, s_.workers,
+                                                       DeriveSeed(s_.seed, "partition"));
+    plan_ = CollectivePlan::Make(s_.config, *s_.strategy, s_.options, partitions,
+                                 s_.data.train.num_examples);
+  }
   if (evaluator_process_) roles_[{"evaluator", 0}] = Role{};
   workers_.resize(static_cast<std::size_t>(s_.workers));
   sample_budgets_.assign(workers_.size(), 0);
@@ -238,6 +250,11 @@ std::string Coordinator::Answer(const RegisterRequest& m) {
     const auto& entry = resume_->shards[static_cast<std::size_t>(key.second)];
     reply.restore =
         RestoreOrder{last_complete_dir_ + "/" + entry.file, entry.sha256, entry.version};
+  } else if (key.first == "worker" && collective_ && resume_) {
+    // Every rank of a resumed run on a collective starts from the saved average.
+    const auto& entry = resume_->shards[0];
+    reply.restore =
+        RestoreOrder{last_complete_dir_ + "/" + entry.file, entry.sha256, entry.version};
   }
   role.registered = true;
   role.pid = pid;
@@ -280,7 +297,14 @@ std::string Coordinator::Answer(const WorkerReport& msg) {
   loss_count_ += msg.loss_count;
   if (collective_) {
     CollectiveStaleness(w, msg.metrics.steps);
-    if (msg.evaluation) CollectiveEvaluated(*msg.evaluation);
+    if (msg.evaluation) {
+      CollectiveEvaluation e = *msg.evaluation;
+      if (resume_) e.updates += resume_->step;  // rank 0 counts its own process's
+      CollectiveEvaluated(e);
+    }
+    if (msg.saved && w == 0 && ckpt_ && msg.saved->shard.step == ckpt_->manifest.step) {
+      CompleteCollectiveCheckpoint(*msg.saved);
+    }
   }
   if (msg.done) {
     role.done = true;
@@ -340,6 +364,9 @@ std::string Coordinator::Answer(const WorkerReport& msg) {
   reply.samples = Samples();
   if (collective_ && pending_ && phase_ == Phase::kRunning) {
     reply.evaluate = EvalOrder{pending_->id, pending_->full};
+  }
+  if (collective_ && ckpt_ && phase_ == Phase::kRunning) {
+    reply.checkpoint = CheckpointOrder{ckpt_->manifest.step, ckpt_->dir};
   }
   return Encode(reply);
 }

@@ -24,6 +24,7 @@
 #include "experiments/record/metrics.h"
 #include "experiments/record/run_core.h"
 #include "experiments/record/run_dir.h"
+#include "experiments/run/collective_rank.h"
 
 namespace asgd::experiments::cluster {
 
@@ -103,6 +104,8 @@ class Coordinator {
   // A strategy on a collective (collective_worker_role.cc): rank 0's evaluation of the
   // workers' average; the final one (full) is kept for the end of the run.
   void CollectiveEvaluated(const CollectiveEvaluation& e);
+  // Rank 0 wrote the checkpoint asked for: the manifest's counters are the boundary's.
+  void CompleteCollectiveCheckpoint(const CollectiveSaved& saved);
   // One staleness-0 row per worker step (no update on a collective is stale).
   void CollectiveStaleness(int worker, int64_t steps);
   // Once a rank failed: when every worker has either ended or gone quiet, fails the run
@@ -191,6 +194,8 @@ class Coordinator {
   std::vector<std::pair<int, std::string>> collective_failures_;  // in arrival order
   std::optional<CollectiveEvaluation> final_eval_;
   std::vector<int64_t> staleness_steps_;  // per worker: steps with a staleness row
+  std::optional<CollectivePlan> plan_;    // the ranks' plan (samples at a step)
+  int64_t first_step_ = 0;                // a resumed run's: its checkpoint's boundary
 };
 
 // A number with a fixed count of decimals, for the run's log lines.

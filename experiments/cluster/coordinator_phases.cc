@@ -95,9 +95,13 @@ void Coordinator::RequestEval(bool full) {
     // initial one is of the parameters every rank starts from (rank 0's, broadcast),
     // which every process derives from the seed: evaluated here.
     if (phase_ != Phase::kRunning) {
-      Evaluated(EvaluateOn(*s_.model, s_.Initial(), s_.data.test,
-                           full ? 0 : schedule_.ScheduledExamples()),
-                /*consensus_distance=*/0.0);
+      if (resume_) {
+        pending_.reset();  // a resumed run adds no row at its start (as `asgd run`)
+      } else {
+        Evaluated(EvaluateOn(*s_.model, s_.Initial(), s_.data.test,
+                             full ? 0 : schedule_.ScheduledExamples()),
+                  /*consensus_distance=*/0.0);
+      }
     }
     return;
   }
@@ -139,13 +143,63 @@ void Coordinator::CollectiveEvaluated(const CollectiveEvaluation& e) {
   if (phase_ == Phase::kRunning) schedule_.Evaluated(e.samples, p.time_s, false);
 }
 
+void Coordinator::CompleteCollectiveCheckpoint(const CollectiveSaved& saved) {
+  // The boundary's counters, alike on every rank: v steps each, the partitions' samples,
+  // rank 0's pushes (every rank pushes alike) on top of a resumed run's.
+  const int64_t v = static_cast<int64_t>(saved.shard.version);
+  const int64_t n = s_.workers;
+  CheckpointManifest& m = ckpt_->manifest;
+  m.steps = v * n;
+  m.samples = plan_->SamplesAtStep(v);
+  m.step = (resume_ ? resume_->step : 0) + saved.pushes * n;
+  m.time_s = Elapsed();
+  m.convergence_rows = recorder_->convergence_rows();
+  // Every worker took v steps: their rows up to v are written now (the reports lag), so
+  // that a resume, which keeps the rows of steps <= v, has each of them.
+  for (int w = 0; w < s_.workers; ++w) CollectiveStaleness(w, v - first_step_);
+  m.staleness_rows = staleness_->rows_written();
+  m.staleness_histogram = staleness_->histogram();
+  m.best_test_accuracy = recorder_->best_test_accuracy();
+  m.time_to_target_s = recorder_->time_to_target_s();
+  m.workers.clear();
+  for (std::size_t w = 0; w < workers_.size(); ++w) {
+    WorkerMetrics x = Total(w);  // times and bytes as last reported
+    x.steps = v;
+    x.samples = plan_->SamplesAtStep(v, static_cast<int>(w));
+    x.pushes = m.step / n;
+    m.workers.push_back(x);
+  }
+  CheckpointManifest::Shard e;
+  e.file = saved.shard.file;
+  e.sha256 = saved.shard.sha256;
+  e.version = saved.shard.version;
+  e.elements = saved.shard.elements;
+  ckpt_->saved[0] = e;
+  // The folder was named by the update count when asked for; the manifest's is the
+  // boundary's, and loading expects the folder to carry it.
+  const std::string dir = checkpointer_->Folder(m.step);
+  if (dir != ckpt_->dir) {
+    std::error_code ec;
+    std::filesystem::rename(ckpt_->dir, dir, ec);
+    if (ec) {
+      ASGD_LOG(kError, "coordinator: checkpoint failed: cannot move ", ckpt_->dir, " to ", dir,
+               ": ", ec.message());
+      ckpt_.reset();
+      return;
+    }
+    ckpt_->dir = dir;
+  }
+  CompleteCheckpoint();
+}
+
 void Coordinator::CollectiveStaleness(int worker, int64_t steps) {
+  // steps: this run's own (a resumed run's workers count from its checkpoint's boundary).
   int64_t& recorded = staleness_steps_[static_cast<std::size_t>(worker)];
   for (; recorded < steps; ++recorded) {
     tp::StalenessRecord rec;
     rec.worker = static_cast<uint32_t>(worker);
-    rec.step = recorded + 1;
-    rec.pulled_version = static_cast<uint64_t>(recorded);
+    rec.step = first_step_ + recorded + 1;
+    rec.pulled_version = static_cast<uint64_t>(first_step_ + recorded);
     rec.applied_version = rec.pulled_version;
     rec.wall_time_s = Elapsed();
     staleness_->Record(rec);

@@ -29,12 +29,15 @@ CollectivePlan CollectivePlan::Make(const Config& config, const alg::Strategy& s
   return p;
 }
 
+int64_t CollectivePlan::SamplesAtStep(int64_t s, int rank) const {
+  const int64_t p = partition_sizes[static_cast<std::size_t>(rank)];
+  const int64_t per_pass = (p + batch_size - 1) / batch_size;
+  return (s / per_pass) * p + (s % per_pass) * batch_size;
+}
+
 int64_t CollectivePlan::SamplesAtStep(int64_t s) const {
   int64_t total = 0;
-  for (const int64_t p : partition_sizes) {
-    const int64_t per_pass = (p + batch_size - 1) / batch_size;
-    total += (s / per_pass) * p + (s % per_pass) * batch_size;
-  }
+  for (int r = 0; r < workers; ++r) total += SamplesAtStep(s, r);
   return total;
 }
 

@@ -66,6 +66,8 @@ struct CollectivePlan {
   // partition of p examples is ceil(p / B) batches, the last one partial (the sampler's
   // order).
   int64_t SamplesAtStep(int64_t s) const;
+  // Rank r's part of it.
+  int64_t SamplesAtStep(int64_t s, int rank) const;
   double EpochsAtStep(int64_t s) const {
     return static_cast<double>(SamplesAtStep(s)) / static_cast<double>(train_examples);
   }

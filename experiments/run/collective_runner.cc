@@ -94,25 +94,6 @@ void RefuseCollectiveRole(const Config& config, const std::string& role) {
   }
 }
 
-void RefuseCollectiveCheckpoints(const Config& config, const std::string& resume_dir) {
-  const std::string name = config.String("algorithm.name");
-  if (!alg::FindStrategy(name).collective) return;
-  for (const char* key : {"experiment.checkpoint_every_steps", "experiment.checkpoint_every_s"}) {
-    if (config.Double(key) > 0) {
-      throw ConfigError(key, config.Raw(key),
-                        StrCat("0 for algorithm.name = ", name,
-                               " as processes (the strategies on a collective checkpoint "
-                               "under `asgd run`, not yet as processes)"));
-    }
-  }
-  if (!resume_dir.empty()) {
-    throw ConfigError("--resume", resume_dir,
-                      StrCat("a run of `asgd run` for algorithm.name = ", name,
-                             " (the strategies on a collective checkpoint under `asgd run`, "
-                             "not yet as processes)"));
-  }
-}
-
 RunResult RunCollective(const Config& config, const RunRequest& request, std::ostream& out) {
   const auto seed = static_cast<uint64_t>(config.Int("experiment.seed"));
   const std::string name = config.String("algorithm.name");

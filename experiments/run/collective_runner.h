@@ -58,8 +58,5 @@ void RefuseCurveOnCollective(const Config& config);
 // asks for CURVE (cluster.curve), or the role is one such a run does not have (ps,
 // evaluator: algorithm.name). Nothing for the other strategies.
 void RefuseCollectiveRole(const Config& config, const std::string& role);
-// Throws ConfigError (experiment.checkpoint_every_*, --resume) when the config's strategy
-// runs on a collective and asks for checkpoints or a resume (not yet done).
-void RefuseCollectiveCheckpoints(const Config& config, const std::string& resume_dir);
 
 }  // namespace asgd::experiments

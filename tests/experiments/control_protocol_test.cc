@@ -99,6 +99,9 @@ TEST(ControlProtocol, RequestsRoundTrip) {
   WorkerReport rank0 = SomeWorkerReport();
   rank0.evaluation = CollectiveEvaluation{3, false, 4800, 75, 31.25, 550, 600, 2.5e-7};
   EXPECT_EQ(RoundTripRequest(rank0).evaluation, rank0.evaluation);
+  rank0.saved =
+      CollectiveSaved{SavedShard{300, "shard-0.ckpt", std::string(64, 'b'), 112, 323}, 112};
+  EXPECT_EQ(RoundTripRequest(rank0).saved, rank0.saved);
   EXPECT_EQ(RoundTripRequest(SomePsReport()), SomePsReport());
   PsReport last;  // the final report: no version, no saved file, no records
   last.done = true;
@@ -123,9 +126,10 @@ TEST(ControlProtocol, RepliesRoundTrip) {
   EXPECT_EQ(RoundTripReply(r), r);
   r.collective_dir = "runs/20260101-000000-run/rendezvous";
   EXPECT_EQ(RoundTripReply(r), r);
-  WorkerReply w{true, false, true, 1000, 64, -1, std::nullopt};
+  WorkerReply w{true, false, true, 1000, 64, -1, std::nullopt, std::nullopt};
   EXPECT_EQ(RoundTripReply(w), w);
   w.evaluate = EvalOrder{5, false};
+  w.checkpoint = CheckpointOrder{300, "runs/r/checkpoints/step-000000000300"};
   EXPECT_EQ(RoundTripReply(w), w);
   PsReply p{true, false, 3, std::nullopt};
   EXPECT_EQ(RoundTripReply(p), p);

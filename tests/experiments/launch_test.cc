@@ -596,6 +596,76 @@ TEST(Launch, CollectiveStrategiesRunAsProcesses) {
   }
 }
 
+// Checkpoints of a run on a collective as processes: rank 0 writes the average at a round
+// boundary, the coordinator the manifest with the boundary's counters. The coordinator
+// killed after one; `launch --resume` starts every rank from it, and the run ends exactly
+// where the uninterrupted `asgd run` does (allreduce_sgd, plain SGD): the same final line,
+// the same convergence rows (test columns) and staleness rows.
+TEST(Launch, KilledCoordinatorResumesACollectiveRunBitForBit) {
+  testing::TempDir dir;
+  const std::string config = TrainingConfig(dir, "allreduce_sgd", "heartbeat_timeout_s = 2\n");
+  const std::vector<std::string> sets = {"--set", "experiment.epochs=60",
+                                         "--set", "experiment.checkpoint_every_steps=300",
+                                         "--set", "cluster.timeout_s=3"};
+  std::vector<std::string> argv = {kAsgd, "launch", config};
+  argv.insert(argv.end(), sets.begin(), sets.end());
+  std::vector<pid_t> pids;
+  {
+    Subprocess launch(argv, dir.File("launch.log"));
+    WaitForOutput(launch, "coordinator: checkpoint");
+    pids = ChildPids(launch.Output());
+    ASSERT_EQ(pids.size(), 4u) << launch.Output();
+    ::kill(pids[0], SIGKILL);  // the coordinator
+    const auto status = launch.Wait(60s);
+    ASSERT_TRUE(status.has_value()) << launch.Output();
+    EXPECT_NE(*status, 0) << launch.Output();  // killed before the run ended
+  }
+  for (pid_t pid : pids) EXPECT_FALSE(Alive(pid)) << "pid " << pid << " survived";
+  fs::path run;
+  (void)Summary(dir, &run);
+  std::vector<std::string> again = {kAsgd, "launch", config, "--resume", run.string()};
+  again.insert(again.end(), sets.begin(), sets.end());
+  Subprocess resumed(again, dir.File("resumed.log"));
+  ASSERT_EQ(resumed.Wait(90s).value_or(-1), 0) << resumed.Output();
+  EXPECT_THAT(resumed.Output(), HasSubstr("coordinator: resuming"));
+  EXPECT_THAT(resumed.Output(), HasSubstr("[worker 2] worker 2: resuming at step "));
+  EXPECT_EQ(Summary(dir).at("status"), "completed");
+  EXPECT_EQ(Provenance(dir)["resumed"].size(), 1u);
+
+  Subprocess here({kAsgd, "run", config, "--set", "experiment.epochs=60", "--set",
+                   "experiment.out_dir=" + dir.File("here")},
+                  dir.File("run.log"));
+  ASSERT_EQ(here.Wait(kTimeout), 0) << here.Output();
+  const std::regex final_line(R"(final test accuracy: ([0-9.]+) \(loss ([0-9.]+)\))");
+  std::smatch a, b;
+  const std::string launched = resumed.Output(), threads = here.Output();
+  ASSERT_TRUE(std::regex_search(launched, a, final_line)) << launched;
+  ASSERT_TRUE(std::regex_search(threads, b, final_line)) << threads;
+  EXPECT_EQ(a[1], b[1]);
+  EXPECT_EQ(a[2], b[2]);
+  std::vector<fs::path> here_runs(fs::directory_iterator(dir.File("here")), {});
+  ASSERT_EQ(here_runs.size(), 1u);
+  auto columns = [](const fs::path& folder, const std::string& name,
+                    const std::vector<std::size_t>& cols, bool sorted) {
+    std::vector<std::string> out;
+    const auto lines = CsvLines(folder, name);
+    for (std::size_t i = 1; i < lines.size(); ++i) {
+      const auto cells = ParseCsvLine(lines[i]);
+      std::string key;
+      for (const std::size_t c : cols) key += cells.at(c) + ",";
+      out.push_back(key);
+    }
+    if (sorted) std::sort(out.begin(), out.end());
+    return out;
+  };
+  // epoch, samples, updates, test_loss, test_accuracy, eval_examples
+  EXPECT_EQ(columns(run, "convergence.csv", {1, 2, 3, 5, 6, 7}, false),
+            columns(here_runs[0], "convergence.csv", {1, 2, 3, 5, 6, 7}, false));
+  // worker, shard, step, versions, staleness (the rows' order is the reports')
+  EXPECT_EQ(columns(run, "staleness.csv", {1, 2, 3, 4, 5, 6}, true),
+            columns(here_runs[0], "staleness.csv", {1, 2, 3, 4, 5, 6}, true));
+}
+
 // A collective cannot lose a member: a worker killed mid-run (SIGKILL) ends the run with
 // one line naming it and exit 2, within about collective.timeout_ms; every process is gone.
 TEST(Launch, AKilledRankStopsACollectiveRun) {
