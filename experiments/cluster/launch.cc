@@ -318,7 +318,8 @@ int TaskCommand(const std::vector<std::string>& args, std::ostream& out) {
   const std::string usage =
       "usage: asgd task --config CONFIG [--set section.key=value ...]\n\n"
       "One rank of a run started by srun (SLURM) or mpirun (Open MPI): rank 0 is the\n"
-      "coordinator, the next cluster.shards ranks the shards, the rest the workers, each\n"
+      "coordinator, the next cluster.shards ranks the shards (none for allreduce_sgd,\n"
+      "local_sgd and dpsgd), the rest the workers, each\n"
       "on cluster.base_port + rank of its host (the scheduler's node list; under Open\n"
       "MPI on several hosts, cluster.hosts).";
   const Parsed p = ParseConfigArgs(args, "task", usage, out);
@@ -341,9 +342,12 @@ int TaskCommand(const std::vector<std::string>& args, std::ostream& out) {
                       StrCat("the host of each of the ", info->size, " ranks (", info->manager,
                              " does not say where they run)"));
   }
-  const transport::ClusterSpec spec =
-      ClusterForRanks(hosts, info->rank, static_cast<int>(config.Int("cluster.shards")),
-                      static_cast<int>(config.Int("cluster.base_port")));
+  // A strategy on a collective has no shards: rank 0 is the coordinator, the rest workers.
+  const std::string name = config.String("algorithm.name");
+  const bool collective = name != kPsCheck && algorithms::FindStrategy(name).collective;
+  const transport::ClusterSpec spec = ClusterForRanks(
+      hosts, info->rank, collective ? 0 : static_cast<int>(config.Int("cluster.shards")),
+      static_cast<int>(config.Int("cluster.base_port")));
   config.Set("cluster.ps", Join(spec.ps, ","));
   config.Set("cluster.worker", Join(spec.worker, ","));
   config.Set("cluster.coordinator", spec.coordinator);

@@ -736,6 +736,41 @@ TEST(Launch, MpirunRunsOneShardAndTwoWorkers) {
   EXPECT_GE(std::stod(s["final_test_accuracy"]), 0.85);
 }
 
+// Open MPI places a run on a collective: rank 0 the coordinator, the others the workers (no
+// shards), meeting in the run folder's file store; the same final line as `asgd run`.
+TEST(Launch, MpirunRunsACollectiveStrategy) {
+  if (::access("/usr/bin/mpirun", X_OK) != 0) {
+    GTEST_SKIP() << "mpirun not installed (Debian's openmpi-bin; ./setup.sh installs it)";
+  }
+  testing::TempDir dir;
+  const std::string config = TrainingConfig(dir, "allreduce_sgd");
+  Subprocess mpirun(
+      {"/usr/bin/mpirun", "--oversubscribe", "--allow-run-as-root", "-np", "3", kAsgd, "task",
+       "--config", config, "--set", "cluster.base_port=" + std::to_string(BasePort())},
+      dir.File("mpirun.log"), {"OMPI_MCA_plm_rsh_agent="});
+  const auto status = mpirun.Wait(kTimeout);
+  ASSERT_TRUE(status.has_value()) << "mpirun hung:\n" << mpirun.Output();
+  EXPECT_EQ(*status, 0) << mpirun.Output();
+  EXPECT_THAT(mpirun.Output(), HasSubstr("rank 0 of 3 is coordinator 0"));
+  EXPECT_THAT(mpirun.Output(), HasSubstr("rank 1 of 3 is worker 0"));
+  auto s = Summary(dir);
+  EXPECT_EQ(s["status"], "completed");
+  EXPECT_EQ(s["workers"], "2");
+  EXPECT_EQ(s["ps_shards"], "0");
+  EXPECT_EQ(s["transport"], "gloo-ring");
+  Subprocess here({kAsgd, "run", config, "--set", "algorithm.workers=2", "--set",
+                   "experiment.out_dir=" + dir.File("here")},
+                  dir.File("run.log"));
+  ASSERT_EQ(here.Wait(kTimeout), 0) << here.Output();
+  const std::regex final_line(R"(final test accuracy: ([0-9.]+) \(loss ([0-9.]+)\))");
+  std::smatch a, b;
+  const std::string placed = mpirun.Output(), threads = here.Output();
+  ASSERT_TRUE(std::regex_search(placed, a, final_line)) << placed;
+  ASSERT_TRUE(std::regex_search(threads, b, final_line)) << threads;
+  EXPECT_EQ(a[1], b[1]);
+  EXPECT_EQ(a[2], b[2]);
+}
+
 // A coordinator answers malformed and unexpected control messages with an error and
 // carries on; roles that never register fail the run after cluster.timeout_s (exit 2,
 // one line, the run folder kept).
