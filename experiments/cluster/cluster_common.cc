@@ -9,8 +9,10 @@
 #include "core/build_info.h"
 #include "core/check.h"
 #include "core/error.h"
+#include "core/file_util.h"
 #include "core/log.h"
 #include "core/rng.h"
+#include "core/sha256.h"
 #include "datasets/loader.h"
 #include "experiments/cluster/keys.h"
 #include "experiments/config/setup.h"
@@ -160,6 +162,49 @@ std::optional<Reply> CoordinatorLink::Send(const std::string& bytes, millisecond
   }
   last_answer_ = Steady::now();
   return reply;
+}
+
+bool AwaitStart(const BlockedStopSignals& signals, const CoordinatorLink& link, int worker,
+                const std::atomic<bool>& stop,
+                const std::function<std::optional<WorkerReply>()>& report) {
+  for (;;) {
+    const auto reply = report();
+    if (reply && reply->start) return true;
+    if (stop.load()) return false;
+    if (!reply && link.Lost())
+      throw InputError(StrCat("worker ", worker, ": the coordinator stopped answering"));
+    if (signals.Wait(link.interval())) throw InputError(StrCat("worker ", worker, ": interrupted"));
+  }
+}
+
+void ReportUntilFinished(const BlockedStopSignals& signals, const CoordinatorLink& link,
+                         const std::atomic<bool>& finished, std::atomic<bool>& stop,
+                         std::string& failure, const std::function<bool()>& report) {
+  while (!finished.load()) {
+    if (const int sig = signals.Wait(link.interval())) {
+      failure = StopPolicy::SignalReason(sig);
+      stop.store(true);
+      return;
+    }
+    if (finished.load()) return;
+    try {
+      if (!report() && link.Lost()) {
+        failure = "the coordinator stopped answering";
+        stop.store(true);
+      }
+    } catch (const std::exception& e) {
+      failure = e.what();
+      stop.store(true);
+    }
+  }
+}
+
+tp::ShardCheckpoint ReadRestoreOrder(const RestoreOrder& order) {
+  const std::string bytes = ReadFile(order.file);
+  if (Sha256Hex(bytes) != order.sha256) {
+    throw DataError(order.file, "SHA-256 differs from the checkpoint manifest's");
+  }
+  return tp::DecodeShardCheckpoint(bytes, order.file);
 }
 
 // ---- evaluating the centre -------------------------------------------------------

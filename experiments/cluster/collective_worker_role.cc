@@ -27,10 +27,8 @@
 
 #include "core/check.h"
 #include "core/error.h"
-#include "core/file_util.h"
 #include "core/log.h"
 #include "core/rng.h"
-#include "core/sha256.h"
 #include "datasets/partition.h"
 #include "experiments/cluster/cluster_common.h"
 #include "experiments/cluster/cluster_run.h"
@@ -84,11 +82,7 @@ int RunCollectiveWorkerRole(cluster::Setup& s, std::ostream& out) {
   std::vector<float> initial = s.Initial();
   if (registered.restore) {
     const std::string& file = registered.restore->file;
-    const std::string bytes = ReadFile(file);
-    if (Sha256Hex(bytes) != registered.restore->sha256) {
-      throw DataError(file, "SHA-256 differs from the checkpoint manifest's");
-    }
-    tp::ShardCheckpoint c = tp::DecodeShardCheckpoint(bytes, file);
+    tp::ShardCheckpoint c = cluster::ReadRestoreOrder(*registered.restore);
     if (c.snapshot.values.size() != initial.size()) {
       throw DataError(file, StrCat("holds ", c.snapshot.values.size(),
                                    " parameters, the model has ", initial.size()));
@@ -156,36 +150,11 @@ int RunCollectiveWorkerRole(cluster::Setup& s, std::ostream& out) {
   // The coordinator's go: every worker registered, the initial evaluation done. Once it
   // was given, every reply says start (a stop then is voted on by the ranks, which must
   // all connect); a stop without it means no rank starts.
-  bool started = false;
-  for (;;) {
-    auto reply = report(false, "", std::nullopt);
-    if (reply && reply->start) {
-      started = true;
-      break;
-    }
-    if (stop.load()) break;
-    if (!reply && link.Lost())
-      throw InputError(StrCat("worker ", w, ": the coordinator stopped answering"));
-    if (signals.Wait(link.interval())) throw InputError(StrCat("worker ", w, ": interrupted"));
-  }
+  const bool started =
+      cluster::AwaitStart(signals, link, w, stop, [&] { return report(false, "", std::nullopt); });
   std::thread reporter([&] {
-    while (!finished.load()) {
-      if (const int sig = signals.Wait(link.interval())) {
-        link_failure = StopPolicy::SignalReason(sig);
-        stop.store(true);
-        break;
-      }
-      if (finished.load()) break;
-      try {
-        if (!report(false, "", std::nullopt) && link.Lost()) {
-          link_failure = "the coordinator stopped answering";
-          stop.store(true);
-        }
-      } catch (const std::exception& e) {
-        link_failure = e.what();
-        stop.store(true);
-      }
-    }
+    cluster::ReportUntilFinished(signals, link, finished, stop, link_failure,
+                                 [&] { return report(false, "", std::nullopt).has_value(); });
   });
 
   std::optional<CollectiveEvaluation> final_eval;

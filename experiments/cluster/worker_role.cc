@@ -117,32 +117,10 @@ int RunTrainingWorkerRole(const Config& config, const RoleRequest& request, std:
   };
   // Wait for the coordinator's go (every worker and shard registered, initial evaluation
   // done), reporting as the heartbeat.
-  for (;;) {
-    auto reply = report(false, "");
-    if (reply && reply->start) break;
-    if (stop.load()) break;
-    if (!reply && link.Lost())
-      throw InputError(StrCat("worker ", w, ": the coordinator stopped answering"));
-    if (signals.Wait(link.interval())) throw InputError(StrCat("worker ", w, ": interrupted"));
-  }
+  (void)cluster::AwaitStart(signals, link, w, stop, [&] { return report(false, ""); });
   std::thread reporter([&] {
-    while (!finished.load()) {
-      if (const int sig = signals.Wait(link.interval())) {
-        link_failure = StopPolicy::SignalReason(sig);
-        stop.store(true);
-        break;
-      }
-      if (finished.load()) break;
-      try {
-        if (!report(false, "") && link.Lost()) {
-          link_failure = "the coordinator stopped answering";
-          stop.store(true);
-        }
-      } catch (const std::exception& e) {
-        link_failure = e.what();
-        stop.store(true);
-      }
-    }
+    cluster::ReportUntilFinished(signals, link, finished, stop, link_failure,
+                                 [&] { return report(false, "").has_value(); });
   });
   const double train_size = static_cast<double>(s.data.train.num_examples);
   WorkerHooks hooks;

@@ -148,8 +148,8 @@ TEST(ResultsSchema, CompressedRunReportsWireAndDenseBytes) {
   const auto workers = CsvRows(run / "workers.csv");
   ASSERT_EQ(workers.size(), 3u);
   auto column = [&workers](const std::string& name) {
-    return static_cast<std::size_t>(std::find(workers[0].begin(), workers[0].end(), name) -
-                                    workers[0].begin());
+    return static_cast<std::size_t>(
+        std::find(workers[0].begin(), workers[0].end(), name) - workers[0].begin());
   };
   const std::size_t wire_at = column("bytes_pushed"), dense_at = column("dense_bytes_pushed");
   ASSERT_LT(dense_at, workers[0].size());
