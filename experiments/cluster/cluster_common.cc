@@ -14,6 +14,7 @@
 #include "core/rng.h"
 #include "core/sha256.h"
 #include "datasets/loader.h"
+#include "datasets/partition.h"
 #include "experiments/cluster/keys.h"
 #include "experiments/config/setup.h"
 #include "experiments/record/run_core.h"
@@ -162,6 +163,32 @@ std::optional<Reply> CoordinatorLink::Send(const std::string& bytes, millisecond
   }
   last_answer_ = Steady::now();
   return reply;
+}
+
+std::unique_ptr<models::Model> WorkerDeviceModel(const Setup& s, int w) {
+  const models::Device device = WorkerDevice(s.config, w, s.workers);
+  if (!device.is_cuda()) return nullptr;
+  auto model = models::NewModelOn(BuildModelOptions(s.config), InputSpecFor(s.data.train), device);
+  ASGD_LOG(kInfo, "worker ", w, ": ", model->Describe());
+  return model;
+}
+
+WorkerSetup WorkerSetupFor(const Setup& s, int w, const models::Model* device_model) {
+  const auto partitions = datasets::PartitionIndices(s.data.train.num_examples, s.workers,
+                                                     DeriveSeed(s.seed, "partition"));
+  WorkerSetup ws;
+  ws.worker = w;
+  ws.num_workers = s.workers;
+  ws.strategy = s.strategy;
+  ws.options = s.options;
+  ws.optimizer = s.optimizer;
+  ws.learning_rate = WorkerLearningRate(s.config, w);
+  ws.model = device_model != nullptr ? device_model : s.model.get();
+  ws.train = &s.data.train;
+  ws.examples = partitions[static_cast<std::size_t>(w)];
+  ws.batch_size = s.config.Int("algorithm.batch_size");
+  ws.seed = s.seed;
+  return ws;
 }
 
 bool AwaitStart(const BlockedStopSignals& signals, const CoordinatorLink& link, int worker,

@@ -22,6 +22,7 @@
 #include "experiments/cluster/roles.h"
 #include "experiments/config/config.h"
 #include "experiments/config/signals.h"
+#include "experiments/run/worker_loop.h"
 #include "models/model.h"
 #include "transport/checkpoint.h"
 #include "transport/cluster_spec.h"
@@ -117,6 +118,17 @@ class CoordinatorLink {
   milliseconds patience_;
   Steady::time_point last_answer_ = Steady::now();
 };
+
+// Worker w's model on its device (model.device) when that is a GPU, else null (the setup's
+// model serves); a device this process cannot use is a ConfigError here, before the
+// worker registers.
+std::unique_ptr<models::Model> WorkerDeviceModel(const Setup& setup, int w);
+
+// Worker w's loop setup: the strategy and its options, the optimizer, the model
+// (device_model if not null, else the setup's), the data and its partition (from the
+// seed), the batch size, the seed and the rate (WorkerLearningRate); the caller sets the
+// clock and anything else.
+WorkerSetup WorkerSetupFor(const Setup& setup, int w, const models::Model* device_model);
 
 // A worker's wait for the coordinator's go (WorkerReply::start), reporting as its
 // heartbeat: report() sends one report and returns the reply (nullopt: none in time), and

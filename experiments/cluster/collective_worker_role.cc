@@ -51,12 +51,7 @@ using ::asgd::internal::StrCat;
 int RunCollectiveWorkerRole(cluster::Setup& s, std::ostream& out) {
   const int w = s.spec.task_index;
   BlockedStopSignals signals;  // a worker stops when the coordinator says so
-  const models::Device device = WorkerDevice(s.config, w, s.workers);
-  std::unique_ptr<models::Model> device_model;
-  if (device.is_cuda()) {
-    device_model =
-        models::NewModelOn(BuildModelOptions(s.config), InputSpecFor(s.data.train), device);
-  }
+  const std::unique_ptr<models::Model> device_model = cluster::WorkerDeviceModel(s, w);
   col::CollectiveOptions co;
   co.rank = w;
   co.size = s.workers;
@@ -92,18 +87,8 @@ int RunCollectiveWorkerRole(cluster::Setup& s, std::ostream& out) {
     out << "worker " << w << ": resuming at step " << plan.first_step << " from " << file
         << std::endl;
   }
-  WorkerSetup ws;
-  ws.worker = w;
-  ws.num_workers = s.workers;
-  ws.strategy = s.strategy;
-  ws.options = s.options;
-  ws.optimizer = s.optimizer;
+  WorkerSetup ws = cluster::WorkerSetupFor(s, w, device_model.get());
   ws.learning_rate = s.config.Double("algorithm.learning_rate");  // one rate for the replicas
-  ws.model = device_model ? device_model.get() : s.model.get();
-  ws.train = &s.data.train;
-  ws.examples = partitions[static_cast<std::size_t>(w)];
-  ws.batch_size = plan.batch_size;
-  ws.seed = s.seed;
   ws.skip_batches = plan.first_step;  // continue this worker's sequence of batches
   auto clock = NewSystemClock();
   ws.clock = clock.get();

@@ -34,13 +34,7 @@ int RunTrainingWorkerRole(const Config& config, const RoleRequest& request, std:
   BlockedStopSignals signals;  // a worker stops when the coordinator says so
   // The worker's model on its device (model.device), before registering: a device this
   // process cannot use is a ConfigError here, not a failure after the run started.
-  const models::Device device = WorkerDevice(s.config, w, s.workers);
-  std::unique_ptr<models::Model> device_model;
-  if (device.is_cuda()) {
-    device_model =
-        models::NewModelOn(BuildModelOptions(s.config), InputSpecFor(s.data.train), device);
-    ASGD_LOG(kInfo, "worker ", w, ": ", device_model->Describe());
-  }
+  const std::unique_ptr<models::Model> device_model = cluster::WorkerDeviceModel(s, w);
   auto context = tp::NewContext();
   cluster::CoordinatorLink link(context, s, "worker", w);
   link.Register();
@@ -55,21 +49,7 @@ int RunTrainingWorkerRole(const Config& config, const RoleRequest& request, std:
   if (!servers.ok())
     throw InputError(StrCat("worker ", w, ": the shard servers: ", servers.ToString()));
 
-  const auto partitions = datasets::PartitionIndices(s.data.train.num_examples, s.workers,
-                                                     DeriveSeed(s.seed, "partition"));
-  WorkerSetup ws;
-  ws.worker = w;
-  ws.num_workers = s.workers;
-  ws.strategy = s.strategy;
-  ws.options = s.options;
-  ws.optimizer = s.optimizer;
-  ws.learning_rate = WorkerLearningRate(s.config, w);
-  ws.model = device_model ? device_model.get() : s.model.get();
-  ws.train = &s.data.train;
-  ws.examples = partitions[static_cast<std::size_t>(w)];
-  ws.batch_size = s.config.Int("algorithm.batch_size");
-  ws.seed = s.seed;
-  ws.clock = nullptr;
+  WorkerSetup ws = cluster::WorkerSetupFor(s, w, device_model.get());
   auto clock = NewSystemClock();
   ws.clock = clock.get();
   // The [delay] model as injected sleeps (as in the thread runner; the same seed, so every

@@ -335,13 +335,8 @@ RunResult RunCollective(const Config& config, const RunRequest& request, std::os
       checkpoint_every_steps > 0 ? shared.pushes.load() + checkpoint_every_steps : 0;
   double last_checkpoint_s = seconds();
   auto save_checkpoint = [&](const std::vector<float>& average, int64_t step) {
-    CheckpointManifest m;
-    m.algorithm = name;
-    m.config_hash = config_hash;
-    m.resumes = resuming ? resume.manifest.resumes + 1 : 0;
-    m.convergence_rows = recorder.convergence_rows();
-    m.best_test_accuracy = recorder.best_test_accuracy();
-    m.time_to_target_s = recorder.time_to_target_s();
+    CheckpointManifest m =
+        ManifestOfRun(name, config_hash, resuming ? resume.manifest.resumes + 1 : 0, recorder);
     m.step = shared.pushes.load();
     m.steps = shared.steps.load();
     m.samples = shared.samples.load();
