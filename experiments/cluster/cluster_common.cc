@@ -9,9 +9,12 @@
 #include "core/build_info.h"
 #include "core/check.h"
 #include "core/error.h"
+#include "core/file_util.h"
 #include "core/log.h"
 #include "core/rng.h"
+#include "core/sha256.h"
 #include "datasets/loader.h"
+#include "datasets/partition.h"
 #include "experiments/cluster/keys.h"
 #include "experiments/config/setup.h"
 #include "experiments/record/run_core.h"
@@ -72,7 +75,7 @@ Setup MakeSetup(const Config& config, const RoleRequest& request, const std::str
     throw ConfigError("algorithm.name", name,
                       "a distributed strategy: the sequential baseline runs with `asgd run`");
   }
-  RefuseCollectiveAsProcesses(s.config);
+  RefuseCollectiveRole(s.config, role);
   if (s.strategy->shared_memory) {
     throw ConfigError("algorithm.name", name,
                       "a strategy over the parameter server: hogwild shares one vector inside "
@@ -88,7 +91,7 @@ Setup MakeSetup(const Config& config, const RoleRequest& request, const std::str
   s.report_interval = Ms(s.config.Double("cluster.report_interval_s"));
   s.heartbeat_timeout = Ms(s.config.Double("cluster.heartbeat_timeout_s"));
   // Validates the server options before the data is read.
-  (void)s.strategy->server_rule(BuildStrategyOptions(s.config, 0), 0);
+  if (s.strategy->server_rule) (void)s.strategy->server_rule(BuildStrategyOptions(s.config, 0), 0);
   s.compression = BuildCompressionOptions(s.config);
   CheckWorkerDevices(s.config, s.workers);  // syntax only: workers resolve their own
 
@@ -160,6 +163,75 @@ std::optional<Reply> CoordinatorLink::Send(const std::string& bytes, millisecond
   }
   last_answer_ = Steady::now();
   return reply;
+}
+
+std::unique_ptr<models::Model> WorkerDeviceModel(const Setup& s, int w) {
+  const models::Device device = WorkerDevice(s.config, w, s.workers);
+  if (!device.is_cuda()) return nullptr;
+  auto model = models::NewModelOn(BuildModelOptions(s.config), InputSpecFor(s.data.train), device);
+  ASGD_LOG(kInfo, "worker ", w, ": ", model->Describe());
+  return model;
+}
+
+WorkerSetup WorkerSetupFor(const Setup& s, int w, const models::Model* device_model) {
+  const auto partitions = datasets::PartitionIndices(s.data.train.num_examples, s.workers,
+                                                     DeriveSeed(s.seed, "partition"));
+  WorkerSetup ws;
+  ws.worker = w;
+  ws.num_workers = s.workers;
+  ws.strategy = s.strategy;
+  ws.options = s.options;
+  ws.optimizer = s.optimizer;
+  ws.learning_rate = WorkerLearningRate(s.config, w);
+  ws.model = device_model != nullptr ? device_model : s.model.get();
+  ws.train = &s.data.train;
+  ws.examples = partitions[static_cast<std::size_t>(w)];
+  ws.batch_size = s.config.Int("algorithm.batch_size");
+  ws.seed = s.seed;
+  return ws;
+}
+
+bool AwaitStart(const BlockedStopSignals& signals, const CoordinatorLink& link, int worker,
+                const std::atomic<bool>& stop,
+                const std::function<std::optional<WorkerReply>()>& report) {
+  for (;;) {
+    const auto reply = report();
+    if (reply && reply->start) return true;
+    if (stop.load()) return false;
+    if (!reply && link.Lost())
+      throw InputError(StrCat("worker ", worker, ": the coordinator stopped answering"));
+    if (signals.Wait(link.interval())) throw InputError(StrCat("worker ", worker, ": interrupted"));
+  }
+}
+
+void ReportUntilFinished(const BlockedStopSignals& signals, const CoordinatorLink& link,
+                         const std::atomic<bool>& finished, std::atomic<bool>& stop,
+                         std::string& failure, const std::function<bool()>& report) {
+  while (!finished.load()) {
+    if (const int sig = signals.Wait(link.interval())) {
+      failure = StopPolicy::SignalReason(sig);
+      stop.store(true);
+      return;
+    }
+    if (finished.load()) return;
+    try {
+      if (!report() && link.Lost()) {
+        failure = "the coordinator stopped answering";
+        stop.store(true);
+      }
+    } catch (const std::exception& e) {
+      failure = e.what();
+      stop.store(true);
+    }
+  }
+}
+
+tp::ShardCheckpoint ReadRestoreOrder(const RestoreOrder& order) {
+  const std::string bytes = ReadFile(order.file);
+  if (Sha256Hex(bytes) != order.sha256) {
+    throw DataError(order.file, "SHA-256 differs from the checkpoint manifest's");
+  }
+  return tp::DecodeShardCheckpoint(bytes, order.file);
 }
 
 // ---- evaluating the centre -------------------------------------------------------

@@ -5,7 +5,9 @@
 // evaluator_role.cc).
 #pragma once
 
+#include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -19,7 +21,10 @@
 #include "experiments/cluster/control_protocol.h"
 #include "experiments/cluster/roles.h"
 #include "experiments/config/config.h"
+#include "experiments/config/signals.h"
+#include "experiments/run/worker_loop.h"
 #include "models/model.h"
+#include "transport/checkpoint.h"
 #include "transport/cluster_spec.h"
 #include "transport/context.h"
 #include "transport/control.h"
@@ -113,6 +118,37 @@ class CoordinatorLink {
   milliseconds patience_;
   Steady::time_point last_answer_ = Steady::now();
 };
+
+// Worker w's model on its device (model.device) when that is a GPU, else null (the setup's
+// model serves); a device this process cannot use is a ConfigError here, before the
+// worker registers.
+std::unique_ptr<models::Model> WorkerDeviceModel(const Setup& setup, int w);
+
+// Worker w's loop setup: the strategy and its options, the optimizer, the model
+// (device_model if not null, else the setup's), the data and its partition (from the
+// seed), the batch size, the seed and the rate (WorkerLearningRate); the caller sets the
+// clock and anything else.
+WorkerSetup WorkerSetupFor(const Setup& setup, int w, const models::Model* device_model);
+
+// A worker's wait for the coordinator's go (WorkerReply::start), reporting as its
+// heartbeat: report() sends one report and returns the reply (nullopt: none in time), and
+// sets *stop when the reply says so. Returns true at the go, false when *stop came first.
+// Throws InputError ("worker W: ...") when the coordinator stops answering or on SIGINT /
+// SIGTERM.
+bool AwaitStart(const BlockedStopSignals& signals, const CoordinatorLink& link, int worker,
+                const std::atomic<bool>& stop,
+                const std::function<std::optional<WorkerReply>()>& report);
+
+// A worker's reporter thread: reports every link.interval() until *finished. A stop
+// signal, a coordinator that stopped answering or a report that threw set *stop and
+// *failure (one line) and end it. report() returns whether the coordinator answered.
+void ReportUntilFinished(const BlockedStopSignals& signals, const CoordinatorLink& link,
+                         const std::atomic<bool>& finished, std::atomic<bool>& stop,
+                         std::string& failure, const std::function<bool()>& report);
+
+// The shard file of a RestoreOrder, read and checked against its SHA-256. Throws DataError
+// naming the file (missing, another digest, malformed).
+transport::ShardCheckpoint ReadRestoreOrder(const RestoreOrder& order);
 
 // Pulls the centre and evaluates it (the evaluator role, or the coordinator itself).
 class CentreEvaluator {

@@ -154,6 +154,7 @@ transport::ClusterSpec ClusterForRanks(const std::vector<std::string>& hosts, in
     list += entry;
   };
   for (int r = 1; r <= shards; ++r) append(ps, address(r));
+  if (shards == 0) ps = StrCat(hosts[0], ":", base_port + size);  // unused
   for (int r = shards + 1; r < size; ++r) append(worker, address(r));
   transport::ClusterSpec spec = transport::ClusterSpec::FromStrings(ps, worker, address(0));
   if (rank == 0) {

@@ -41,6 +41,8 @@ std::vector<int> ExpandSlurmTasksPerNode(const std::string& spec);
 // The cluster of a run of `size` ranks on `hosts` (one per rank): rank 0 the coordinator,
 // the next `shards` ranks the shards, the rest the workers; ports base_port + rank.
 // task_type/task_index are set for `rank`. Throws ConfigError when size leaves no worker.
+// shards = 0 (the strategies on a collective): no shard ranks; the spec's one ps entry, which
+// a ClusterSpec needs, is a placeholder nothing binds (host 0, base_port + size).
 transport::ClusterSpec ClusterForRanks(const std::vector<std::string>& hosts, int rank, int shards,
                                        int base_port);
 

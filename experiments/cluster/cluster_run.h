@@ -24,7 +24,9 @@
 //
 // Where the code is: cluster_common.{h,cc} (the setup, the link to the coordinator, the
 // centre's evaluation), coordinator.{h,cc} and coordinator_phases.cc, ps_role.cc,
-// worker_role.cc, evaluator_role.cc.
+// worker_role.cc, evaluator_role.cc; collective_worker_role.cc for the strategies on a
+// collective (no shards, no evaluator: the workers are the ranks of a gloo group and rank
+// 0 evaluates their average; a lost rank fails the run).
 #pragma once
 
 #include <iosfwd>
@@ -43,6 +45,14 @@ int RunTrainingPsRole(const Config& config, const RoleRequest& request, std::ost
 
 // A worker of a training run (`asgd worker` with a training strategy).
 int RunTrainingWorkerRole(const Config& config, const RoleRequest& request, std::ostream& out);
+
+// A worker of a run on a collective (Strategy::collective): one rank, which meets the
+// others through the file store the coordinator names (collective_worker_role.cc says
+// how). RunTrainingWorkerRole hands over to it.
+namespace cluster {
+struct Setup;
+}
+int RunCollectiveWorkerRole(cluster::Setup& setup, std::ostream& out);
 
 // The evaluator: pulls the centre when the coordinator asks and evaluates it.
 int RunEvaluatorRole(const Config& config, const RoleRequest& request, std::ostream& out);

@@ -224,9 +224,12 @@ class Fields {
     *out = v->via.boolean;
     return true;
   }
-  bool Str(const char* key, std::string* out) {
-    const msgpack::object* v = Find(key, true);
-    if (!v) return false;
+  bool Str(const char* key, std::string* out) { return Text(key, true, out); }
+  // An optional string: left as it is when absent.
+  bool OptionalStr(const char* key, std::string* out) { return Text(key, false, out); }
+  bool Text(const char* key, bool required, std::string* out) {
+    const msgpack::object* v = Find(key, required);
+    if (!v) return !required && ok();
     if (v->type != msgpack::type::STR) {
       return Fail(StrCat("\"", key, "\" is ", TypeName(*v), ", expected a string"));
     }

@@ -90,6 +90,26 @@ bool ReadResult(Fields& f, EvalResultMessage* r) {
   return r->correct <= r->count || f.Fail("\"correct\" exceeds \"count\"");
 }
 
+void PutSaved(Writer& w, const SavedShard& s) {
+  w.Put("step", s.step);
+  w.Put("file", s.file);
+  w.Put("sha256", s.sha256);
+  w.Put("version", s.version);
+  w.Put("elements", s.elements);
+}
+
+bool ReadCollectiveEvaluation(Fields& f, CollectiveEvaluation* e) {
+  if (!(f.Int("id", 0, kI64Max, &e->id) && f.Bool("full", &e->full) &&
+        f.Int("samples", 0, kI64Max, &e->samples) && f.Int("updates", 0, kI64Max, &e->updates) &&
+        f.Double("loss_sum", &e->loss_sum) && f.Int("correct", 0, kI64Max, &e->correct) &&
+        f.Int("count", 0, kI64Max, &e->count) &&
+        f.Double("consensus_distance", &e->consensus_distance))) {
+    return false;
+  }
+  if (!(e->consensus_distance >= 0)) return f.Fail("\"consensus_distance\" is not >= 0");
+  return e->correct <= e->count || f.Fail("\"correct\" exceeds \"count\"");
+}
+
 // Parses bytes into one msgpack object and reads its version and type. The handle owns
 // the object; *type receives the message type. Returns "" or the error line.
 std::string Open(std::string_view bytes, msgpack::object_handle* handle, std::string* type) {
@@ -151,7 +171,11 @@ bool ReadWorkerReport(Fields& f, WorkerReport* m) {
   std::optional<WorkerMetrics> metrics;
   if (!(ReadTask(f, &m->task) && Nested(f, "metrics", true, &metrics, ReadMetrics) &&
         f.Double("loss_sum", &m->loss_sum) && f.Int("loss_count", 0, kI64Max, &m->loss_count) &&
-        f.Bool("done", &m->done) && f.Str("failure", &m->failure))) {
+        f.Bool("done", &m->done) && f.Str("failure", &m->failure) &&
+        Nested(f, "evaluation", false, &m->evaluation, ReadCollectiveEvaluation) &&
+        Nested(f, "saved", false, &m->saved, [](Fields& g, CollectiveSaved* c) {
+          return ReadSaved(g, &c->shard) && g.Int("pushes", 0, kI64Max, &c->pushes);
+        }))) {
     return false;
   }
   m->metrics = *metrics;
@@ -219,13 +243,30 @@ std::string Encode(const RegisterRequest& m) {
 }
 
 std::string Encode(const WorkerReport& m) {
-  Writer w("worker_report", 6);
+  Writer w("worker_report", 6 + (m.evaluation ? 1u : 0u) + (m.saved ? 1u : 0u));
   w.Put("task", m.task);
   PutMetrics(w, m.metrics);
   w.Put("loss_sum", m.loss_sum);
   w.Put("loss_count", m.loss_count);
   w.Put("done", m.done);
   w.Put("failure", m.failure);
+  if (m.evaluation) {
+    const CollectiveEvaluation& e = *m.evaluation;
+    w.Map("evaluation", 8);
+    w.Put("id", e.id);
+    w.Put("full", e.full);
+    w.Put("samples", e.samples);
+    w.Put("updates", e.updates);
+    w.Put("loss_sum", e.loss_sum);
+    w.Put("correct", e.correct);
+    w.Put("count", e.count);
+    w.Put("consensus_distance", e.consensus_distance);
+  }
+  if (m.saved) {
+    w.Map("saved", 6);
+    PutSaved(w, m.saved->shard);
+    w.Put("pushes", m.saved->pushes);
+  }
   return w.Bytes();
 }
 
@@ -235,11 +276,7 @@ std::string Encode(const PsReport& m) {
   if (m.version) w.Put("shard_version", *m.version);
   if (m.saved) {
     w.Map("saved", 5);
-    w.Put("step", m.saved->step);
-    w.Put("file", m.saved->file);
-    w.Put("sha256", m.saved->sha256);
-    w.Put("version", m.saved->version);
-    w.Put("elements", m.saved->elements);
+    PutSaved(w, *m.saved);
   }
   w.Put("done", m.done);
   w.Array("records", static_cast<uint32_t>(m.records.size()));
@@ -297,9 +334,35 @@ ControlError DecodeRequest(std::string_view bytes, ControlRequest* out) {
 
 // ---- replies --------------------------------------------------------------------------
 
+namespace {
+
+void PutEvalOrder(Writer& w, const EvalOrder& o) {
+  w.Map("evaluate", 2);
+  w.Put("id", o.id);
+  w.Put("full", o.full);
+}
+
+void PutCheckpointOrder(Writer& w, const CheckpointOrder& o) {
+  w.Map("checkpoint", 2);
+  w.Put("step", o.step);
+  w.Put("dir", o.dir);
+}
+
+bool ReadCheckpointOrder(Fields& c, CheckpointOrder* o) {
+  return c.Int("step", 0, kI64Max, &o->step) && c.Str("dir", &o->dir);
+}
+
+bool ReadEvalOrder(Fields& e, EvalOrder* o) {
+  return e.Int("id", 0, kI64Max, &o->id) && e.Bool("full", &o->full);
+}
+
+}  // namespace
+
 std::string Encode(const RegisterReply& m) {
-  Writer w("register_reply", 1 + (m.restore ? 1u : 0u));
+  const bool collective = !m.collective_dir.empty();
+  Writer w("register_reply", 1 + (m.restore ? 1u : 0u) + (collective ? 1u : 0u));
   w.Put("run_id", m.run_id);
+  if (collective) w.Put("collective_dir", m.collective_dir);
   if (m.restore) {
     w.Map("restore", 3);
     w.Put("file", m.restore->file);
@@ -310,13 +373,15 @@ std::string Encode(const RegisterReply& m) {
 }
 
 std::string Encode(const WorkerReply& m) {
-  Writer w("worker_reply", 6);
+  Writer w("worker_reply", 6 + (m.evaluate ? 1u : 0u) + (m.checkpoint ? 1u : 0u));
   w.Put("start", m.start);
   w.Put("stop", m.stop);
   w.Put("paused", m.paused);
   w.Put("samples", m.samples);
   w.Put("sample_budget", m.sample_budget);
   w.Put("step_budget", m.step_budget);
+  if (m.evaluate) PutEvalOrder(w, *m.evaluate);
+  if (m.checkpoint) PutCheckpointOrder(w, *m.checkpoint);
   return w.Bytes();
 }
 
@@ -325,22 +390,14 @@ std::string Encode(const PsReply& m) {
   w.Put("close", m.close);
   w.Put("stop", m.stop);
   w.Put("live_workers", m.live_workers);
-  if (m.checkpoint) {
-    w.Map("checkpoint", 2);
-    w.Put("step", m.checkpoint->step);
-    w.Put("dir", m.checkpoint->dir);
-  }
+  if (m.checkpoint) PutCheckpointOrder(w, *m.checkpoint);
   return w.Bytes();
 }
 
 std::string Encode(const EvaluatorReply& m) {
   Writer w("evaluator_reply", 1 + (m.evaluate ? 1u : 0u));
   w.Put("stop", m.stop);
-  if (m.evaluate) {
-    w.Map("evaluate", 2);
-    w.Put("id", m.evaluate->id);
-    w.Put("full", m.evaluate->full);
-  }
+  if (m.evaluate) PutEvalOrder(w, *m.evaluate);
   return w.Bytes();
 }
 
@@ -352,7 +409,7 @@ std::string Encode(const ErrorReply& m) {
 
 ControlError DecodeReply(std::string_view bytes, RegisterReply* out) {
   return DecodeReplyAs(bytes, "register_reply", out, [](Fields& f, RegisterReply* m) {
-    return f.Str("run_id", &m->run_id) &&
+    return f.Str("run_id", &m->run_id) && f.OptionalStr("collective_dir", &m->collective_dir) &&
            Nested(f, "restore", false, &m->restore, [](Fields& r, RestoreOrder* o) {
              return r.Str("file", &o->file) && r.Sha256("sha256", &o->sha256) &&
                     r.Uint("version", &o->version);
@@ -365,7 +422,9 @@ ControlError DecodeReply(std::string_view bytes, WorkerReply* out) {
     return f.Bool("start", &m->start) && f.Bool("stop", &m->stop) && f.Bool("paused", &m->paused) &&
            f.Int("samples", 0, kI64Max, &m->samples) &&
            f.Int("sample_budget", 0, kI64Max, &m->sample_budget) &&
-           f.Int("step_budget", -1, kI64Max, &m->step_budget);
+           f.Int("step_budget", -1, kI64Max, &m->step_budget) &&
+           Nested(f, "evaluate", false, &m->evaluate, ReadEvalOrder) &&
+           Nested(f, "checkpoint", false, &m->checkpoint, ReadCheckpointOrder);
   });
 }
 
@@ -373,18 +432,13 @@ ControlError DecodeReply(std::string_view bytes, PsReply* out) {
   return DecodeReplyAs(bytes, "ps_reply", out, [](Fields& f, PsReply* m) {
     return f.Bool("close", &m->close) && f.Bool("stop", &m->stop) &&
            f.IntAs("live_workers", 0, kIntMax, &m->live_workers) &&
-           Nested(f, "checkpoint", false, &m->checkpoint, [](Fields& c, CheckpointOrder* o) {
-             return c.Int("step", 0, kI64Max, &o->step) && c.Str("dir", &o->dir);
-           });
+           Nested(f, "checkpoint", false, &m->checkpoint, ReadCheckpointOrder);
   });
 }
 
 ControlError DecodeReply(std::string_view bytes, EvaluatorReply* out) {
   return DecodeReplyAs(bytes, "evaluator_reply", out, [](Fields& f, EvaluatorReply* m) {
-    return f.Bool("stop", &m->stop) &&
-           Nested(f, "evaluate", false, &m->evaluate, [](Fields& e, EvalOrder* o) {
-             return e.Int("id", 0, kI64Max, &o->id) && e.Bool("full", &o->full);
-           });
+    return f.Bool("stop", &m->stop) && Nested(f, "evaluate", false, &m->evaluate, ReadEvalOrder);
   });
 }
 

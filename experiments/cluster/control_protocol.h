@@ -67,16 +67,6 @@ struct RegisterRequest {
   bool operator==(const RegisterRequest&) const = default;
 };
 
-// A worker's periodic report (also its heartbeat). metrics.worker is the task.
-struct WorkerReport {
-  int task = 0;
-  WorkerMetrics metrics;   // counters >= 0; its worker field is not sent (it is task)
-  double loss_sum = 0;     // training loss x examples since the last report
-  int64_t loss_count = 0;  // examples since the last report, >= 0
-  bool done = false;       // the worker's loop ended
-  std::string failure;     // why it ended badly ("" = it did not)
-};
-
 // A checkpoint file a shard wrote (CheckpointManifest::Shard plus the update it is for).
 struct SavedShard {
   int64_t step = 0;  // the checkpoint's update count, >= 0
@@ -85,6 +75,43 @@ struct SavedShard {
   uint64_t version = 0;
   int64_t elements = 0;  // >= 0
   bool operator==(const SavedShard&) const = default;
+};
+
+// Rank 0's checkpoint of a run on a collective: the average's file (shard.version: the
+// steps every worker had taken at the boundary) and its own pushes then (every worker
+// pushed as many).
+struct CollectiveSaved {
+  SavedShard shard;
+  int64_t pushes = 0;  // >= 0
+  bool operator==(const CollectiveSaved&) const = default;
+};
+
+// What rank 0 of a run on a collective evaluated at a round boundary (the workers'
+// average θ̄, collective_rank.h): the coordinator writes its convergence row.
+struct CollectiveEvaluation {
+  int64_t id = 0;       // the EvalOrder it answers; 0 = one by epochs or the final one, >= 0
+  bool full = false;    // the whole test set (the final evaluation)
+  int64_t samples = 0;  // the run's samples at the boundary, >= 0
+  int64_t updates = 0;  // the run's updates at the boundary, >= 0
+  double loss_sum = 0;
+  int64_t correct = 0;  // 0 <= correct <= count
+  int64_t count = 0;
+  double consensus_distance = 0;  // (1/N)·Σ‖θ_i − θ̄‖², >= 0
+  bool operator==(const CollectiveEvaluation&) const = default;
+};
+
+// A worker's periodic report (also its heartbeat). metrics.worker is the task.
+struct WorkerReport {
+  int task = 0;
+  WorkerMetrics metrics;   // counters >= 0; its worker field is not sent (it is task)
+  double loss_sum = 0;     // training loss x examples since the last report
+  int64_t loss_count = 0;  // examples since the last report, >= 0
+  bool done = false;       // the worker's loop ended
+  std::string failure;     // why it ended badly ("" = it did not)
+  // Rank 0 of a strategy on a collective: an evaluation of the average ("evaluation").
+  std::optional<CollectiveEvaluation> evaluation;
+  // Rank 0 of a strategy on a collective: the checkpoint it wrote ("saved").
+  std::optional<CollectiveSaved> saved;
 };
 
 // A shard's periodic report: the staleness records since the last one. A record's keys:
@@ -135,7 +162,22 @@ struct RestoreOrder {
 struct RegisterReply {
   std::string run_id;
   std::optional<RestoreOrder> restore;
+  // A worker of a strategy on a collective: the folder of the file store the ranks meet
+  // in ("collective_dir"; "" = not one).
+  std::string collective_dir;
   bool operator==(const RegisterReply&) const = default;
+};
+
+struct CheckpointOrder {
+  int64_t step = 0;  // >= 0
+  std::string dir;
+  bool operator==(const CheckpointOrder&) const = default;
+};
+
+struct EvalOrder {
+  int64_t id = 0;     // >= 0
+  bool full = false;  // the whole test set, else metrics.eval_examples of it
+  bool operator==(const EvalOrder&) const = default;
 };
 
 struct WorkerReply {
@@ -145,13 +187,13 @@ struct WorkerReply {
   int64_t samples = 0;        // the run's samples so far, >= 0
   int64_t sample_budget = 0;  // in this process's count, >= 0
   int64_t step_budget = -1;   // likewise; -1 = no step limit
+  // A strategy on a collective: the evaluation the coordinator waits for (the ranks hold
+  // themselves for it at their next vote; rank 0 answers with WorkerReport::evaluation).
+  std::optional<EvalOrder> evaluate;
+  // A strategy on a collective: the checkpoint to take at the next vote (rank 0 writes
+  // the average into dir and answers with WorkerReport::saved).
+  std::optional<CheckpointOrder> checkpoint;
   bool operator==(const WorkerReply&) const = default;
-};
-
-struct CheckpointOrder {
-  int64_t step = 0;  // >= 0
-  std::string dir;
-  bool operator==(const CheckpointOrder&) const = default;
 };
 
 struct PsReply {
@@ -160,12 +202,6 @@ struct PsReply {
   int live_workers = 0;  // >= 0
   std::optional<CheckpointOrder> checkpoint;
   bool operator==(const PsReply&) const = default;
-};
-
-struct EvalOrder {
-  int64_t id = 0;     // >= 0
-  bool full = false;  // the whole test set, else metrics.eval_examples of it
-  bool operator==(const EvalOrder&) const = default;
 };
 
 struct EvaluatorReply {

@@ -3,12 +3,16 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <variant>
 
 #include "core/check.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/rng.h"
+#include "datasets/partition.h"
 #include "experiments/cluster/cluster_run.h"
+#include "experiments/run/collective_runner.h"
 
 namespace asgd::experiments::cluster {
 
@@ -27,8 +31,10 @@ int Coordinator::Run() {
       run_->path(), static_cast<int>(s_.config.Int("experiment.checkpoint_keep")));
   out_ << "coordinator: run " << run_->id() << " at " << server_->endpoint() << ": "
        << s_.config.String("algorithm.name") << " with " << s_.workers << " workers, "
-       << s_.spec.num_ps() << " shards" << (evaluator_process_ ? ", an evaluator" : "")
-       << "; waiting for " << roles_.size() << " roles" << std::endl;
+       << (collective_ ? StrCat("on gloo (", s_.config.String("collective.algorithm"), ")")
+                       : StrCat(s_.spec.num_ps(), " shards"))
+       << (evaluator_process_ ? ", an evaluator" : "") << "; waiting for " << roles_.size()
+       << " roles" << std::endl;
   phase_since_ = Steady::now();
   while (phase_ != Phase::kDone) {
     if (auto req = server_->Receive(milliseconds(20))) Handle(*req);
@@ -46,7 +52,10 @@ void Coordinator::OpenRunDir() {
     // The newest valid checkpoint, verified before anything is touched; every shard
     // restores its range from it when it registers (Handle), workers start from there.
     LoadedCheckpoint c = LoadNewestCheckpoint(request_.resume_dir, TrainingConfigHash(s_.config));
-    if (static_cast<int>(c.manifest.shards.size()) != s_.spec.num_ps()) {
+    if (collective_) {
+      CheckCollectiveCheckpoint(c, s_.model->layout().size());
+      first_step_ = static_cast<int64_t>(c.shards[0].version);
+    } else if (static_cast<int>(c.manifest.shards.size()) != s_.spec.num_ps()) {
       throw DataError(c.dir, StrCat("holds ", c.manifest.shards.size(), " shards, the run has ",
                                     s_.spec.num_ps()));
     }
@@ -62,7 +71,7 @@ void Coordinator::OpenRunDir() {
       const KeptStaleness kept = FilterStalenessCsv(run_->File("staleness.csv"), versions);
       c.manifest.staleness_rows = kept.rows;
       c.manifest.staleness_histogram = kept.histogram;
-      if (!s_.strategy->synchronous) {
+      if (!s_.strategy->synchronous && !collective_) {
         // Asynchronous: a push is one row per shard, so the rows count each worker's
         // pushes that the model holds.
         for (auto& w : c.manifest.workers) {
@@ -92,6 +101,19 @@ void Coordinator::OpenRunDir() {
     run_ =
         std::make_unique<RunDir>(RunDir::Create(s_.config, request_.name, request_.command_line));
   }
+  if (collective_) {
+    // The ranks' file store: a fresh folder of the run for each attempt (absolute: the
+    // workers may run elsewhere on a shared file system).
+    namespace fs = std::filesystem;
+    const fs::path dir = fs::absolute(fs::path(run_->path()) / "rendezvous");
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+    for (const char* group : {"payload", "control"}) {
+      fs::create_directories(dir / group, ec);
+      if (ec) throw IoError(StrCat("cannot create ", (dir / group).string(), ": ", ec.message()));
+    }
+    collective_dir_ = dir.string();
+  }
   recorder_ = std::make_unique<RunRecorder>(*run_, stop_.target_accuracy(),
                                             resuming ? resume_->convergence_rows : -1);
   staleness_file_ = resuming ? run_->OpenAppend("staleness.csv") : run_->Open("staleness.csv");
@@ -108,9 +130,19 @@ void Coordinator::OpenRunDir() {
 }
 
 void Coordinator::Expect() {
-  for (int i = 0; i < s_.spec.num_ps(); ++i) roles_[{"ps", i}] = Role{};
+  // A strategy on a collective has no shards and no evaluator (rank 0 evaluates).
+  if (!collective_) {
+    for (int i = 0; i < s_.spec.num_ps(); ++i) roles_[{"ps", i}] = Role{};
+  }
   for (int i = 0; i < s_.workers; ++i) roles_[{"worker", i}] = Role{};
-  evaluator_process_ = !s_.spec.evaluator.empty();
+  evaluator_process_ = !collective_ && !s_.spec.evaluator.empty();
+  staleness_steps_.assign(static_cast<std::size_t>(s_.workers), 0);
+  if (collective_) {
+    const auto partitions = datasets::PartitionIndices(s_.data.train.num_examples, s_.workers,
+                                                       DeriveSeed(s_.seed, "partition"));
+    plan_ = CollectivePlan::Make(s_.config, *s_.strategy, s_.options, partitions,
+                                 s_.data.train.num_examples);
+  }
   if (evaluator_process_) roles_[{"evaluator", 0}] = Role{};
   workers_.resize(static_cast<std::size_t>(s_.workers));
   sample_budgets_.assign(workers_.size(), 0);
@@ -218,6 +250,11 @@ std::string Coordinator::Answer(const RegisterRequest& m) {
     const auto& entry = resume_->shards[static_cast<std::size_t>(key.second)];
     reply.restore =
         RestoreOrder{last_complete_dir_ + "/" + entry.file, entry.sha256, entry.version};
+  } else if (key.first == "worker" && collective_ && resume_) {
+    // Every rank of a resumed run on a collective starts from the saved average.
+    const auto& entry = resume_->shards[0];
+    reply.restore =
+        RestoreOrder{last_complete_dir_ + "/" + entry.file, entry.sha256, entry.version};
   }
   role.registered = true;
   role.pid = pid;
@@ -225,6 +262,7 @@ std::string Coordinator::Answer(const RegisterRequest& m) {
   role.last_seen = Steady::now();
   ASGD_LOG(kInfo, "coordinator: ", Describe(key), " registered");
   reply.run_id = run_->id();
+  if (key.first == "worker") reply.collective_dir = collective_dir_;
   if (paused_ && key.first == "ps" && All("ps", Alive)) {
     const double paused_s = std::chrono::duration<double>(Steady::now() - pause_since_).count();
     paused_total_s_ += paused_s;
@@ -257,9 +295,28 @@ std::string Coordinator::Answer(const WorkerReport& msg) {
   workers_[static_cast<std::size_t>(w)] = msg.metrics;
   loss_sum_ += msg.loss_sum;
   loss_count_ += msg.loss_count;
+  if (collective_) {
+    CollectiveStaleness(w, msg.metrics.steps);
+    if (msg.evaluation) {
+      CollectiveEvaluation e = *msg.evaluation;
+      if (resume_) e.updates += resume_->step;  // rank 0 counts its own process's
+      CollectiveEvaluated(e);
+    }
+    if (msg.saved && w == 0 && ckpt_ && msg.saved->shard.step == ckpt_->manifest.step) {
+      CompleteCollectiveCheckpoint(*msg.saved);
+    }
+  }
   if (msg.done) {
     role.done = true;
-    if (!msg.failure.empty()) Fail(msg.failure);
+    if (!msg.failure.empty()) {
+      // On a collective every rank fails when one dies: which one is decided once the
+      // others have ended or gone quiet (CheckCollectiveFailure).
+      if (collective_) {
+        collective_failures_.emplace_back(w, msg.failure);
+      } else {
+        Fail(msg.failure);
+      }
+    }
   }
   const bool stop = phase_ >= Phase::kStoppingWorkers;
   if (stop) role.told_to_stop = true;
@@ -305,6 +362,12 @@ std::string Coordinator::Answer(const WorkerReport& msg) {
   reply.stop = stop;
   reply.paused = paused_;
   reply.samples = Samples();
+  if (collective_ && pending_ && phase_ == Phase::kRunning) {
+    reply.evaluate = EvalOrder{pending_->id, pending_->full};
+  }
+  if (collective_ && ckpt_ && phase_ == Phase::kRunning) {
+    reply.checkpoint = CheckpointOrder{ckpt_->manifest.step, ckpt_->dir};
+  }
   return Encode(reply);
 }
 

@@ -24,6 +24,7 @@
 #include "experiments/record/metrics.h"
 #include "experiments/record/run_core.h"
 #include "experiments/record/run_dir.h"
+#include "experiments/run/collective_rank.h"
 
 namespace asgd::experiments::cluster {
 
@@ -35,7 +36,8 @@ class Coordinator {
         request_(request),
         out_(out),
         stop_(StopPolicy::FromConfig(setup.config, setup.data.train.num_examples)),
-        schedule_(EvalSchedule::FromConfig(setup.config, setup.data.train.num_examples)) {}
+        schedule_(EvalSchedule::FromConfig(setup.config, setup.data.train.num_examples)),
+        collective_(setup.strategy->collective) {}
   // Runs until the run ended; returns the exit status (0 completed, 2 failed).
   int Run();
 
@@ -99,6 +101,18 @@ class Coordinator {
   std::string Answer(const PsReport& m);
   std::string Answer(const EvaluatorReport& m);
 
+  // A strategy on a collective (collective_worker_role.cc): rank 0's evaluation of the
+  // workers' average; the final one (full) is kept for the end of the run.
+  void CollectiveEvaluated(const CollectiveEvaluation& e);
+  // Rank 0 wrote the checkpoint asked for: the manifest's counters are the boundary's.
+  void CompleteCollectiveCheckpoint(const CollectiveSaved& saved);
+  // One staleness-0 row per worker step (no update on a collective is stale).
+  void CollectiveStaleness(int worker, int64_t steps);
+  // Once a rank failed: when every worker has either ended or gone quiet, fails the run
+  // with one line naming the quiet ones (a collective cannot lose a member), or the
+  // failure that is not the collective's own (a NaN loss).
+  void CheckCollectiveFailure();
+
   // ---- coordinator_phases.cc ----
   void MaybeCheckpoint();
   void CompleteCheckpoint();
@@ -106,7 +120,8 @@ class Coordinator {
   // the schedule counts from it.
   void RequestEval(bool full);
   // Writes the convergence row of the pending evaluation.
-  void Evaluated(const models::EvalResult& r);
+  // consensus_distance: a collective's (NaN: not measured).
+  void Evaluated(const models::EvalResult& r, double consensus_distance = std::nan(""));
   void Fail(const std::string& why);
   void Enter(Phase p);
   bool PhaseOlderThan(milliseconds d) const;
@@ -172,6 +187,15 @@ class Coordinator {
   bool close_shards_ = false;
   std::string failure_, reason_;
   int64_t bad_messages_ = 0;
+  // A strategy on a collective: no shards, no evaluator; the workers meet in
+  // collective_dir_ (a folder of the run) and rank 0 evaluates.
+  const bool collective_;
+  std::string collective_dir_;
+  std::vector<std::pair<int, std::string>> collective_failures_;  // in arrival order
+  std::optional<CollectiveEvaluation> final_eval_;
+  std::vector<int64_t> staleness_steps_;  // per worker: steps with a staleness row
+  std::optional<CollectivePlan> plan_;    // the ranks' plan (samples at a step)
+  int64_t first_step_ = 0;                // a resumed run's: its checkpoint's boundary
 };
 
 // A number with a fixed count of decimals, for the run's log lines.

@@ -2,6 +2,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 
 #include "algorithms/schedule.h"
 #include "core/check.h"
@@ -89,6 +90,21 @@ void Coordinator::RequestEval(bool full) {
   } else {
     schedule_.SetLastTime(p.time_s);
   }
+  if (collective_) {
+    // Rank 0 answers an evaluation asked for while training (WorkerReply::evaluate). The
+    // initial one is of the parameters every rank starts from (rank 0's, broadcast),
+    // which every process derives from the seed: evaluated here.
+    if (phase_ != Phase::kRunning) {
+      if (resume_) {
+        pending_.reset();  // a resumed run adds no row at its start (as `asgd run`)
+      } else {
+        Evaluated(EvaluateOn(*s_.model, s_.Initial(), s_.data.test,
+                             full ? 0 : schedule_.ScheduledExamples()),
+                  /*consensus_distance=*/0.0);
+      }
+    }
+    return;
+  }
   if (!evaluator_process_) {
     try {
       if (auto r = inline_evaluator_->Evaluate(full)) {
@@ -102,16 +118,139 @@ void Coordinator::RequestEval(bool full) {
   }
 }
 
-void Coordinator::Evaluated(const models::EvalResult& r) {
+void Coordinator::CollectiveEvaluated(const CollectiveEvaluation& e) {
+  if (e.full) {
+    final_eval_ = e;  // written once every worker ended (kStoppingWorkers)
+    return;
+  }
+  models::EvalResult r;
+  r.loss_sum = e.loss_sum;
+  r.correct = e.correct;
+  r.count = e.count;
+  PendingEval p;
+  p.id = e.id;
+  p.time_s = Elapsed();
+  p.samples = e.samples;
+  p.updates = e.updates;
+  if (loss_count_ > 0) p.train_loss = loss_sum_ / static_cast<double>(loss_count_);
+  loss_sum_ = 0;
+  loss_count_ = 0;
+  const bool answers = pending_ && pending_->id == e.id;
+  const std::optional<PendingEval> waiting = answers ? std::nullopt : pending_;
+  pending_ = p;
+  Evaluated(r, e.consensus_distance);
+  pending_ = waiting;  // an evaluation by epochs does not answer the one asked for
+  if (phase_ == Phase::kRunning) schedule_.Evaluated(e.samples, p.time_s, false);
+}
+
+void Coordinator::CompleteCollectiveCheckpoint(const CollectiveSaved& saved) {
+  // The boundary's counters, alike on every rank: v steps each, the partitions' samples,
+  // rank 0's pushes (every rank pushes alike) on top of a resumed run's.
+  const int64_t v = static_cast<int64_t>(saved.shard.version);
+  const int64_t n = s_.workers;
+  CheckpointManifest& m = ckpt_->manifest;
+  m.steps = v * n;
+  m.samples = plan_->SamplesAtStep(v);
+  m.step = (resume_ ? resume_->step : 0) + saved.pushes * n;
+  m.time_s = Elapsed();
+  m.convergence_rows = recorder_->convergence_rows();
+  // Every worker took v steps: their rows up to v are written now (the reports lag), so
+  // that a resume, which keeps the rows of steps <= v, has each of them.
+  for (int w = 0; w < s_.workers; ++w) CollectiveStaleness(w, v - first_step_);
+  m.staleness_rows = staleness_->rows_written();
+  m.staleness_histogram = staleness_->histogram();
+  m.best_test_accuracy = recorder_->best_test_accuracy();
+  m.time_to_target_s = recorder_->time_to_target_s();
+  m.workers.clear();
+  for (std::size_t w = 0; w < workers_.size(); ++w) {
+    WorkerMetrics x = Total(w);  // times and bytes as last reported
+    x.steps = v;
+    x.samples = plan_->SamplesAtStep(v, static_cast<int>(w));
+    x.pushes = m.step / n;
+    m.workers.push_back(x);
+  }
+  CheckpointManifest::Shard e;
+  e.file = saved.shard.file;
+  e.sha256 = saved.shard.sha256;
+  e.version = saved.shard.version;
+  e.elements = saved.shard.elements;
+  ckpt_->saved[0] = e;
+  // The folder was named by the update count when asked for; the manifest's is the
+  // boundary's, and loading expects the folder to carry it.
+  const std::string dir = checkpointer_->Folder(m.step);
+  if (dir != ckpt_->dir) {
+    std::error_code ec;
+    std::filesystem::rename(ckpt_->dir, dir, ec);
+    if (ec) {
+      ASGD_LOG(kError, "coordinator: checkpoint failed: cannot move ", ckpt_->dir, " to ", dir,
+               ": ", ec.message());
+      ckpt_.reset();
+      return;
+    }
+    ckpt_->dir = dir;
+  }
+  CompleteCheckpoint();
+}
+
+void Coordinator::CollectiveStaleness(int worker, int64_t steps) {
+  // steps: this run's own (a resumed run's workers count from its checkpoint's boundary).
+  int64_t& recorded = staleness_steps_[static_cast<std::size_t>(worker)];
+  for (; recorded < steps; ++recorded) {
+    tp::StalenessRecord rec;
+    rec.worker = static_cast<uint32_t>(worker);
+    rec.step = first_step_ + recorded + 1;
+    rec.pulled_version = static_cast<uint64_t>(first_step_ + recorded);
+    rec.applied_version = rec.pulled_version;
+    rec.wall_time_s = Elapsed();
+    staleness_->Record(rec);
+  }
+  staleness_->Flush();
+}
+
+void Coordinator::CheckCollectiveFailure() {
+  if (collective_failures_.empty() || !failure_.empty()) return;
+  // A live process reports every cluster.report_interval_s (its reporter thread, even
+  // while its training thread waits in a collective call); quiet for three of them is
+  // a process that died or stopped.
+  const auto quiet = std::max<milliseconds>(3 * s_.report_interval, milliseconds(500));
+  std::string silent;
+  std::vector<Role*> lost;
+  for (auto& [key, role] : roles_) {
+    if (key.first != "worker" || role.done) continue;
+    if (!role.dead && Steady::now() - role.last_seen <= quiet) return;  // it may still fail
+    silent += (silent.empty() ? "" : ", ") + Describe(key);
+    lost.push_back(&role);
+  }
+  const std::string& first = collective_failures_.front().second;
+  if (!silent.empty()) {
+    for (Role* role : lost) role->dead = true;  // not waited for
+    Fail(StrCat(silent,
+                " left the collective (it died or stopped answering): a collective "
+                "cannot lose a member; ",
+                first));
+    return;
+  }
+  // Every rank ended: the one whose failure is not the collective's (a NaN loss) caused it.
+  for (const auto& [w, why] : collective_failures_) {
+    if (why.find("collective: rank") == std::string::npos) {
+      Fail(why);
+      return;
+    }
+  }
+  Fail(first);
+}
+
+void Coordinator::Evaluated(const models::EvalResult& r, double consensus_distance) {
   const PendingEval p = *pending_;
   pending_.reset();
   const double epoch =
       static_cast<double>(p.samples) / static_cast<double>(s_.data.train.num_examples);
   const double learning_rate =
       s_.config.Double("algorithm.learning_rate") * alg::LearningRateScale(s_.schedule, epoch);
-  recorder_->Convergence(
-      MakeConvergenceRow({p.time_s, p.samples, p.updates, p.train_loss, learning_rate}, r,
-                         s_.data.train.num_examples));
+  ConvergenceRow row = MakeConvergenceRow(
+      {p.time_s, p.samples, p.updates, p.train_loss, learning_rate}, r, s_.data.train.num_examples);
+  row.consensus_distance = consensus_distance;
+  recorder_->Convergence(row);
   ASGD_LOG(kInfo, "epoch ", Fixed(epoch, 2), ", ", p.updates, " updates: test accuracy ",
            Fixed(r.accuracy(), 4), " (", r.count, " examples), loss ", Fixed(r.mean_loss(), 4));
 }
@@ -180,6 +319,7 @@ void Coordinator::CheckLiveness() {
 
 std::string Coordinator::WorkerLossFatal() const {
   if (s_.config.String("cluster.on_worker_loss") == "fail") return "cluster.on_worker_loss = fail";
+  if (collective_) return "a collective cannot lose a member";
   if (!s_.strategy->synchronous) return "";
   if (LiveWorkers() == 0) return "no worker is left";
   // The rounds of sync_sgd, sagn, easgd and model_averaging are re-formed with the
@@ -206,6 +346,7 @@ bool Coordinator::All(const std::string& kind, bool (*pred)(const Role&)) const 
 }
 void Coordinator::Tick() {
   CheckLiveness();
+  if (collective_) CheckCollectiveFailure();
   switch (phase_) {
     case Phase::kRegistering: {
       bool all = true;
@@ -217,7 +358,7 @@ void Coordinator::Tick() {
         }
       }
       if (all) {
-        if (!evaluator_process_) {
+        if (!evaluator_process_ && !collective_) {
           inline_evaluator_ = std::make_unique<CentreEvaluator>(context_, s_);
           const tp::Status st = inline_evaluator_->WaitForServers();
           if (!st.ok()) {
@@ -253,7 +394,22 @@ void Coordinator::Tick() {
       // closed so that a worker held in a round is let go (kShuttingDown ends its loop).
       if (All("worker", ToldOrFinished))
         close_shards_ = s_.strategy->synchronous || !failure_.empty();
-      if (All("worker", Finished)) {
+      if (All("worker", Finished) && collective_) {
+        if (!failure_.empty()) {
+          Enter(Phase::kStoppingShards);
+        } else if (!collective_failures_.empty()) {
+          return;  // CheckCollectiveFailure decides
+        } else if (!final_eval_) {
+          Fail("worker 0 ended without the final evaluation of the workers' average");
+          Enter(Phase::kStoppingShards);
+        } else {
+          // The parameters the ranks stopped at: the row's samples and updates are theirs.
+          CollectiveEvaluation last = *final_eval_;
+          last.full = false;  // written now
+          CollectiveEvaluated(last);
+          Enter(Phase::kStoppingShards);
+        }
+      } else if (All("worker", Finished)) {
         if (failure_.empty()) {
           Enter(Phase::kFinalEval);
           RequestEval(true);
@@ -297,9 +453,17 @@ void Coordinator::Running() {
     Enter(Phase::kStoppingWorkers);
     return;
   }
+  if (collective_ && All("worker", Finished)) {
+    // The ranks stopped together at their limit (they decide epochs and max_steps
+    // themselves, from their step count).
+    reason_ = stop_.TargetReason();
+    Enter(Phase::kStoppingWorkers);
+    return;
+  }
   MaybeCheckpoint();
   if (pending_ || paused_) return;  // one evaluation at a time; none without every shard
-  if (schedule_.Due(Samples(), Elapsed())) RequestEval(false);
+  // A collective's ranks hold themselves at the evaluations by epochs: here by seconds.
+  if (schedule_.Due(collective_ ? 0 : Samples(), Elapsed())) RequestEval(false);
 }
 
 int Coordinator::Finish() {
@@ -312,9 +476,10 @@ int Coordinator::Finish() {
   summary.model = s_.config.String("model.name");
   summary.dataset = s_.config.String("data.dataset");
   summary.workers = s_.workers;
-  summary.ps_shards = s_.spec.num_ps();
+  summary.ps_shards = collective_ ? 0 : s_.spec.num_ps();
   const std::string ps0 = s_.spec.PsAddress(0);
-  summary.transport = ps0.substr(0, ps0.find(':'));
+  summary.transport = collective_ ? StrCat("gloo-", s_.config.String("collective.algorithm"))
+                                  : ps0.substr(0, ps0.find(':'));
   summary.compression =
       s_.compression.name +
       (s_.compression.name != "none" && s_.compression.error_feedback ? "+ef" : "");
@@ -344,6 +509,11 @@ int Coordinator::Finish() {
                        {"ps_restarts", std::to_string(ps_restarts_)},
                        {"lost_updates", std::to_string(lost_updates_)},
                        {"paused_s", CsvCell(paused_total_s_)}});
+  if (!collective_dir_.empty()) {
+    // The ranks' file store is of no use once they ended.
+    std::error_code ec;
+    std::filesystem::remove_all(collective_dir_, ec);
+  }
   if (bad_messages_ > 0) {
     ASGD_LOG(kWarning, "coordinator: refused ", bad_messages_, " malformed messages");
   }
@@ -353,7 +523,8 @@ int Coordinator::Finish() {
   }
   out_ << "final test accuracy: " << Fixed(recorder_->final_test_accuracy(), 4) << " (loss "
        << Fixed(recorder_->final_test_loss(), 4) << ") after " << Fixed(Epochs(), 2) << " epochs, "
-       << summary.updates << " pushes, " << Fixed(wall, 1) << " s (" << reason << ")\n"
+       << summary.updates << (collective_ ? " communication rounds, " : " pushes, ")
+       << Fixed(wall, 1) << " s (" << reason << ")\n"
        << "mean staleness: " << Fixed(st.count > 0 ? st.mean : 0.0, 2) << " (max " << st.max
        << ") over " << st.count << " pushes";
   if (summary.dropped_pushes > 0) out_ << "; " << summary.dropped_pushes << " dropped as stale";

@@ -137,7 +137,9 @@ int LaunchCommand(const std::vector<std::string>& args, std::ostream& out) {
       "Runs CONFIG as processes on this machine: a coordinator, cluster.shards shard\n"
       "servers, algorithm.workers workers and an evaluator, over tcp on 127.0.0.1 or ipc\n"
       "(cluster.launch_transport), streaming their output with a role prefix. One run\n"
-      "folder, as `asgd run` writes. Ctrl-C stops the run and every process. A lost\n"
+      "folder, as `asgd run` writes. allreduce_sgd, local_sgd and dpsgd start the\n"
+      "coordinator and the workers only (the ranks of a gloo group; a lost one fails\n"
+      "the run). Ctrl-C stops the run and every process. A lost\n"
       "worker is left to the coordinator (cluster.on_worker_loss), and with checkpoints\n"
       "on a lost shard too: restart it with the `[launch] cluster:` line's --set values.";
   const Parsed p = ParseConfigArgs(args, "launch", usage, out);
@@ -145,7 +147,10 @@ int LaunchCommand(const std::vector<std::string>& args, std::ostream& out) {
   Config config = Config::FromFile(p.config_path, p.overrides, ExperimentSchema());
   const std::string name = config.String("algorithm.name");
   // Before any process starts, as the other refusals.
-  if (name != kPsCheck) RefuseCollectiveAsProcesses(config);
+  // A strategy on a collective: the coordinator and the workers only (the workers are the
+  // ranks; the cluster's one ps address is generated but unused).
+  const bool collective = name != kPsCheck && algorithms::FindStrategy(name).collective;
+  if (collective) RefuseCollectiveRole(config, "worker");
   if (name == kPsCheck || algorithms::FindStrategy(name).sequential ||
       algorithms::FindStrategy(name).shared_memory) {
     throw ConfigError("algorithm.name", name,
@@ -153,7 +158,7 @@ int LaunchCommand(const std::vector<std::string>& args, std::ostream& out) {
                       "run in one process with `asgd run`; ps_check with `asgd ps`/`asgd worker`)");
   }
   const int workers = static_cast<int>(config.Int("algorithm.workers"));
-  const int shards = static_cast<int>(config.Int("cluster.shards"));
+  const int shards = collective ? 1 : static_cast<int>(config.Int("cluster.shards"));
   // Missing or malformed CURVE key files: one line and exit 2 before any process starts.
   (void)CurveFromConfig(config, /*serves=*/true);
 
@@ -222,11 +227,15 @@ int LaunchCommand(const std::vector<std::string>& args, std::ostream& out) {
     out << "[launch] " << child_name << ": pid " << children.back().process->pid() << std::endl;
   };
   start("coordinator", "coordinator", -1);
-  for (int i = 0; i < shards; ++i) start(StrCat("ps ", i), "ps", i);
-  if (evaluator) start("evaluator", "evaluator", -1);
+  if (!collective) {
+    for (int i = 0; i < shards; ++i) start(StrCat("ps ", i), "ps", i);
+    if (evaluator) start("evaluator", "evaluator", -1);
+  }
   for (int i = 0; i < workers; ++i) start(StrCat("worker ", i), "worker", i);
 
-  const bool worker_loss_tolerated = config.String("cluster.on_worker_loss") == "continue";
+  // On a collective every rank fails when one dies; the coordinator names the lost one.
+  const bool worker_loss_tolerated =
+      collective || config.String("cluster.on_worker_loss") == "continue";
   // With checkpoints, a lost shard is restored when restarted: the coordinator decides.
   const bool ps_loss_tolerated = config.Int("experiment.checkpoint_every_steps") > 0 ||
                                  config.Double("experiment.checkpoint_every_s") > 0;
@@ -272,8 +281,10 @@ int LaunchCommand(const std::vector<std::string>& args, std::ostream& out) {
       if ((children[i].role == "worker" && worker_loss_tolerated) ||
           (children[i].role == "ps" && ps_loss_tolerated)) {
         out << "[launch] " << children[i].name << " exited with status " << *children[i].status
-            << "; the coordinator decides what follows (cluster.on_worker_loss; checkpoints)"
-            << std::endl;
+            << "; the coordinator decides what follows ("
+            << (collective ? "a collective cannot lose a member"
+                           : "cluster.on_worker_loss; checkpoints")
+            << ")" << std::endl;
         continue;
       }
       out << "[launch] " << children[i].name << " exited with status " << *children[i].status
@@ -307,7 +318,8 @@ int TaskCommand(const std::vector<std::string>& args, std::ostream& out) {
   const std::string usage =
       "usage: asgd task --config CONFIG [--set section.key=value ...]\n\n"
       "One rank of a run started by srun (SLURM) or mpirun (Open MPI): rank 0 is the\n"
-      "coordinator, the next cluster.shards ranks the shards, the rest the workers, each\n"
+      "coordinator, the next cluster.shards ranks the shards (none for allreduce_sgd,\n"
+      "local_sgd and dpsgd), the rest the workers, each\n"
       "on cluster.base_port + rank of its host (the scheduler's node list; under Open\n"
       "MPI on several hosts, cluster.hosts).";
   const Parsed p = ParseConfigArgs(args, "task", usage, out);
@@ -330,9 +342,12 @@ int TaskCommand(const std::vector<std::string>& args, std::ostream& out) {
                       StrCat("the host of each of the ", info->size, " ranks (", info->manager,
                              " does not say where they run)"));
   }
-  const transport::ClusterSpec spec =
-      ClusterForRanks(hosts, info->rank, static_cast<int>(config.Int("cluster.shards")),
-                      static_cast<int>(config.Int("cluster.base_port")));
+  // A strategy on a collective has no shards: rank 0 is the coordinator, the rest workers.
+  const std::string name = config.String("algorithm.name");
+  const bool collective = name != kPsCheck && algorithms::FindStrategy(name).collective;
+  const transport::ClusterSpec spec = ClusterForRanks(
+      hosts, info->rank, collective ? 0 : static_cast<int>(config.Int("cluster.shards")),
+      static_cast<int>(config.Int("cluster.base_port")));
   config.Set("cluster.ps", Join(spec.ps, ","));
   config.Set("cluster.worker", Join(spec.worker, ","));
   config.Set("cluster.coordinator", spec.coordinator);

@@ -2,8 +2,9 @@
 // a run placed by SLURM or Open MPI (experiments/cluster/cluster_env.h).
 //
 // launch starts the coordinator, one process per shard (cluster.shards), one per worker
-// (algorithm.workers) and an evaluator, all this same binary, connected over tcp on
-// 127.0.0.1 (free ports) or over ipc sockets in a private temporary folder
+// (algorithm.workers) and an evaluator (a strategy on a collective: the coordinator and
+// the workers only, whose deaths the coordinator judges), all this same binary, connected over tcp
+// on 127.0.0.1 (free ports) or over ipc sockets in a private temporary folder
 // (cluster.launch_transport), unless the config's [cluster] names the addresses. Their
 // output is streamed with a role prefix ("[worker 1] ..."). The run ends when the
 // coordinator exits; launch then gives the others a grace period and ends every one

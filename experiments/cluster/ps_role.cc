@@ -5,9 +5,7 @@
 
 #include "core/check.h"
 #include "core/error.h"
-#include "core/file_util.h"
 #include "core/log.h"
-#include "core/sha256.h"
 #include "experiments/cluster/cluster_common.h"
 #include "experiments/cluster/cluster_run.h"
 #include "experiments/cluster/launch.h"
@@ -71,11 +69,7 @@ int RunTrainingPsRole(const Config& config, const RoleRequest& request, std::ost
   const RegisterReply registered = link.Register();
   if (registered.restore) {
     const std::string& file = registered.restore->file;
-    const std::string bytes = ReadFile(file);
-    if (Sha256Hex(bytes) != registered.restore->sha256) {
-      throw DataError(file, "SHA-256 differs from the checkpoint manifest's");
-    }
-    tp::ShardCheckpoint c = tp::DecodeShardCheckpoint(bytes, file);
+    tp::ShardCheckpoint c = cluster::ReadRestoreOrder(*registered.restore);
     if (c.snapshot.shard != static_cast<uint32_t>(shard)) {
       throw DataError(file, StrCat("is shard ", c.snapshot.shard, "'s, not ", shard, "'s"));
     }

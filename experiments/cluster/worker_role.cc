@@ -29,17 +29,12 @@ using ::asgd::internal::StrCat;
 
 int RunTrainingWorkerRole(const Config& config, const RoleRequest& request, std::ostream& out) {
   cluster::Setup s = cluster::MakeSetup(config, request, "worker");
+  if (s.strategy->collective) return RunCollectiveWorkerRole(s, out);
   const int w = s.spec.task_index;
   BlockedStopSignals signals;  // a worker stops when the coordinator says so
   // The worker's model on its device (model.device), before registering: a device this
   // process cannot use is a ConfigError here, not a failure after the run started.
-  const models::Device device = WorkerDevice(s.config, w, s.workers);
-  std::unique_ptr<models::Model> device_model;
-  if (device.is_cuda()) {
-    device_model =
-        models::NewModelOn(BuildModelOptions(s.config), InputSpecFor(s.data.train), device);
-    ASGD_LOG(kInfo, "worker ", w, ": ", device_model->Describe());
-  }
+  const std::unique_ptr<models::Model> device_model = cluster::WorkerDeviceModel(s, w);
   auto context = tp::NewContext();
   cluster::CoordinatorLink link(context, s, "worker", w);
   link.Register();
@@ -54,21 +49,7 @@ int RunTrainingWorkerRole(const Config& config, const RoleRequest& request, std:
   if (!servers.ok())
     throw InputError(StrCat("worker ", w, ": the shard servers: ", servers.ToString()));
 
-  const auto partitions = datasets::PartitionIndices(s.data.train.num_examples, s.workers,
-                                                     DeriveSeed(s.seed, "partition"));
-  WorkerSetup ws;
-  ws.worker = w;
-  ws.num_workers = s.workers;
-  ws.strategy = s.strategy;
-  ws.options = s.options;
-  ws.optimizer = s.optimizer;
-  ws.learning_rate = WorkerLearningRate(s.config, w);
-  ws.model = device_model ? device_model.get() : s.model.get();
-  ws.train = &s.data.train;
-  ws.examples = partitions[static_cast<std::size_t>(w)];
-  ws.batch_size = s.config.Int("algorithm.batch_size");
-  ws.seed = s.seed;
-  ws.clock = nullptr;
+  WorkerSetup ws = cluster::WorkerSetupFor(s, w, device_model.get());
   auto clock = NewSystemClock();
   ws.clock = clock.get();
   // The [delay] model as injected sleeps (as in the thread runner; the same seed, so every
@@ -116,32 +97,10 @@ int RunTrainingWorkerRole(const Config& config, const RoleRequest& request, std:
   };
   // Wait for the coordinator's go (every worker and shard registered, initial evaluation
   // done), reporting as the heartbeat.
-  for (;;) {
-    auto reply = report(false, "");
-    if (reply && reply->start) break;
-    if (stop.load()) break;
-    if (!reply && link.Lost())
-      throw InputError(StrCat("worker ", w, ": the coordinator stopped answering"));
-    if (signals.Wait(link.interval())) throw InputError(StrCat("worker ", w, ": interrupted"));
-  }
+  (void)cluster::AwaitStart(signals, link, w, stop, [&] { return report(false, ""); });
   std::thread reporter([&] {
-    while (!finished.load()) {
-      if (const int sig = signals.Wait(link.interval())) {
-        link_failure = StopPolicy::SignalReason(sig);
-        stop.store(true);
-        break;
-      }
-      if (finished.load()) break;
-      try {
-        if (!report(false, "") && link.Lost()) {
-          link_failure = "the coordinator stopped answering";
-          stop.store(true);
-        }
-      } catch (const std::exception& e) {
-        link_failure = e.what();
-        stop.store(true);
-      }
-    }
+    cluster::ReportUntilFinished(signals, link, finished, stop, link_failure,
+                                 [&] { return report(false, "").has_value(); });
   });
   const double train_size = static_cast<double>(s.data.train.num_examples);
   WorkerHooks hooks;

@@ -294,7 +294,8 @@ Schema BuildSchema() {
                "multi-process runs: a worker silent for heartbeat_timeout_s (killed, frozen) "
                "is left behind and training goes on (synchronous rounds are re-formed with "
                "the survivors; ssp stops), or the run fails; a restarted worker rejoins, a "
-               "frozen one that wakes up is taken back"));
+               "frozen one that wakes up is taken back (the strategies on a collective "
+               "always fail: a collective cannot lose a member)"));
   s.Add(Str("cluster.bind_host", "127.0.0.1",
             "interface a tcp shard server binds (\"*\" = every interface)", false));
   s.Add(Bool("cluster.allow_plain_remote", false,
@@ -348,7 +349,8 @@ Schema BuildSchema() {
   s.Add(Int("collective.timeout_ms", 30000, 1, std::nullopt,
             "allreduce_sgd, local_sgd, dpsgd: how long one collective operation (connecting "
             "included) waits for a peer; a dead or silent worker stops the run after this "
-            "long with one line naming the rank and the operation",
+            "long with one line naming the rank and the operation (as processes: naming "
+            "the worker that left)",
             "ms"));
   // [compression] (issue 17; compression/compressor.h)
   {

@@ -202,6 +202,18 @@ std::string TrainingConfigHash(const Config& config) {
   return Sha256Hex(text);
 }
 
+CheckpointManifest ManifestOfRun(const std::string& algorithm, const std::string& config_hash,
+                                 int resumes, const RunRecorder& recorder) {
+  CheckpointManifest m;
+  m.algorithm = algorithm;
+  m.config_hash = config_hash;
+  m.resumes = resumes;
+  m.convergence_rows = recorder.convergence_rows();
+  m.best_test_accuracy = recorder.best_test_accuracy();
+  m.time_to_target_s = recorder.time_to_target_s();
+  return m;
+}
+
 Checkpointer::Checkpointer(std::string run_path, int keep)
     : root_(std::move(run_path) + "/checkpoints"), keep_(keep) {
   ASGD_CHECK(keep_ >= 1, "keep ", keep_);

@@ -24,6 +24,7 @@
 
 #include "experiments/config/config.h"
 #include "experiments/record/metrics.h"
+#include "experiments/record/run_core.h"
 #include "transport/checkpoint.h"
 #include "transport/shard_core.h"
 
@@ -51,6 +52,12 @@ struct CheckpointManifest {
   std::map<uint32_t, std::map<int64_t, int64_t>> staleness_histogram;
   std::vector<WorkerMetrics> workers;
 };
+
+// A manifest naming the run (algorithm, config hash, resumes: how many times the run was
+// resumed before it) with the recorder's account so far (convergence rows, best accuracy,
+// time to target); the caller fills in the counters and the shards.
+CheckpointManifest ManifestOfRun(const std::string& algorithm, const std::string& config_hash,
+                                 int resumes, const RunRecorder& recorder);
 
 struct LoadedCheckpoint {
   std::string dir;  // the checkpoint's folder

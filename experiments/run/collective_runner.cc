@@ -18,10 +18,12 @@
 #include "datasets/loader.h"
 #include "datasets/partition.h"
 #include "experiments/config/setup.h"
+#include "experiments/record/checkpoint.h"
 #include "experiments/record/metrics.h"
 #include "experiments/record/progress.h"
 #include "experiments/record/run_core.h"
 #include "experiments/record/run_dir.h"
+#include "experiments/run/collective_rank.h"
 #include "experiments/run/evaluation.h"
 #include "experiments/run/worker_loop.h"
 #include "models/factory.h"
@@ -38,8 +40,9 @@ struct Shared {
   std::atomic<int64_t> samples{0};
   std::atomic<int64_t> steps{0};
   std::atomic<int64_t> pushes{0};
-  std::atomic<bool> stop{false};  // the main thread's wish: the workers vote on it
-  std::atomic<bool> hold{false};  // the main thread wants an evaluation
+  std::atomic<bool> stop{false};        // the main thread's wish: the workers vote on it
+  std::atomic<bool> hold{false};        // the main thread wants an evaluation
+  std::atomic<bool> checkpoint{false};  // the main thread wants a checkpoint
   std::mutex mu;
   std::condition_variable cv;
   // Guarded by mu.
@@ -49,32 +52,26 @@ struct Shared {
   std::vector<float> average;  // the last published average θ̄ (rank 0 writes it)
   double consensus = 0;        // (1/N)·Σ‖θ_i − θ̄‖² at that point
   int64_t published = 0;       // publications so far
-  int parked = 0;              // workers waiting for the evaluation to end
-  int64_t releases = 0;        // evaluations ended
-  int finished = 0;            // worker threads that returned
+  int64_t boundary_step = 0;   // the last published boundary: its step and what it is for
+  bool boundary_evaluates = false;
+  bool boundary_checkpoints = false;
+  int parked = 0;        // workers waiting for the evaluation to end
+  int64_t releases = 0;  // evaluations ended
+  int finished = 0;      // worker threads that returned
 };
 
-// The control group's part of a round boundary: θ̄ = mean of the θ_i and the mean squared
-// distance from it, computed by every rank on the control group; rank 0 publishes them.
-void Publish(int rank, std::span<const float> params, col::Collective& control, Shared& shared) {
-  std::vector<float> average(params.begin(), params.end());
-  control.Allreduce(average, col::ReduceOp::kMean);
-  double d = 0;
-  for (std::size_t k = 0; k < average.size(); ++k) {
-    const double diff = static_cast<double>(params[k]) - static_cast<double>(average[k]);
-    d += diff * diff;
-  }
-  float distance[1] = {static_cast<float>(d)};
-  control.Allreduce(distance, col::ReduceOp::kMean);
-  if (rank != 0) return;
-  std::lock_guard<std::mutex> lock(shared.mu);
-  shared.average = std::move(average);
-  shared.consensus = static_cast<double>(distance[0]);
-  ++shared.published;
-  shared.cv.notify_all();
-}
-
 }  // namespace
+
+void CheckCollectiveCheckpoint(const LoadedCheckpoint& c, int64_t n_params) {
+  if (c.shards.size() != 1) {
+    throw DataError(c.dir, StrCat("holds ", c.shards.size(),
+                                  " shards, a run on a collective saves one (the average)"));
+  }
+  if (static_cast<int64_t>(c.shards[0].values.size()) != n_params) {
+    throw DataError(c.dir, StrCat("holds ", c.shards[0].values.size(),
+                                  " parameters, the model has ", n_params));
+  }
+}
 
 void RefuseCurveOnCollective(const Config& config) {
   const std::string name = config.String("algorithm.name");
@@ -85,13 +82,16 @@ void RefuseCurveOnCollective(const Config& config) {
                            "not cover (they are not encrypted)"));
 }
 
-void RefuseCollectiveAsProcesses(const Config& config) {
+void RefuseCollectiveRole(const Config& config, const std::string& role) {
   const std::string name = config.String("algorithm.name");
   if (!alg::FindStrategy(name).collective) return;
   RefuseCurveOnCollective(config);
-  throw ConfigError("algorithm.name", name,
-                    "a strategy over the parameter server: the strategies on a collective "
-                    "(allreduce_sgd, local_sgd, dpsgd) run with `asgd run` (threads) so far");
+  if (role == "ps" || role == "evaluator") {
+    throw ConfigError("algorithm.name", name,
+                      StrCat("a strategy over the parameter server for the ", role, " role: ", name,
+                             " runs on a collective of its workers, without shards or an "
+                             "evaluator (start the coordinator and the workers only)"));
+  }
 }
 
 RunResult RunCollective(const Config& config, const RunRequest& request, std::ostream& out) {
@@ -100,18 +100,10 @@ RunResult RunCollective(const Config& config, const RunRequest& request, std::os
   const alg::Strategy& strategy = alg::FindStrategy(name);
   const int workers = static_cast<int>(config.Int("algorithm.workers"));
   RefuseCurveOnCollective(config);
-  for (const char* key : {"experiment.checkpoint_every_steps", "experiment.checkpoint_every_s"}) {
-    if (config.Double(key) > 0) {
-      throw ConfigError(key, config.Raw(key),
-                        StrCat("0 for algorithm.name = ", name,
-                               " (the strategies on a collective do not checkpoint yet)"));
-    }
-  }
-  if (!request.resume_dir.empty()) {
-    throw ConfigError("--resume", request.resume_dir,
-                      StrCat("a run of a strategy over the parameter server (", name,
-                             " does not checkpoint yet)"));
-  }
+  const int64_t checkpoint_every_steps = config.Int("experiment.checkpoint_every_steps");
+  const double checkpoint_every_s = config.Double("experiment.checkpoint_every_s");
+  const bool checkpointing = checkpoint_every_steps > 0 || checkpoint_every_s > 0;
+  const std::string config_hash = TrainingConfigHash(config);
 
   datasets::TrainTest data = datasets::LoadDataset(BuildDataOptions(config, request.data_dirs));
   const datasets::Dataset& train = data.train;
@@ -123,11 +115,6 @@ RunResult RunCollective(const Config& config, const RunRequest& request, std::os
   (void)alg::NewOptimizer(optimizer_options, n_params);  // validate before the folder
   const alg::StrategyOptions so = BuildStrategyOptions(config, train.num_examples);
   (void)strategy.worker_rule(so);  // validates the strategy's keys
-  const int64_t period = strategy.steps_per_round(so);
-  // The workers vote on the main thread's wishes about every kVoteSteps steps, at a round
-  // boundary: often enough for a time limit, rarely enough to cost nothing.
-  constexpr int64_t kVoteSteps = 16;
-  const int64_t vote_every = ((kVoteSteps + period - 1) / period) * period;
   const alg::ScheduleOptions schedule = BuildScheduleOptions(config);
   col::CollectiveOptions co;
   co.size = workers;
@@ -156,33 +143,46 @@ RunResult RunCollective(const Config& config, const RunRequest& request, std::os
   const StopPolicy stop = StopPolicy::FromConfig(config, train.num_examples);
   EvalSchedule eval_schedule = EvalSchedule::FromConfig(config, train.num_examples);
   const double lr0 = config.Double("algorithm.learning_rate");
-  // The schedule's epoch at a worker's step s: every worker has taken s steps of one batch.
-  // The training samples of the first s steps of every worker, known alike on every
-  // worker (the schedule's epoch, the stop and the evaluations by epochs count them, so
-  // the workers agree without a message): each pass over a partition of p examples is
-  // ceil(p / B) batches, the last one partial (the sampler's order).
-  auto samples_at_step = [&](int64_t s) {
-    int64_t total = 0;
-    for (const auto& part : partitions) {
-      const auto p = static_cast<int64_t>(part.size());
-      const int64_t per_pass = (p + batch_size - 1) / batch_size;
-      total += (s / per_pass) * p + (s % per_pass) * batch_size;
-    }
-    return total;
-  };
-  auto epochs_at_step = [&](int64_t s) {
-    return static_cast<double>(samples_at_step(s)) / static_cast<double>(train.num_examples);
-  };
+  CollectivePlan plan = CollectivePlan::Make(config, strategy, so, partitions, train.num_examples);
 
-  RunDir run = RunDir::Create(config, request.name, request.command_line);
-  RunRecorder recorder(run, stop.target_accuracy());
-  auto staleness_file = run.Open("staleness.csv");
-  StalenessRecorder staleness(staleness_file.get(), config.Int("metrics.staleness_rows"), 0.0, -1,
+  // A resumed run: the newest valid checkpoint (the workers' average at a round boundary),
+  // verified before anything is touched.
+  const bool resuming = !request.resume_dir.empty();
+  LoadedCheckpoint resume;
+  if (resuming) {
+    resume = LoadNewestCheckpoint(request.resume_dir, config_hash);
+    CheckCollectiveCheckpoint(resume, n_params);
+    plan.first_step = static_cast<int64_t>(resume.shards[0].version);
+  }
+  RunDir run = resuming ? RunDir::Resume(request.resume_dir, request.command_line)
+                        : RunDir::Create(config, request.name, request.command_line);
+  if (resuming) {
+    // The CSVs as they were at the checkpoint; this run appends to them.
+    UpgradeConvergenceCsv(run.File("convergence.csv"));
+    TruncateCsv(run.File("convergence.csv"), resume.manifest.convergence_rows);
+    UpgradeStalenessCsv(run.File("staleness.csv"));
+    TruncateCsv(run.File("staleness.csv"), resume.manifest.staleness_rows);
+    ASGD_LOG(kInfo, "resuming ", run.id(), " from ", resume.dir, " (step ", plan.first_step, ", ",
+             resume.manifest.samples, " samples, ", resume.manifest.time_s, " s)");
+  }
+  RunRecorder recorder(run, stop.target_accuracy(),
+                       resuming ? resume.manifest.convergence_rows : -1);
+  auto staleness_file = resuming ? run.OpenAppend("staleness.csv") : run.Open("staleness.csv");
+  const double time_base = resuming ? resume.manifest.time_s : 0.0;
+  StalenessRecorder staleness(staleness_file.get(), config.Int("metrics.staleness_rows"), time_base,
+                              resuming ? resume.manifest.staleness_rows : -1,
                               /*buffered=*/true);
+  for (const auto& [worker, counts] : resume.manifest.staleness_histogram) {
+    for (const auto& [value, count] : counts) staleness.AddCounts(worker, value, count);
+  }
   AlignedVector<float> initial(static_cast<std::size_t>(n_params));
-  model->Initialize(initial, DeriveSeed(seed, "init"));
+  if (resuming) {
+    std::copy(resume.shards[0].values.begin(), resume.shards[0].values.end(), initial.begin());
+  } else {
+    model->Initialize(initial, DeriveSeed(seed, "init"));
+  }
   auto clock = NewSystemClock();
-  TrainingClock training(clock.get());
+  TrainingClock training(clock.get(), time_base);
   training.Start();
   auto seconds = [&] { return training.Seconds(); };
   ASGD_LOG(kInfo, "run ", run.id(), ": ", name, " with ", workers, " workers on gloo (",
@@ -191,6 +191,12 @@ RunResult RunCollective(const Config& config, const RunRequest& request, std::os
            " examples)");
 
   Shared shared;
+  if (resuming) {
+    shared.samples.store(resume.manifest.samples);
+    shared.steps.store(resume.manifest.steps);
+    shared.pushes.store(resume.manifest.step);
+    recorder.RestoreAccount(resume.manifest.best_test_accuracy, resume.manifest.time_to_target_s);
+  }
   auto fail = [&](const std::string& why) {
     std::lock_guard<std::mutex> lock(shared.mu);
     if (shared.failure.empty()) shared.failure = why;
@@ -235,7 +241,9 @@ RunResult RunCollective(const Config& config, const RunRequest& request, std::os
     progress.Evaluated(ps, r.mean_loss());
     eval_schedule.Evaluated(samples, t, full);
   };
-  evaluate(initial, 0.0, 0, false);  // every worker starts here (the broadcast)
+  // Every worker starts here (the broadcast). A resumed run adds no row: the checkpoint's
+  // rows are those of the run before it, as if it had not stopped.
+  if (!resuming) evaluate(initial, 0.0, 0, false);
   eval_schedule.SetLastTime(seconds());
 
   // ---- workers ----------------------------------------------------------------------
@@ -256,54 +264,39 @@ RunResult RunCollective(const Config& config, const RunRequest& request, std::os
     ws.examples = partitions[wi];
     ws.batch_size = batch_size;
     ws.seed = seed;
+    ws.skip_batches = plan.first_step;  // a resumed run continues the batches' sequence
     ws.clock = clock.get();
     loops.push_back(std::make_unique<WorkerLoop>(std::move(ws)));
   }
   auto worker_thread = [&](int w) {
-    std::unique_ptr<col::Collective> payload, control;
     WorkerOutcome outcome;
     try {
       col::CollectiveOptions mine = co;
       mine.rank = w;
-      payload = col::Connect(mine, payload_rendezvous);
-      control = col::Connect(mine, control_rendezvous);
-      int64_t step = 0;
-      const alg::WorkerRule* rule = nullptr;
-      // This worker's copy of the schedule by samples (its time part is the main thread's).
-      EvalSchedule due_by_samples = EvalSchedule::FromConfig(config, train.num_examples);
-      WorkerHooks hooks;
-      hooks.started = [&](const alg::WorkerRule& r) { rule = &r; };
-      hooks.before_step = [&](double* lr_scale) {
-        const int64_t samples_now = samples_at_step(step);
-        if (step % period == 0) {
-          // Decided alike on every worker from the step count: the epoch and step limits
-          // and the evaluations by epochs.
-          bool done = !stop.WorkMayContinue(samples_now, step * workers);
-          bool hold = step > 0 && due_by_samples.Due(samples_now, 0.0);
-          if (step % vote_every == 0) {
-            // What only the main thread knows: a time limit, the target, a failure, an
-            // evaluation by seconds.
-            float vote[2] = {shared.stop.load() ? 1.0f : 0.0f, shared.hold.load() ? 1.0f : 0.0f};
-            control->Allreduce(vote, col::ReduceOp::kSum);
-            done = done || vote[0] > 0;
-            hold = hold || vote[1] > 0;
-          }
-          if (done || hold) {
-            Publish(w, rule->local_params(), *control, shared);
-            if (done) return false;
-            due_by_samples.Evaluated(samples_now, 0.0, false);
-            std::unique_lock<std::mutex> lock(shared.mu);
-            const int64_t releases = shared.releases;
-            ++shared.parked;
-            shared.cv.notify_all();
-            shared.cv.wait(lock, [&] { return shared.releases != releases; });
-          }
+      const std::unique_ptr<col::Collective> payload = col::Connect(mine, payload_rendezvous);
+      const std::unique_ptr<col::Collective> control = col::Connect(mine, control_rendezvous);
+      CollectiveRankHooks hooks;
+      hooks.stop_wanted = [&] { return shared.stop.load(); };
+      hooks.eval_wanted = [&]() -> int64_t { return shared.hold.load() ? 1 : 0; };
+      hooks.checkpoint_wanted = [&] { return shared.checkpoint.load(); };
+      hooks.boundary = [&](const CollectiveBoundary& b) {
+        std::unique_lock<std::mutex> lock(shared.mu);
+        if (w == 0) {
+          shared.average.assign(b.average.begin(), b.average.end());
+          shared.consensus = b.consensus;
+          shared.boundary_step = b.step;
+          shared.boundary_evaluates = b.evaluate;
+          shared.boundary_checkpoints = b.checkpoint;
+          ++shared.published;
         }
-        *lr_scale = alg::LearningRateScale(schedule, epochs_at_step(step));
-        ++step;
-        return true;
+        if (b.final) return;
+        // Held until the main thread evaluated the average or saved it.
+        const int64_t releases = shared.releases;
+        ++shared.parked;
+        shared.cv.notify_all();
+        shared.cv.wait(lock, [&] { return shared.releases != releases; });
       };
-      hooks.after_step = [&](const alg::StepResult& r, int64_t batch) {
+      hooks.after_step = [&](const alg::StepResult& r, int64_t batch, int64_t step) {
         shared.samples.fetch_add(batch);
         shared.steps.fetch_add(r.local_steps);
         shared.pushes.fetch_add(r.pushes);
@@ -319,13 +312,8 @@ RunResult RunCollective(const Config& config, const RunRequest& request, std::os
         shared.loss_sum += static_cast<double>(r.loss) * static_cast<double>(batch);
         shared.loss_count += batch;
       };
-      hooks.ending = [] { return false; };
-      outcome = loops[static_cast<std::size_t>(w)]->Run(*payload, initial, hooks);
-      // A rank that closes its connections while a peer finishes an operation fails it.
-      if (outcome.failure.empty()) {
-        payload->Barrier();
-        control->Barrier();
-      }
+      outcome = RunCollectiveRank(*loops[static_cast<std::size_t>(w)], plan, config, w, *payload,
+                                  *control, initial, hooks);
     } catch (const std::exception& e) {
       outcome.failure = StrCat("worker ", w, ": ", e.what());
     }
@@ -337,10 +325,54 @@ RunResult RunCollective(const Config& config, const RunRequest& request, std::os
   std::vector<std::thread> threads;
   for (int w = 0; w < workers; ++w) threads.emplace_back(worker_thread, w);
 
+  // ---- checkpoints: the workers' average at a round boundary ---------------------------
+  // One "shard" holding θ̄, its version the steps every worker took (the boundary), in the
+  // checkpoint format of the other runners (experiments/record/checkpoint.h). Called while
+  // the workers are parked at that boundary (or have ended there), so the counters and the
+  // staleness rows are exactly those of the steps before it.
+  Checkpointer checkpointer(run.path(), static_cast<int>(config.Int("experiment.checkpoint_keep")));
+  int64_t next_checkpoint_step =
+      checkpoint_every_steps > 0 ? shared.pushes.load() + checkpoint_every_steps : 0;
+  double last_checkpoint_s = seconds();
+  auto save_checkpoint = [&](const std::vector<float>& average, int64_t step) {
+    CheckpointManifest m =
+        ManifestOfRun(name, config_hash, resuming ? resume.manifest.resumes + 1 : 0, recorder);
+    m.step = shared.pushes.load();
+    m.steps = shared.steps.load();
+    m.samples = shared.samples.load();
+    m.time_s = seconds();
+    staleness.Flush();
+    m.staleness_rows = staleness.rows_written();
+    m.staleness_histogram = staleness.histogram();
+    for (std::size_t i = 0; i < loops.size(); ++i) {
+      m.workers.push_back(loops[i]->Snapshot());
+      if (i < resume.manifest.workers.size()) {
+        AddWorkerMetrics(m.workers.back(), resume.manifest.workers[i]);
+      }
+    }
+    transport::ShardSnapshot snap;
+    snap.version = static_cast<uint64_t>(step);
+    snap.values = average;
+    try {
+      const std::string dir = checkpointer.Save(std::move(m), {snap});
+      ASGD_LOG(kInfo, "checkpoint: ", dir);
+    } catch (const IoError& e) {
+      ASGD_LOG(kError, "checkpoint failed: ", e.what());  // the previous ones are intact
+    }
+    if (checkpoint_every_steps > 0) {
+      while (next_checkpoint_step <= shared.pushes.load()) {
+        next_checkpoint_step += checkpoint_every_steps;
+      }
+    }
+    last_checkpoint_s = seconds();
+    shared.checkpoint.store(false);
+  };
+
   // ---- the evaluator: the main thread -------------------------------------------------
-  // The workers park at the round boundaries where an evaluation is due; this thread
-  // evaluates their average and lets them go on. It decides the time limit and the
-  // evaluations by seconds, which the workers learn at their next vote.
+  // The workers park at the round boundaries where an evaluation or a checkpoint is due;
+  // this thread evaluates or saves their average and lets them go on. It decides the time
+  // limit, the evaluations by seconds and the checkpoints, which the workers learn at
+  // their next vote.
   std::string reason;
   std::unique_lock<std::mutex> lock(shared.mu);
   for (;;) {
@@ -350,10 +382,14 @@ RunResult RunCollective(const Config& config, const RunRequest& request, std::os
       training.Hold();
       const std::vector<float> average = shared.average;
       const double consensus = shared.consensus;
+      const int64_t step = shared.boundary_step;
+      const bool evaluates = shared.boundary_evaluates, checkpoints = shared.boundary_checkpoints;
       lock.unlock();
-      evaluate(average, consensus, shared.samples.load(), false);
+      // The evaluation first: the checkpoint's rows include it.
+      if (evaluates) evaluate(average, consensus, shared.samples.load(), false);
+      if (checkpoints) save_checkpoint(average, step);
       lock.lock();
-      shared.hold.store(false);
+      if (evaluates) shared.hold.store(false);
       shared.parked = 0;
       ++shared.releases;
       shared.cv.notify_all();
@@ -371,6 +407,10 @@ RunResult RunCollective(const Config& config, const RunRequest& request, std::os
     }
     // By seconds only (samples 0): the workers hold themselves at the evaluations by epochs.
     if (eval_schedule.Due(0, seconds())) shared.hold.store(true);
+    if ((checkpoint_every_steps > 0 && shared.pushes.load() >= next_checkpoint_step) ||
+        (checkpoint_every_s > 0 && seconds() - last_checkpoint_s >= checkpoint_every_s)) {
+      shared.checkpoint.store(true);
+    }
     lock.lock();
   }
   // Workers still parked when a peer failed go on, into the failure.
@@ -392,6 +432,8 @@ RunResult RunCollective(const Config& config, const RunRequest& request, std::os
     }
     // The workers published their final average when they voted to stop.
     evaluate(shared.average, shared.consensus, samples, true);
+    // A finished run's last checkpoint: `--resume` with more epochs extends it.
+    if (checkpointing) save_checkpoint(shared.average, shared.boundary_step);
   }
   progress.Done();
   staleness.Flush();
@@ -426,6 +468,10 @@ RunResult RunCollective(const Config& config, const RunRequest& request, std::os
   std::vector<WorkerMetrics> worker_metrics;
   for (const auto& loop : loops) {
     worker_metrics.push_back(loop->Snapshot());
+    const std::size_t i = worker_metrics.size() - 1;
+    if (i < resume.manifest.workers.size()) {
+      AddWorkerMetrics(worker_metrics.back(), resume.manifest.workers[i]);
+    }
     summary.bytes_pushed += worker_metrics.back().bytes_pushed;
     summary.bytes_pulled += worker_metrics.back().bytes_pulled;
   }

@@ -15,8 +15,10 @@
 #pragma once
 
 #include <iosfwd>
+#include <string>
 
 #include "experiments/config/config.h"
+#include "experiments/record/checkpoint.h"
 #include "experiments/run/runner.h"
 
 namespace asgd::experiments {
@@ -25,19 +27,36 @@ namespace asgd::experiments {
 // consensus_distance column is (1/N)·Σ‖θ_i − θ̄‖²), staleness.csv (one staleness-0 row
 // per worker step: no update is stale by construction), workers.csv (bytes_pushed and
 // bytes_pulled are the payload each worker sent and received through the collective),
-// summary.csv. Throws ConfigError before training for what this driver does not do
-// (cluster.curve: gloo's TCP is not encrypted; checkpoints and --resume: not yet) and
-// for bad configuration or data. A failed worker (a NaN loss, a peer that died or did not
-// answer within collective.timeout_ms) ends the run with the CSVs kept, one line naming
-// it and exit_status 2.
+// summary.csv. One rank's round logic is RunCollectiveRank (collective_rank.h), which the
+// worker processes share. Throws ConfigError before training for what this driver does
+// not do (cluster.curve: gloo's TCP is not encrypted) and for bad configuration or data.
+// A failed worker (a NaN loss, a peer that died or did not answer within
+// collective.timeout_ms) ends the run with the CSVs kept, one line naming it and
+// exit_status 2.
+//
+// Checkpoints (experiment.checkpoint_every_steps / _s): the main thread asks, the workers
+// hold at their next vote, and the average θ̄ is saved (checkpoint.h's format, one shard:
+// θ̄, version = the steps every worker took) with exact counters and CSV rows; one more when
+// the run finishes. request.resume_dir: the newest valid checkpoint is broadcast to every
+// worker (CheckCollectiveCheckpoint), the counters and CSVs continue, each worker's sampler
+// skips the batches it drew, and no row is added at the start. Bit for bit with the
+// uninterrupted run when the replicas agree at the checkpoint (allreduce_sgd; local_sgd at
+// its boundaries) and the optimizer has no state (plain SGD): optimizer slots are not
+// saved, and dpsgd's workers resume from their average.
 RunResult RunCollective(const Config& config, const RunRequest& request, std::ostream& out);
+
+// A checkpoint of a run on a collective holds one shard, the workers' average at a round
+// boundary, its version the steps every worker had taken. Throws DataError (naming the
+// checkpoint's folder) for another shard count or parameter count.
+void CheckCollectiveCheckpoint(const LoadedCheckpoint& checkpoint, int64_t n_params);
 
 // Throws ConfigError (cluster.curve) when the config asks for CURVE with a strategy on a
 // collective: CURVE covers ZeroMQ, not gloo's TCP connections between workers.
 void RefuseCurveOnCollective(const Config& config);
-// Throws ConfigError (cluster.curve as above, else algorithm.name) when the config's
-// strategy runs on a collective: as processes (asgd launch, asgd task, the roles) they
-// are not wired yet.
-void RefuseCollectiveAsProcesses(const Config& config);
+// For a process of a multi-process run in `role` ("coordinator", "ps", "worker",
+// "evaluator"): throws ConfigError when the config's strategy runs on a collective and
+// asks for CURVE (cluster.curve), or the role is one such a run does not have (ps,
+// evaluator: algorithm.name). Nothing for the other strategies.
+void RefuseCollectiveRole(const Config& config, const std::string& role);
 
 }  // namespace asgd::experiments

@@ -367,13 +367,8 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
       checkpoint_every_steps > 0 ? base_pushes + checkpoint_every_steps : 0;
   double last_checkpoint_s = seconds();
   auto save_checkpoint = [&] {
-    CheckpointManifest m;
-    m.algorithm = name;
-    m.config_hash = config_hash;
-    m.resumes = resuming ? resume.manifest.resumes + 1 : 0;
-    m.convergence_rows = recorder.convergence_rows();
-    m.best_test_accuracy = recorder.best_test_accuracy();
-    m.time_to_target_s = recorder.time_to_target_s();
+    CheckpointManifest m =
+        ManifestOfRun(name, config_hash, resuming ? resume.manifest.resumes + 1 : 0, recorder);
     std::vector<tp::ShardSnapshot> shards;
     // The counters and the staleness records are read while every shard is held, so they
     // describe exactly the pushes the snapshots contain (the workers' own counters may

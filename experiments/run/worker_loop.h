@@ -39,7 +39,10 @@ struct WorkerSetup {
   const datasets::Dataset* train = nullptr;  // not owned
   std::vector<int64_t> examples;             // the worker's partition of the training set
   int64_t batch_size = 64;
-  uint64_t seed = 0;             // the run's seed
+  uint64_t seed = 0;  // the run's seed
+  // Batches drawn from the sampler and discarded before the first step: a resumed run on
+  // a collective continues each worker's sequence of batches where the checkpoint left it.
+  int64_t skip_batches = 0;
   bool sparse = false;           // hogwild's sparse path (sparse model, plain SGD)
   const Clock* clock = nullptr;  // not owned
   // Optional: the step-time model (sim/delay_model.h). Called after every gradient

@@ -79,6 +79,13 @@ TEST(ClusterEnv, RanksBecomeCoordinatorShardsAndWorkers) {
   EXPECT_EQ(spec.task_type, "worker");
   EXPECT_EQ(spec.task_index, 1);
   EXPECT_THROW(ClusterForRanks({"a", "b", "c"}, 0, 2, 23400), ConfigError);  // no worker left
+  // No shards (a strategy on a collective): every rank but 0 is a worker; the one ps entry
+  // is a placeholder past the ranks' ports.
+  spec = ClusterForRanks(hosts, 1, 0, 23400);
+  EXPECT_THAT(spec.ps, ElementsAre("h0:23405"));
+  EXPECT_THAT(spec.worker, ElementsAre("h0:23401", "h1:23402", "h1:23403", "h2:23404"));
+  EXPECT_EQ(spec.task_type, "worker");
+  EXPECT_EQ(spec.task_index, 0);
 }
 
 }  // namespace

@@ -94,6 +94,14 @@ TEST(ControlProtocol, RequestsRoundTrip) {
   EXPECT_EQ(w.loss_count, x.loss_count);
   EXPECT_EQ(w.done, x.done);
   EXPECT_EQ(w.failure, x.failure);
+  EXPECT_FALSE(w.evaluation.has_value());
+  // Rank 0 of a strategy on a collective: its evaluation of the average.
+  WorkerReport rank0 = SomeWorkerReport();
+  rank0.evaluation = CollectiveEvaluation{3, false, 4800, 75, 31.25, 550, 600, 2.5e-7};
+  EXPECT_EQ(RoundTripRequest(rank0).evaluation, rank0.evaluation);
+  rank0.saved =
+      CollectiveSaved{SavedShard{300, "shard-0.ckpt", std::string(64, 'b'), 112, 323}, 112};
+  EXPECT_EQ(RoundTripRequest(rank0).saved, rank0.saved);
   EXPECT_EQ(RoundTripRequest(SomePsReport()), SomePsReport());
   PsReport last;  // the final report: no version, no saved file, no records
   last.done = true;
@@ -112,11 +120,16 @@ TEST(ControlProtocol, NanLossSurvives) {
 }
 
 TEST(ControlProtocol, RepliesRoundTrip) {
-  RegisterReply r{"20260101-000000-run", std::nullopt};
+  RegisterReply r{"20260101-000000-run", std::nullopt, ""};
   EXPECT_EQ(RoundTripReply(r), r);
   r.restore = RestoreOrder{"ckpt/step-10/shard-0.ckpt", std::string(64, 'f'), 9};
   EXPECT_EQ(RoundTripReply(r), r);
-  const WorkerReply w{true, false, true, 1000, 64, -1};
+  r.collective_dir = "runs/20260101-000000-run/rendezvous";
+  EXPECT_EQ(RoundTripReply(r), r);
+  WorkerReply w{true, false, true, 1000, 64, -1, std::nullopt, std::nullopt};
+  EXPECT_EQ(RoundTripReply(w), w);
+  w.evaluate = EvalOrder{5, false};
+  w.checkpoint = CheckpointOrder{300, "runs/r/checkpoints/step-000000000300"};
   EXPECT_EQ(RoundTripReply(w), w);
   PsReply p{true, false, 3, std::nullopt};
   EXPECT_EQ(RoundTripReply(p), p);
@@ -232,6 +245,13 @@ TEST(ControlProtocol, RefusesMissingMistypedAndOutOfRangeFields) {
   WorkerReport w = SomeWorkerReport();
   w.metrics.samples = -5;
   EXPECT_THAT(RequestError(Encode(w)), HasSubstr("\"metrics\" \"samples\" = -5 is outside"));
+  WorkerReport rank0 = SomeWorkerReport();
+  rank0.evaluation = CollectiveEvaluation{1, false, 10, 1, 1.0, 11, 10, 0.0};
+  EXPECT_THAT(RequestError(Encode(rank0)), HasSubstr("\"correct\" exceeds \"count\""));
+  rank0.evaluation = CollectiveEvaluation{1, false, 10, 1, 1.0, 5, 10, -1.0};
+  EXPECT_THAT(RequestError(Encode(rank0)), HasSubstr("\"consensus_distance\" is not >= 0"));
+  rank0.evaluation = CollectiveEvaluation{1, false, -10, 1, 1.0, 5, 10, 0.0};
+  EXPECT_THAT(RequestError(Encode(rank0)), HasSubstr("\"samples\" = -10 is outside"));
   PsReport p = SomePsReport();
   p.saved->sha256 = "not-a-digest";
   EXPECT_THAT(RequestError(Encode(p)), HasSubstr("\"sha256\" is not 64 lowercase hex digits"));

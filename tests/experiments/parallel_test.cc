@@ -478,8 +478,9 @@ TEST_P(CollectiveRingBytes, InWorkersCsv) {
 INSTANTIATE_TEST_SUITE_P(Workers, CollectiveRingBytes, ::testing::Values(2, 3, 4));
 
 // The convergence rows evaluate the workers' average: allreduce_sgd's replicas are the
-// same (consensus distance 0 up to the float rounding of the average), dpsgd's drift
-// apart and the distance is reported; no update is stale.
+// same, and so are local_sgd's at its round boundaries, so the average is their bits and
+// the consensus distance exactly 0; dpsgd's drift apart and the distance is reported; no
+// update is stale.
 TEST(CollectiveRun, ConsensusDistanceAndStaleness) {
   for (const std::string name : {"allreduce_sgd", "dpsgd", "local_sgd"}) {
     SCOPED_TRACE(name);
@@ -497,7 +498,7 @@ TEST(CollectiveRun, ConsensusDistanceAndStaleness) {
     if (name == "dpsgd") {
       EXPECT_GT(last, 0.0);
     } else {
-      EXPECT_LT(last, 1e-9);
+      EXPECT_EQ(last, 0.0);
     }
     for (const auto& row : ReadRows(RunFolder(dir) + "/staleness_histogram.csv")) {
       EXPECT_EQ(row.at("staleness"), "0");
@@ -505,27 +506,80 @@ TEST(CollectiveRun, ConsensusDistanceAndStaleness) {
   }
 }
 
-TEST(CollectiveRun, RefusesCurveAndCheckpointsInOneLine) {
+TEST(CollectiveRun, RefusesCurveInOneLine) {
   testing::TempDir dir;
   const std::string config = std::string(kSynthetic) + "[algorithm]\nname = dpsgd\nworkers = 2\n";
   Outcome curve = RunConfig(dir, config, {"cluster.curve=true"});
   EXPECT_EQ(curve.status, 2);
   EXPECT_THAT(curve.err, HasSubstr("cluster.curve"));
   EXPECT_THAT(curve.err, HasSubstr("gloo's TCP connections, which CURVE does not cover"));
-  Outcome checkpoint = RunConfig(dir, config, {"experiment.checkpoint_every_steps=10"});
-  EXPECT_EQ(checkpoint.status, 2);
-  EXPECT_THAT(checkpoint.err, HasSubstr("do not checkpoint yet"));
-  // As processes: refused by asgd launch before it starts any (one line, no pid), the
-  // CURVE reason first.
-  for (const std::string with_curve : {"false", "true"}) {
+  // As processes: refused by asgd launch before it starts any (one line, no pid).
+  std::ostringstream out, err;
+  EXPECT_EQ(Main({"launch", dir.File("run.ini"), "--set", "cluster.curve=true"}, out, err), 2);
+  const std::string text = err.str();
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << text;
+  EXPECT_THAT(text, HasSubstr("CURVE does not cover"));
+  EXPECT_THAT(out.str(), ::testing::Not(HasSubstr("pid")));
+}
+
+// Checkpoints of a run on a collective hold the workers' average at a round boundary and
+// the position (steps, samples); --resume broadcasts it and continues each worker's batch
+// sequence. A finished run of 2 epochs resumed to 4 equals the uninterrupted run of 4
+// bit for bit for allreduce_sgd and local_sgd with plain SGD (replicas identical at the
+// boundary; no optimizer state): the same convergence rows but for their time, the same
+// staleness rows. workers.csv differs by the resumed run's broadcast. dpsgd's replicas
+// differ, and a resume starts them all from their average: it continues, not bit for bit.
+TEST(CollectiveRun, ResumeContinuesBitForBit) {
+  for (const std::string name : {"allreduce_sgd", "local_sgd", "dpsgd"}) {
+    SCOPED_TRACE(name);
+    testing::TempDir dir, whole;
+    const std::string config = std::string(kSynthetic) + "[algorithm]\nname = " + name +
+                               "\nworkers = 3\nwindow = 4\nlearning_rate = 0.1\n";
+    Outcome first =
+        RunConfig(dir, config, {"experiment.epochs=2", "experiment.checkpoint_every_steps=6"});
+    ASSERT_EQ(first.status, 0) << first.err;
+    const std::string run = RunFolder(dir);
+    std::vector<fs::path> saved(fs::directory_iterator(run + "/checkpoints"), {});
+    EXPECT_GE(saved.size(), 2u);  // one mid-run, the finished run's last
+    const std::size_t before = ReadRows(run + "/convergence.csv").size();
     std::ostringstream out, err;
-    EXPECT_EQ(
-        Main({"launch", dir.File("run.ini"), "--set", "cluster.curve=" + with_curve}, out, err), 2);
-    const std::string text = err.str();
-    EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << text;
-    EXPECT_THAT(text, HasSubstr(with_curve == "true" ? "CURVE does not cover"
-                                                     : "run with `asgd run` (threads) so far"));
-    EXPECT_THAT(out.str(), ::testing::Not(HasSubstr("pid")));
+    ASSERT_EQ(Main({"run", dir.File("run.ini"), "--resume", run, "--set", "experiment.epochs=4"},
+                   out, err),
+              0)
+        << err.str();
+    Outcome uninterrupted = RunConfig(whole, config, {"experiment.epochs=4"});
+    ASSERT_EQ(uninterrupted.status, 0) << uninterrupted.err;
+    const auto a = ReadRows(run + "/convergence.csv");
+    const auto b = ReadRows(RunFolder(whole) + "/convergence.csv");
+    ASSERT_EQ(a.size(), b.size());
+    EXPECT_EQ(a.back().at("epoch"), "4");
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      for (const char* col : {"samples", "updates", "test_loss", "test_accuracy"}) {
+        if (name == "dpsgd" && i >= before) continue;  // after the resume
+        EXPECT_EQ(a[i].at(col), b[i].at(col)) << col << " in row " << i;
+      }
+    }
+    if (name == "dpsgd") {
+      EXPECT_GE(std::stod(a.back().at("test_accuracy")), 0.85);
+      continue;
+    }
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      EXPECT_EQ(a[i].at("train_loss"), b[i].at("train_loss")) << i;
+      EXPECT_EQ(a[i].at("consensus_distance"), "0") << i;
+    }
+    auto sorted_rows = [](const std::string& path) {
+      std::vector<std::string> rows;
+      for (auto row : ReadRows(path)) {
+        row.erase("time_s");
+        std::string key;
+        for (const auto& [k, v] : row) key += k + "=" + v + ";";
+        rows.push_back(key);
+      }
+      std::sort(rows.begin(), rows.end());
+      return rows;
+    };
+    EXPECT_EQ(sorted_rows(run + "/staleness.csv"),
+              sorted_rows(RunFolder(whole) + "/staleness.csv"));
   }
 }
 
