@@ -161,6 +161,29 @@ TEST(Launch, SspOverIpcTrainsAndRecordsClockStaleness) {
   EXPECT_EQ(std::stoll(s["steps"]), worker_steps);
 }
 
+// Compressed pushes between processes (issue 17): sign with error feedback over tcp, two
+// shards, each worker's push encoded per shard; the record reports the wire and dense
+// bytes, and the run learns as the uncompressed one does.
+TEST(Launch, CompressedPushesTrainOverTcp) {
+  testing::TempDir dir;
+  const std::string config =
+      TrainingConfig(dir, "agn", "[compression]\nname = sign\nerror_feedback = true\n");
+  Subprocess launch({kAsgd, "launch", config}, dir.File("launch.log"));
+  const auto status = launch.Wait(kTimeout);
+  ASSERT_TRUE(status.has_value()) << "launch hung:\n" << launch.Output();
+  EXPECT_EQ(*status, 0) << launch.Output();
+  fs::path run;
+  auto s = Summary(dir, &run);
+  EXPECT_EQ(s["status"], "completed");
+  EXPECT_EQ(s["transport"], "tcp");
+  EXPECT_EQ(s["compression"], "sign+ef");
+  // 1 bit per element and a scale per shard's part: over 20 times fewer bytes.
+  EXPECT_GT(std::stod(s["compression_ratio"]), 20.0) << s["bytes_pushed"];
+  EXPECT_GT(std::stoll(s["dense_bytes_pushed"]), 20 * std::stoll(s["bytes_pushed"]));
+  EXPECT_GE(std::stod(s["final_test_accuracy"]), 0.85);
+  for (pid_t pid : ChildPids(launch.Output())) EXPECT_FALSE(Alive(pid)) << pid;
+}
+
 // CURVE on: keys from `asgd keys generate`, every connection (control channel and shards)
 // encrypted and authenticated, and the run trains as without.
 TEST(Launch, CurveClusterTrainsOverTcp) {
