@@ -6,7 +6,6 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <regex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -21,6 +20,7 @@
 #include "core/file_util.h"
 #include "experiments/cluster/control_protocol.h"
 #include "experiments/record/csv.h"
+#include "tests/experiments/launch_test_util.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/test_util.h"
 #include "transport/context.h"
@@ -30,75 +30,7 @@ namespace asgd::experiments {
 namespace {
 
 using ::testing::HasSubstr;
-using testing::Subprocess;
-using namespace std::chrono_literals;
-namespace fs = std::filesystem;
-
-const std::string kAsgd = std::string(ASGD_BINARY_DIR) + "/asgd";
-constexpr auto kTimeout = 120s;
-
-// Ports below Linux's ephemeral range, spread by PID so concurrent test runs differ.
-int BasePort() { return 21000 + static_cast<int>(::getpid() % 1500) * 6; }
-
-std::string TrainingConfig(const testing::TempDir& dir, const std::string& algorithm,
-                           const std::string& extra = "") {
-  const std::string path = dir.File("train.ini");
-  testing::WriteTestFile(
-      path, "[experiment]\nname = launched\nepochs = 3\nlog_level = warning\nout_dir = " +
-                dir.File("runs") +
-                "\n[data]\ndataset = synthetic\nsynthetic_train = 3000\nsynthetic_test = 600\n"
-                "synthetic_classes = 3\nsynthetic_features = 16\n[model]\nname = mlp\n"
-                "hidden = 16\n[algorithm]\nname = " +
-                algorithm +
-                "\nworkers = 3\nwindow = 2\nlearning_rate = 0.1\n[cluster]\nshards = 2\n"
-                "timeout_s = 20\n" +
-                extra);
-  return path;
-}
-
-// The one run folder under dir/runs, and its summary row as column -> value.
-std::map<std::string, std::string> Summary(const testing::TempDir& dir, fs::path* run = nullptr) {
-  std::vector<fs::path> runs(fs::directory_iterator(dir.File("runs")), {});
-  EXPECT_EQ(runs.size(), 1u);
-  if (runs.empty()) return {};
-  if (run != nullptr) *run = runs[0];
-  std::ifstream in(runs[0] / "summary.csv");
-  std::string header, row;
-  std::getline(in, header);
-  std::getline(in, row);
-  const auto names = ParseCsvLine(header), cells = ParseCsvLine(row);
-  std::map<std::string, std::string> m;
-  for (std::size_t i = 0; i < names.size() && i < cells.size(); ++i) m[names[i]] = cells[i];
-  return m;
-}
-
-// The PIDs launch reported for its children ("[launch] worker 1: pid 123").
-std::vector<pid_t> ChildPids(const std::string& output) {
-  std::vector<pid_t> pids;
-  static const std::regex line(R"(\[launch\] [a-z]+( [0-9]+)?: pid ([0-9]+))");
-  for (std::sregex_iterator it(output.begin(), output.end(), line), end; it != end; ++it) {
-    pids.push_back(static_cast<pid_t>(std::stol((*it)[2])));
-  }
-  return pids;
-}
-
-// Waits (at most 60 s) until the process printed text.
-void WaitForOutput(const Subprocess& process, const std::string& text) {
-  const auto deadline = std::chrono::steady_clock::now() + 60s;
-  while (process.Output().find(text) == std::string::npos &&
-         std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(50ms);
-  }
-}
-
-bool Alive(pid_t pid) {
-  // A zombie is not running; /proc says which.
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string s;
-  if (!std::getline(stat, s)) return false;
-  const auto close = s.rfind(')');
-  return close != std::string::npos && close + 2 < s.size() && s[close + 2] != 'Z';
-}
+using namespace launch_test;  // NOLINT: the helpers of launch_test_util.h
 
 TEST(Launch, SyncSgdOverTcpMatchesTheInProcessRunExactly) {
   testing::TempDir dir;
@@ -127,13 +59,8 @@ TEST(Launch, SyncSgdOverTcpMatchesTheInProcessRunExactly) {
   Subprocess run_here({kAsgd, "run", config, "--set", "experiment.out_dir=" + dir.File("here")},
                       dir.File("run.log"));
   ASSERT_EQ(run_here.Wait(kTimeout), 0) << run_here.Output();
-  const std::regex final_line(R"(final test accuracy: ([0-9.]+) \(loss ([0-9.]+)\))");
-  std::smatch a, b;
   const std::string launched = launch.Output(), here = run_here.Output();
-  ASSERT_TRUE(std::regex_search(launched, a, final_line)) << launched;
-  ASSERT_TRUE(std::regex_search(here, b, final_line)) << here;
-  EXPECT_EQ(a[1], b[1]);
-  EXPECT_EQ(a[2], b[2]);
+  ASSERT_NO_FATAL_FAILURE(ExpectSameFinalLine(launched, here));
   for (pid_t pid : ChildPids(out)) EXPECT_FALSE(Alive(pid)) << pid;
 }
 
@@ -263,21 +190,6 @@ TEST(Launch, AKilledWorkerFailsTheRunWhenAskedTo) {
   EXPECT_THAT(launch.Output(), HasSubstr("[launch] worker 2 exited with status 137"));
   for (pid_t pid : pids) EXPECT_FALSE(Alive(pid)) << "pid " << pid << " survived";
   EXPECT_EQ(Summary(dir)["status"], "failed");
-}
-
-// provenance.json of the one run under dir/runs.
-nlohmann::json Provenance(const testing::TempDir& dir) {
-  fs::path run;
-  (void)Summary(dir, &run);
-  return nlohmann::json::parse(ReadFile((run / "provenance.json").string()));
-}
-
-// Rows of a CSV of the one run (without the header).
-int64_t CsvRows(const testing::TempDir& dir, const std::string& name) {
-  fs::path run;
-  (void)Summary(dir, &run);
-  const std::string text = ReadFile((run / name).string());
-  return static_cast<int64_t>(std::count(text.begin(), text.end(), '\n')) - 1;
 }
 
 // A run of `seconds` with 3 workers, in which `act` does something to worker 2 (its PID)
@@ -529,214 +441,6 @@ TEST(Launch, KilledCoordinatorResumesFromTheLastCheckpoint) {
 }
 
 // The lines of a CSV of the run folder `run` (with its header).
-std::vector<std::string> CsvLines(const fs::path& run, const std::string& name) {
-  std::vector<std::string> lines;
-  std::ifstream in(run / name);
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  return lines;
-}
-
-// The strategies on a collective as processes: the coordinator and the workers only (the
-// ranks of a gloo group), the record as `asgd run` writes it. allreduce_sgd is
-// deterministic (every rank applies the same allreduced gradient) and so is the run in
-// one process with threads: the same final accuracy and loss, the same convergence rows
-// (test columns), the same bytes per worker.
-TEST(Launch, CollectiveStrategiesRunAsProcesses) {
-  for (const std::string name : {"allreduce_sgd", "local_sgd", "dpsgd"}) {
-    SCOPED_TRACE(name);
-    testing::TempDir dir;
-    const std::string config = TrainingConfig(dir, name);
-    Subprocess launch({kAsgd, "launch", config}, dir.File("launch.log"));
-    const auto status = launch.Wait(kTimeout);
-    ASSERT_TRUE(status.has_value()) << "launch hung:\n" << launch.Output();
-    EXPECT_EQ(*status, 0) << launch.Output();
-    const std::string out = launch.Output();
-    EXPECT_THAT(out, HasSubstr("[worker 2] worker 2: "));
-    EXPECT_THAT(out, ::testing::Not(HasSubstr("[ps 0]")));
-    EXPECT_THAT(out, ::testing::Not(HasSubstr("[evaluator]")));
-    fs::path run;
-    auto s = Summary(dir, &run);
-    EXPECT_EQ(s["status"], "completed");
-    EXPECT_EQ(s["transport"], "gloo-ring");
-    EXPECT_EQ(s["ps_shards"], "0");
-    EXPECT_EQ(s["workers"], "3");
-    EXPECT_EQ(s["staleness_max"], "0");
-    EXPECT_GE(std::stod(s["final_test_accuracy"]), 0.85);
-    EXPECT_GT(std::stoll(s["bytes_pushed"]), 0);
-    for (const char* file : {"convergence.csv", "workers.csv", "staleness.csv", "summary.csv",
-                             "provenance.json", "config.ini"}) {
-      EXPECT_TRUE(fs::exists(run / file)) << file;
-    }
-    EXPECT_FALSE(fs::exists(run / "rendezvous"));  // the ranks' store is removed
-    // One staleness-0 row per worker step.
-    EXPECT_EQ(static_cast<int64_t>(CsvLines(run, "staleness.csv").size()) - 1,
-              std::stoll(s["steps"]));
-    // The consensus distance is measured at every row (0 at the start: one broadcast).
-    const auto rows = CsvLines(run, "convergence.csv");
-    ASSERT_GE(rows.size(), 4u);
-    const auto header = ParseCsvLine(rows[0]);
-    ASSERT_EQ(header.back(), "consensus_distance");
-    for (std::size_t i = 1; i < rows.size(); ++i) {
-      const std::string cell = ParseCsvLine(rows[i]).back();
-      EXPECT_NE(cell, "nan") << rows[i];
-      EXPECT_GE(std::stod(cell), 0.0) << rows[i];
-    }
-    EXPECT_EQ(ParseCsvLine(rows[1]).back(), "0");
-    for (pid_t pid : ChildPids(out)) EXPECT_FALSE(Alive(pid)) << pid;
-    if (name != "allreduce_sgd") continue;
-
-    Subprocess here({kAsgd, "run", config, "--set", "experiment.out_dir=" + dir.File("here")},
-                    dir.File("run.log"));
-    ASSERT_EQ(here.Wait(kTimeout), 0) << here.Output();
-    const std::regex final_line(R"(final test accuracy: ([0-9.]+) \(loss ([0-9.]+)\))");
-    std::smatch a, b;
-    const std::string threads = here.Output();
-    ASSERT_TRUE(std::regex_search(out, a, final_line)) << out;
-    ASSERT_TRUE(std::regex_search(threads, b, final_line)) << threads;
-    EXPECT_EQ(a[1], b[1]);
-    EXPECT_EQ(a[2], b[2]);
-    std::vector<fs::path> here_runs(fs::directory_iterator(dir.File("here")), {});
-    ASSERT_EQ(here_runs.size(), 1u);
-    // Convergence rows: the same evaluation points and test figures (time and the
-    // training loss, averaged over the reports that arrived between rows, differ).
-    const auto here_rows = CsvLines(here_runs[0], "convergence.csv");
-    ASSERT_EQ(here_rows.size(), rows.size());
-    for (std::size_t i = 1; i < rows.size(); ++i) {
-      const auto x = ParseCsvLine(rows[i]), y = ParseCsvLine(here_rows[i]);
-      for (const std::size_t col : {1u, 2u, 3u, 5u, 6u, 7u, 9u}) {
-        EXPECT_EQ(x.at(col), y.at(col)) << header.at(col) << " in row " << i;
-      }
-    }
-    // workers.csv: the same steps, samples, pushes and bytes per worker.
-    const auto workers = CsvLines(run, "workers.csv"),
-               here_workers = CsvLines(here_runs[0], "workers.csv");
-    ASSERT_EQ(workers.size(), 4u);
-    ASSERT_EQ(here_workers.size(), 4u);
-    for (std::size_t i = 1; i < workers.size(); ++i) {
-      const auto x = ParseCsvLine(workers[i]), y = ParseCsvLine(here_workers[i]);
-      for (const std::size_t col : {0u, 1u, 2u, 6u, 7u, 8u}) EXPECT_EQ(x.at(col), y.at(col)) << i;
-    }
-  }
-}
-
-// Checkpoints of a run on a collective as processes: rank 0 writes the average at a round
-// boundary, the coordinator the manifest with the boundary's counters. The coordinator
-// killed after one; `launch --resume` starts every rank from it, and the run ends exactly
-// where the uninterrupted `asgd run` does (allreduce_sgd, plain SGD): the same final line,
-// the same convergence rows (test columns) and staleness rows.
-TEST(Launch, KilledCoordinatorResumesACollectiveRunBitForBit) {
-  testing::TempDir dir;
-  const std::string config = TrainingConfig(dir, "allreduce_sgd", "heartbeat_timeout_s = 2\n");
-  const std::vector<std::string> sets = {"--set", "experiment.epochs=60",
-                                         "--set", "experiment.checkpoint_every_steps=300",
-                                         "--set", "cluster.timeout_s=3"};
-  std::vector<std::string> argv = {kAsgd, "launch", config};
-  argv.insert(argv.end(), sets.begin(), sets.end());
-  std::vector<pid_t> pids;
-  {
-    Subprocess launch(argv, dir.File("launch.log"));
-    WaitForOutput(launch, "coordinator: checkpoint");
-    pids = ChildPids(launch.Output());
-    ASSERT_EQ(pids.size(), 4u) << launch.Output();
-    ::kill(pids[0], SIGKILL);  // the coordinator
-    const auto status = launch.Wait(60s);
-    ASSERT_TRUE(status.has_value()) << launch.Output();
-    EXPECT_NE(*status, 0) << launch.Output();  // killed before the run ended
-  }
-  for (pid_t pid : pids) EXPECT_FALSE(Alive(pid)) << "pid " << pid << " survived";
-  fs::path run;
-  (void)Summary(dir, &run);
-  std::vector<std::string> again = {kAsgd, "launch", config, "--resume", run.string()};
-  again.insert(again.end(), sets.begin(), sets.end());
-  Subprocess resumed(again, dir.File("resumed.log"));
-  ASSERT_EQ(resumed.Wait(90s).value_or(-1), 0) << resumed.Output();
-  EXPECT_THAT(resumed.Output(), HasSubstr("coordinator: resuming"));
-  EXPECT_THAT(resumed.Output(), HasSubstr("[worker 2] worker 2: resuming at step "));
-  EXPECT_EQ(Summary(dir).at("status"), "completed");
-  EXPECT_EQ(Provenance(dir)["resumed"].size(), 1u);
-
-  Subprocess here({kAsgd, "run", config, "--set", "experiment.epochs=60", "--set",
-                   "experiment.out_dir=" + dir.File("here")},
-                  dir.File("run.log"));
-  ASSERT_EQ(here.Wait(kTimeout), 0) << here.Output();
-  const std::regex final_line(R"(final test accuracy: ([0-9.]+) \(loss ([0-9.]+)\))");
-  std::smatch a, b;
-  const std::string launched = resumed.Output(), threads = here.Output();
-  ASSERT_TRUE(std::regex_search(launched, a, final_line)) << launched;
-  ASSERT_TRUE(std::regex_search(threads, b, final_line)) << threads;
-  EXPECT_EQ(a[1], b[1]);
-  EXPECT_EQ(a[2], b[2]);
-  std::vector<fs::path> here_runs(fs::directory_iterator(dir.File("here")), {});
-  ASSERT_EQ(here_runs.size(), 1u);
-  auto columns = [](const fs::path& folder, const std::string& name,
-                    const std::vector<std::size_t>& cols, bool sorted) {
-    std::vector<std::string> out;
-    const auto lines = CsvLines(folder, name);
-    for (std::size_t i = 1; i < lines.size(); ++i) {
-      const auto cells = ParseCsvLine(lines[i]);
-      std::string key;
-      for (const std::size_t c : cols) key += cells.at(c) + ",";
-      out.push_back(key);
-    }
-    if (sorted) std::sort(out.begin(), out.end());
-    return out;
-  };
-  // epoch, samples, updates, test_loss, test_accuracy, eval_examples
-  EXPECT_EQ(columns(run, "convergence.csv", {1, 2, 3, 5, 6, 7}, false),
-            columns(here_runs[0], "convergence.csv", {1, 2, 3, 5, 6, 7}, false));
-  // worker, shard, step, versions, staleness (the rows' order is the reports')
-  EXPECT_EQ(columns(run, "staleness.csv", {1, 2, 3, 4, 5, 6}, true),
-            columns(here_runs[0], "staleness.csv", {1, 2, 3, 4, 5, 6}, true));
-}
-
-// A collective cannot lose a member: a worker killed mid-run (SIGKILL) ends the run with
-// one line naming it and exit 2, within about collective.timeout_ms; every process is gone.
-TEST(Launch, AKilledRankStopsACollectiveRun) {
-  testing::TempDir dir;
-  const std::string config = TrainingConfig(dir, "allreduce_sgd", "heartbeat_timeout_s = 5\n");
-  Subprocess launch({kAsgd, "launch", config, "--set", "experiment.epochs=100000", "--set",
-                     "collective.timeout_ms=3000"},
-                    dir.File("launch.log"));
-  WaitForOutput(launch, "all 3 roles registered");
-  std::this_thread::sleep_for(300ms);  // training
-  const std::vector<pid_t> pids = ChildPids(launch.Output());
-  ASSERT_EQ(pids.size(), 4u) << launch.Output();
-  ::kill(pids[2], SIGKILL);  // worker 1
-  const auto status = launch.Wait(60s);
-  ASSERT_TRUE(status.has_value()) << "launch did not stop:\n" << launch.Output();
-  EXPECT_EQ(*status, 2) << launch.Output();
-  const std::string out = launch.Output();
-  EXPECT_THAT(out, HasSubstr("[coordinator] run stopped: worker 1 (pid " + std::to_string(pids[2]) +
-                             " on "));
-  EXPECT_THAT(out, HasSubstr("left the collective (it died or stopped answering)"));
-  for (pid_t pid : pids) EXPECT_FALSE(Alive(pid)) << "pid " << pid << " survived";
-  EXPECT_EQ(Summary(dir)["status"], "failed");
-  EXPECT_THAT(Provenance(dir)["status_reason"].get<std::string>(), HasSubstr("worker 1 (pid"));
-}
-
-// A silent rank (SIGSTOP: alive, answering nothing) is named too, once the others' next
-// collective call timed out (collective.timeout_ms).
-TEST(Launch, ASilentRankStopsACollectiveRun) {
-  testing::TempDir dir;
-  const std::string config = TrainingConfig(dir, "local_sgd", "heartbeat_timeout_s = 30\n");
-  Subprocess launch({kAsgd, "launch", config, "--set", "experiment.epochs=100000", "--set",
-                     "collective.timeout_ms=1500", "--set", "cluster.timeout_s=3"},
-                    dir.File("launch.log"));
-  WaitForOutput(launch, "all 3 roles registered");
-  std::this_thread::sleep_for(300ms);
-  const std::vector<pid_t> pids = ChildPids(launch.Output());
-  ASSERT_EQ(pids.size(), 4u) << launch.Output();
-  ::kill(pids[3], SIGSTOP);  // worker 2
-  const auto status = launch.Wait(60s);
-  const bool left_behind = Alive(pids[3]);
-  if (left_behind) ::kill(pids[3], SIGKILL);
-  EXPECT_FALSE(left_behind) << "the stopped worker survived";
-  ASSERT_TRUE(status.has_value()) << "launch did not stop:\n" << launch.Output();
-  EXPECT_EQ(*status, 2) << launch.Output();
-  EXPECT_THAT(launch.Output(), HasSubstr("[coordinator] run stopped: worker 2 (pid "));
-  for (pid_t pid : pids) EXPECT_FALSE(Alive(pid)) << "pid " << pid << " survived";
-}
-
 // Open MPI places the ranks: 1 coordinator, 1 shard, 2 workers, all `asgd task`.
 TEST(Launch, MpirunRunsOneShardAndTwoWorkers) {
   if (::access("/usr/bin/mpirun", X_OK) != 0) {
@@ -757,41 +461,6 @@ TEST(Launch, MpirunRunsOneShardAndTwoWorkers) {
   EXPECT_EQ(s["workers"], "2");
   EXPECT_EQ(s["ps_shards"], "1");
   EXPECT_GE(std::stod(s["final_test_accuracy"]), 0.85);
-}
-
-// Open MPI places a run on a collective: rank 0 the coordinator, the others the workers (no
-// shards), meeting in the run folder's file store; the same final line as `asgd run`.
-TEST(Launch, MpirunRunsACollectiveStrategy) {
-  if (::access("/usr/bin/mpirun", X_OK) != 0) {
-    GTEST_SKIP() << "mpirun not installed (Debian's openmpi-bin; ./setup.sh installs it)";
-  }
-  testing::TempDir dir;
-  const std::string config = TrainingConfig(dir, "allreduce_sgd");
-  Subprocess mpirun(
-      {"/usr/bin/mpirun", "--oversubscribe", "--allow-run-as-root", "-np", "3", kAsgd, "task",
-       "--config", config, "--set", "cluster.base_port=" + std::to_string(BasePort())},
-      dir.File("mpirun.log"), {"OMPI_MCA_plm_rsh_agent="});
-  const auto status = mpirun.Wait(kTimeout);
-  ASSERT_TRUE(status.has_value()) << "mpirun hung:\n" << mpirun.Output();
-  EXPECT_EQ(*status, 0) << mpirun.Output();
-  EXPECT_THAT(mpirun.Output(), HasSubstr("rank 0 of 3 is coordinator 0"));
-  EXPECT_THAT(mpirun.Output(), HasSubstr("rank 1 of 3 is worker 0"));
-  auto s = Summary(dir);
-  EXPECT_EQ(s["status"], "completed");
-  EXPECT_EQ(s["workers"], "2");
-  EXPECT_EQ(s["ps_shards"], "0");
-  EXPECT_EQ(s["transport"], "gloo-ring");
-  Subprocess here({kAsgd, "run", config, "--set", "algorithm.workers=2", "--set",
-                   "experiment.out_dir=" + dir.File("here")},
-                  dir.File("run.log"));
-  ASSERT_EQ(here.Wait(kTimeout), 0) << here.Output();
-  const std::regex final_line(R"(final test accuracy: ([0-9.]+) \(loss ([0-9.]+)\))");
-  std::smatch a, b;
-  const std::string placed = mpirun.Output(), threads = here.Output();
-  ASSERT_TRUE(std::regex_search(placed, a, final_line)) << placed;
-  ASSERT_TRUE(std::regex_search(threads, b, final_line)) << threads;
-  EXPECT_EQ(a[1], b[1]);
-  EXPECT_EQ(a[2], b[2]);
 }
 
 // A coordinator answers malformed and unexpected control messages with an error and
