@@ -15,6 +15,9 @@
 //
 // Compression (compression.name, issue 17): meaningful: the push is the accumulated update of a
 // window.
+#include <algorithm>
+#include <optional>
+
 #include "algorithms/builtin_strategies.h"
 #include "algorithms/windowed_worker.h"
 
@@ -35,6 +38,11 @@ class DampedAddRule final : public transport::ServerRule {
     }
     ctx.AdvanceVersion();
     return transport::PushOutcome::kApplied;
+  }
+  // The damping above, for the core's one-pass apply (server_rule.h).
+  std::optional<float> ElementwiseAddScale(const transport::RequestInfo&,
+                                           int64_t staleness) const override {
+    return 1.0f / static_cast<float>(std::max<int64_t>(0, staleness) + 1);
   }
 };
 

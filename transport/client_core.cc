@@ -115,23 +115,32 @@ void ClientCore::SendPart(const std::shared_ptr<RequestState>& state, RequestPar
   st.results.push_back(result);
   const std::size_t index = st.parts.size() - 1;
 
-  zmq::message_t header = HeaderMessage(h);
-  const uint64_t bytes = header.size() + payload_bytes;
+  const auto chunk_bytes = static_cast<uint64_t>(std::max<int64_t>(options_.chunk_bytes, 0));
+  const bool chunked = (h.op == Op::kPush || h.op == Op::kPushPull) &&
+                       h.encoding == compression::Encoding::kDense && chunk_bytes > 0 &&
+                       payload_bytes > chunk_bytes && shard.parsed->Scheme() != "inproc";
+  uint64_t bytes = payload_bytes;
   bool sent = false;
   try {
     AnnotateSend();
-    sent = static_cast<bool>(
-        shard.socket.send(header, frames > 0 ? zmq::send_flags::sndmore | zmq::send_flags::dontwait
-                                             : zmq::send_flags::dontwait));
-    if (sent) {
-      // ZeroMQ takes a multipart message whole once it accepted the first frame.
-      std::size_t left = frames;
-      for (const auto& piece : payload) {
-        if (piece.empty()) continue;
-        --left;
-        zmq::message_t m = ZeroCopyMessage(piece.data(), piece.size_bytes(), &st.completion);
-        (void)shard.socket.send(m, left > 0 ? zmq::send_flags::sndmore | zmq::send_flags::dontwait
-                                            : zmq::send_flags::dontwait);
+    if (chunked) {
+      sent = SendChunks(shard, h, payload, chunk_bytes, &st.completion, &bytes);
+    } else {
+      zmq::message_t header = HeaderMessage(h);
+      bytes += header.size();
+      sent = static_cast<bool>(shard.socket.send(
+          header, frames > 0 ? zmq::send_flags::sndmore | zmq::send_flags::dontwait
+                             : zmq::send_flags::dontwait));
+      if (sent) {
+        // ZeroMQ takes a multipart message whole once it accepted the first frame.
+        std::size_t left = frames;
+        for (const auto& piece : payload) {
+          if (piece.empty()) continue;
+          --left;
+          zmq::message_t m = ZeroCopyMessage(piece.data(), piece.size_bytes(), &st.completion);
+          (void)shard.socket.send(m, left > 0 ? zmq::send_flags::sndmore | zmq::send_flags::dontwait
+                                              : zmq::send_flags::dontwait);
+        }
       }
     }
   } catch (const zmq::error_t& e) {
@@ -151,6 +160,56 @@ void ClientCore::SendPart(const std::shared_ptr<RequestState>& state, RequestPar
   ++shard.outstanding;
   ++stats_.requests;
   stats_.bytes_sent += bytes;
+}
+
+bool ClientCore::SendChunks(Shard& shard, const Header& whole,
+                            std::span<const std::span<const float>> payload, uint64_t chunk_bytes,
+                            SendCompletion* completion, uint64_t* bytes) {
+  const uint64_t per_chunk = std::max<uint64_t>(1, chunk_bytes / sizeof(float));
+  const uint64_t end = whole.offset + whole.count;
+  // The frames of one chunk: sub-spans of the pieces, at most kMaxPayloadFrames.
+  std::vector<std::span<const float>> frames;
+  std::size_t piece = 0;
+  std::size_t within = 0;  // elements of payload[piece] already sent
+  uint64_t at = whole.offset;
+  while (at < end) {
+    const uint64_t count = std::min(per_chunk, end - at);
+    frames.clear();
+    for (uint64_t need = count; need > 0;) {
+      const std::span<const float>& p = payload[piece];
+      if (within == p.size()) {
+        ++piece;
+        within = 0;
+        continue;
+      }
+      const std::size_t take = static_cast<std::size_t>(std::min<uint64_t>(need, p.size() - within));
+      frames.push_back(p.subspan(within, take));
+      within += take;
+      need -= take;
+    }
+    Header h = whole;
+    h.offset = at;
+    h.count = count;
+    h.payload_bytes = count * sizeof(float);
+    h.frames = static_cast<uint32_t>(frames.size());
+    h.aux = end - at;
+    if (at + count < end) h.flags |= kFlagMoreChunks;
+    zmq::message_t header = HeaderMessage(h);
+    *bytes += header.size();
+    // Only the first chunk may be refused (a full queue): once one is queued the others
+    // follow it, or the server drops the push when the rest does not come.
+    if (!shard.socket.send(header, zmq::send_flags::sndmore | zmq::send_flags::dontwait)) {
+      return at != whole.offset;
+    }
+    for (std::size_t f = 0; f < frames.size(); ++f) {
+      zmq::message_t m = ZeroCopyMessage(frames[f].data(), frames[f].size_bytes(), completion);
+      (void)shard.socket.send(m, f + 1 < frames.size()
+                                     ? zmq::send_flags::sndmore | zmq::send_flags::dontwait
+                                     : zmq::send_flags::dontwait);
+    }
+    at += count;
+  }
+  return true;
 }
 
 std::string ClientCore::ShardName(int shard) const {

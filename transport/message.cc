@@ -372,6 +372,20 @@ DecodeError DecodeHeader(std::span<const std::byte> frame, Header* out) {
     out->encoding = static_cast<compression::Encoding>(e);
   }
   const bool encoded = out->encoding != compression::Encoding::kDense;
+  if ((out->flags & kFlagMoreChunks) != 0) {
+    if (out->is_reply() || !OpRequestHasPayload(out->op) || encoded) {
+      return Err(ErrorCode::kMalformedHeader,
+                 internal::StrCat("flag more_chunks on a ", encoded ? "compressed " : "",
+                                  OpName(out->op), out->is_reply() ? " reply" : " request",
+                                  ", expected only on dense push and push_pull requests"));
+    }
+    if (out->aux <= out->count) {
+      return Err(ErrorCode::kPayloadMismatch,
+                 internal::StrCat("a chunk of ", out->count, " elements with more to come but ",
+                                  out->aux, " elements left in its push (aux), expected more than ",
+                                  out->count));
+    }
+  }
 
   // Lengths: everything that describes the payload must agree before anyone trusts it.
   constexpr uint64_t kMaxElements = uint64_t{1} << 40;  // 4 TiB of float32; a sanity bound

@@ -57,6 +57,20 @@
 // refuses a compressed push as malformed ("header array has 19 elements"): only a worker
 // configured to compress sends one.
 //
+// Chunked pushes: a client may send a large dense push (or push-pull) to one shard as
+// several messages, "chunks", back to back on its connection, so that the server applies
+// one chunk while the next is still on the wire (ClientOptions::chunk_bytes). Each chunk
+// is a request of its own shape: offset and count name the chunk's elements, its payload
+// frames hold them; every chunk repeats the push's op, request_id, version, clock and
+// optional fields. Two fields say how it continues:
+//   flags  kFlagMoreChunks on every chunk but the last;
+//   aux    the elements of the push from this chunk's offset to the push's end, so the
+//          first chunk's aux is the push's count and the last chunk's aux is its count.
+// Chunks are contiguous and in order. The server answers once, after the last chunk,
+// with the reply of the whole push (offset = the first chunk's, count = its aux), and
+// applies it all or nothing. A dense push that is not chunked sends aux = 0 or = count.
+// A compressed push is never chunked (the codec refuses kFlagMoreChunks with encoding).
+//
 // A fixed-position array keeps the header small (about 20-40 bytes) and lets the decoder
 // check every field's type and range before it looks at a payload byte.
 //
@@ -120,7 +134,9 @@ inline constexpr uint32_t kDTypeEnd = 5;
 std::string_view DTypeName(DType dtype);
 
 inline constexpr uint32_t kFlagReply = 1u << 0;
-inline constexpr uint32_t kKnownFlags = kFlagReply;
+// On a push or push-pull request: more chunks of this push follow (see "Chunked pushes").
+inline constexpr uint32_t kFlagMoreChunks = 1u << 1;
+inline constexpr uint32_t kKnownFlags = kFlagReply | kFlagMoreChunks;
 
 // What a server did with a push (carried in the push reply's aux field).
 enum class PushOutcome : uint8_t {

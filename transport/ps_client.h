@@ -61,6 +61,11 @@ struct ClientOptions {
   // How long an abandoned request waits for ZeroMQ to release its buffers before the
   // connection to the shard is reset to drop the queued message. Default 100 ms.
   std::chrono::milliseconds release_grace{100};
+  // A dense push or push-pull whose payload for one shard exceeds this many bytes goes
+  // over tcp:// and ipc:// as chunks of at most this size (message.h, "Chunked pushes"),
+  // so the server applies one chunk while the next is on the wire. 0: never chunk.
+  // inproc:// never chunks (nothing is on a wire). Default 1 MiB.
+  int64_t chunk_bytes = int64_t{1} << 20;
   // CURVE encryption and authentication (curve.h): the servers' public key and this
   // client's key pair, checked by the constructor (CheckCurveClient). A server that
   // refuses the key never answers: requests time out. Default off: plain ZeroMQ.

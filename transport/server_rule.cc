@@ -215,6 +215,31 @@ int64_t FindNonFinite(std::span<const float> values) {
   return -1;
 }
 
+bool AddScaledInto(std::span<float> out, std::span<const float> base, float scale,
+                   std::span<const float> src) {
+  ASGD_CHECK_EQ(out.size(), base.size());
+  ASGD_CHECK_EQ(out.size(), src.size());
+  float* __restrict o = out.data();
+  const float* __restrict b = base.data();
+  const float* __restrict s = src.data();
+  const std::size_t n = out.size();
+  // A result's magnitude bits at or above Inf's mean NaN or Inf: a NaN or Inf in src (or
+  // base) or an overflow. The max reduction has no early exit, so the loop vectorises.
+  uint32_t m = 0;
+  if (scale == 1.0f) {
+    for (std::size_t i = 0; i < n; ++i) {
+      o[i] = b[i] + s[i];
+      m = std::max(m, std::bit_cast<uint32_t>(o[i]) & 0x7fffffffu);
+    }
+  } else {
+    for (std::size_t i = 0; i < n; ++i) {
+      o[i] = b[i] + scale * s[i];
+      m = std::max(m, std::bit_cast<uint32_t>(o[i]) & 0x7fffffffu);
+    }
+  }
+  return m < 0x7f800000u;
+}
+
 namespace {
 
 class AddRule final : public ServerRule {
@@ -249,6 +274,10 @@ class AddRule final : public ServerRule {
     }
     ctx.AdvanceVersion();
     return PushOutcome::kApplied;
+  }
+
+  std::optional<float> ElementwiseAddScale(const RequestInfo&, int64_t) const override {
+    return 1.0f;
   }
 };
 

@@ -269,6 +269,23 @@ class ServerRule {
   // False (default): the server rejects pushes holding NaN or Inf before OnPush, so a
   // NaN gradient never reaches the shard. True: the rule checks (or allows) them itself.
   virtual bool ChecksNonFinite() const { return false; }
+
+  // An element-wise rule may say so: a value s here promises that, for this request,
+  // OnPush(ctx, call) is exactly
+  //     values[offset + i] += s * payload[i]  (for s == 1: += payload[i]);
+  //     ctx.AdvanceVersion();  return kApplied;
+  // that OnPushPull is the default (OnPush, then the values), that s depends only on
+  // `info` and `staleness` (call.staleness() before any restatement), and that the rule
+  // keeps no state of the push. The core may then apply a push without calling OnPush:
+  // out of place into a second buffer, in one pass that also checks every result is
+  // finite, piece by piece as the pieces arrive (a chunked push, ShardServer), and make
+  // it current at the end (all or nothing). nullopt (default): OnPush sees every push.
+  virtual std::optional<float> ElementwiseAddScale(const RequestInfo& info,
+                                                   int64_t staleness) const {
+    (void)info;
+    (void)staleness;
+    return std::nullopt;
+  }
 };
 
 // Makes the rule for one shard.
@@ -312,5 +329,11 @@ void DisarmPayloadScans();
 uint64_t NonFiniteResultsOnThisThread();
 // Index of the first NaN or Inf in values, or -1. Vectorised; reads every element once.
 int64_t FindNonFinite(std::span<const float> values);
+// out[i] = base[i] + scale * src[i] (for scale == 1: base[i] + src[i], the bits AddTo
+// gives), in one vectorised pass with no early exit. Returns whether every result is
+// finite; when not, out holds what was computed (the caller discards it).
+// REQUIRES: the three spans have one size; out overlaps neither input.
+bool AddScaledInto(std::span<float> out, std::span<const float> base, float scale,
+                   std::span<const float> src);
 
 }  // namespace asgd::transport

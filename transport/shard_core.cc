@@ -69,6 +69,12 @@ ShardCore::Result ShardCore::Pull(const RequestInfo& info) { return ReadOrClock(
 ShardCore::Result ShardCore::Clock(const RequestInfo& info) { return ReadOrClock(info); }
 
 ShardCore::Result ShardCore::PushOrPushPull(const RequestInfo& info, Payload payload) {
+  // A push of the whole shard under an element-wise rule: one out-of-place pass that
+  // checks the results, instead of a scan of the payload and an add in place.
+  if (payload.count() == size_ && size_ > 0 && BeginStaged(info)) {
+    for (const Payload::Piece& piece : payload.pieces()) StagePiece(piece);
+    return FinishStaged();
+  }
   Result result;
   if (check_non_finite_) {
     for (const Payload::Piece& piece : payload.pieces()) {
@@ -127,6 +133,90 @@ ShardCore::Result ShardCore::PushOrPushPull(const RequestInfo& info, Payload pay
   }
   return result;
 }
+
+bool ShardCore::BeginStaged(const RequestInfo& info) {
+  if (staged_.active || !check_non_finite_) return false;
+  const uint64_t arrival = version_;
+  const auto staleness = static_cast<int64_t>(arrival - info.version);
+  const std::optional<float> scale = rule_->ElementwiseAddScale(info, staleness);
+  if (!scale.has_value()) return false;
+  const std::span<float> out = storage_->staging_values();
+  if (static_cast<int64_t>(out.size()) != size_) return false;
+  staged_ = Staged{};
+  staged_.active = true;
+  staged_.info = info;
+  staged_.arrival = arrival;
+  staged_.staleness = staleness;
+  staged_.scale = *scale;
+  staged_.next = info.offset;
+  staged_.out = out;
+  return true;
+}
+
+void ShardCore::StagePiece(const Payload::Piece& piece) {
+  ASGD_CHECK(staged_.active, "StagePiece without BeginStaged");
+  const auto n = static_cast<int64_t>(piece.values.size());
+  ASGD_CHECK_EQ(piece.offset, staged_.next, "staged pieces must be contiguous and in order");
+  ASGD_CHECK_LE(piece.offset + n, staged_.info.offset + staged_.info.count,
+                "a staged piece past the push's range");
+  staged_.next += n;
+  if (staged_.error != ErrorCode::kNone || n == 0) return;
+  const auto at = static_cast<std::size_t>(piece.offset);
+  const std::span<float> out = staged_.out.subspan(at, piece.values.size());
+  const std::span<const float> base = values().subspan(at, piece.values.size());
+  if (AddScaledInto(out, base, staged_.scale, piece.values)) return;
+  // The rare path: name the first bad element, as the in-place path would.
+  staged_.error = ErrorCode::kNonFinite;
+  const int64_t bad = FindNonFinite(piece.values);
+  if (bad >= 0) {
+    const float v = piece.values[static_cast<std::size_t>(bad)];
+    staged_.message = ::asgd::internal::StrCat(
+        OpName(staged_.info.op), " payload holds ", v != v ? "NaN" : "Inf",
+        " at shard-local element ", piece.offset + bad, "; the shard is unchanged");
+    return;
+  }
+  const int64_t first = FindNonFinite(out);
+  const auto i = static_cast<std::size_t>(std::max<int64_t>(first, 0));
+  staged_.message = ::asgd::internal::StrCat(
+      "the result at shard-local element ", piece.offset + first, " would be ",
+      out[i] != out[i] ? "NaN" : "Inf", " (", base[i], " + ", staged_.scale * piece.values[i],
+      "); nothing was changed");
+}
+
+ShardCore::Result ShardCore::FinishStaged() {
+  ASGD_CHECK(staged_.active, "FinishStaged without BeginStaged");
+  Staged st = std::move(staged_);
+  staged_ = Staged{};
+  ASGD_CHECK_EQ(version_, st.arrival, "the version changed during a staged push");
+  Result result;
+  if (st.error != ErrorCode::kNone) {
+    Bump(counters_.rejected);
+    result.error = st.error;
+    result.message = std::move(st.message);
+    return result;
+  }
+  const int64_t end = st.info.offset + st.info.count;
+  ASGD_CHECK_EQ(st.next, end, "a staged push finished before its last piece");
+  // The elements outside the push keep their values.
+  const std::span<const float> now = values();
+  if (st.info.offset > 0) {
+    std::memcpy(st.out.data(), now.data(), static_cast<std::size_t>(st.info.offset) * sizeof(float));
+  }
+  if (end < size_) {
+    std::memcpy(st.out.data() + end, now.data() + end,
+                static_cast<std::size_t>(size_ - end) * sizeof(float));
+  }
+  storage_->CommitStaging();
+  AdvanceVersion();
+  result.outcome = PushOutcome::kApplied;
+  result.token = next_token_++;
+  Bump(counters_.pushes_applied);
+  if (st.info.op == Op::kPushPull) Bump(counters_.push_pulls);
+  Record(st.info, PushOutcome::kApplied, st.arrival, st.staleness);
+  return result;
+}
+
+void ShardCore::AbortStaged() { staged_ = Staged{}; }
 
 ShardCore::Result ShardCore::ReadOrClock(const RequestInfo& info) {
   Result result;
@@ -231,6 +321,11 @@ void ShardCore::Restore(const ShardSnapshot& snapshot) {
   // the restore, wiping the loaded state).
   Start();
   rule_->LoadState(snapshot.rule_state);  // may throw InputError; nothing changed yet
+  if (staged_.active && staged_.error == ErrorCode::kNone) {
+    // What was staged is built on the values being replaced.
+    staged_.error = ErrorCode::kRejectedByRule;
+    staged_.message = "the shard was restored from a snapshot while this push arrived; it was not applied";
+  }
   std::span<float> v = mutable_values();
   if (size_ > 0) std::memcpy(v.data(), snapshot.values.data(), v.size_bytes());
   version_ = snapshot.version;

@@ -55,17 +55,33 @@ class ValueStorage {
   virtual ~ValueStorage() = default;
   virtual std::span<const float> values() const = 0;
   virtual std::span<float> mutable_values() = 0;
+  // A second buffer of values().size() floats that the core writes a whole new state
+  // into (out of place, ShardCore::BeginStaged), made the values by CommitStaging().
+  // Its content on return is unspecified; it stays the staging buffer until
+  // CommitStaging. Empty (the default): no staging, every push goes through the rule in
+  // place.
+  virtual std::span<float> staging_values() { return {}; }
+  // Makes the staging buffer the values; the old values may become the next staging
+  // buffer.
+  virtual void CommitStaging() {}
 };
 
-// The default storage: one vector.
+// The default storage: one vector, and a second one (allocated on first use) to stage
+// into.
 class VectorStorage final : public ValueStorage {
  public:
   explicit VectorStorage(std::vector<float> values) : values_(std::move(values)) {}
   std::span<const float> values() const override { return values_; }
   std::span<float> mutable_values() override { return values_; }
+  std::span<float> staging_values() override {
+    staging_.resize(values_.size());
+    return staging_;
+  }
+  void CommitStaging() override { values_.swap(staging_); }
 
  private:
   std::vector<float> values_;
+  std::vector<float> staging_;
 };
 
 // A compressed push as received (compression/compressor.h): its encoding and frames, for
@@ -159,6 +175,36 @@ class ShardCore final : public ShardContext {
   void Tick() { rule_->OnTick(*this); }
   void Membership(int live_workers) { rule_->OnMembership(*this, live_workers); }
 
+  // A dense push applied out of place, piece by piece, for a rule with an element-wise
+  // scale (ServerRule::ElementwiseAddScale) and a storage that stages: how a host applies
+  // a push it receives in chunks while the next chunk is still arriving.
+  //
+  //   if (core.BeginStaged(info)) {
+  //     for each piece, in order: core.StagePiece(piece);
+  //     result = core.FinishStaged();   // or core.AbortStaged() if the rest never came
+  //   }
+  //
+  // BeginStaged is false (and nothing starts) when the rule gives no scale, the storage
+  // does not stage, non-finite pushes are not rejected, or a staged push is already
+  // open; the host then gathers the pieces and calls Push. `info` is validated by the
+  // host for the whole push (offset, count). Pieces must be contiguous from info.offset
+  // and add up to info.count (InvariantError otherwise: the host checks what a peer
+  // sends). Each is added into the staging buffer in one pass that also checks every
+  // result is finite. FinishStaged copies the elements outside the push, makes the
+  // buffer current and then counts, records and answers exactly as Push would; a piece
+  // with a NaN or Inf payload or result makes it refuse the whole push instead
+  // (kNonFinite, counted in rejected, the shard unchanged), as does a Restore in between.
+  // AbortStaged drops the push: nothing changes, nothing is counted.
+  //
+  // Between BeginStaged and FinishStaged/AbortStaged the host makes no other call that
+  // changes the values or the version (pushes, clocks, Tick, Membership); pulls and
+  // Snapshot read the values as they were before the push.
+  bool BeginStaged(const RequestInfo& info);
+  void StagePiece(const Payload::Piece& piece);
+  Result FinishStaged();
+  void AbortStaged();
+  bool staging() const { return staged_.active; }
+
   // Holds a request outside the rule (e.g. a barrier); released through Release/Fail.
   uint64_t Hold(const RequestInfo& info);
   // Fails every held request, in token order.
@@ -196,6 +242,19 @@ class ShardCore final : public ShardContext {
     c.store(c.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
   }
 
+  // An open staged push (BeginStaged .. FinishStaged).
+  struct Staged {
+    bool active = false;
+    RequestInfo info;
+    uint64_t arrival = 0;
+    int64_t staleness = 0;
+    float scale = 1.0f;
+    int64_t next = 0;  // the shard-local element the next piece starts at
+    std::span<float> out;
+    ErrorCode error = ErrorCode::kNone;  // set by the first refused piece (or a Restore)
+    std::string message;
+  };
+
   Result PushOrPushPull(const RequestInfo& info, Payload payload);
   Result DecodeThenPush(const RequestInfo& info, const EncodedPayload& encoded);
   Result ReadOrClock(const RequestInfo& info);
@@ -215,6 +274,7 @@ class ShardCore final : public ShardContext {
   std::unordered_map<uint64_t, HeldRequest> held_;
   Counters counters_;
   std::vector<float> decoded_;  // a compressed push's dense form, reused
+  Staged staged_;
 };
 
 }  // namespace asgd::transport

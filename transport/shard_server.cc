@@ -183,32 +183,53 @@ ShardServer::Impl::~Impl() {
   std::lock_guard<std::mutex> lock(mu_);
   // Reply frames still in flight keep their blocks alive through their own references.
   if (current_ != nullptr) current_->Unref();
+  if (staging_ != nullptr) staging_->Unref();
   for (ValueBlock* b : spares_) b->Unref();
   spares_.clear();
+}
+
+ShardServer::Impl::ValueBlock* ShardServer::Impl::ExclusiveBlock() {
+  for (auto it = spares_.begin(); it != spares_.end(); ++it) {
+    if ((*it)->exclusive() && (*it)->capacity >= size_) {
+      ValueBlock* b = *it;
+      spares_.erase(it);
+      return b;
+    }
+  }
+  return new ValueBlock(size_, tally_);
+}
+
+void ShardServer::Impl::Retire(ValueBlock* block) {
+  if (static_cast<int>(spares_.size()) < options_.spare_buffers) {
+    spares_.push_back(block);
+  } else {
+    block->Unref();
+  }
 }
 
 std::span<float> ShardServer::Impl::mutable_values() {
   if (!current_->exclusive()) {
     // A pull reply still references these values: write into another block.
-    ValueBlock* next = nullptr;
-    for (auto it = spares_.begin(); it != spares_.end(); ++it) {
-      if ((*it)->exclusive() && (*it)->capacity >= size_) {
-        next = *it;
-        spares_.erase(it);
-        break;
-      }
-    }
-    if (next == nullptr) next = new ValueBlock(size_, tally_);
+    ValueBlock* next = ExclusiveBlock();
     std::memcpy(next->data, current_->data, static_cast<std::size_t>(size_) * sizeof(float));
-    if (static_cast<int>(spares_.size()) < options_.spare_buffers) {
-      spares_.push_back(current_);
-    } else {
-      current_->Unref();
-    }
+    Retire(current_);
     current_ = next;
     Bump(counters_.copies_on_write);
   }
   return {current_->data, static_cast<std::size_t>(size_)};
+}
+
+std::span<float> ShardServer::Impl::staging_values() {
+  // No pull reply references a staging block: it is not current until committed.
+  if (staging_ == nullptr) staging_ = ExclusiveBlock();
+  return {staging_->data, static_cast<std::size_t>(size_)};
+}
+
+void ShardServer::Impl::CommitStaging() {
+  ASGD_CHECK(staging_ != nullptr, "CommitStaging without a staging block");
+  Retire(current_);
+  current_ = staging_;
+  staging_ = nullptr;
 }
 
 void ShardServer::Impl::MarkServing() {
@@ -236,8 +257,10 @@ void ShardServer::Impl::Serve() {
     int timeout_ms = -1;
     socket_.set(zmq::sockopt::rcvtimeo, -1);
     while (!stop_requested_.load()) {
-      // Wake for the rule's tick and for the first barrier deadline, whichever is sooner.
-      const Steady::time_point wake = std::min(next_tick, barrier_wake_);
+      // Wake for the rule's tick, the first barrier deadline and an open chunked push's
+      // deadline, whichever is sooner.
+      Steady::time_point wake = std::min(next_tick, barrier_wake_);
+      if (assembly_.active) wake = std::min(wake, assembly_.deadline);
       int ms = -1;
       if (wake != Steady::time_point::max()) {
         const auto left = std::chrono::ceil<std::chrono::milliseconds>(wake - Steady::now());
@@ -248,7 +271,16 @@ void ShardServer::Impl::Serve() {
         timeout_ms = ms;
       }
       ReceiveOne(/*block=*/true);
-      if (next_tick != Steady::time_point::max() && Steady::now() >= next_tick) {
+      if (assembly_.active && Steady::now() >= assembly_.deadline) {
+        std::lock_guard<std::mutex> lock(mu_);
+        FailAssembly(ErrorCode::kPayloadMismatch,
+                     ::asgd::internal::StrCat("its next chunk did not come within ",
+                                              options_.chunk_timeout.count(), " ms"));
+      }
+      // A rule's tick waits until an open chunked push is complete (nothing between its
+      // chunks may change the values).
+      if (!assembly_.active && next_tick != Steady::time_point::max() &&
+          Steady::now() >= next_tick) {
         Tick();
         next_tick = Steady::now() + tick;
       }
@@ -261,11 +293,15 @@ void ShardServer::Impl::Serve() {
       }
     }
     std::lock_guard<std::mutex> lock(mu_);
+    FailAssembly(ErrorCode::kShuttingDown, "shard server is stopping");
+    backlog_.clear();
     FailAllHeld(ErrorCode::kShuttingDown, "shard server is stopping");
   } catch (...) {
     finished_.store(true);
     try {
       std::lock_guard<std::mutex> lock(mu_);
+      FailAssembly(ErrorCode::kShuttingDown, "shard server stopped after an error");
+      backlog_.clear();
       FailAllHeld(ErrorCode::kShuttingDown, "shard server stopped after an error");
     } catch (...) {
     }
@@ -275,9 +311,28 @@ void ShardServer::Impl::Serve() {
   serving_.store(false);
 }
 
-bool ShardServer::Impl::ReceiveOne(bool block) {
+std::size_t ShardServer::Impl::NextMessage(bool block, bool* too_many) {
+  *too_many = false;
+  // A waiting message may go now when no chunked push is open, or when it is the open
+  // push's peer's (its next chunk, received while another push was open).
+  auto taken = backlog_.end();
+  if (!assembly_.active) {
+    taken = backlog_.begin();
+  } else {
+    taken = std::find_if(backlog_.begin(), backlog_.end(), [&](const Backlogged& b) {
+      return b.parts[0].size() == assembly_.routing_id.size() &&
+             std::memcmp(b.parts[0].data(), assembly_.routing_id.data(), b.parts[0].size()) == 0;
+    });
+  }
+  if (taken != backlog_.end()) {
+    const std::size_t n = taken->parts.size();
+    if (parts_.size() < n) parts_.resize(n);
+    for (std::size_t i = 0; i < n; ++i) parts_[i] = std::move(taken->parts[i]);
+    *too_many = taken->too_many;
+    backlog_.erase(taken);
+    return n;
+  }
   std::size_t n = 0;
-  bool too_many = false;
   uint64_t bytes = 0;
   for (;;) {
     if (n == parts_.size()) parts_.emplace_back();
@@ -286,13 +341,13 @@ bool ShardServer::Impl::ReceiveOne(bool block) {
     try {
       r = socket_.recv(m, n == 0 && !block ? zmq::recv_flags::dontwait : zmq::recv_flags::none);
     } catch (const zmq::error_t& e) {
-      if (e.num() == EINTR && n == 0) return false;
+      if (e.num() == EINTR && n == 0) return 0;
       if (e.num() == EINTR) continue;
       internal::ThrowZmqError(e, "receive on", bound_);
     }
     if (!r) {
-      if (n == 0) return false;  // timeout or nothing queued
-      continue;                  // cannot happen mid-message; be safe
+      if (n == 0) return 0;  // timeout or nothing queued
+      continue;              // cannot happen mid-message; be safe
     }
     bytes += m.size();
     ++n;
@@ -304,15 +359,41 @@ bool ShardServer::Impl::ReceiveOne(bool block) {
         (void)socket_.recv(sink);
         bytes += sink.size();
       } while (sink.more());
-      too_many = true;
+      *too_many = true;
       break;
     }
   }
   internal::AnnotateReceive();
   Bump(counters_.bytes_received, bytes);
+  return n;
+}
+
+bool ShardServer::Impl::ReceiveOne(bool block) {
+  bool too_many = false;
+  const std::size_t n = NextMessage(block, &too_many);
+  if (n == 0) return false;
+  const bool assembling = assembly_.active;
+  if (assembling &&
+      (parts_[0].size() != assembly_.routing_id.size() ||
+       std::memcmp(parts_[0].data(), assembly_.routing_id.data(), parts_[0].size()) != 0)) {
+    // Another peer's request waits until the open chunked push is complete.
+    Backlogged b;
+    b.parts.reserve(n);
+    for (std::size_t i = 0; i < n; ++i) b.parts.push_back(std::move(parts_[i]));
+    b.too_many = too_many;
+    backlog_.push_back(std::move(b));
+    return true;
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
+    chunk_taken_ = false;
     Handle(n, too_many);
+    if (assembling && !chunk_taken_ && assembly_.active) {
+      // The open push's peer sent something that was not its next chunk (and was
+      // answered on its own): the push cannot complete.
+      FailAssembly(ErrorCode::kPayloadMismatch,
+                   "the sender's next message was not the push's next chunk");
+    }
     version_published_.store(core_->version(), std::memory_order_relaxed);
     held_published_.store(core_->held(), std::memory_order_relaxed);
   }
@@ -391,34 +472,35 @@ void ShardServer::Impl::Handle(std::size_t nparts, bool too_many_frames) {
   }
 }
 
-void ShardServer::Impl::BuildPayload(const Header& h, std::size_t nparts, Payload* out) {
+void ShardServer::Impl::BuildPayload(uint64_t offset, std::span<zmq::message_t> frames,
+                                     Payload* out) {
   pieces_.clear();
   // ZeroMQ may hand us a small frame at any byte offset inside its receive buffer;
   // such frames are copied to aligned scratch (large frames have their own allocation).
   std::size_t misaligned = 0;
-  for (std::size_t i = 2; i < nparts; ++i) {
-    if (reinterpret_cast<uintptr_t>(parts_[i].data()) % alignof(float) != 0) {
-      misaligned += parts_[i].size() / sizeof(float);
+  for (const zmq::message_t& f : frames) {
+    if (reinterpret_cast<uintptr_t>(f.data()) % alignof(float) != 0) {
+      misaligned += f.size() / sizeof(float);
     }
   }
   if (misaligned > scratch_.size()) scratch_.resize(misaligned);
   std::size_t scratch_at = 0;
-  int64_t at = static_cast<int64_t>(h.offset);
-  for (std::size_t i = 2; i < nparts; ++i) {
-    const std::size_t count = parts_[i].size() / sizeof(float);
+  auto at = static_cast<int64_t>(offset);
+  for (const zmq::message_t& frame : frames) {
+    const std::size_t count = frame.size() / sizeof(float);
     const float* f;
-    if (reinterpret_cast<uintptr_t>(parts_[i].data()) % alignof(float) != 0) {
-      std::memcpy(scratch_.data() + scratch_at, parts_[i].data(), parts_[i].size());
+    if (reinterpret_cast<uintptr_t>(frame.data()) % alignof(float) != 0) {
+      std::memcpy(scratch_.data() + scratch_at, frame.data(), frame.size());
       f = scratch_.data() + scratch_at;
       scratch_at += count;
     } else {
-      f = static_cast<const float*>(parts_[i].data());
+      f = static_cast<const float*>(frame.data());
     }
     pieces_.push_back({at, std::span<const float>(f, count)});
     at += static_cast<int64_t>(count);
   }
   // Non-finite values are the core's to reject.
-  *out = Payload(static_cast<int64_t>(h.offset), pieces_);
+  *out = Payload(static_cast<int64_t>(offset), pieces_);
 }
 
 void ShardServer::Impl::ReleasePayloadFrames(std::size_t nparts) {
@@ -434,6 +516,26 @@ void ShardServer::Impl::HandleValid(const Header& h, std::size_t nparts) {
               ::asgd::internal::StrCat("shard ", options_.shard, " is closed: the run is over"));
     return;
   }
+  if (assembly_.active) {
+    if (IsNextChunk(h)) {
+      ContinueAssembly(h, nparts);
+      return;
+    }
+    FailAssembly(ErrorCode::kPayloadMismatch,
+                 ::asgd::internal::StrCat("the sender's next message was a ", OpName(h.op),
+                                          " request, not the push's chunk at element ",
+                                          assembly_.next_offset));
+  }
+  if ((h.flags & kFlagMoreChunks) != 0) {
+    StartAssembly(h, nparts);
+    return;
+  }
+  if (OpRequestHasPayload(h.op) && h.aux != 0 && h.aux != h.count) {
+    SendError(routing, h, ErrorCode::kPayloadMismatch,
+              ::asgd::internal::StrCat("the last chunk of a push (", h.aux,
+                                       " elements left) whose earlier chunks did not come"));
+    return;
+  }
   switch (h.op) {
     case Op::kPush:
     case Op::kPushPull: {
@@ -445,7 +547,7 @@ void ShardServer::Impl::HandleValid(const Header& h, std::size_t nparts) {
       if (encoded) {
         for (std::size_t i = 2; i < nparts; ++i) encoded_frames[i - 2] = Bytes(parts_[i]);
       } else {
-        BuildPayload(h, nparts, &payload);
+        BuildPayload(h.offset, std::span(parts_).subspan(2, nparts - 2), &payload);
       }
       const EncodedPayload encoded_payload{h.encoding, encoded_frames};
       const uint64_t overflows_before = NonFiniteResultsOnThisThread();
@@ -467,27 +569,7 @@ void ShardServer::Impl::HandleValid(const Header& h, std::size_t nparts) {
       }
       internal::DisarmPayloadScans();
       ReleasePayloadFrames(nparts);
-      if (!r.ok()) {
-        // A rule's add helper refused a result that would not be finite (server_rule.h):
-        // the same refusal as a non-finite payload, and the shard is unchanged.
-        const ErrorCode code = r.error == ErrorCode::kRejectedByRule &&
-                                       NonFiniteResultsOnThisThread() != overflows_before
-                                   ? ErrorCode::kNonFinite
-                                   : r.error;
-        SendError(routing, h, code, r.message);
-        return;
-      }
-      if (r.deferred) {
-        held_[r.token] = Held{std::string(static_cast<const char*>(routing.data()), routing.size()),
-                              RequestCopy(h)};
-        return;
-      }
-      if (h.op == Op::kPush) {
-        SendAck(routing, h, static_cast<uint64_t>(r.outcome));
-      } else {
-        SendValues(routing, h, r.reply.empty() ? nullptr : &r.reply,
-                   static_cast<uint64_t>(r.outcome));
-      }
+      ReplyToPush(routing, h, r, overflows_before);
       return;
     }
     case Op::kPull:

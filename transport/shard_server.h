@@ -104,6 +104,10 @@ struct ServerOptions {
   // A barrier not complete this long after its first arrival is released with an error
   // reply (kRejectedByRule) to everyone waiting in it. Zero: never. Default 10 min.
   std::chrono::milliseconds barrier_timeout{600000};
+  // How long a chunked push (message.h) may wait for its next chunk before the server
+  // drops it with an error reply and serves the other peers' requests waiting behind it.
+  // Default 10 s.
+  std::chrono::milliseconds chunk_timeout{10000};
   // Most barrier requests one peer may have waiting; one more gets kRejectedByRule.
   // Default 4 (a worker waits in one at a time).
   int max_barriers_per_peer = 4;

@@ -8,6 +8,7 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -156,6 +157,10 @@ class ShardServer::Impl final : public ValueStorage, public ReplySink {
     return {current_->data, static_cast<std::size_t>(size_)};
   }
   std::span<float> mutable_values() override;
+  // An exclusive block to write a whole new state into, made current by CommitStaging
+  // (out-of-place pushes, ShardCore::BeginStaged).
+  std::span<float> staging_values() override;
+  void CommitStaging() override;
   // ReplySink (likewise).
   void Release(uint64_t token, const HeldRequest& held, ReplyBuffer* payload) override;
   void Fail(uint64_t token, const HeldRequest& held, ErrorCode code,
@@ -200,9 +205,22 @@ class ShardServer::Impl final : public ValueStorage, public ReplySink {
   }
 
   bool ReceiveOne(bool block);
+  // The next message into parts_: from the backlog when it holds one this server may take
+  // now, else from the socket. Returns its number of frames (0: none).
+  std::size_t NextMessage(bool block, bool* too_many);
   void Handle(std::size_t nparts, bool too_many_frames) ASGD_REQUIRES(mu_);
   void HandleValid(const Header& h, std::size_t nparts) ASGD_REQUIRES(mu_);
-  void BuildPayload(const Header& h, std::size_t nparts, Payload* out);
+  // Payload pieces over frames (copying misaligned ones to scratch_), from `offset` on.
+  void BuildPayload(uint64_t offset, std::span<zmq::message_t> frames, Payload* out);
+  // The reply to a push or push-pull the core handled (r), or its error.
+  void ReplyToPush(zmq::message_t& routing, const Header& h, ShardCore::Result& r,
+                   uint64_t overflows_before) ASGD_REQUIRES(mu_);
+  // Chunked pushes (message.h): the first chunk, the next ones, the end, a failure.
+  void StartAssembly(const Header& h, std::size_t nparts) ASGD_REQUIRES(mu_);
+  bool IsNextChunk(const Header& h) const;
+  void ContinueAssembly(const Header& h, std::size_t nparts) ASGD_REQUIRES(mu_);
+  void FinishAssembly() ASGD_REQUIRES(mu_);
+  void FailAssembly(ErrorCode code, const std::string& why) ASGD_REQUIRES(mu_);
   void ReleasePayloadFrames(std::size_t nparts);
 
   // Every reply goes through here: counts bytes and messages, treats an undeliverable
@@ -214,6 +232,10 @@ class ShardServer::Impl final : public ValueStorage, public ReplySink {
   void SendValues(zmq::message_t& routing, const Header& request, ReplyBuffer* rule_payload,
                   uint64_t aux);
   void FailAllHeld(ErrorCode code, const std::string& why) ASGD_REQUIRES(mu_);
+  // A spare block no reply references (or a new one), taken out of spares_.
+  ValueBlock* ExclusiveBlock() ASGD_REQUIRES(mu_);
+  // Keeps a block that stopped being current as a spare, or drops the server's reference.
+  void Retire(ValueBlock* block) ASGD_REQUIRES(mu_);
   void Tick();
 
   using Steady = std::chrono::steady_clock;
@@ -247,11 +269,35 @@ class ShardServer::Impl final : public ValueStorage, public ReplySink {
   // Serving-thread state. The socket belongs to the serving thread once Run() starts.
   zmq::socket_t socket_;
   std::vector<zmq::message_t> parts_;
+  // A chunked push being received: at most one at a time. Until its last chunk, the
+  // messages of other peers wait in backlog_ (in arrival order), so that the push is
+  // applied all or nothing with nothing else in between; ShardServer::Restore in between
+  // makes it fail. A push whose next chunk does not come within
+  // ServerOptions::chunk_timeout is dropped with an error reply.
+  struct Assembly {
+    bool active = false;
+    std::string routing_id;
+    Header first;              // chunk 0's header with count = the whole push's
+    uint64_t next_offset = 0;  // where the next chunk must start (shard-local)
+    bool staged = false;       // applied chunk by chunk (ShardCore::BeginStaged)
+    std::vector<zmq::message_t> kept;  // else the chunks' payload frames, applied at the end
+    ErrorCode error = ErrorCode::kNone;  // a refused chunk: the rest are read and dropped
+    std::string message;
+    std::chrono::steady_clock::time_point deadline;
+  };
+  Assembly assembly_;
+  bool chunk_taken_ = false;  // Handle consumed the message as a chunk of assembly_
+  struct Backlogged {
+    std::vector<zmq::message_t> parts;
+    bool too_many = false;
+  };
+  std::deque<Backlogged> backlog_;
   AlignedVector<float> scratch_;  // payload frames that arrived misaligned
   std::vector<Payload::Piece> pieces_;
 
   mutable std::mutex mu_;
   ValueBlock* current_ ASGD_GUARDED_BY(mu_) = nullptr;
+  ValueBlock* staging_ ASGD_GUARDED_BY(mu_) = nullptr;  // ShardCore's staging buffer, or null
   std::vector<ValueBlock*> spares_ ASGD_GUARDED_BY(mu_);
   std::unordered_map<uint64_t, Held> held_ ASGD_GUARDED_BY(mu_);
   struct Barrier {

@@ -212,7 +212,7 @@ TEST(Codec, RoundTripsMaximumValues) {
   for (int64_t clock : {std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()}) {
     Header h;
     h.op = Op::kPull;
-    h.flags = kKnownFlags;
+    h.flags = kFlagReply;  // kFlagMoreChunks belongs on push requests: below
     h.role = Role::kEvaluator;
     h.sender = kU32Max;
     h.shard = kU32Max;
@@ -233,6 +233,56 @@ TEST(Codec, RoundTripsMaximumValues) {
     const DecodeError e = Decode(frame, &got);
     ASSERT_TRUE(e.ok()) << e.detail;
     EXPECT_EQ(got, h);
+  }
+}
+
+// A chunk of a chunked push (message.h, "Chunked pushes") round-trips; the flag is
+// refused anywhere else, and a chunk must leave more of its push to come.
+TEST(Codec, ChunkFlagOnlyOnDensePushChunks) {
+  Header h;
+  h.op = Op::kPushPull;
+  h.flags = kFlagMoreChunks;
+  h.role = Role::kWorker;
+  h.request_id = 9;
+  h.dtype = DType::kFloat32;
+  h.offset = 100;
+  h.count = 256;
+  h.payload_bytes = 256 * 4;
+  h.frames = 2;
+  h.aux = 1000;  // elements of the push from offset 100 on
+  Header got;
+  DecodeError e = Decode(Encode(h), &got);
+  ASSERT_TRUE(e.ok()) << e.detail;
+  EXPECT_EQ(got, h);
+
+  Header pull = h;
+  pull.op = Op::kPull;
+  pull.payload_bytes = 0;
+  pull.frames = 0;
+  pull.dtype = DType::kNone;
+  e = Decode(Encode(pull), &got);
+  EXPECT_EQ(e.code, ErrorCode::kMalformedHeader);
+  EXPECT_NE(e.detail.find("more_chunks on a pull request"), std::string::npos) << e.detail;
+
+  Header reply = h;
+  reply.flags |= kFlagReply;
+  e = Decode(Encode(reply), &got);
+  EXPECT_EQ(e.code, ErrorCode::kMalformedHeader) << e.detail;
+
+  Header compressed = h;
+  compressed.encoding = compression::Encoding::kSign;
+  compressed.oldest_version = 0;
+  compressed.frames = compression::kEncodedFrames;
+  e = Decode(Encode(compressed), &got);
+  EXPECT_EQ(e.code, ErrorCode::kMalformedHeader);
+  EXPECT_NE(e.detail.find("compressed"), std::string::npos) << e.detail;
+
+  for (uint64_t left : {uint64_t{0}, uint64_t{255}, uint64_t{256}}) {
+    Header last = h;
+    last.aux = left;
+    e = Decode(Encode(last), &got);
+    EXPECT_EQ(e.code, ErrorCode::kPayloadMismatch) << left;
+    EXPECT_NE(e.detail.find("expected more than 256"), std::string::npos) << e.detail;
   }
 }
 

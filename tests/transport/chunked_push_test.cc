@@ -1,0 +1,321 @@
+// Chunked pushes (message.h, "Chunked pushes"): PsClient splits a large dense push into
+// chunks over tcp:// and ipc://, and the shard applies it all or nothing, exactly as the
+// same push in one message: under an element-wise rule (staged chunk by chunk) and under
+// any other rule (the chunks' frames kept and handed over whole). A raw DEALER socket
+// plays a broken or vanished peer: the server answers once with an error, leaves the shard
+// unchanged and keeps serving the others, who waited meanwhile. Loopback only.
+#include <unistd.h>
+
+#include <bit>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <zmq.hpp>
+
+#include "core/check.h"
+#include "core/param_layout.h"
+#include "transport/message.h"
+#include "transport/placement.h"
+#include "transport/ps_client.h"
+#include "transport/shard_server.h"
+#include "transport/zmq_util.h"
+
+namespace asgd::transport {
+namespace {
+
+constexpr int64_t kN = 40000;          // 160 KB: 10 chunks of 16 KiB
+constexpr int64_t kChunkBytes = 16384;  // the clients' chunk size in these tests
+
+std::vector<uint32_t> Bits(std::span<const float> values) {
+  std::vector<uint32_t> out;
+  for (float f : values) out.push_back(std::bit_cast<uint32_t>(f));
+  return out;
+}
+
+std::vector<float> Ramp(int64_t n, float scale) {
+  std::vector<float> v(static_cast<std::size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[static_cast<std::size_t>(i)] = scale * static_cast<float>(i % 97 - 48);
+  return v;
+}
+
+// Not element-wise (it says nothing of ElementwiseAddScale): adds 2 x the payload.
+class DoubleAddRule final : public ServerRule {
+ public:
+  std::string Name() const override { return "double_add"; }
+  PushOutcome OnPush(ShardContext& ctx, ServerCall& call) override {
+    for (const Payload::Piece& piece : call.payload().pieces()) {
+      AddScaledTo(ctx.mutable_values().subspan(static_cast<std::size_t>(piece.offset),
+                                               piece.values.size()),
+                  2.0f, piece.values);
+    }
+    ctx.AdvanceVersion();
+    return PushOutcome::kApplied;
+  }
+};
+
+std::string Address(const std::string& scheme, const std::string& dir, const std::string& name) {
+  if (scheme == "ipc") return "ipc://" + dir + "/" + name;
+  return "tcp://127.0.0.1:*";
+}
+
+// One shard of kN elements (two tensors, so a push has two frames), a client that
+// chunks at kChunkBytes.
+struct Cluster {
+  std::filesystem::path dir;
+  std::shared_ptr<Context> context = NewContext();
+  Placement placement;
+  std::vector<std::unique_ptr<ShardServer>> servers;
+  std::unique_ptr<PsClient> client;
+
+  Cluster(const std::string& scheme, bool elementwise, ServerOptions base = {}) {
+    static int unique = 0;
+    dir = std::filesystem::temp_directory_path() /
+          ("asgd-chunk-test-" + std::to_string(::getpid()) + "-" + std::to_string(unique++));
+    std::filesystem::create_directories(dir);
+    ParamLayout layout;
+    layout.Add("a", {kN / 4});
+    layout.Add("b", {kN - kN / 4});
+    placement = Placement::Build(layout, 1);
+    const std::vector<float> initial = Ramp(kN, 0.5f);
+    servers = StartShardServers(
+        context, placement, initial,
+        [&](uint32_t) -> std::unique_ptr<ServerRule> {
+          if (elementwise) return NewAddRule();
+          return std::make_unique<DoubleAddRule>();
+        },
+        [&](int) { return Address(scheme, dir.string(), "ps"); }, base);
+    client = NewClient(1);
+  }
+  ~Cluster() {
+    client.reset();
+    servers.clear();
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  }
+  std::unique_ptr<PsClient> NewClient(uint32_t id, int64_t chunk_bytes = kChunkBytes) {
+    ClientOptions o;
+    o.id = id;
+    o.chunk_bytes = chunk_bytes;
+    o.timeout = std::chrono::milliseconds(20000);
+    return std::make_unique<PsClient>(context, Endpoints(servers), placement, o);
+  }
+  ShardSnapshot Snapshot() { return servers[0]->Snapshot(); }
+};
+
+class ChunkedPush : public ::testing::TestWithParam<std::string> {};
+
+// The same pushes chunked and in one message leave bit-identical shards, one version
+// and one staleness record per push, under an element-wise rule and under another.
+TEST_P(ChunkedPush, EqualsTheSamePushInOneMessage) {
+  for (bool elementwise : {true, false}) {
+    SCOPED_TRACE(elementwise ? "add rule (staged)" : "double-add rule (kept frames)");
+    Cluster chunked(GetParam(), elementwise);
+    Cluster whole(GetParam(), elementwise);
+    std::unique_ptr<PsClient> one_message = whole.NewClient(2, /*chunk_bytes=*/0);
+    for (int round = 1; round <= 3; ++round) {
+      const std::vector<float> delta = Ramp(kN, 0.125f * static_cast<float>(round));
+      ASSERT_TRUE(chunked.client->PushAndWait(delta).ok());
+      ASSERT_TRUE(one_message->PushAndWait(delta).ok());
+    }
+    const ShardSnapshot a = chunked.Snapshot();
+    const ShardSnapshot b = whole.Snapshot();
+    EXPECT_EQ(a.version, 3u);
+    EXPECT_EQ(b.version, 3u);
+    EXPECT_EQ(Bits(a.values), Bits(b.values));
+    const ShardStats s = chunked.servers[0]->stats();
+    EXPECT_EQ(s.pushes_applied, 3u);
+    EXPECT_EQ(s.errors, 0u);
+    // The chunks were separate requests on the wire: 10 per push (3 pushes, plus none
+    // for the one-message cluster's client).
+    EXPECT_GE(s.requests, 30u);
+    EXPECT_EQ(whole.servers[0]->stats().requests, 3u);
+  }
+}
+
+// A chunked push-pull answers with the values after the push, in the caller's layout.
+TEST_P(ChunkedPush, PushPullRepliesWithTheValuesAfterThePush) {
+  Cluster c(GetParam(), /*elementwise=*/true);
+  const std::vector<float> initial = Ramp(kN, 0.5f);
+  const std::vector<float> delta = Ramp(kN, 0.25f);
+  std::vector<float> out(kN, -1.0f);
+  ASSERT_TRUE(c.client->PushPull(delta, out).Wait().ok());
+  std::vector<float> expected(kN);
+  for (int64_t i = 0; i < kN; ++i) expected[i] = initial[i] + delta[i];
+  EXPECT_EQ(Bits(out), Bits(expected));
+}
+
+// NaN in the last chunk: the whole push is refused (kNonFinite, naming the element) and
+// the shard keeps its values and version; the next push is applied.
+TEST_P(ChunkedPush, NanInTheLastChunkChangesNothing) {
+  for (bool elementwise : {true, false}) {
+    SCOPED_TRACE(elementwise ? "staged" : "kept frames");
+    Cluster c(GetParam(), elementwise);
+    const ShardSnapshot before = c.Snapshot();
+    std::vector<float> delta = Ramp(kN, 1.0f);
+    delta[kN - 3] = std::numeric_limits<float>::quiet_NaN();
+    const Status st = c.client->PushAndWait(delta);
+    ASSERT_FALSE(st.ok());
+    EXPECT_EQ(st.error_code(), ErrorCode::kNonFinite) << st.ToString();
+    EXPECT_NE(st.message().find(std::to_string(kN - 3)), std::string::npos) << st.ToString();
+    const ShardSnapshot after = c.Snapshot();
+    EXPECT_EQ(after.version, before.version);
+    EXPECT_EQ(Bits(after.values), Bits(before.values));
+    delta[kN - 3] = 0.0f;
+    ASSERT_TRUE(c.client->PushAndWait(delta).ok());
+    EXPECT_EQ(c.Snapshot().version, before.version + 1);
+  }
+}
+
+// Two clients push chunked pushes at once while a third pulls: every pull shows a whole
+// number of pushes (each push adds 1 everywhere, so a torn read would not be uniform),
+// and the end holds exactly every push.
+TEST_P(ChunkedPush, ConcurrentPushesAreAtomicAndAllLand) {
+  Cluster c(GetParam(), /*elementwise=*/true);
+  const ShardSnapshot start = c.Snapshot();
+  constexpr int kPushes = 12;
+  auto pusher = [&](uint32_t id) {
+    std::unique_ptr<PsClient> client = c.NewClient(id);
+    const std::vector<float> ones(kN, 1.0f);
+    for (int i = 0; i < kPushes; ++i) ASSERT_TRUE(client->PushAndWait(ones).ok());
+  };
+  std::thread a(pusher, 10), b(pusher, 11);
+  std::unique_ptr<PsClient> reader = c.NewClient(12);
+  std::vector<float> got(kN);
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_TRUE(reader->PullAndWait(got).ok());
+    for (int64_t j = 0; j < kN; ++j) {
+      const float pushes = got[j] - start.values[j];
+      ASSERT_EQ(pushes, got[0] - start.values[0]) << "a pull saw a push half applied at " << j;
+    }
+  }
+  a.join();
+  b.join();
+  const ShardSnapshot end = c.Snapshot();
+  EXPECT_EQ(end.version, 2u * kPushes);
+  for (int64_t j = 0; j < kN; ++j) ASSERT_EQ(end.values[j], start.values[j] + 2.0f * kPushes) << j;
+}
+
+std::string SchemeName(const ::testing::TestParamInfo<std::string>& p) { return p.param; }
+INSTANTIATE_TEST_SUITE_P(Endpoints, ChunkedPush, ::testing::Values("tcp", "ipc"), SchemeName);
+
+// ---- A peer that breaks the protocol ------------------------------------------------------
+
+// A raw DEALER on the cluster's shard.
+struct RawPeer {
+  zmq::socket_t socket;
+  explicit RawPeer(Cluster& c) : socket(c.context->zmq_context(), zmq::socket_type::dealer) {
+    socket.set(zmq::sockopt::linger, 0);
+    socket.set(zmq::sockopt::rcvtimeo, 10000);
+    socket.connect(c.servers[0]->endpoint());
+  }
+  // A chunk of `count` elements (value 1) at offset, with `left` elements of the push left.
+  void SendChunk(uint64_t request_id, uint64_t offset, uint64_t count, uint64_t left, bool more) {
+    Header h;
+    h.op = Op::kPush;
+    h.role = Role::kWorker;
+    h.sender = 7;
+    h.request_id = request_id;
+    h.dtype = DType::kFloat32;
+    h.offset = offset;
+    h.count = count;
+    h.payload_bytes = count * sizeof(float);
+    h.frames = 1;
+    h.aux = left;
+    if (more) h.flags = kFlagMoreChunks;
+    std::vector<std::byte> header(kMaxHeaderBytes);
+    header.resize(EncodeHeader(h, header));
+    const std::vector<float> payload(count, 1.0f);
+    internal::AnnotateSend();
+    ASSERT_TRUE(socket.send(zmq::buffer(header.data(), header.size()), zmq::send_flags::sndmore));
+    ASSERT_TRUE(socket.send(zmq::buffer(payload.data(), payload.size() * sizeof(float))));
+  }
+  std::optional<Header> Reply() {
+    zmq::message_t m;
+    if (!socket.recv(m)) return std::nullopt;
+    internal::AnnotateReceive();
+    Header h;
+    EXPECT_TRUE(DecodeHeader({static_cast<const std::byte*>(m.data()), m.size()}, &h).ok());
+    while (m.more()) (void)socket.recv(m);
+    return h;
+  }
+};
+
+// A peer that sends the first chunk and vanishes: the push is dropped after
+// chunk_timeout with one error reply, the shard is unchanged, and a client that pushed
+// meanwhile (its push waited behind the open one) is served.
+TEST(ChunkedPushPeer, VanishedMidPushIsDroppedAndOthersAreServed) {
+  ServerOptions base;
+  base.chunk_timeout = std::chrono::milliseconds(300);
+  Cluster c("tcp", /*elementwise=*/true, base);
+  const ShardSnapshot before = c.Snapshot();
+  RawPeer peer(c);
+  peer.SendChunk(5, 0, 1000, kN, /*more=*/true);
+  const std::vector<float> ones(kN, 1.0f);
+  ASSERT_TRUE(c.client->PushAndWait(ones).ok());  // waits behind the open push, then lands
+  const std::optional<Header> reply = peer.Reply();
+  ASSERT_TRUE(reply.has_value());
+  EXPECT_EQ(reply->op, Op::kError);
+  EXPECT_EQ(reply->request_id, 5u);
+  EXPECT_EQ(reply->code, ErrorCode::kPayloadMismatch);
+  EXPECT_NE(reply->message.find("did not come within 300 ms"), std::string::npos) << reply->message;
+  const ShardSnapshot after = c.Snapshot();
+  EXPECT_EQ(after.version, before.version + 1);
+  for (int64_t j = 0; j < kN; ++j) ASSERT_EQ(after.values[j], before.values[j] + 1.0f) << j;
+}
+
+// Chunks out of order, a last chunk without its first, and a chunk whose push runs past
+// the shard each get one error reply and change nothing; the peer is then served.
+TEST(ChunkedPushPeer, BrokenSequencesAreRefusedHarmlessly) {
+  Cluster c("tcp", /*elementwise=*/true);
+  const ShardSnapshot before = c.Snapshot();
+  RawPeer peer(c);
+
+  peer.SendChunk(1, 0, 100, 300, true);
+  peer.SendChunk(1, 150, 100, 150, true);  // skips [100, 150)
+  std::optional<Header> r = peer.Reply();
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->request_id, 1u);
+  EXPECT_EQ(r->code, ErrorCode::kPayloadMismatch) << r->message;
+  // The stray chunk itself opened a push of its own, answered when it fails too:
+  peer.SendChunk(2, 0, 10, 0, false);  // aux 0: a whole push of 10 (ends it)
+  r = peer.Reply();
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->request_id, 1u);  // the open push (from the stray chunk) is dropped
+  EXPECT_EQ(r->code, ErrorCode::kPayloadMismatch);
+  r = peer.Reply();
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->request_id, 2u);
+  EXPECT_EQ(r->op, Op::kPush) << r->message;  // the whole push of 10 is applied
+
+  peer.SendChunk(3, 50, 10, 20, false);  // the last chunk of a push never begun
+  r = peer.Reply();
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->request_id, 3u);
+  EXPECT_EQ(r->code, ErrorCode::kPayloadMismatch);
+  EXPECT_NE(r->message.find("earlier chunks did not come"), std::string::npos) << r->message;
+
+  peer.SendChunk(4, kN - 10, 5, 20, true);  // the push would run past the shard
+  peer.SendChunk(4, kN - 5, 5, 15, true);
+  peer.SendChunk(4, kN, 0, 10, false);
+  r = peer.Reply();
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->request_id, 4u);
+  EXPECT_NE(r->code, ErrorCode::kNone);
+
+  const ShardSnapshot after = c.Snapshot();
+  EXPECT_EQ(after.version, before.version + 1);  // only request 2
+  for (int64_t j = 0; j < kN; ++j) {
+    ASSERT_EQ(after.values[j], before.values[j] + (j < 10 ? 1.0f : 0.0f)) << j;
+  }
+  const std::vector<float> ones(kN, 1.0f);
+  EXPECT_TRUE(c.client->PushAndWait(ones).ok());
+}
+
+}  // namespace
+}  // namespace asgd::transport
