@@ -7,24 +7,76 @@
 
 namespace asgd::algorithms {
 
-void Optimizer::Step(std::span<float> params, std::span<const float> grad, float lr,
-                     std::span<float> applied) {
+const float* Optimizer::Decayed(std::span<const float> params, std::span<const float> grad) {
   ASGD_CHECK_EQ(static_cast<int64_t>(params.size()), size_, "params vs optimizer size");
   ASGD_CHECK_EQ(static_cast<int64_t>(grad.size()), size_, "grad vs optimizer size");
-  ASGD_CHECK(applied.empty() || static_cast<int64_t>(applied.size()) == size_,
-             "applied buffer size ", applied.size(), " vs ", size_);
-  const float* g = grad.data();
-  if (weight_decay_ != 0.0) {
-    decayed_.resize(static_cast<std::size_t>(size_));
-    const auto wd = static_cast<float>(weight_decay_);
-    for (int64_t i = 0; i < size_; ++i) decayed_[i] = grad[i] + wd * params[i];
-    g = decayed_.data();
-  }
+  if (weight_decay_ == 0.0) return grad.data();
+  decayed_.resize(static_cast<std::size_t>(size_));
+  const auto wd = static_cast<float>(weight_decay_);
+  for (int64_t i = 0; i < size_; ++i) decayed_[i] = grad[i] + wd * params[i];
+  return decayed_.data();
+}
+
+void Optimizer::Step(std::span<float> params, std::span<const float> grad, float lr,
+                     std::span<float> applied) {
+  Accumulate a;
+  a.applied = applied;
+  Step(params, grad, lr, a);
+}
+
+void Optimizer::Step(std::span<float> params, std::span<const float> grad, float lr,
+                     const Accumulate& accumulate) {
+  ASGD_CHECK(accumulate.applied.empty() || static_cast<int64_t>(accumulate.applied.size()) == size_,
+             "applied buffer size ", accumulate.applied.size(), " vs ", size_);
+  const float* g = Decayed(params, grad);
   ++steps_;
-  Apply(params.data(), g, lr, applied.empty() ? nullptr : applied.data());
+  Target t;
+  t.acc = accumulate.applied.empty() ? nullptr : accumulate.applied.data();
+  t.assign = accumulate.assign;
+  t.scale = accumulate.scale;
+  t.write_params = !accumulate.skip_params;
+  Apply(params.data(), g, lr, t);
 }
 
 namespace {
+
+// One loop per target form, so that each stays a plain vectorisable loop; `update(i)`
+// computes element i's update (advancing the optimizer's slots) and is inlined.
+template <bool kParams, bool kAcc, bool kAssign, bool kScale, class Update>
+void UpdateLoop(int64_t n, float* __restrict p, float* __restrict acc, float scale,
+                Update&& update) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float u = update(i);
+    if constexpr (kAcc) {
+      float a = kAssign ? u : acc[i] + u;
+      if constexpr (kScale) a *= scale;
+      acc[i] = a;
+    }
+    if constexpr (kParams) p[i] += u;
+  }
+}
+
+template <bool kParams, class Update>
+void UpdateInto(int64_t n, float* p, const Optimizer::Target& t, Update&& update) {
+  if (t.acc == nullptr)
+    return UpdateLoop<kParams, false, false, false>(n, p, nullptr, 1.0f, update);
+  const bool scale = t.scale != 1.0f;
+  if (t.assign) {
+    if (scale) return UpdateLoop<kParams, true, true, true>(n, p, t.acc, t.scale, update);
+    return UpdateLoop<kParams, true, true, false>(n, p, t.acc, 1.0f, update);
+  }
+  if (scale) return UpdateLoop<kParams, true, false, true>(n, p, t.acc, t.scale, update);
+  UpdateLoop<kParams, true, false, false>(n, p, t.acc, 1.0f, update);
+}
+
+template <class Update>
+void ForEachUpdate(int64_t n, float* p, const Optimizer::Target& t, Update&& update) {
+  if (t.write_params) {
+    UpdateInto<true>(n, p, t, update);
+  } else {
+    UpdateInto<false>(n, p, t, update);
+  }
+}
 
 class SgdOptimizer final : public Optimizer {
  public:
@@ -35,23 +87,17 @@ class SgdOptimizer final : public Optimizer {
   void SetState(std::span<const float> state) override { ASGD_CHECK(state.empty()); }
 
  protected:
-  void Apply(float* p, const float* g, float lr, float* acc) override {
-    if (acc) {
-      for (int64_t i = 0; i < size_; ++i) {
-        const float u = -lr * g[i];
-        p[i] += u;
-        acc[i] += u;
-      }
-    } else {
-      for (int64_t i = 0; i < size_; ++i) p[i] -= lr * g[i];
-    }
+  void Apply(float* p, const float* g, float lr, const Target& t) override {
+    ForEachUpdate(size_, p, t, [&](int64_t i) { return -lr * g[i]; });
   }
 };
 
 class MomentumOptimizer final : public Optimizer {
  public:
   MomentumOptimizer(int64_t size, double wd, double mu, bool nesterov)
-      : Optimizer(size, wd), mu_(static_cast<float>(mu)), nesterov_(nesterov),
+      : Optimizer(size, wd),
+        mu_(static_cast<float>(mu)),
+        nesterov_(nesterov),
         v_(static_cast<std::size_t>(size), 0.0f) {}
   std::string Name() const override { return nesterov_ ? "nesterov" : "momentum"; }
   void Reset() override {
@@ -65,13 +111,19 @@ class MomentumOptimizer final : public Optimizer {
   }
 
  protected:
-  void Apply(float* p, const float* g, float lr, float* acc) override {
-    float* v = v_.data();
-    for (int64_t i = 0; i < size_; ++i) {
-      v[i] = mu_ * v[i] + g[i];
-      const float u = nesterov_ ? -lr * (g[i] + mu_ * v[i]) : -lr * v[i];
-      p[i] += u;
-      if (acc) acc[i] += u;
+  void Apply(float* p, const float* g, float lr, const Target& t) override {
+    float* __restrict v = v_.data();
+    const float mu = mu_;
+    if (nesterov_) {
+      ForEachUpdate(size_, p, t, [&](int64_t i) {
+        v[i] = mu * v[i] + g[i];
+        return -lr * (g[i] + mu * v[i]);
+      });
+    } else {
+      ForEachUpdate(size_, p, t, [&](int64_t i) {
+        v[i] = mu * v[i] + g[i];
+        return -lr * v[i];
+      });
     }
   }
 
@@ -84,7 +136,9 @@ class MomentumOptimizer final : public Optimizer {
 class AdagradOptimizer final : public Optimizer {
  public:
   AdagradOptimizer(int64_t size, double wd, double initial, double eps)
-      : Optimizer(size, wd), initial_(static_cast<float>(initial)), eps_(static_cast<float>(eps)),
+      : Optimizer(size, wd),
+        initial_(static_cast<float>(initial)),
+        eps_(static_cast<float>(eps)),
         a_(static_cast<std::size_t>(size), static_cast<float>(initial)) {}
   std::string Name() const override { return "adagrad"; }
   void Reset() override {
@@ -98,14 +152,13 @@ class AdagradOptimizer final : public Optimizer {
   }
 
  protected:
-  void Apply(float* p, const float* g, float lr, float* acc) override {
-    float* a = a_.data();
-    for (int64_t i = 0; i < size_; ++i) {
+  void Apply(float* p, const float* g, float lr, const Target& t) override {
+    float* __restrict a = a_.data();
+    const float eps = eps_;
+    ForEachUpdate(size_, p, t, [&](int64_t i) {
       a[i] += g[i] * g[i];
-      const float u = -lr * g[i] / (std::sqrt(a[i]) + eps_);
-      p[i] += u;
-      if (acc) acc[i] += u;
-    }
+      return -lr * g[i] / (std::sqrt(a[i]) + eps);
+    });
   }
 
  private:
@@ -117,8 +170,12 @@ class AdagradOptimizer final : public Optimizer {
 class AdamOptimizer final : public Optimizer {
  public:
   AdamOptimizer(int64_t size, double wd, double b1, double b2, double eps)
-      : Optimizer(size, wd), b1_(b1), b2_(b2), eps_(static_cast<float>(eps)),
-        m_(static_cast<std::size_t>(size), 0.0f), s_(static_cast<std::size_t>(size), 0.0f) {}
+      : Optimizer(size, wd),
+        b1_(b1),
+        b2_(b2),
+        eps_(static_cast<float>(eps)),
+        m_(static_cast<std::size_t>(size), 0.0f),
+        s_(static_cast<std::size_t>(size), 0.0f) {}
   std::string Name() const override { return "adam"; }
   void Reset() override {
     steps_ = 0;
@@ -140,21 +197,20 @@ class AdamOptimizer final : public Optimizer {
   }
 
  protected:
-  void Apply(float* p, const float* g, float lr, float* acc) override {
+  void Apply(float* p, const float* g, float lr, const Target& target) override {
     const double t = static_cast<double>(steps_);
     const auto c1 = static_cast<float>(1.0 / (1.0 - std::pow(b1_, t)));
     const auto c2 = static_cast<float>(1.0 / (1.0 - std::pow(b2_, t)));
     const auto b1 = static_cast<float>(b1_);
     const auto b2 = static_cast<float>(b2_);
-    float* m = m_.data();
-    float* s = s_.data();
-    for (int64_t i = 0; i < size_; ++i) {
+    float* __restrict m = m_.data();
+    float* __restrict s = s_.data();
+    const float eps = eps_;
+    ForEachUpdate(size_, p, target, [&](int64_t i) {
       m[i] = b1 * m[i] + (1.0f - b1) * g[i];
       s[i] = b2 * s[i] + (1.0f - b2) * g[i] * g[i];
-      const float u = -lr * (m[i] * c1) / (std::sqrt(s[i] * c2) + eps_);
-      p[i] += u;
-      if (acc) acc[i] += u;
-    }
+      return -lr * (m[i] * c1) / (std::sqrt(s[i] * c2) + eps);
+    });
   }
 
  private:
@@ -171,7 +227,9 @@ void CheckUnitInterval(const char* key, double v) {
 
 }  // namespace
 
-std::vector<std::string> OptimizerNames() { return {"sgd", "momentum", "nesterov", "adagrad", "adam"}; }
+std::vector<std::string> OptimizerNames() {
+  return {"sgd", "momentum", "nesterov", "adagrad", "adam"};
+}
 
 std::unique_ptr<Optimizer> NewOptimizer(const OptimizerOptions& o, int64_t size) {
   ASGD_CHECK_GE(size, 0);
@@ -181,7 +239,8 @@ std::unique_ptr<Optimizer> NewOptimizer(const OptimizerOptions& o, int64_t size)
   if (o.name == "sgd") return std::make_unique<SgdOptimizer>(size, o.weight_decay);
   if (o.name == "momentum" || o.name == "nesterov") {
     CheckUnitInterval("algorithm.momentum", o.momentum);
-    return std::make_unique<MomentumOptimizer>(size, o.weight_decay, o.momentum, o.name == "nesterov");
+    return std::make_unique<MomentumOptimizer>(size, o.weight_decay, o.momentum,
+                                               o.name == "nesterov");
   }
   if (!(o.epsilon > 0.0)) {
     throw ConfigError("algorithm.epsilon", std::to_string(o.epsilon), "a value > 0");
@@ -191,7 +250,8 @@ std::unique_ptr<Optimizer> NewOptimizer(const OptimizerOptions& o, int64_t size)
       throw ConfigError("algorithm.initial_accumulator", std::to_string(o.initial_accumulator),
                         "a value >= 0");
     }
-    return std::make_unique<AdagradOptimizer>(size, o.weight_decay, o.initial_accumulator, o.epsilon);
+    return std::make_unique<AdagradOptimizer>(size, o.weight_decay, o.initial_accumulator,
+                                              o.epsilon);
   }
   if (o.name == "adam") {
     CheckUnitInterval("algorithm.beta1", o.beta1);

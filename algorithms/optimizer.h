@@ -54,26 +54,56 @@ class Optimizer {
   void Step(std::span<float> params, std::span<const float> grad, float lr,
             std::span<float> applied = {});
 
+  // Where a step's update u goes besides params, for a window that accumulates its updates
+  // without a pass of its own (windowed_worker.h). Element by element, in this order:
+  //   applied ← u (assign) or applied + u (otherwise);  then applied ← applied · scale
+  //   if scale != 1;  params ← params + u unless skip_params.
+  // So a window's first step assigns instead of adding into zeros, and its last step
+  // scales (AGN's 1/W) with the same roundings as a separate pass after the add would.
+  struct Accumulate {
+    std::span<float> applied;  // REQUIRES: of size(), not overlapping params or grad
+    bool assign = false;
+    float scale = 1.0f;
+    // params are read (weight decay) but not written: for a caller that overwrites them
+    // right after (a push-pull's reply). Slots (velocities, moments) advance as usual.
+    bool skip_params = false;
+  };
+  // REQUIRES: params.size() == grad.size() == size().
+  void Step(std::span<float> params, std::span<const float> grad, float lr,
+            const Accumulate& accumulate);
+
   // Forgets all slot state (velocities, accumulators, step count).
   virtual void Reset() = 0;
   // Slot state as floats, for checkpoints; SetState restores it.
   virtual std::vector<float> State() const = 0;
   virtual void SetState(std::span<const float> state) = 0;
 
+  // Accumulate as implementations see it (Apply): a raw pointer, null for none.
+  struct Target {
+    float* acc = nullptr;
+    bool assign = false;
+    float scale = 1.0f;
+    bool write_params = true;
+  };
+
   int64_t size() const { return size_; }
   int64_t steps() const { return steps_; }
 
  protected:
-  explicit Optimizer(int64_t size, double weight_decay) : size_(size), weight_decay_(weight_decay) {}
-  // params += update computed from g (weight decay already folded in); if accumulate is
-  // non-null, also accumulate[i] += update.
-  virtual void Apply(float* params, const float* g, float lr, float* accumulate) = 0;
+  explicit Optimizer(int64_t size, double weight_decay)
+      : size_(size), weight_decay_(weight_decay) {}
+  // The update computed from g (weight decay already folded in), written as `target` says
+  // (Step's Accumulate contract). Implementations compute u per element and hand it to
+  // ForEachUpdate (optimizer.cc), which holds one loop per target form.
+  virtual void Apply(float* params, const float* g, float lr, const Target& target) = 0;
 
   int64_t size_;
   double weight_decay_;
   int64_t steps_ = 0;
 
  private:
+  const float* Decayed(std::span<const float> params, std::span<const float> grad);
+
   std::vector<float> decayed_;  // scratch for g + λθ
 };
 

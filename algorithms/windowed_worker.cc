@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "algorithms/optimizer.h"
 #include "core/check.h"
 
 namespace asgd::algorithms {
@@ -25,25 +26,33 @@ StepResult WindowedWorker::Step(WorkerEnv& env) {
   if (in_window_ == 0) env.ps->MarkWindowStart();
   r.loss = env.gradient(theta_, grad_);
   const auto lr = static_cast<float>(env.options.learning_rate * env.learning_rate_scale);
+  const int64_t w = window(env);
+  const bool first = in_window_ == 0;
+  const bool push_due = in_window_ + 1 == w;
+  const bool fetch_due = (steps_ + 1) % fetch_window(env) == 0;
+  // Each pass over the vector costs about as much as the optimizer's own, so the window's
+  // bookkeeping rides on the optimizer's pass: the first step assigns a (no zeroing), the
+  // last scales it by 1/W (no pass of its own; the same roundings as one after it), and
+  // when a fetch follows, θ ← θ + u is skipped: the pull (or push-pull) overwrites θ.
+  Optimizer::Accumulate acc;
+  acc.skip_params = fetch_due;
   if (mode_.push_gradients) {
-    for (std::size_t i = 0; i < grad_.size(); ++i) accum_[i] += grad_[i];
-    env.optimizer->Step(theta_, grad_, lr);
+    if (first) {
+      std::copy(grad_.begin(), grad_.end(), accum_.begin());
+    } else {
+      for (std::size_t i = 0; i < grad_.size(); ++i) accum_[i] += grad_[i];
+    }
   } else {
-    env.optimizer->Step(theta_, grad_, lr, accum_);
+    acc.applied = accum_;
+    acc.assign = first;
+    if (push_due && mode_.normalise) acc.scale = 1.0f / static_cast<float>(w);
   }
+  env.optimizer->Step(theta_, grad_, lr, acc);
   ++in_window_;
   ++steps_;
-  const int64_t w = window(env);
-  const bool push_due = in_window_ == w;
-  const bool fetch_due = steps_ % fetch_window(env) == 0;
   if (push_due) {
-    if (mode_.normalise) {
-      const float inv = 1.0f / static_cast<float>(w);
-      for (float& a : accum_) a *= inv;
-    }
     r.status = fetch_due ? env.ps->PushPull(accum_, theta_, steps_) : env.ps->Push(accum_, steps_);
     r.pushes = 1;
-    std::fill(accum_.begin(), accum_.end(), 0.0f);
     in_window_ = 0;
   } else if (fetch_due) {
     r.status = env.ps->Pull(theta_);

@@ -18,6 +18,13 @@
 //
 // With push_gradients (DOWNPOUR with a server-side optimizer, DistBelief/TFG form) the
 // push is the sum of the window's raw gradients instead of the applied updates.
+//
+// Cost: the window's bookkeeping rides on the optimizer's pass over the vector
+// (Optimizer::Accumulate): the first step of a window writes a, the last one scales it by
+// 1/W, and a step followed by a fetch does not write θ (the fetch overwrites it); the
+// roundings are those of the equations above, step by step. The step allocates nothing.
+// After a Step whose store call failed, local_params() is unspecified (as with a sharded
+// push-pull that only some shards answered); the runner calls Start again or stops.
 #pragma once
 
 #include <vector>
@@ -42,9 +49,7 @@ class WindowedWorker : public WorkerRule {
   std::span<const float> local_params() const override { return theta_; }
 
  private:
-  int64_t window(const WorkerEnv& env) const {
-    return mode_.single_step ? 1 : env.options.window;
-  }
+  int64_t window(const WorkerEnv& env) const { return mode_.single_step ? 1 : env.options.window; }
   int64_t fetch_window(const WorkerEnv& env) const {
     if (mode_.single_step) return 1;
     return mode_.fetch_at_push ? env.options.window : env.options.fetch_window;

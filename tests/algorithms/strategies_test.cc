@@ -82,6 +82,50 @@ TEST(Strategies, AgnMatchesItsClosedFormOnTheQuadratic) {
   }
 }
 
+// The window's bookkeeping rides on the optimizer's pass (windowed_worker.h: a assigned on
+// a window's first step, scaled by 1/W on its last, θ not written before a fetch); the
+// centre and θ must still be bit for bit the equations evaluated one pass at a time:
+// a ← 0; per step θ ← θ + u, a ← a + u; after W steps a ← a·(1/W) (AGN, ADAG), centre ←
+// centre + a; every n_fetch steps θ ← centre. One worker: DynSGD's damping and ADAG's
+// distance factor are exactly 1, so every server rule is the add.
+TEST(Strategies, WindowedWorkersAreTheirEquationsBitForBit) {
+  struct Case {
+    const char* name;
+    int64_t window, fetch;
+    const char* optimizer;
+    bool normalise;
+  };
+  const Case cases[] = {{"agn", 5, 5, "sgd", true},
+                        {"agn", 5, 5, "momentum", true},
+                        {"adag_distance", 3, 3, "adagrad", true},
+                        {"downpour", 3, 2, "nesterov", false},
+                        {"dynsgd", 4, 4, "adam", false},
+                        {"async_sgd", 1, 1, "momentum", false}};
+  for (const Case& c : cases) {
+    const float lr = 0.05f;
+    Harness h(c.name, 1, Options(lr, c.window, c.fetch), c.optimizer);
+    const Quadratic q(kDim);
+    const GradientFn gradient = q.Fn();
+    auto optimizer = MakeOptimizer(c.optimizer);
+    std::vector<float> centre = kInit, theta = kInit, g(kDim), a(kDim, 0.0f);
+    for (int t = 1; t <= 31; ++t) {
+      h.Run(1);
+      gradient(theta, g);
+      optimizer->Step(theta, g, lr, a);
+      if (t % c.window == 0) {
+        if (c.normalise) {
+          for (float& x : a) x *= 1.0f / static_cast<float>(c.window);
+        }
+        for (int i = 0; i < kDim; ++i) centre[i] += a[i];
+        std::fill(a.begin(), a.end(), 0.0f);
+      }
+      if (t % c.fetch == 0) theta = centre;
+      ASSERT_EQ(h.store->values(), centre) << c.name << " " << c.optimizer << " step " << t;
+      ASSERT_EQ(h.local(0), theta) << c.name << " " << c.optimizer << " step " << t;
+    }
+  }
+}
+
 // §3.3 (e)6: under round-robin every push after the first round has staleness n − 1;
 // in the first round worker k's push has staleness k.
 TEST(Strategies, RoundRobinStalenessIsWorkersMinusOne) {
