@@ -37,6 +37,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <new>
 #include <span>
 #include <string>
 #include <vector>
@@ -49,6 +50,8 @@ namespace asgd::algorithms {
 
 class HogwildStore {
  public:
+  static constexpr std::size_t kCacheLine = 64;
+
   enum class AddMode { kAtomic, kRacy };
   // Parses algorithm.hogwild_add ("atomic" or "racy"); ConfigError otherwise.
   static AddMode ParseAddMode(const std::string& name);
@@ -64,6 +67,12 @@ class HogwildStore {
   void RestoreVersion(uint64_t version) { version_.store(version, std::memory_order_release); }
 
   void Read(std::span<float> out) const;
+  // values += update and out = the values each element was left at by this add (the
+  // add's own result: other threads' adds to the element before it are in it, later ones
+  // are not), in one pass over the vector: the push and the pull of a worker step
+  // together. As Add with a Read after it, except that the read sees no add made after
+  // this one's element. REQUIRES: update and out of size() and not overlapping.
+  uint64_t AddAndRead(std::span<const float> update, std::span<float> out);
   // out[i] = values[i] for i in indices (relaxed loads). REQUIRES: indices < size().
   void ReadAt(std::span<const int64_t> indices, std::span<float> out) const;
   // Adds update element by element (atomic, relaxed); returns the version at the write.
@@ -76,17 +85,26 @@ class HogwildStore {
   int64_t staleness_sum() const { return staleness_sum_.load(); }
 
  private:
+  struct AlignedDelete {
+    void operator()(float* p) const { ::operator delete[](p, std::align_val_t{kCacheLine}); }
+  };
+
+  // Read by every access and never written after construction: a line of their own, so
+  // the counters' writes do not evict them from the other cores.
   std::size_t n_;
   AddMode mode_;
-  std::unique_ptr<float[]> values_;
-  std::atomic<uint64_t> version_{0};
-  std::atomic<int64_t> records_{0};
-  std::atomic<int64_t> staleness_sum_{0};
+  std::unique_ptr<float[], AlignedDelete> values_;
   const Clock* clock_;
   transport::StalenessSink* sink_;
+  // Written by every push.
+  alignas(kCacheLine) std::atomic<uint64_t> version_{0};
+  std::atomic<int64_t> records_{0};
+  std::atomic<int64_t> staleness_sum_{0};
 };
 
-class HogwildClient final : public ParamClient {
+// One per worker thread; on a line of its own (its traffic counters and pulled version
+// are written every step).
+class alignas(HogwildStore::kCacheLine) HogwildClient final : public ParamClient {
  public:
   HogwildClient(HogwildStore* store, uint32_t worker) : store_(store), worker_(worker) {}
   int64_t size() const override { return store_->size(); }
