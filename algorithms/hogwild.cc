@@ -75,7 +75,7 @@ uint64_t HogwildStore::AddAt(std::span<const int64_t> indices, std::span<const f
 
 namespace {
 
-// The racy mode's dense passes, a vector at a time: one load, add and store of 16 floats
+// The racy mode's push-pull pass, a vector at a time: one load, add and store of 16 floats
 // (AVX-512) or 8 (AVX) where the scalar loop takes a load, an add and a store per float,
 // more than the pass's memory traffic costs. The vector accesses are inline assembly:
 // the machine's accesses, not C++ non-atomic ones (no data race in C++'s sense, and
@@ -84,55 +84,33 @@ namespace {
 // float is. vaddps is the scalar add lane by lane (no fused multiply-add, same
 // rounding), so a vector pass and the scalar loop give the same floats.
 #if defined(__x86_64__) && defined(__AVX512F__)
+#define ASGD_HOGWILD_VECTOR "%%zmm0"
 constexpr std::size_t kVector = 16;
-template <bool kRead>
-inline void RacyAddVector(float* values, const float* update, float* out) {
-  if constexpr (kRead) {
-    asm volatile(
-        "vmovaps (%[v]), %%zmm0\n\t"
-        "vaddps (%[u]), %%zmm0, %%zmm0\n\t"
-        "vmovaps %%zmm0, (%[v])\n\t"
-        "vmovups %%zmm0, (%[o])"
-        :
-        : [v] "r"(values), [u] "r"(update), [o] "r"(out)
-        : "xmm0", "memory");
-  } else {
-    asm volatile(
-        "vmovaps (%[v]), %%zmm0\n\t"
-        "vaddps (%[u]), %%zmm0, %%zmm0\n\t"
-        "vmovaps %%zmm0, (%[v])"
-        :
-        : [v] "r"(values), [u] "r"(update)
-        : "xmm0", "memory");
-  }
-}
 #elif defined(__x86_64__) && defined(__AVX__)
+#define ASGD_HOGWILD_VECTOR "%%ymm0"
 constexpr std::size_t kVector = 8;
-template <bool kRead>
-inline void RacyAddVector(float* values, const float* update, float* out) {
-  if constexpr (kRead) {
-    asm volatile(
-        "vmovaps (%[v]), %%ymm0\n\t"
-        "vaddps (%[u]), %%ymm0, %%ymm0\n\t"
-        "vmovaps %%ymm0, (%[v])\n\t"
-        "vmovups %%ymm0, (%[o])"
-        :
-        : [v] "r"(values), [u] "r"(update), [o] "r"(out)
-        : "xmm0", "memory");
-  } else {
-    asm volatile(
-        "vmovaps (%[v]), %%ymm0\n\t"
-        "vaddps (%[u]), %%ymm0, %%ymm0\n\t"
-        "vmovaps %%ymm0, (%[v])"
-        :
-        : [v] "r"(values), [u] "r"(update)
-        : "xmm0", "memory");
-  }
-}
 #else
 constexpr std::size_t kVector = 0;  // the scalar loop only
-template <bool kRead>
-inline void RacyAddVector(float*, const float*, float*) {}
+#endif
+
+#ifdef ASGD_HOGWILD_VECTOR
+// values[0, kVector) += update[0, kVector) and out[0, kVector) = the result.
+// REQUIRES: values aligned to the vector's size.
+inline void RacyAddReadVector(float* values, const float* update, float* out) {
+  asm volatile("vmovaps (%[v]), " ASGD_HOGWILD_VECTOR
+               "\n\t"
+               "vaddps (%[u]), " ASGD_HOGWILD_VECTOR ", " ASGD_HOGWILD_VECTOR
+               "\n\t"
+               "vmovaps " ASGD_HOGWILD_VECTOR
+               ", (%[v])\n\t"
+               "vmovups " ASGD_HOGWILD_VECTOR ", (%[o])"
+               :
+               : [v] "r"(values), [u] "r"(update), [o] "r"(out)
+               : "xmm0", "memory");
+}
+#undef ASGD_HOGWILD_VECTOR
+#else
+inline void RacyAddReadVector(float*, const float*, float*) {}
 #endif
 
 // values[i] += update[i] for i < n and, with kRead, out[i] = the value the add left.
@@ -140,10 +118,10 @@ inline void RacyAddVector(float*, const float*, float*) {}
 template <HogwildStore::AddMode kMode, bool kRead>
 void AddPass(float* values, const float* update, float* out, std::size_t n) {
   std::size_t i = 0;
-  if constexpr (kMode == HogwildStore::AddMode::kRacy && kVector > 0) {
-    for (; i + kVector <= n; i += kVector) {
-      RacyAddVector<kRead>(values + i, update + i, kRead ? out + i : nullptr);
-    }
+  // Only the push-pull goes a vector at a time: the hot path (a plain push is the scalar
+  // loop).
+  if constexpr (kMode == HogwildStore::AddMode::kRacy && kRead && kVector > 0) {
+    for (; i + kVector <= n; i += kVector) RacyAddReadVector(values + i, update + i, out + i);
   }
   for (; i < n; ++i) {
     std::atomic_ref<float> v(values[i]);

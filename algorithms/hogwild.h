@@ -28,12 +28,12 @@
 //           θ_final − θ_init = Σ pushed updates up to rounding order (invariant 3).
 //   racy    load, add, store with no lock prefix: an add that another thread makes to the
 //           same coordinate between the load and the store is overwritten (the
-//           "overwrites" the paper allows; invariant 4: only statistical checks). Dense
-//           passes go a vector at a time (16 floats with AVX-512, 8 with AVX, as inline
-//           assembly: each aligned 4-byte element is read and written whole, as the x86
-//           guarantees for aligned doublewords); the tail, the sparse adds and builds
-//           without AVX use per-element relaxed atomic loads and stores. No data race in
-//           C++'s sense, so ThreadSanitizer stays quiet either way (it does not see the
+//           "overwrites" the paper allows; invariant 4: only statistical checks). The
+//           push-pull's pass goes a vector at a time (16 floats with AVX-512, 8 with AVX,
+//           as inline assembly: each aligned 4-byte element is read and written whole, as
+//           the x86 guarantees for aligned doublewords); its tail, plain pushes, sparse
+//           adds and builds without AVX use per-element relaxed atomic loads and stores. No data
+//           race in C++'s sense, so ThreadSanitizer stays quiet either way (it does not see the
 //           assembly). Every element is written, zeros included.
 // On a dense model every step writes every coordinate, so atomic pays one CAS per
 // parameter per step (on the MNIST MLP more than the gradient itself) and racy collides
