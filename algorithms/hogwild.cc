@@ -227,7 +227,8 @@ Status HogwildClient::DoPushSparse(std::span<const int64_t> indices, std::span<c
 namespace {
 
 // Dense with plain SGD (no weight decay): g ← ∇L_B(θ); g ← −η·g in place; θ ← the shared
-// vector after adding g (one PushPull, which the shared-vector client does in one pass).
+// vector after adding g (one PushPull, in place, which the shared-vector client does in
+// one pass).
 // No optimizer pass over θ and no separate update vector: θ is overwritten by the read
 // anyway. Same arithmetic as SgdOptimizer (−η·g, then one add), so one worker is
 // sequential SGD bit for bit. Other optimizers: WindowedWorker with W = 1 (read,
@@ -257,8 +258,11 @@ class HogwildWorker final : public WorkerRule {
     r.loss = env.gradient(theta_, grad_);
     const float scale = -static_cast<float>(env.options.learning_rate * env.learning_rate_scale);
     for (float& g : grad_) g = scale * g;
-    r.status = env.ps->PushPull(grad_, theta_, ++steps_);
+    // In place: the read lands in the gradient's buffer, whose lines this step has just
+    // written, not in θ's (one pass over the vector less to fetch); the buffers then swap.
+    r.status = env.ps->PushPull(grad_, grad_, ++steps_);
     r.pushes = 1;
+    if (r.status.ok()) theta_.swap(grad_);
     return r;
   }
   std::span<const float> local_params() const override {

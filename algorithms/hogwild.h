@@ -83,7 +83,8 @@ class HogwildStore {
   // add's own result: other threads' adds to the element before it are in it, later ones
   // are not), in one pass over the vector: the push and the pull of a worker step
   // together. As Add with a Read after it, except that the read sees no add made after
-  // this one's element. REQUIRES: update and out of size() and not overlapping.
+  // this one's element. REQUIRES: update and out of size(); out is update itself
+  // (each element is read before it is written) or does not overlap it.
   uint64_t AddAndRead(std::span<const float> update, std::span<float> out);
   // out[i] = values[i] for i in indices (relaxed loads). REQUIRES: indices < size().
   void ReadAt(std::span<const int64_t> indices, std::span<float> out) const;

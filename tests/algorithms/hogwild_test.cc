@@ -222,10 +222,13 @@ TEST(Hogwild, RacyThreadsConvergeOnTheQuadratic) {
   }
   for (auto& th : threads) th.join();
   EXPECT_EQ(ok, std::vector<int>(kThreads, 1));
-  // 1200 steps of rate 0.05 on curvatures >= 0.5 shrink the initial error (up to 200) by
-  // (1 − 0.025)^1200 < 1e-13: what is left is float rounding, whatever was overwritten.
+  // 1200 steps of rate 0.05 on curvatures >= 0.5 shrink the initial error (up to 199) by
+  // (1 − 0.025)^1200 < 1e-13 without delays; what is left is the last stale pushes (a
+  // thread's final gradient taken before other threads' last adds: ~1e-3 seen under
+  // load), so the bound asks for a 4000-fold reduction, not for float rounding. Adds
+  // that were lost wholesale, or went in with the wrong sign, stay far outside it.
   const auto got = store.values();
-  for (std::size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], q.c[i], 1e-3) << i;
+  for (std::size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], q.c[i], 0.05) << i;
   EXPECT_EQ(store.version(), static_cast<uint64_t>(kThreads * kSteps));
   EXPECT_EQ(sink.size(), static_cast<std::size_t>(kThreads * kSteps));
 }
