@@ -35,23 +35,28 @@ std::vector<float> Pattern(std::size_t n, int seed) {
 }
 
 // AddAndRead is Add then Read, bit for bit, in both modes, with update and out at any
-// alignment (here one float off the vector's); zeros in the update included.
+// alignment (here one float off the vector's) and in place (out = update); zeros in the
+// update included.
 TEST(HogwildStore, AddAndReadIsAddThenRead) {
   for (const auto mode : {HogwildStore::AddMode::kAtomic, HogwildStore::AddMode::kRacy}) {
     for (const std::size_t n : kSizes) {
       const std::vector<float> init = Pattern(n, 1);
       HogwildStore fused(init, nullptr, nullptr, mode);
       HogwildStore separate(init, nullptr, nullptr, mode);
+      HogwildStore in_place(init, nullptr, nullptr, mode);
       std::vector<float> update_buf(n + 1), out_buf(n + 1, -7.0f), read(n);
       const std::span<float> update(update_buf.data() + 1, n);
       const std::span<float> out(out_buf.data() + 1, n);
       for (int p = 0; p < 4; ++p) {
         const std::vector<float> u = Pattern(n, p + 2);
         std::copy(u.begin(), u.end(), update.begin());
+        std::vector<float> both = u;
+        EXPECT_EQ(in_place.AddAndRead(both, both), separate.version());
         EXPECT_EQ(fused.AddAndRead(update, out), separate.Add(update));
         separate.Read(read);
         ASSERT_EQ(std::vector<float>(out.begin(), out.end()), read) << "n " << n << " push " << p;
         ASSERT_EQ(fused.values(), read) << "n " << n << " push " << p;
+        ASSERT_EQ(both, read) << "in place, n " << n << " push " << p;
       }
       EXPECT_EQ(out_buf[0], -7.0f);  // nothing written before out
       EXPECT_EQ(fused.version(), 4u);
