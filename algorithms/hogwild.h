@@ -2,34 +2,46 @@
 // algorithms.md §3.2).
 //
 // Worker threads share one parameter vector with no lock: each reads it (element by
-// element, relaxed atomic loads, so reads may mix versions), computes a mini-batch
-// gradient at what it read and adds −η·g into the vector with per-element relaxed atomic
-// adds. Nothing is lost (θ_final − θ_init = Σ pushed updates up to float rounding order),
-// but reads may be torn across elements, as the paper allows. The per-epoch backoff β is
+// element, so reads may mix versions), computes a mini-batch gradient at what it read and
+// adds −η·g into the vector element by element. The per-epoch backoff β is
 // algorithm.lr_decay.
+//
+// Dense step (every model but the sparse case below). With the plain sgd optimizer and no
+// weight decay: g ← ∇L_B(θ); g ← −η·g in place; then one push-pull, which this store does
+// in one pass over the vector (AddAndRead): each element gets its add and θ gets the value
+// the add left, so θ for the next gradient is read in the same pass that writes. One
+// worker is sequential SGD bit for bit (same −η·g, same add). Other optimizers (momentum,
+// adam, weight decay, ...): the optimizer's step on the worker's θ, then the same push-pull
+// of its update. Per step and worker this costs the gradient, a scaling pass over g, the
+// NaN/Inf check of the push and the fused pass (read g, read and write the shared vector,
+// write θ); the shared vector's lines come from the other cores' caches every step, which
+// is most of the fused pass's time on the MNIST MLP (results/bench/README.md, "Hogwild").
 //
 // Sparse models (logistic regression on LIBSVM data, with the plain sgd optimizer and no
 // weight decay): a worker reads only the coordinates its mini-batch touches, and adds
 // −η·g at those coordinates only, as the paper's sparse SVM/logistic experiments do.
-// Other models and optimizers take the dense path: read everything, add the optimizer's
-// update (zeros are skipped, so a coordinate no update touches is never written).
 //
 // How a coordinate is added (algorithm.hogwild_add; the paper allows both, algorithms.md
 // §3.2(b)):
 //   atomic  per-element atomic read-modify-write (a compare-and-swap loop on x86, which
-//           has no float atomic add): nothing is lost, θ_final − θ_init = Σ pushed
-//           updates up to rounding order (invariant 3).
-//   racy    per-element relaxed atomic load, add, relaxed atomic store: no lock prefix, so
-//           a dense add costs about a copy of the vector, but an add that another thread
-//           makes to the same coordinate between the load and the store is overwritten
-//           (the "overwrites" the paper allows; invariant 4: only statistical checks).
-//           No data race in C++'s sense, so ThreadSanitizer stays quiet either way.
+//           has no float atomic add); zeros are skipped (never written): nothing is lost,
+//           θ_final − θ_init = Σ pushed updates up to rounding order (invariant 3).
+//   racy    load, add, store with no lock prefix: an add that another thread makes to the
+//           same coordinate between the load and the store is overwritten (the
+//           "overwrites" the paper allows; invariant 4: only statistical checks). The
+//           push-pull's pass goes a vector at a time (16 floats with AVX-512, 8 with AVX,
+//           as inline assembly: each aligned 4-byte element is read and written whole, as
+//           the x86 guarantees for aligned doublewords); its tail, plain pushes, sparse
+//           adds and builds without AVX use per-element relaxed atomic loads and stores. No data
+//           race in C++'s sense, so ThreadSanitizer stays quiet either way (it does not see the
+//           assembly). Every element is written, zeros included.
 // On a dense model every step writes every coordinate, so atomic pays one CAS per
 // parameter per step (on the MNIST MLP more than the gradient itself) and racy collides
 // whenever two threads add at once; on sparse data the two rarely differ.
 //
 // Staleness: pushes by other threads between a worker's read and its write (the paper's
-// delay τ), from a shared push counter; one record per push.
+// delay τ), from a shared push counter; one record per push. A fused push-pull's read
+// counts as made at its own push's version.
 //
 // Compression (compression.name, issue 17): refused: no push at all (one shared vector).
 #pragma once
@@ -37,6 +49,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <new>
 #include <span>
 #include <string>
 #include <vector>
@@ -49,6 +62,8 @@ namespace asgd::algorithms {
 
 class HogwildStore {
  public:
+  static constexpr std::size_t kCacheLine = 64;
+
   enum class AddMode { kAtomic, kRacy };
   // Parses algorithm.hogwild_add ("atomic" or "racy"); ConfigError otherwise.
   static AddMode ParseAddMode(const std::string& name);
@@ -64,6 +79,13 @@ class HogwildStore {
   void RestoreVersion(uint64_t version) { version_.store(version, std::memory_order_release); }
 
   void Read(std::span<float> out) const;
+  // values += update and out = the values each element was left at by this add (the
+  // add's own result: other threads' adds to the element before it are in it, later ones
+  // are not), in one pass over the vector: the push and the pull of a worker step
+  // together. As Add with a Read after it, except that the read sees no add made after
+  // this one's element. REQUIRES: update and out of size(); out is update itself
+  // (each element is read before it is written) or does not overlap it.
+  uint64_t AddAndRead(std::span<const float> update, std::span<float> out);
   // out[i] = values[i] for i in indices (relaxed loads). REQUIRES: indices < size().
   void ReadAt(std::span<const int64_t> indices, std::span<float> out) const;
   // Adds update element by element (atomic, relaxed); returns the version at the write.
@@ -76,17 +98,26 @@ class HogwildStore {
   int64_t staleness_sum() const { return staleness_sum_.load(); }
 
  private:
+  struct AlignedDelete {
+    void operator()(float* p) const { ::operator delete[](p, std::align_val_t{kCacheLine}); }
+  };
+
+  // Read by every access and never written after construction: a line of their own, so
+  // the counters' writes do not evict them from the other cores.
   std::size_t n_;
   AddMode mode_;
-  std::unique_ptr<float[]> values_;
-  std::atomic<uint64_t> version_{0};
-  std::atomic<int64_t> records_{0};
-  std::atomic<int64_t> staleness_sum_{0};
+  std::unique_ptr<float[], AlignedDelete> values_;
   const Clock* clock_;
   transport::StalenessSink* sink_;
+  // Written by every push.
+  alignas(kCacheLine) std::atomic<uint64_t> version_{0};
+  std::atomic<int64_t> records_{0};
+  std::atomic<int64_t> staleness_sum_{0};
 };
 
-class HogwildClient final : public ParamClient {
+// One per worker thread; on a line of its own (its traffic counters and pulled version
+// are written every step).
+class alignas(HogwildStore::kCacheLine) HogwildClient final : public ParamClient {
  public:
   HogwildClient(HogwildStore* store, uint32_t worker) : store_(store), worker_(worker) {}
   int64_t size() const override { return store_->size(); }

@@ -81,7 +81,8 @@ class ParamClient {
   // what it does with it (add, damp, aggregate, ...).
   Status Push(std::span<const float> update, int64_t step);
   // Atomically pushes update and reads into out what the rule replies (by default the
-  // values after the push). update and out must not overlap.
+  // values after the push). update and out must not overlap (the shared-vector client of
+  // hogwild.h also takes out = update, the same span).
   Status PushPull(std::span<const float> update, std::span<float> out, int64_t step);
   // Announces that the worker finished clock `clock` (SSP, synchronous rounds); returns
   // when the rule lets it go on.
