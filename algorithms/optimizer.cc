@@ -48,7 +48,8 @@ void UpdateLoop(int64_t n, float* __restrict p, float* __restrict acc, float sca
   for (int64_t i = 0; i < n; ++i) {
     const float u = update(i);
     if constexpr (kAcc) {
-      float a = kAssign ? u : acc[i] + u;
+      // 0 + u, not u: the same bits as adding into zeros, -0 included.
+      float a = kAssign ? 0.0f + u : acc[i] + u;
       if constexpr (kScale) a *= scale;
       acc[i] = a;
     }

@@ -2,7 +2,9 @@
 // schedule (one thread calls each worker's Step in turn), so staleness is exact and the
 // invariants of algorithms.md §3 and §7 hold bit for bit or to float tolerance.
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -82,6 +84,12 @@ TEST(Strategies, AgnMatchesItsClosedFormOnTheQuadratic) {
   }
 }
 
+std::vector<uint32_t> Bits(const std::vector<float>& v) {
+  std::vector<uint32_t> out;
+  for (float x : v) out.push_back(std::bit_cast<uint32_t>(x));
+  return out;
+}
+
 // The window's bookkeeping rides on the optimizer's pass (windowed_worker.h: a assigned on
 // a window's first step, scaled by 1/W on its last, θ not written before a fetch); the
 // centre and θ must still be bit for bit the equations evaluated one pass at a time:
@@ -120,8 +128,9 @@ TEST(Strategies, WindowedWorkersAreTheirEquationsBitForBit) {
         std::fill(a.begin(), a.end(), 0.0f);
       }
       if (t % c.fetch == 0) theta = centre;
-      ASSERT_EQ(h.store->values(), centre) << c.name << " " << c.optimizer << " step " << t;
-      ASSERT_EQ(h.local(0), theta) << c.name << " " << c.optimizer << " step " << t;
+      ASSERT_EQ(Bits(h.store->values()), Bits(centre))
+          << c.name << " " << c.optimizer << " step " << t;
+      ASSERT_EQ(Bits(h.local(0)), Bits(theta)) << c.name << " " << c.optimizer << " step " << t;
     }
   }
 }
