@@ -54,6 +54,8 @@ namespace asgd::transport {
 namespace {
 
 using Steady = std::chrono::steady_clock;
+// asgd's clients chunk dense pushes above this (ClientOptions::chunk_bytes).
+constexpr int64_t kChunkBytes = int64_t{1} << 20;
 
 enum class BenchOp { kPush, kPull, kPushPull };
 
@@ -395,6 +397,7 @@ void BM_Asgd(benchmark::State& state, BenchOp op, std::string scheme, int64_t by
     for (int c = 0; c < clients; ++c) {
       ClientOptions o;
       o.id = static_cast<uint32_t>(c);
+      o.chunk_bytes = kChunkBytes;
       cs.push_back(std::make_unique<PsClient>(context, Endpoints(servers), placement, o));
       loops.push_back(std::make_unique<AsgdLoop>(*cs.back(), op, n, depth));
     }
@@ -421,7 +424,7 @@ void BM_Asgd(benchmark::State& state, BenchOp op, std::string scheme, int64_t by
   }
   const double mc = scheme == "inproc" ? LookUp("memcpy/" + std::to_string(bytes)) : 0.0;
   SetCounters(state, bytes, depth, shards, clients, bps, bps / raw, mc > 0 ? bps / mc : 0.0);
-  const int64_t chunk = ClientOptions{}.chunk_bytes;
+  const int64_t chunk = kChunkBytes;
   if (op != BenchOp::kPull && scheme != "inproc" && chunk > 0 && bytes / shards > chunk) {
     const double raw_chunked =
         MeasureRaw(op, scheme, bytes, depth, clients, std::chrono::milliseconds(600), chunk);
