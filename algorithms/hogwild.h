@@ -7,15 +7,16 @@
 // algorithm.lr_decay.
 //
 // Dense step (every model but the sparse case below). With the plain sgd optimizer and no
-// weight decay: g ← ∇L_B(θ); g ← −η·g in place; then one push-pull, which this store does
-// in one pass over the vector (AddAndRead): each element gets its add and θ gets the value
-// the add left, so θ for the next gradient is read in the same pass that writes. One
-// worker is sequential SGD bit for bit (same −η·g, same add). Other optimizers (momentum,
-// adam, weight decay, ...): the optimizer's step on the worker's θ, then the same push-pull
-// of its update. Per step and worker this costs the gradient, a scaling pass over g, the
-// NaN/Inf check of the push and the fused pass (read g, read and write the shared vector,
-// write θ); the shared vector's lines come from the other cores' caches every step, which
-// is most of the fused pass's time on the MNIST MLP (results/bench/README.md, "Hogwild").
+// weight decay: g ← ∇L_B(θ); g ← −η·g in place; then one push-pull in place, which this
+// store does in one pass over the vector (AddAndRead): each element gets its add and the
+// gradient's buffer gets the value the add left, so the next θ is read in the same pass
+// that writes (the worker's two buffers then swap roles). One worker is sequential SGD bit
+// for bit (same −η·g, same add). Other optimizers (momentum, adam, weight decay, ...): the
+// optimizer's step on the worker's θ, then a push-pull of its update into θ. Per step and
+// worker the plain SGD step costs the gradient, the −η·g pass, the NaN/Inf check of the
+// push and the fused pass (read and write g's buffer, read and write the shared vector).
+// The fused pass is memory-bound: on the MNIST MLP the shared vector comes from L3 every
+// step (results/bench/README.md, "Hogwild (issue 16)").
 //
 // Sparse models (logistic regression on LIBSVM data, with the plain sgd optimizer and no
 // weight decay): a worker reads only the coordinates its mini-batch touches, and adds
