@@ -319,10 +319,8 @@ std::size_t ShardServer::Impl::NextMessage(bool block, bool* too_many) {
   if (!assembly_.active) {
     taken = backlog_.begin();
   } else {
-    taken = std::find_if(backlog_.begin(), backlog_.end(), [&](const Backlogged& b) {
-      return b.parts[0].size() == assembly_.routing_id.size() &&
-             std::memcmp(b.parts[0].data(), assembly_.routing_id.data(), b.parts[0].size()) == 0;
-    });
+    taken = std::find_if(backlog_.begin(), backlog_.end(),
+                         [&](const Backlogged& m) { return FromAssemblyPeer(m.parts[0]); });
   }
   if (taken != backlog_.end()) {
     const std::size_t n = taken->parts.size();
@@ -373,9 +371,7 @@ bool ShardServer::Impl::ReceiveOne(bool block) {
   const std::size_t n = NextMessage(block, &too_many);
   if (n == 0) return false;
   const bool assembling = assembly_.active;
-  if (assembling &&
-      (parts_[0].size() != assembly_.routing_id.size() ||
-       std::memcmp(parts_[0].data(), assembly_.routing_id.data(), parts_[0].size()) != 0)) {
+  if (assembling && !FromAssemblyPeer(parts_[0])) {
     // Another peer's request waits until the open chunked push is complete.
     Backlogged b;
     b.parts.reserve(n);

@@ -42,6 +42,11 @@ void ShardServer::Impl::ReplyToPush(zmq::message_t& routing, const Header& h,
   }
 }
 
+bool ShardServer::Impl::FromAssemblyPeer(const zmq::message_t& routing) const {
+  return routing.size() == assembly_.routing_id.size() &&
+         std::memcmp(routing.data(), assembly_.routing_id.data(), routing.size()) == 0;
+}
+
 bool ShardServer::Impl::IsNextChunk(const Header& h) const {
   const Header& first = assembly_.first;
   return h.op == first.op && h.request_id == first.request_id &&

@@ -218,6 +218,8 @@ class ShardServer::Impl final : public ValueStorage, public ReplySink {
   // Chunked pushes (message.h): the first chunk, the next ones, the end, a failure.
   void StartAssembly(const Header& h, std::size_t nparts) ASGD_REQUIRES(mu_);
   bool IsNextChunk(const Header& h) const;
+  // Whether a routing frame is the open chunked push's sender's.
+  bool FromAssemblyPeer(const zmq::message_t& routing) const;
   void ContinueAssembly(const Header& h, std::size_t nparts) ASGD_REQUIRES(mu_);
   void FinishAssembly() ASGD_REQUIRES(mu_);
   void FailAssembly(ErrorCode code, const std::string& why) ASGD_REQUIRES(mu_);
