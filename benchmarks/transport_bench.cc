@@ -12,13 +12,21 @@
 //       back (sent zero-copy from the server's buffer) and copied into the destination.
 //       PushPull: payload out and back (copied into the destination).
 //   BM_Memcpy/<size>: memcpy of the same size.
+//   BM_Apply/<size>: the shard's work on a push of that size with the add rule: one pass
+//       out[i] = values[i] + payload[i] that also checks every result is finite
+//       (AddScaledInto), cache-warm, with vs_memcpy against BM_Memcpy. With one request
+//       in flight and a push no larger than a chunk, this is time the raw baseline (whose
+//       server discards the payload) does not spend.
 //
 // asgd's client sends a dense push above 1 MiB over tcp and ipc as 1 MiB chunks
 // (ClientOptions::chunk_bytes; message.h "Chunked pushes") that the server applies as
 // they arrive. The raw baseline above sends the payload as one message, as the issue's
 // figures did; loopback ZeroMQ itself moves 1 MiB messages faster than one 16 MiB one, so
 // for those cases the bench also measures raw ZeroMQ sending the same 1 MiB chunks (only
-// the last one answered) and reports vs_raw_chunked against it.
+// the last one answered) and reports vs_raw_chunked against it. With several shards it
+// also measures raw ZeroMQ split the same way (one DEALER per raw server, equal parts,
+// every server on its own thread, the client receiving each part's reply) and reports
+// vs_raw_sharded: what asgd adds to the cost of moving the same messages.
 //
 // Counters: payload_bytes (per request, all shards), in_flight, bytes_per_second
 // (payload bytes moved per second, all clients), vs_raw (asgd's bytes_per_second / the
@@ -27,11 +35,6 @@
 // inproc cases vs_memcpy (against BM_Memcpy of the same size).
 //
 //   transport_bench --benchmark_format=csv > raw.csv   # a few minutes on 2 cores
-#include <benchmark/benchmark.h>
-#include <unistd.h>
-
-#include <zmq.hpp>
-
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -44,10 +47,15 @@
 #include <thread>
 #include <vector>
 
+#include <benchmark/benchmark.h>
+#include <unistd.h>
+#include <zmq.hpp>
+
 #include "core/param_layout.h"
 #include "transport/context.h"
 #include "transport/placement.h"
 #include "transport/ps_client.h"
+#include "transport/server_rule.h"
 #include "transport/shard_server.h"
 
 namespace asgd::transport {
@@ -61,9 +69,12 @@ enum class BenchOp { kPush, kPull, kPushPull };
 
 const char* OpName(BenchOp op) {
   switch (op) {
-    case BenchOp::kPush: return "Push";
-    case BenchOp::kPull: return "Pull";
-    case BenchOp::kPushPull: return "PushPull";
+    case BenchOp::kPush:
+      return "Push";
+    case BenchOp::kPull:
+      return "Pull";
+    case BenchOp::kPushPull:
+      return "PushPull";
   }
   return "?";
 }
@@ -77,9 +88,9 @@ std::string SizeName(int64_t bytes) {
 // A private folder for ipc:// socket files, removed at exit.
 const std::string& IpcDir() {
   static const std::string dir = [] {
-    std::string d = (std::filesystem::temp_directory_path() /
-                     ("asgd-bench-" + std::to_string(::getpid())))
-                        .string();
+    std::string d =
+        (std::filesystem::temp_directory_path() / ("asgd-bench-" + std::to_string(::getpid())))
+            .string();
     std::filesystem::create_directories(d);
     std::atexit([] { std::filesystem::remove_all(IpcDir()); });
     return d;
@@ -110,10 +121,10 @@ double LookUp(const std::string& key) {
   return it == results.end() ? 0.0 : it->second;
 }
 
-std::string Key(const char* kind, BenchOp op, const std::string& scheme, int64_t bytes,
-                int depth, int clients) {
-  return std::string(kind) + "/" + OpName(op) + "/" + scheme + "/" + std::to_string(bytes) +
-         "/" + std::to_string(depth) + "/" + std::to_string(clients);
+std::string Key(const char* kind, BenchOp op, const std::string& scheme, int64_t bytes, int depth,
+                int clients) {
+  return std::string(kind) + "/" + OpName(op) + "/" + scheme + "/" + std::to_string(bytes) + "/" +
+         std::to_string(depth) + "/" + std::to_string(clients);
 }
 
 // Every case reports the same counters (the CSV reporter needs one column set); those
@@ -129,6 +140,7 @@ void SetCounters(benchmark::State& state, int64_t bytes, int depth, int shards, 
   state.counters["vs_raw"] = vs_raw > 0 ? vs_raw : kNaN;
   state.counters["vs_memcpy"] = vs_memcpy > 0 ? vs_memcpy : kNaN;
   state.counters["vs_raw_chunked"] = kNaN;
+  state.counters["vs_raw_sharded"] = kNaN;
 }
 
 // ---- Raw ZeroMQ baseline -------------------------------------------------------------
@@ -140,7 +152,9 @@ class RawServer {
  public:
   RawServer(zmq::context_t& ctx, const std::string& scheme, BenchOp op, int64_t bytes,
             bool chunked = false)
-      : op_(op), chunked_(chunked), socket_(ctx, zmq::socket_type::router),
+      : op_(op),
+        chunked_(chunked),
+        socket_(ctx, zmq::socket_type::router),
         reply_(static_cast<std::size_t>(bytes)) {
     Tune(socket_, scheme);
     socket_.bind(BindAddress(scheme, "raw"));
@@ -198,55 +212,81 @@ class RawServer {
   std::thread thread_;
 };
 
-// One raw client's loop: `depth` requests in flight; returns bytes moved.
+// One raw client's loop: `depth` requests in flight; returns bytes moved. With several
+// endpoints (the sharded baseline) each request is split into equal parts, one per
+// server, and completes when every server has answered its part.
 class RawClient {
  public:
-  RawClient(zmq::context_t& ctx, const std::string& scheme, const std::string& endpoint,
-            BenchOp op, int64_t bytes, int depth, int64_t chunk_bytes = 0)
-      : op_(op), depth_(depth), chunk_bytes_(chunk_bytes), socket_(ctx, zmq::socket_type::dealer),
-        source_(static_cast<std::size_t>(bytes), 1), dest_(static_cast<std::size_t>(bytes)) {
-    RawServer::Tune(socket_, scheme);
-    socket_.connect(endpoint);
+  RawClient(zmq::context_t& ctx, const std::string& scheme,
+            const std::vector<std::string>& endpoints, BenchOp op, int64_t bytes, int depth,
+            int64_t chunk_bytes = 0)
+      : op_(op),
+        depth_(depth),
+        chunk_bytes_(chunk_bytes),
+        source_(static_cast<std::size_t>(bytes), 1),
+        dest_(static_cast<std::size_t>(bytes)) {
+    const std::size_t n = endpoints.size();
+    for (std::size_t i = 0; i < n; ++i) {
+      sockets_.emplace_back(ctx, zmq::socket_type::dealer);
+      RawServer::Tune(sockets_.back(), scheme);
+      sockets_.back().connect(endpoints[i]);
+      // Parts as the placement cuts a flat vector: equal, the remainder on the last.
+      const std::size_t part = source_.size() / n;
+      offsets_.push_back(i * part);
+      sizes_.push_back(i + 1 == n ? source_.size() - i * part : part);
+    }
     for (int i = 0; i < depth_; ++i) Send();
   }
   // Completes one request and sends the next.
   void Step() {
     zmq::message_t m;
-    (void)socket_.recv(m);
-    if (op_ != BenchOp::kPush) std::memcpy(dest_.data(), m.data(), std::min(m.size(), dest_.size()));
+    for (std::size_t i = 0; i < sockets_.size(); ++i) {
+      (void)sockets_[i].recv(m);
+      if (op_ != BenchOp::kPush) {
+        std::memcpy(dest_.data() + offsets_[i], m.data(), std::min(m.size(), sizes_[i]));
+      }
+    }
     Send();
   }
   // Receives the replies still in flight.
   void Drain() {
     zmq::message_t m;
-    for (int i = 0; i < depth_; ++i) (void)socket_.recv(m);
+    for (int i = 0; i < depth_; ++i) {
+      for (auto& s : sockets_) (void)s.recv(m);
+    }
   }
 
  private:
   void Send() {
-    if (op_ == BenchOp::kPull) {
-      const uint64_t req = 1;
-      socket_.send(zmq::buffer(&req, sizeof(req)));
-    } else if (chunk_bytes_ > 0) {
-      // Chunks of chunk_bytes_, zero-copy; the last one with an empty second frame.
-      const auto chunk = static_cast<std::size_t>(chunk_bytes_);
-      for (std::size_t at = 0; at < source_.size(); at += chunk) {
-        const std::size_t n = std::min(chunk, source_.size() - at);
-        zmq::message_t m(source_.data() + at, n, &NoFree, nullptr);
-        const bool last = at + n == source_.size();
-        socket_.send(m, last ? zmq::send_flags::sndmore : zmq::send_flags::none);
-        if (last) socket_.send(zmq::message_t(), zmq::send_flags::none);
+    for (std::size_t i = 0; i < sockets_.size(); ++i) {
+      zmq::socket_t& socket = sockets_[i];
+      char* const data = source_.data() + offsets_[i];
+      const std::size_t size = sizes_[i];
+      if (op_ == BenchOp::kPull) {
+        const uint64_t req = 1;
+        socket.send(zmq::buffer(&req, sizeof(req)));
+      } else if (chunk_bytes_ > 0) {
+        // Chunks of chunk_bytes_, zero-copy; the last one with an empty second frame.
+        const auto chunk = static_cast<std::size_t>(chunk_bytes_);
+        for (std::size_t at = 0; at < size; at += chunk) {
+          const std::size_t n = std::min(chunk, size - at);
+          zmq::message_t m(data + at, n, &NoFree, nullptr);
+          const bool last = at + n == size;
+          socket.send(m, last ? zmq::send_flags::sndmore : zmq::send_flags::none);
+          if (last) socket.send(zmq::message_t(), zmq::send_flags::none);
+        }
+      } else {
+        zmq::message_t m(data, size, &NoFree, nullptr);
+        socket.send(m, zmq::send_flags::none);
       }
-    } else {
-      zmq::message_t m(source_.data(), source_.size(), &NoFree, nullptr);
-      socket_.send(m, zmq::send_flags::none);
     }
   }
 
   BenchOp op_;
   int depth_;
   int64_t chunk_bytes_;
-  zmq::socket_t socket_;
+  std::vector<zmq::socket_t> sockets_;
+  std::vector<std::size_t> offsets_, sizes_;
   std::vector<char> source_;
   std::vector<char> dest_;
 };
@@ -264,8 +304,9 @@ std::thread Background(Step step, std::atomic<bool>& stop, std::atomic<int64_t>&
 
 // Measures raw throughput for ~duration without Google Benchmark (for vs_raw when the
 // raw case was not run).
+// With shards > 1 each request is split over that many raw servers (the sharded baseline).
 double MeasureRaw(BenchOp op, const std::string& scheme, int64_t bytes, int depth, int clients,
-                  std::chrono::milliseconds duration, int64_t chunk_bytes = 0);
+                  std::chrono::milliseconds duration, int64_t chunk_bytes = 0, int shards = 1);
 
 void BM_Raw(benchmark::State& state, BenchOp op, std::string scheme, int64_t bytes, int depth,
             int clients) {
@@ -275,7 +316,8 @@ void BM_Raw(benchmark::State& state, BenchOp op, std::string scheme, int64_t byt
     RawServer server(ctx, scheme, op, bytes);
     std::vector<std::unique_ptr<RawClient>> cs;
     for (int c = 0; c < clients; ++c) {
-      cs.push_back(std::make_unique<RawClient>(ctx, scheme, server.endpoint(), op, bytes, depth));
+      cs.push_back(std::make_unique<RawClient>(ctx, scheme, std::vector{server.endpoint()}, op,
+                                               bytes, depth));
     }
     std::atomic<bool> stop{false};
     std::atomic<int64_t> other{0};
@@ -287,8 +329,8 @@ void BM_Raw(benchmark::State& state, BenchOp op, std::string scheme, int64_t byt
     const double s = std::chrono::duration<double>(Steady::now() - t0).count();
     stop.store(true);
     if (bg.joinable()) bg.join();
-    const double moved = static_cast<double>(state.iterations() + other.load()) *
-                         static_cast<double>(bytes);
+    const double moved =
+        static_cast<double>(state.iterations() + other.load()) * static_cast<double>(bytes);
     bps = moved / s;
     for (auto& c : cs) c->Drain();
   }
@@ -297,13 +339,20 @@ void BM_Raw(benchmark::State& state, BenchOp op, std::string scheme, int64_t byt
 }
 
 double MeasureRaw(BenchOp op, const std::string& scheme, int64_t bytes, int depth, int clients,
-                  std::chrono::milliseconds duration, int64_t chunk_bytes) {
+                  std::chrono::milliseconds duration, int64_t chunk_bytes, int shards) {
   zmq::context_t ctx(1);
-  RawServer server(ctx, scheme, op, bytes, chunk_bytes > 0);
+  std::vector<std::unique_ptr<RawServer>> servers;
+  std::vector<std::string> endpoints;
+  const int64_t part = bytes / shards;
+  for (int s = 0; s < shards; ++s) {
+    const int64_t size = s + 1 == shards ? bytes - s * part : part;
+    servers.push_back(std::make_unique<RawServer>(ctx, scheme, op, size, chunk_bytes > 0));
+    endpoints.push_back(servers.back()->endpoint());
+  }
   std::vector<std::unique_ptr<RawClient>> cs;
   for (int c = 0; c < clients; ++c) {
-    cs.push_back(std::make_unique<RawClient>(ctx, scheme, server.endpoint(), op, bytes, depth,
-                                             chunk_bytes));
+    cs.push_back(
+        std::make_unique<RawClient>(ctx, scheme, endpoints, op, bytes, depth, chunk_bytes));
   }
   std::atomic<bool> stop{false};
   std::atomic<int64_t> other{0};
@@ -337,14 +386,32 @@ void BM_Memcpy(benchmark::State& state, int64_t bytes) {
   SetCounters(state, bytes, 0, 0, 0, bps, 0, 0);
 }
 
+void BM_Apply(benchmark::State& state, int64_t bytes) {
+  const auto n = static_cast<std::size_t>(bytes) / sizeof(float);
+  std::vector<float> values(n, 1.0f), payload(n, 0.5f), out(n);
+  const auto t0 = Steady::now();
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(AddScaledInto(out, values, 1.0f, payload));
+    benchmark::ClobberMemory();
+  }
+  const double s = std::chrono::duration<double>(Steady::now() - t0).count();
+  const double bps = static_cast<double>(state.iterations()) * static_cast<double>(bytes) / s;
+  const double mc = LookUp("memcpy/" + std::to_string(bytes));
+  SetCounters(state, bytes, 0, 0, 0, bps, 0, mc > 0 ? bps / mc : 0.0);
+}
+
 // ---- asgd ---------------------------------------------------------------------------
 
 // One asgd client's loop with `depth` requests in flight.
 class AsgdLoop {
  public:
   AsgdLoop(PsClient& client, BenchOp op, int64_t n, int depth)
-      : client_(client), op_(op), depth_(depth), source_(static_cast<std::size_t>(n), 1.0f),
-        dest_(static_cast<std::size_t>(n)), handles_(static_cast<std::size_t>(depth)) {
+      : client_(client),
+        op_(op),
+        depth_(depth),
+        source_(static_cast<std::size_t>(n), 1.0f),
+        dest_(static_cast<std::size_t>(n)),
+        handles_(static_cast<std::size_t>(depth)) {
     for (auto& h : handles_) h = Issue();
   }
   void Step() {
@@ -362,9 +429,12 @@ class AsgdLoop {
   RequestHandle Issue() {
     // The version sent with pushes does not matter to the add rule.
     switch (op_) {
-      case BenchOp::kPush: return client_.Push(source_);
-      case BenchOp::kPull: return client_.Pull(dest_);
-      case BenchOp::kPushPull: return client_.PushPull(source_, dest_);
+      case BenchOp::kPush:
+        return client_.Push(source_);
+      case BenchOp::kPull:
+        return client_.Pull(dest_);
+      case BenchOp::kPushPull:
+        return client_.PushPull(source_, dest_);
     }
     return {};
   }
@@ -430,6 +500,11 @@ void BM_Asgd(benchmark::State& state, BenchOp op, std::string scheme, int64_t by
         MeasureRaw(op, scheme, bytes, depth, clients, std::chrono::milliseconds(600), chunk);
     state.counters["vs_raw_chunked"] = bps / raw_chunked;
   }
+  if (shards > 1) {
+    const double raw_sharded =
+        MeasureRaw(op, scheme, bytes, depth, clients, std::chrono::milliseconds(600), 0, shards);
+    state.counters["vs_raw_sharded"] = bps / raw_sharded;
+  }
 }
 
 void Register() {
@@ -441,13 +516,15 @@ void Register() {
   for (int64_t b : sizes) {
     benchmark::RegisterBenchmark(("BM_Memcpy/" + SizeName(b)).c_str(), BM_Memcpy, b)
         ->MinTime(min_time(b));
+    benchmark::RegisterBenchmark(("BM_Apply/" + SizeName(b)).c_str(), BM_Apply, b)
+        ->MinTime(min_time(b));
   }
   // The full matrix: every op, endpoint, size and depth, 1 shard, 1 client; each asgd
   // case right after its raw baseline.
   auto both = [&](BenchOp op, const std::string& scheme, int64_t b, int depth, int shards,
                   int clients) {
-    const std::string tail = "/" + scheme + "/" + SizeName(b) + "/inflight:" +
-                             std::to_string(depth);
+    const std::string tail =
+        "/" + scheme + "/" + SizeName(b) + "/inflight:" + std::to_string(depth);
     if (LookUp(Key("registered", op, scheme, b, depth, clients)) == 0) {
       RecordThroughput(Key("registered", op, scheme, b, depth, clients), 1);
       benchmark::RegisterBenchmark(
