@@ -286,6 +286,51 @@ TEST(Codec, ChunkFlagOnlyOnDensePushChunks) {
   }
 }
 
+// kFlagLaterChunk marks every chunk but the first: it round-trips with and without
+// kFlagMoreChunks, only on dense push requests, and a last chunk's aux is its count.
+TEST(Codec, LaterChunkFlagOnlyOnDensePushChunks) {
+  Header h;
+  h.op = Op::kPush;
+  h.flags = kFlagMoreChunks | kFlagLaterChunk;
+  h.role = Role::kWorker;
+  h.request_id = 9;
+  h.dtype = DType::kFloat32;
+  h.offset = 100;
+  h.count = 256;
+  h.payload_bytes = 256 * 4;
+  h.frames = 1;
+  h.aux = 1000;
+  Header got;
+  DecodeError e = Decode(Encode(h), &got);
+  ASSERT_TRUE(e.ok()) << e.detail;
+  EXPECT_EQ(got, h);
+
+  Header last = h;
+  last.flags = kFlagLaterChunk;
+  last.aux = 256;
+  e = Decode(Encode(last), &got);
+  ASSERT_TRUE(e.ok()) << e.detail;
+  EXPECT_EQ(got, last);
+  last.aux = 1000;  // a last chunk with more of its push left
+  e = Decode(Encode(last), &got);
+  EXPECT_EQ(e.code, ErrorCode::kPayloadMismatch);
+  EXPECT_NE(e.detail.find("expected 256"), std::string::npos) << e.detail;
+
+  Header pull;
+  pull.op = Op::kPull;
+  pull.flags = kFlagLaterChunk;
+  pull.count = 256;
+  e = Decode(Encode(pull), &got);
+  EXPECT_EQ(e.code, ErrorCode::kMalformedHeader);
+  EXPECT_NE(e.detail.find("later_chunk on a pull request"), std::string::npos) << e.detail;
+
+  Header reply = last;
+  reply.aux = 256;
+  reply.flags |= kFlagReply;
+  e = Decode(Encode(reply), &got);
+  EXPECT_EQ(e.code, ErrorCode::kMalformedHeader) << e.detail;
+}
+
 // A message longer than kMaxErrorMessageBytes is cut, not refused: an error reply must
 // always be sendable, whatever the text of the exception behind it.
 TEST(Codec, ErrorMessageIsCutAtTheLimit) {
