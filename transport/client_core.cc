@@ -121,10 +121,12 @@ void ClientCore::SendPart(const std::shared_ptr<RequestState>& state, RequestPar
                        payload_bytes > chunk_bytes && shard.parsed->Scheme() != "inproc";
   uint64_t bytes = payload_bytes;
   bool sent = false;
+  ChunksSent chunks;
   try {
     AnnotateSend();
     if (chunked) {
-      sent = SendChunks(shard, h, payload, chunk_bytes, &st.completion, &bytes);
+      chunks = SendChunks(shard, h, payload, chunk_bytes, &st.completion, &bytes);
+      sent = chunks.queued == chunks.total;
     } else {
       zmq::message_t header = HeaderMessage(h);
       bytes += header.size();
@@ -149,12 +151,18 @@ void ClientCore::SendPart(const std::shared_ptr<RequestState>& state, RequestPar
   ++st.outstanding;
   pending_[st.id] = state;
   if (!sent) {
-    FinishPart(
-        state, index,
-        Status(StatusCode::kTimeout,
-               ::asgd::internal::StrCat(OpName(h.op), " to shard ", part.shard, " (",
-                                        shard.endpoint, "): ", options_.send_hwm,
-                                        " messages already queued; the server is not reading")));
+    // A push cut after some chunks is never applied: the server drops it when its next
+    // chunk does not come (message.h, "Chunked pushes"); its error reply is a stray.
+    const std::string cut =
+        chunks.queued > 0 ? ::asgd::internal::StrCat(" after ", chunks.queued, " of ", chunks.total,
+                                                     " chunks (the server drops the push)")
+                          : "";
+    FinishPart(state, index,
+               Status(StatusCode::kTimeout,
+                      ::asgd::internal::StrCat(OpName(h.op), " to shard ", part.shard, " (",
+                                               shard.endpoint, "): ", options_.send_hwm,
+                                               " messages already queued", cut,
+                                               "; the server is not reading")));
     return;
   }
   ++shard.outstanding;
@@ -162,11 +170,14 @@ void ClientCore::SendPart(const std::shared_ptr<RequestState>& state, RequestPar
   stats_.bytes_sent += bytes;
 }
 
-bool ClientCore::SendChunks(Shard& shard, const Header& whole,
-                            std::span<const std::span<const float>> payload, uint64_t chunk_bytes,
-                            SendCompletion* completion, uint64_t* bytes) {
+ClientCore::ChunksSent ClientCore::SendChunks(Shard& shard, const Header& whole,
+                                              std::span<const std::span<const float>> payload,
+                                              uint64_t chunk_bytes, SendCompletion* completion,
+                                              uint64_t* bytes) {
   const uint64_t per_chunk = std::max<uint64_t>(1, chunk_bytes / sizeof(float));
   const uint64_t end = whole.offset + whole.count;
+  ChunksSent sent;
+  sent.total = (whole.count + per_chunk - 1) / per_chunk;
   // The frames of one chunk: sub-spans of the pieces, at most kMaxPayloadFrames.
   std::vector<std::span<const float>> frames;
   std::size_t piece = 0;
@@ -194,13 +205,13 @@ bool ClientCore::SendChunks(Shard& shard, const Header& whole,
     h.frames = static_cast<uint32_t>(frames.size());
     h.aux = end - at;
     if (at + count < end) h.flags |= kFlagMoreChunks;
+    if (at != whole.offset) h.flags |= kFlagLaterChunk;
     zmq::message_t header = HeaderMessage(h);
-    *bytes += header.size();
-    // Only the first chunk may be refused (a full queue): once one is queued the others
-    // follow it, or the server drops the push when the rest does not come.
+    // A full queue refuses a chunk whole; the server drops a push whose rest never comes.
     if (!shard.socket.send(header, zmq::send_flags::sndmore | zmq::send_flags::dontwait)) {
-      return at != whole.offset;
+      return sent;
     }
+    *bytes += header.size();
     for (std::size_t f = 0; f < frames.size(); ++f) {
       zmq::message_t m = ZeroCopyMessage(frames[f].data(), frames[f].size_bytes(), completion);
       (void)shard.socket.send(m, f + 1 < frames.size()
@@ -208,8 +219,9 @@ bool ClientCore::SendChunks(Shard& shard, const Header& whole,
                                      : zmq::send_flags::dontwait);
     }
     at += count;
+    ++sent.queued;
   }
-  return true;
+  return sent;
 }
 
 std::string ClientCore::ShardName(int shard) const {

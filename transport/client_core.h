@@ -82,11 +82,15 @@ class ClientCore {
   };
 
   void Connect(Shard& s);
-  // Sends a dense push as chunks of at most chunk_bytes (message.h, "Chunked pushes");
-  // adds the bytes sent to *bytes. False when the first chunk found the queue full.
-  bool SendChunks(Shard& shard, const Header& whole,
-                  std::span<const std::span<const float>> payload, uint64_t chunk_bytes,
-                  SendCompletion* completion, uint64_t* bytes);
+  struct ChunksSent {
+    uint64_t queued = 0;  // chunks ZeroMQ took, in order
+    uint64_t total = 0;   // chunks of the push
+  };
+  // Sends a dense push as chunks of at most chunk_bytes (message.h, "Chunked pushes")
+  // until one finds the queue full; adds the bytes queued to *bytes.
+  ChunksSent SendChunks(Shard& shard, const Header& whole,
+                        std::span<const std::span<const float>> payload, uint64_t chunk_bytes,
+                        SendCompletion* completion, uint64_t* bytes);
   void ResetShard(int shard);
   // Reads every reply already queued; true if any was read.
   bool Drain();

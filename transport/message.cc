@@ -372,13 +372,24 @@ DecodeError DecodeHeader(std::span<const std::byte> frame, Header* out) {
     out->encoding = static_cast<compression::Encoding>(e);
   }
   const bool encoded = out->encoding != compression::Encoding::kDense;
-  if ((out->flags & kFlagMoreChunks) != 0) {
+  if ((out->flags & kChunkFlags) != 0) {
     if (out->is_reply() || !OpRequestHasPayload(out->op) || encoded) {
       return Err(ErrorCode::kMalformedHeader,
-                 internal::StrCat("flag more_chunks on a ", encoded ? "compressed " : "",
-                                  OpName(out->op), out->is_reply() ? " reply" : " request",
-                                  ", expected only on dense push and push_pull requests"));
+                 internal::StrCat(
+                     "flag ", (out->flags & kFlagMoreChunks) != 0 ? "more_chunks" : "later_chunk",
+                     " on a ", encoded ? "compressed " : "", OpName(out->op),
+                     out->is_reply() ? " reply" : " request",
+                     ", expected only on dense push and push_pull requests"));
     }
+  }
+  if ((out->flags & kFlagLaterChunk) != 0 && (out->flags & kFlagMoreChunks) == 0 &&
+      out->aux != out->count) {
+    return Err(
+        ErrorCode::kPayloadMismatch,
+        internal::StrCat("the last chunk of a push, of ", out->count, " elements, with ", out->aux,
+                         " elements left in its push (aux), expected ", out->count));
+  }
+  if ((out->flags & kFlagMoreChunks) != 0) {
     if (out->aux <= out->count) {
       return Err(ErrorCode::kPayloadMismatch,
                  internal::StrCat("a chunk of ", out->count, " elements with more to come but ",

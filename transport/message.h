@@ -62,14 +62,24 @@
 // one chunk while the next is still on the wire (ClientOptions::chunk_bytes). Each chunk
 // is a request of its own shape: offset and count name the chunk's elements, its payload
 // frames hold them; every chunk repeats the push's op, request_id, version, clock and
-// optional fields. Two fields say how it continues:
-//   flags  kFlagMoreChunks on every chunk but the last;
+// optional fields. Three fields say where it stands:
+//   flags  kFlagMoreChunks on every chunk but the last; kFlagLaterChunk on every chunk
+//          but the first;
 //   aux    the elements of the push from this chunk's offset to the push's end, so the
 //          first chunk's aux is the push's count and the last chunk's aux is its count.
 // Chunks are contiguous and in order. The server answers once, after the last chunk,
 // with the reply of the whole push (offset = the first chunk's, count = its aux), and
-// applies it all or nothing. A dense push that is not chunked sends aux = 0 or = count.
-// A compressed push is never chunked (the codec refuses kFlagMoreChunks with encoding).
+// applies it all or nothing. A dense push that is not chunked sends neither flag and
+// aux = 0 or = count. A compressed push is never chunked (the codec refuses both flags
+// with encoding).
+// A later chunk that does not continue an open push of the same connection -- the rest
+// of a push whose first chunks went to a server that died, queued by the client's
+// connection and delivered to the server restarted at the same address -- is never
+// applied (not even as a push of its own range): the server answers it with the error
+// kIncompletePush. So is an open push whose sequence breaks (its next chunk does not
+// come within ServerOptions::chunk_timeout, or the sender's next message is something
+// else). A peer of before kFlagLaterChunk refuses every later chunk as malformed ("unknown
+// flags"); such a server and a chunking client do not mix (cluster.chunk_bytes = 0).
 //
 // A fixed-position array keeps the header small (about 20-40 bytes) and lets the decoder
 // check every field's type and range before it looks at a payload byte.
@@ -136,7 +146,10 @@ std::string_view DTypeName(DType dtype);
 inline constexpr uint32_t kFlagReply = 1u << 0;
 // On a push or push-pull request: more chunks of this push follow (see "Chunked pushes").
 inline constexpr uint32_t kFlagMoreChunks = 1u << 1;
-inline constexpr uint32_t kKnownFlags = kFlagReply | kFlagMoreChunks;
+// On a push or push-pull request: a chunk after the push's first (see "Chunked pushes").
+inline constexpr uint32_t kFlagLaterChunk = 1u << 2;
+inline constexpr uint32_t kChunkFlags = kFlagMoreChunks | kFlagLaterChunk;
+inline constexpr uint32_t kKnownFlags = kFlagReply | kChunkFlags;
 
 // What a server did with a push (carried in the push reply's aux field).
 enum class PushOutcome : uint8_t {

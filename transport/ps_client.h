@@ -64,10 +64,12 @@ struct ClientOptions {
   // A dense push or push-pull whose payload for one shard exceeds this many bytes goes
   // over tcp:// and ipc:// as chunks of at most this size (message.h, "Chunked pushes"),
   // so the server applies one chunk while the next is on the wire. 0: never chunk.
-  // inproc:// never chunks (nothing is on a wire). Default 0 (off) for now: workers of
-  // `asgd launch` do not chunk yet (a push cut short by a killed shard is not yet
-  // retried chunk-aware); transport_bench and the tests set 1 MiB.
-  int64_t chunk_bytes = 0;
+  // inproc:// never chunks (nothing is on a wire). A push whose chunks did not all reach
+  // one server (it died between them; the rest reached its successor at the same
+  // address) is applied nowhere and fails with kRemoteError (kIncompletePush) or
+  // kTimeout; it is not sent again. Shard servers of before kFlagLaterChunk refuse
+  // chunked pushes: set 0 with them. Default 1 MiB (cluster.chunk_bytes).
+  int64_t chunk_bytes = int64_t{1} << 20;
   // CURVE encryption and authentication (curve.h): the servers' public key and this
   // client's key pair, checked by the constructor (CheckCurveClient). A server that
   // refuses the key never answers: requests time out. Default off: plain ZeroMQ.

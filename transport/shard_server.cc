@@ -273,7 +273,7 @@ void ShardServer::Impl::Serve() {
       ReceiveOne(/*block=*/true);
       if (assembly_.active && Steady::now() >= assembly_.deadline) {
         std::lock_guard<std::mutex> lock(mu_);
-        FailAssembly(ErrorCode::kPayloadMismatch,
+        FailAssembly(ErrorCode::kIncompletePush,
                      ::asgd::internal::StrCat("its next chunk did not come within ",
                                               options_.chunk_timeout.count(), " ms"));
       }
@@ -387,7 +387,7 @@ bool ShardServer::Impl::ReceiveOne(bool block) {
     if (assembling && !chunk_taken_ && assembly_.active) {
       // The open push's peer sent something that was not its next chunk (and was
       // answered on its own): the push cannot complete.
-      FailAssembly(ErrorCode::kPayloadMismatch,
+      FailAssembly(ErrorCode::kIncompletePush,
                    "the sender's next message was not the push's next chunk");
     }
     version_published_.store(core_->version(), std::memory_order_relaxed);
@@ -517,10 +517,21 @@ void ShardServer::Impl::HandleValid(const Header& h, std::size_t nparts) {
       ContinueAssembly(h, nparts);
       return;
     }
-    FailAssembly(ErrorCode::kPayloadMismatch,
+    FailAssembly(ErrorCode::kIncompletePush,
                  ::asgd::internal::StrCat("the sender's next message was a ", OpName(h.op),
                                           " request, not the push's chunk at element ",
                                           assembly_.next_offset));
+  }
+  if ((h.flags & kFlagLaterChunk) != 0) {
+    // The rest of a push whose first chunks this server never saw: its client sent them
+    // to a server that died at this address, or the sequence broke above. Applying it
+    // (even as a push of its own range) would apply part of a push.
+    SendError(routing, h, ErrorCode::kIncompletePush,
+              ::asgd::internal::StrCat("a chunk of ", OpName(h.op), " request ", h.request_id,
+                                       " at element ", h.offset,
+                                       " whose earlier chunks did not come to this shard server "
+                                       "(restarted?); nothing of it is applied"));
+    return;
   }
   if ((h.flags & kFlagMoreChunks) != 0) {
     StartAssembly(h, nparts);

@@ -132,11 +132,13 @@ struct ShardStats {
   uint64_t pushes_dropped = 0;   // dropped as stale by the rule
   uint64_t pulls = 0;
   uint64_t push_pulls = 0;
+  uint64_t chunked_pushes = 0;  // pushes and push-pulls of which every chunk arrived
+                                // (message.h, "Chunked pushes"), handed to the rule whole
   uint64_t clocks = 0;
   uint64_t registrations = 0;
   uint64_t barriers = 0;
   uint64_t errors = 0;           // error replies sent
-  std::array<uint64_t, 16> errors_by_code{};  // by ErrorCode value
+  std::array<uint64_t, 32> errors_by_code{};  // by ErrorCode value (< 32)
   uint64_t staleness_sum = 0;    // over the records of applied and accepted pushes
                                  // (negative staleness counts as 0)
   uint64_t staleness_max = 0;

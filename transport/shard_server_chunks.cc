@@ -49,7 +49,7 @@ bool ShardServer::Impl::FromAssemblyPeer(const zmq::message_t& routing) const {
 
 bool ShardServer::Impl::IsNextChunk(const Header& h) const {
   const Header& first = assembly_.first;
-  return h.op == first.op && h.request_id == first.request_id &&
+  return (h.flags & kFlagLaterChunk) != 0 && h.op == first.op && h.request_id == first.request_id &&
          h.encoding == compression::Encoding::kDense && h.offset == assembly_.next_offset &&
          h.aux == first.offset + first.count - assembly_.next_offset;
 }
@@ -106,6 +106,7 @@ void ShardServer::Impl::FinishAssembly() {
     SendError(routing, a.first, a.error, a.message);
     return;
   }
+  Bump(counters_.chunked_pushes);
   ShardCore::Result r;
   const uint64_t overflows_before = NonFiniteResultsOnThisThread();
   if (a.staged) {

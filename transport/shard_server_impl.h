@@ -197,8 +197,8 @@ class ShardServer::Impl final : public ValueStorage, public ReplySink {
     std::atomic<uint64_t> requests{0}, registrations{0}, barriers{0}, errors{0}, bytes_received{0},
         bytes_sent{0}, replies_sent{0}, replies_dropped{0}, copies_on_write{0},
         replies_over_budget{0}, barriers_timed_out{0}, barriers_refused{0}, held_barriers{0},
-        stops_refused{0};
-    std::array<std::atomic<uint64_t>, 16> errors_by_code{};
+        stops_refused{0}, chunked_pushes{0};
+    std::array<std::atomic<uint64_t>, 32> errors_by_code{};
   };
   static void Bump(std::atomic<uint64_t>& c, uint64_t by = 1) {
     c.store(c.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);

@@ -203,6 +203,9 @@ void ShardServer::Impl::SendError(zmq::message_t& routing, const Header& request
   r.message = detail;
   Bump(counters_.errors);
   const auto i = static_cast<std::size_t>(code);
+  static_assert(static_cast<std::size_t>(ErrorCode::kIncompletePush) <
+                    std::tuple_size_v<decltype(ShardStats::errors_by_code)>,
+                "ShardStats::errors_by_code has a slot for every ErrorCode");
   if (i < counters_.errors_by_code.size()) Bump(counters_.errors_by_code[i]);
   ASGD_LOG(kDebug, "shard ", options_.shard, ": error reply ", ErrorCodeName(code), ": ", detail);
   SendReply(routing, r, nullptr);
@@ -371,6 +374,7 @@ ShardStats ShardServer::Impl::stats() const {
   s.pushes_dropped = core.pushes_dropped;
   s.pulls = core.pulls;
   s.push_pulls = core.push_pulls;
+  s.chunked_pushes = get(counters_.chunked_pushes);
   s.clocks = core.clocks;
   s.registrations = get(counters_.registrations);
   s.barriers = get(counters_.barriers);

@@ -20,6 +20,7 @@ std::string ErrorCodeName(ErrorCode code) {
     case ErrorCode::kInternal: return "internal";
     case ErrorCode::kShuttingDown: return "shutting_down";
     case ErrorCode::kBadEncoding: return "bad_encoding";
+    case ErrorCode::kIncompletePush: return "incomplete_push";
   }
   return "code " + std::to_string(static_cast<unsigned>(code));
 }

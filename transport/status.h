@@ -30,6 +30,10 @@ enum class ErrorCode : uint16_t {
   kInternal = 13,          // the server failed while handling the request (a bug)
   kShuttingDown = 14,      // the server is stopping and dropped a held request
   kBadEncoding = 15,       // a compressed push whose encoding or frames do not decode
+  // A chunked push whose chunks did not all reach this server in sequence (its first
+  // went to a server that died, or its sequence broke): nothing of it was applied, and
+  // sending the whole push again is safe (message.h, "Chunked pushes").
+  kIncompletePush = 16,
 };
 
 // "none", "truncated", ..., or "code 123" for an unknown value.

@@ -90,6 +90,7 @@ Setup MakeSetup(const Config& config, const RoleRequest& request, const std::str
   s.timeout = Ms(s.config.Double("cluster.timeout_s"));
   s.report_interval = Ms(s.config.Double("cluster.report_interval_s"));
   s.heartbeat_timeout = Ms(s.config.Double("cluster.heartbeat_timeout_s"));
+  s.chunk_bytes = ChunkBytes(s.config);
   // Validates the server options before the data is read.
   if (s.strategy->server_rule) (void)s.strategy->server_rule(BuildStrategyOptions(s.config, 0), 0);
   s.compression = BuildCompressionOptions(s.config);
@@ -245,6 +246,7 @@ CentreEvaluator::CentreEvaluator(std::shared_ptr<tp::Context> context, const Set
   co.id = static_cast<uint32_t>(setup.workers);
   co.timeout = setup.timeout;
   co.curve = setup.curve;
+  co.chunk_bytes = setup.chunk_bytes;  // it only pulls; the same options as the workers'
   client_ = tp::PsClient::FromCluster(std::move(context), setup.spec, setup.placement, co);
 }
 

@@ -76,6 +76,7 @@ struct Setup {
   int workers = 0;
   milliseconds timeout{60000}, report_interval{100}, heartbeat_timeout{10000};
   transport::CurveOptions curve;  // cluster.curve: this process's keys (experiments/cluster/keys.h)
+  int64_t chunk_bytes = 0;        // cluster.chunk_bytes, checked (ClientOptions::chunk_bytes)
 
   // The initial parameters (from the seed).
   std::vector<float> Initial() const;

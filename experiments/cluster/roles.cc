@@ -440,6 +440,7 @@ int RunWorkerRole(const Config& config, const RoleRequest& request, std::ostream
   options.id = static_cast<uint32_t>(worker);
   options.timeout = timeout;
   options.curve = CurveFromConfig(config, /*serves=*/false);
+  options.chunk_bytes = ChunkBytes(config);
   auto client = tp::PsClient::FromCluster(context, spec, placement, options);
   CheckOk(client->WaitForServers(timeout), worker, "waiting for the shard servers");
 

@@ -43,6 +43,7 @@ int RunTrainingWorkerRole(const Config& config, const RoleRequest& request, std:
   co.id = static_cast<uint32_t>(w);
   co.timeout = s.timeout;
   co.curve = s.curve;
+  co.chunk_bytes = s.chunk_bytes;
   auto ps_client =
       std::make_unique<PsParamClient>(tp::PsClient::FromCluster(context, s.spec, s.placement, co));
   const tp::Status servers = ps_client->client().WaitForServers(s.timeout);
@@ -125,10 +126,16 @@ int RunTrainingWorkerRole(const Config& config, const RoleRequest& request, std:
     *lr_scale = alg::LearningRateScale(s.schedule, static_cast<double>(estimate) / train_size);
     return true;
   };
-  // A request that timed out (a shard died): wait while the coordinator pauses the run
-  // for the shard's restart, then go on from a fresh read of the centre.
+  // A request that timed out (a shard died), or a chunked push whose first chunks went to
+  // the dead shard and whose rest reached its restarted successor (refused whole, nothing
+  // applied: transport/message.h, "Chunked pushes"): wait while the coordinator pauses the
+  // run for the shard's restart, then go on from a fresh read of the centre. The push is
+  // not sent again (it may have been applied when it timed out).
   hooks.recover = [&](const alg::Status& st) {
-    if (st.code() != tp::StatusCode::kTimeout && st.code() != tp::StatusCode::kAborted)
+    const bool incomplete = st.code() == tp::StatusCode::kRemoteError &&
+                            st.error_code() == tp::ErrorCode::kIncompletePush;
+    if (st.code() != tp::StatusCode::kTimeout && st.code() != tp::StatusCode::kAborted &&
+        !incomplete)
       return false;
     ASGD_LOG(kWarning, "worker ", w, ": ", st.ToString(),
              "; asking the coordinator whether to go on");

@@ -328,6 +328,13 @@ Schema BuildSchema() {
             "with curve: this process's client key pair, a file in keys_dir (or a path); "
             "after `asgd keys generate --clients N`, client-I.key",
             false));
+  s.Add(Int("cluster.chunk_bytes", int64_t{1} << 20, 0, std::nullopt,
+            "a worker sends a dense push whose part for one shard is larger than this over "
+            "tcp or ipc as messages of at most this size, which the shard applies as they "
+            "arrive, all or nothing (inproc never chunks); 0 = never chunk (needed with shard "
+            "servers older than the later_chunk flag, which refuse chunks); otherwise at "
+            "least 65536",
+            "bytes"));
   s.Add(Num("cluster.timeout_s", "60", 0, true, std::nullopt, false,
             "how long a worker waits for the servers to come up, and for any one reply",
             "seconds"));

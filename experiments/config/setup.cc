@@ -176,6 +176,17 @@ void ApplyServerBounds(const Config& config, transport::ServerOptions* options) 
   options->max_barriers_per_peer = static_cast<int>(config.Int("cluster.max_barriers_per_peer"));
 }
 
+int64_t ChunkBytes(const Config& config) {
+  const int64_t bytes = config.Int("cluster.chunk_bytes");
+  if (bytes != 0 && bytes < kMinChunkBytes) {
+    // Smaller chunks buy no overlap and multiply the messages: a push goes as at most the
+    // client's send queue (10000 messages) of them.
+    throw ConfigError("cluster.chunk_bytes", config.Raw("cluster.chunk_bytes"),
+                      internal::StrCat("0 (never chunk) or at least ", kMinChunkBytes, " bytes"));
+  }
+  return bytes;
+}
+
 std::vector<std::string> IgnoredAlgorithmKeys(const Config& config) {
   const std::string name = config.String("algorithm.name");
   if (name == kPsCheck) return {};

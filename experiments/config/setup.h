@@ -38,6 +38,12 @@ algorithms::ScheduleOptions BuildScheduleOptions(const Config& config);
 // server checks the budget against its shard's size when it starts). Every role that
 // serves a shard (ps_check's, the training ps, the one-process runner's) calls it.
 void ApplyServerBounds(const Config& config, transport::ServerOptions* options);
+// cluster.chunk_bytes, for transport::ClientOptions::chunk_bytes: 0 (never chunk) or at
+// least kMinChunkBytes, else ConfigError naming the key. Every role that builds a
+// client's options (the training worker and evaluator, ps_check's worker, the
+// one-process runner's clients) takes it from here.
+inline constexpr int64_t kMinChunkBytes = 65536;
+int64_t ChunkBytes(const Config& config);
 
 // [compression], checked against the strategy: ConfigError naming compression.name when
 // the strategy pushes something compression would destroy (Strategy::supports_compression)

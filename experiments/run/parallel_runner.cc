@@ -75,6 +75,7 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
   const alg::StrategyOptions& so = problem.strategy_options;
   const alg::ScheduleOptions& schedule = problem.schedule;
   const compression::CompressionOptions compression = BuildCompressionOptions(config);
+  const int64_t chunk_bytes = ChunkBytes(config);  // checked; inproc:// never chunks
   const bool ef_residual = compression.name != "none" && compression.error_feedback;
   // The [delay] model as injected sleeps (issue 13): a straggler experiment run for real.
   const sim::SimOptions sim_options = BuildSimOptions(config);  // validates [delay] etc.
@@ -216,6 +217,7 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
     co.role = id < static_cast<uint32_t>(workers) ? tp::Role::kWorker : tp::Role::kEvaluator;
     co.timeout = std::chrono::milliseconds(
         static_cast<int64_t>(config.Double("cluster.timeout_s") * 1000.0));
+    co.chunk_bytes = chunk_bytes;
     return std::make_unique<PsParamClient>(
         std::make_unique<tp::PsClient>(context, tp::Endpoints(servers), placement, co));
   };

@@ -169,6 +169,27 @@ TEST(Cli, ServerBoundKeysAreValidated) {
   EXPECT_EQ(r.status, kExitOk) << r.err;
 }
 
+// cluster.chunk_bytes: 0 (never chunk) or at least 64 KiB; anything else is one line
+// naming the key, exit 2, before the run starts.
+TEST(Cli, ChunkBytesIsValidated) {
+  testing::TempDir dir;
+  const std::string config = SyntheticConfig(dir, "name = async_sgd\nworkers = 2\n");
+  for (const std::string set :
+       {"cluster.chunk_bytes=-1", "cluster.chunk_bytes=4096", "cluster.chunk_bytes=1.5"}) {
+    CliResult r = RunCli({"run", config, "--set", set});
+    EXPECT_EQ(r.status, kExitBadInput) << set;
+    EXPECT_TRUE(OneLine(r.err)) << r.err;
+    EXPECT_THAT(r.err, HasSubstr("cluster.chunk_bytes")) << r.err;
+    if (set.ends_with("4096")) {
+      EXPECT_THAT(r.err, HasSubstr("0 (never chunk) or at least 65536 bytes")) << r.err;
+    }
+  }
+  for (const std::string set : {"cluster.chunk_bytes=0", "cluster.chunk_bytes=65536"}) {
+    CliResult r = RunCli({"run", config, "--set", set});
+    EXPECT_EQ(r.status, kExitOk) << set << ": " << r.err;
+  }
+}
+
 // An [algorithm] key the strategy does not read (sgd has no window): one warning line and
 // provenance.json's ignored_keys; --strict refuses the config before training.
 TEST(Cli, AnIgnoredAlgorithmKeyWarnsOrWithStrictFails) {

@@ -346,9 +346,21 @@ std::vector<std::string> LaunchClusterSets(const std::string& output) {
   return sets;
 }
 
+// The pushes "ps I: stopped at ..." says shard I received in chunks; -1 without the line.
+int64_t ChunkedPushes(const std::string& text, int shard) {
+  const std::size_t line = text.rfind("ps " + std::to_string(shard) + ": stopped at version");
+  if (line == std::string::npos) return -1;
+  const std::size_t end = text.find(" in chunks", line);
+  const std::size_t at = text.rfind(", ", end);
+  if (end == std::string::npos || at == std::string::npos || at < line) return -1;
+  return std::stoll(text.substr(at + 2, end - at - 2));
+}
+
 // A shard killed mid-run: the coordinator pauses the workers, the restarted shard (same
 // task, same address) restores its range from the newest checkpoint, and training goes on;
 // provenance.json records the restart, the pause and the updates lost since the checkpoint.
+// The pushes go in chunks (82 KB per shard, cluster.chunk_bytes = 64 KiB), so the kill
+// may fall between the chunks of a push, whose rest then reaches the restarted shard.
 TEST(Launch, KilledShardIsRestoredFromTheLastCheckpoint) {
   testing::TempDir dir;
   const std::string config =
@@ -356,7 +368,8 @@ TEST(Launch, KilledShardIsRestoredFromTheLastCheckpoint) {
   const std::vector<std::string> sets = {
       "--set", "experiment.epochs=100000",     "--set", "experiment.max_time_s=25",
       "--set", "algorithm.learning_rate=0.02", "--set", "experiment.checkpoint_every_steps=2000",
-      "--set", "cluster.timeout_s=15"};
+      "--set", "cluster.timeout_s=15",         "--set", "model.hidden=2048",
+      "--set", "cluster.chunk_bytes=65536"};
   std::vector<std::string> argv = {kAsgd, "launch", config};
   argv.insert(argv.end(), sets.begin(), sets.end());
   Subprocess launch(argv, dir.File("launch.log"));
@@ -389,6 +402,8 @@ TEST(Launch, KilledShardIsRestoredFromTheLastCheckpoint) {
   EXPECT_EQ(provenance["ps_restarts"], "1");
   EXPECT_GT(std::stod(provenance["paused_s"].get<std::string>()), 0.0);
   EXPECT_GE(std::stod(Summary(dir).at("final_test_accuracy")), 0.8);
+  EXPECT_GT(ChunkedPushes(output, 0), 0) << output;
+  EXPECT_GT(ChunkedPushes(restarted.Output(), 1), 0) << restarted.Output();
 }
 
 // The coordinator killed mid-run: the other roles give up on it, and `asgd launch

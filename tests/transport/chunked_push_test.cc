@@ -134,7 +134,9 @@ TEST_P(ChunkedPush, EqualsTheSamePushInOneMessage) {
     // The chunks were separate requests on the wire: 10 per push (3 pushes, plus none
     // for the one-message cluster's client).
     EXPECT_GE(s.requests, 30u);
+    EXPECT_EQ(s.chunked_pushes, 3u);
     EXPECT_EQ(whole.servers[0]->stats().requests, 3u);
+    EXPECT_EQ(whole.servers[0]->stats().chunked_pushes, 0u);
   }
 }
 
@@ -201,6 +203,75 @@ TEST_P(ChunkedPush, ConcurrentPushesAreAtomicAndAllLand) {
   for (int64_t j = 0; j < kN; ++j) ASSERT_EQ(end.values[j], start.values[j] + 2.0f * kPushes) << j;
 }
 
+// A shard server that dies after the first chunk of a push, and a new one bound at its
+// address (a killed `asgd ps` restarted): the client's connection delivers the chunks it
+// still queued to the new server. It applies nothing of them (not even as a push of
+// their range) and answers kIncompletePush, which the push's handle reports; the next
+// push lands whole. The dying server is a raw ROUTER that reads one chunk, with a
+// one-message queue and a small kernel buffer, so that most chunks are still queued in
+// the client when it closes.
+TEST_P(ChunkedPush, ShardRestartedBetweenChunksAppliesNothingOfThePush) {
+  constexpr int64_t kBig = int64_t{1} << 22;    // 16 MiB: 256 chunks of 64 KiB
+  Cluster c(GetParam(), /*elementwise=*/true);  // for its folder and context
+  zmq::socket_t dying(c.context->zmq_context(), zmq::socket_type::router);
+  dying.set(zmq::sockopt::linger, 0);
+  dying.set(zmq::sockopt::rcvhwm, 1);
+  dying.set(zmq::sockopt::rcvbuf, 16384);
+  dying.bind(Address(GetParam(), c.dir.string(), "restarted"));
+  const std::string endpoint = dying.get(zmq::sockopt::last_endpoint);
+
+  ParamLayout layout;
+  layout.Add("w", {kBig});
+  const Placement placement = Placement::Build(layout, 1);
+  ClientOptions o;
+  o.id = 3;
+  o.chunk_bytes = 65536;
+  o.timeout = std::chrono::milliseconds(20000);
+  PsClient client(c.context, {endpoint}, placement, o);
+  const std::vector<float> ones(static_cast<std::size_t>(kBig), 1.0f);
+  RequestHandle push = client.Push(ones);
+
+  // The first chunk reaches the dying server, which goes away without answering.
+  std::vector<zmq::message_t> first;
+  do {
+    first.emplace_back();
+    ASSERT_TRUE(dying.recv(first.back()));
+  } while (first.back().more());
+  internal::AnnotateReceive();
+  ASSERT_GE(first.size(), 3u);
+  Header h;
+  ASSERT_TRUE(
+      DecodeHeader({static_cast<const std::byte*>(first[1].data()), first[1].size()}, &h).ok());
+  EXPECT_EQ(h.flags, kFlagMoreChunks);
+  EXPECT_EQ(h.offset, 0u);
+  EXPECT_EQ(h.aux, static_cast<uint64_t>(kBig));
+  first.clear();
+  dying.close();
+
+  const std::vector<float> initial = Ramp(kBig, 0.25f);
+  std::vector<std::unique_ptr<ShardServer>> restarted = StartShardServers(
+      c.context, placement, initial, [](uint32_t) { return NewAddRule(); },
+      [&](int) { return endpoint; });
+  const Status st = push.Wait();
+  ASSERT_EQ(st.code(), StatusCode::kRemoteError) << st.ToString();
+  EXPECT_EQ(st.error_code(), ErrorCode::kIncompletePush) << st.ToString();
+  EXPECT_NE(st.message().find("earlier chunks did not come"), std::string::npos) << st.ToString();
+  const ShardSnapshot unchanged = restarted[0]->Snapshot();
+  EXPECT_EQ(unchanged.version, 0u);
+  EXPECT_EQ(Bits(unchanged.values), Bits(initial));
+  EXPECT_GE(restarted[0]->stats().errors_for(ErrorCode::kIncompletePush), 1u);
+
+  const Status next = client.PushAndWait(ones);
+  ASSERT_TRUE(next.ok()) << next.ToString();
+  const ShardSnapshot after = restarted[0]->Snapshot();
+  EXPECT_EQ(after.version, 1u);
+  for (int64_t j = 0; j < kBig; ++j) {
+    ASSERT_EQ(after.values[static_cast<std::size_t>(j)],
+              initial[static_cast<std::size_t>(j)] + 1.0f)
+        << j;
+  }
+}
+
 std::string SchemeName(const ::testing::TestParamInfo<std::string>& p) { return p.param; }
 INSTANTIATE_TEST_SUITE_P(Endpoints, ChunkedPush, ::testing::Values("tcp", "ipc"), SchemeName);
 
@@ -214,8 +285,10 @@ struct RawPeer {
     socket.set(zmq::sockopt::rcvtimeo, 10000);
     socket.connect(c.servers[0]->endpoint());
   }
-  // A chunk of `count` elements (value 1) at offset, with `left` elements of the push left.
-  void SendChunk(uint64_t request_id, uint64_t offset, uint64_t count, uint64_t left, bool more) {
+  // A chunk of `count` elements (value 1) at offset, with `left` elements of the push left:
+  // kFlagMoreChunks if more, kFlagLaterChunk if later (not the push's first chunk).
+  void SendChunk(uint64_t request_id, uint64_t offset, uint64_t count, uint64_t left, bool more,
+                 bool later) {
     Header h;
     h.op = Op::kPush;
     h.role = Role::kWorker;
@@ -227,7 +300,8 @@ struct RawPeer {
     h.payload_bytes = count * sizeof(float);
     h.frames = 1;
     h.aux = left;
-    if (more) h.flags = kFlagMoreChunks;
+    if (more) h.flags |= kFlagMoreChunks;
+    if (later) h.flags |= kFlagLaterChunk;
     std::vector<std::byte> header(kMaxHeaderBytes);
     header.resize(EncodeHeader(h, header));
     const std::vector<float> payload(count, 1.0f);
@@ -255,57 +329,75 @@ TEST(ChunkedPushPeer, VanishedMidPushIsDroppedAndOthersAreServed) {
   Cluster c("tcp", /*elementwise=*/true, base);
   const ShardSnapshot before = c.Snapshot();
   RawPeer peer(c);
-  peer.SendChunk(5, 0, 1000, kN, /*more=*/true);
+  peer.SendChunk(5, 0, 1000, kN, /*more=*/true, /*later=*/false);
   const std::vector<float> ones(kN, 1.0f);
   ASSERT_TRUE(c.client->PushAndWait(ones).ok());  // waits behind the open push, then lands
   const std::optional<Header> reply = peer.Reply();
   ASSERT_TRUE(reply.has_value());
   EXPECT_EQ(reply->op, Op::kError);
   EXPECT_EQ(reply->request_id, 5u);
-  EXPECT_EQ(reply->code, ErrorCode::kPayloadMismatch);
+  EXPECT_EQ(reply->code, ErrorCode::kIncompletePush);
   EXPECT_NE(reply->message.find("did not come within 300 ms"), std::string::npos) << reply->message;
   const ShardSnapshot after = c.Snapshot();
   EXPECT_EQ(after.version, before.version + 1);
   for (int64_t j = 0; j < kN; ++j) ASSERT_EQ(after.values[j], before.values[j] + 1.0f) << j;
 }
 
-// Chunks out of order, a last chunk without its first, and a chunk whose push runs past
-// the shard each get one error reply and change nothing; the peer is then served.
+// Chunks out of order, later chunks without their first (a middle one and a last one:
+// the rest of a push whose first chunks went to a server that died at this address), a
+// last chunk that claims more of its push, and a chunk whose push runs past the shard
+// each get an error reply and change nothing: no later chunk opens a push or is applied
+// as a push of its own range. The peer is then served.
 TEST(ChunkedPushPeer, BrokenSequencesAreRefusedHarmlessly) {
   Cluster c("tcp", /*elementwise=*/true);
   const ShardSnapshot before = c.Snapshot();
   RawPeer peer(c);
 
-  peer.SendChunk(1, 0, 100, 300, true);
-  peer.SendChunk(1, 150, 100, 150, true);  // skips [100, 150)
-  std::optional<Header> r = peer.Reply();
+  peer.SendChunk(1, 0, 100, 300, true, false);
+  peer.SendChunk(1, 150, 100, 150, true, true);  // skips [100, 150)
+  std::optional<Header> r = peer.Reply();        // the open push is dropped
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(r->request_id, 1u);
-  EXPECT_EQ(r->code, ErrorCode::kPayloadMismatch) << r->message;
-  // The stray chunk itself opened a push of its own, answered when it fails too:
-  peer.SendChunk(2, 0, 10, 0, false);  // aux 0: a whole push of 10 (ends it)
-  r = peer.Reply();
+  EXPECT_EQ(r->code, ErrorCode::kIncompletePush) << r->message;
+  EXPECT_NE(r->message.find("not the push's chunk at element 100"), std::string::npos)
+      << r->message;
+  r = peer.Reply();  // and the stray chunk is refused on its own, opening nothing
   ASSERT_TRUE(r.has_value());
-  EXPECT_EQ(r->request_id, 1u);  // the open push (from the stray chunk) is dropped
-  EXPECT_EQ(r->code, ErrorCode::kPayloadMismatch);
+  EXPECT_EQ(r->request_id, 1u);
+  EXPECT_EQ(r->code, ErrorCode::kIncompletePush) << r->message;
+  EXPECT_NE(r->message.find("earlier chunks did not come"), std::string::npos) << r->message;
+  peer.SendChunk(2, 0, 10, 0, false, false);  // aux 0: a whole push of 10
   r = peer.Reply();
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(r->request_id, 2u);
-  EXPECT_EQ(r->op, Op::kPush) << r->message;  // the whole push of 10 is applied
+  EXPECT_EQ(r->op, Op::kPush) << r->message;  // applied
 
-  peer.SendChunk(3, 50, 10, 20, false);  // the last chunk of a push never begun
-  r = peer.Reply();
-  ASSERT_TRUE(r.has_value());
-  EXPECT_EQ(r->request_id, 3u);
-  EXPECT_EQ(r->code, ErrorCode::kPayloadMismatch);
-  EXPECT_NE(r->message.find("earlier chunks did not come"), std::string::npos) << r->message;
+  // The tail of a push of [0, 300) cut after its first chunk: a middle chunk and the last.
+  peer.SendChunk(3, 100, 100, 200, true, true);
+  peer.SendChunk(3, 200, 100, 100, false, true);
+  for (int i = 0; i < 2; ++i) {
+    r = peer.Reply();
+    ASSERT_TRUE(r.has_value());
+    EXPECT_EQ(r->request_id, 3u);
+    EXPECT_EQ(r->op, Op::kError);
+    EXPECT_EQ(r->code, ErrorCode::kIncompletePush) << r->message;
+    EXPECT_NE(r->message.find("earlier chunks did not come"), std::string::npos) << r->message;
+  }
 
-  peer.SendChunk(4, kN - 10, 5, 20, true);  // the push would run past the shard
-  peer.SendChunk(4, kN - 5, 5, 15, true);
-  peer.SendChunk(4, kN, 0, 10, false);
+  peer.SendChunk(4, 50, 10, 20, false, false);  // a last chunk (unflagged) of a push never begun
   r = peer.Reply();
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(r->request_id, 4u);
+  EXPECT_EQ(r->code, ErrorCode::kPayloadMismatch);
+  EXPECT_NE(r->message.find("earlier chunks did not come"), std::string::npos) << r->message;
+
+  peer.SendChunk(5, kN - 10, 5, 20, true, false);  // the push would run past the shard
+  peer.SendChunk(5, kN - 5, 5, 15, true, true);
+  peer.SendChunk(5, kN, 5, 10, true, true);
+  peer.SendChunk(5, kN + 5, 5, 5, false, true);
+  r = peer.Reply();
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->request_id, 5u);
   EXPECT_NE(r->code, ErrorCode::kNone);
 
   const ShardSnapshot after = c.Snapshot();

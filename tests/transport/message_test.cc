@@ -238,18 +238,24 @@ TEST(Codec, RoundTripsMaximumValues) {
 
 // A chunk of a chunked push (message.h, "Chunked pushes") round-trips; the flag is
 // refused anywhere else, and a chunk must leave more of its push to come.
-TEST(Codec, ChunkFlagOnlyOnDensePushChunks) {
+// A chunk of 256 elements at offset 100 with 1000 elements of its push left.
+Header Chunk(Op op, uint32_t flags, uint32_t frames) {
   Header h;
-  h.op = Op::kPushPull;
-  h.flags = kFlagMoreChunks;
+  h.op = op;
+  h.flags = flags;
   h.role = Role::kWorker;
   h.request_id = 9;
   h.dtype = DType::kFloat32;
   h.offset = 100;
   h.count = 256;
   h.payload_bytes = 256 * 4;
-  h.frames = 2;
+  h.frames = frames;
   h.aux = 1000;  // elements of the push from offset 100 on
+  return h;
+}
+
+TEST(Codec, ChunkFlagOnlyOnDensePushChunks) {
+  const Header h = Chunk(Op::kPushPull, kFlagMoreChunks, 2);
   Header got;
   DecodeError e = Decode(Encode(h), &got);
   ASSERT_TRUE(e.ok()) << e.detail;
@@ -284,6 +290,41 @@ TEST(Codec, ChunkFlagOnlyOnDensePushChunks) {
     EXPECT_EQ(e.code, ErrorCode::kPayloadMismatch) << left;
     EXPECT_NE(e.detail.find("expected more than 256"), std::string::npos) << e.detail;
   }
+}
+
+// kFlagLaterChunk marks every chunk but the first: it round-trips with and without
+// kFlagMoreChunks, only on dense push requests, and a last chunk's aux is its count.
+TEST(Codec, LaterChunkFlagOnlyOnDensePushChunks) {
+  const Header h = Chunk(Op::kPush, kFlagMoreChunks | kFlagLaterChunk, 1);
+  Header got;
+  DecodeError e = Decode(Encode(h), &got);
+  ASSERT_TRUE(e.ok()) << e.detail;
+  EXPECT_EQ(got, h);
+
+  Header last = h;
+  last.flags = kFlagLaterChunk;
+  last.aux = 256;
+  e = Decode(Encode(last), &got);
+  ASSERT_TRUE(e.ok()) << e.detail;
+  EXPECT_EQ(got, last);
+  last.aux = 1000;  // a last chunk with more of its push left
+  e = Decode(Encode(last), &got);
+  EXPECT_EQ(e.code, ErrorCode::kPayloadMismatch);
+  EXPECT_NE(e.detail.find("expected 256"), std::string::npos) << e.detail;
+
+  Header pull;
+  pull.op = Op::kPull;
+  pull.flags = kFlagLaterChunk;
+  pull.count = 256;
+  e = Decode(Encode(pull), &got);
+  EXPECT_EQ(e.code, ErrorCode::kMalformedHeader);
+  EXPECT_NE(e.detail.find("later_chunk on a pull request"), std::string::npos) << e.detail;
+
+  Header reply = last;
+  reply.aux = 256;
+  reply.flags |= kFlagReply;
+  e = Decode(Encode(reply), &got);
+  EXPECT_EQ(e.code, ErrorCode::kMalformedHeader) << e.detail;
 }
 
 // A message longer than kMaxErrorMessageBytes is cut, not refused: an error reply must
