@@ -30,11 +30,13 @@
 //
 // Counters: payload_bytes (per request, all shards), in_flight, bytes_per_second
 // (payload bytes moved per second, all clients), vs_raw (asgd's bytes_per_second / the
-// raw baseline's for the same op, endpoint, size, depth and clients, measured earlier in
-// this run, or right after the asgd case when the baseline was filtered out), and for
-// inproc cases vs_memcpy (against BM_Memcpy of the same size).
+// raw baseline's for the same op, endpoint, size, depth and clients: the median of its
+// repetitions earlier in this run, or measured right after the asgd case when the
+// baseline was filtered out), and for inproc cases vs_memcpy (against BM_Memcpy of the
+// same size).
 //
 //   transport_bench --benchmark_format=csv > raw.csv   # a few minutes on 2 cores
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -106,19 +108,26 @@ std::string BindAddress(const std::string& scheme, const std::string& name) {
   return "tcp://127.0.0.1:*";
 }
 
-// Throughputs measured in this run, by case key, for vs_raw and vs_memcpy.
+// Throughputs measured in this run, by case key, for vs_raw and vs_memcpy: every
+// repetition's, since a baseline's repetitions all run before the asgd case that uses it.
 std::mutex results_mu;
-std::map<std::string, double> results;
+std::map<std::string, std::vector<double>> results;
 
 void RecordThroughput(const std::string& key, double bytes_per_second) {
   std::lock_guard<std::mutex> lock(results_mu);
-  results[key] = bytes_per_second;
+  results[key].push_back(bytes_per_second);
 }
 
+// The median of the key's repetitions (0 if none): a single fast or slow repetition of a
+// baseline does not move every ratio measured against it.
 double LookUp(const std::string& key) {
   std::lock_guard<std::mutex> lock(results_mu);
   auto it = results.find(key);
-  return it == results.end() ? 0.0 : it->second;
+  if (it == results.end() || it->second.empty()) return 0.0;
+  std::vector<double> v = it->second;
+  std::sort(v.begin(), v.end());
+  const std::size_t m = v.size() / 2;
+  return v.size() % 2 == 1 ? v[m] : (v[m - 1] + v[m]) / 2;
 }
 
 std::string Key(const char* kind, BenchOp op, const std::string& scheme, int64_t bytes, int depth,
