@@ -158,7 +158,9 @@ void Collective::CheckPeer(int peer, const char* operation) const {
 }
 
 void Collective::Allreduce(std::span<float> data, ReduceOp op) {
-  if (size_ > 1 && !data.empty()) counters_->Add(DoAllreduce(data));
+  if (size_ > 1 && !data.empty()) {
+    counters_->Add(DoAllreduce(data, op == ReduceOp::kMax ? ReduceOp::kMax : ReduceOp::kSum));
+  }
   if (op == ReduceOp::kMean && size_ > 1) {
     // A division rather than a multiplication by 1/N: exact whenever the mean is
     // representable, which the tests and the strategies' invariants rely on.

@@ -60,6 +60,7 @@ enum class ReduceOp {
   kSum,   // elementwise sum over ranks
   kMean,  // the sum divided by the number of ranks (a division, so exact when the mean is
           // representable, e.g. small integers whose sum is a multiple of N)
+  kMax,   // elementwise maximum over ranks (exact: no rounding)
 };
 
 struct CollectiveOptions {
@@ -195,7 +196,8 @@ class Collective {
 
   // The implementation's part: move the data, translate its errors into CollectiveError,
   // and return the payload moved (the public methods add it to the counters).
-  virtual Traffic DoAllreduce(std::span<float> data) = 0;  // sum
+  // `op` is kSum or kMax (kMean is a sum that Allreduce then divides).
+  virtual Traffic DoAllreduce(std::span<float> data, ReduceOp op) = 0;
   virtual Traffic DoBroadcast(std::span<float> data, int root) = 0;
   virtual void DoBarrier() = 0;
   virtual void DoSend(int peer, std::span<const float> data, uint32_t tag) = 0;

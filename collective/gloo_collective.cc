@@ -2,12 +2,13 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <csignal>
-#include <mutex>
-
 #include <deque>
 #include <exception>
 #include <limits>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -65,7 +66,7 @@ class GlooCollective final : public Collective {
         context_(std::move(context)) {}
 
  protected:
-  Traffic DoAllreduce(std::span<float> data) override {
+  Traffic DoAllreduce(std::span<float> data, ReduceOp op) override {
     auto what = [&] {
       return "allreduce (" + std::string(AlgorithmName(algorithm())) + ", " +
              std::to_string(data.size()) + " floats)";
@@ -80,12 +81,16 @@ class GlooCollective final : public Collective {
         gloo::AllreduceOptions opts(context_);
         opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
         opts.setOutput(data.data(), data.size());
-        opts.setReduceFunction(
-            static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
+        using Reduce = void (*)(void*, const void*, const void*, size_t);
+        opts.setReduceFunction(op == ReduceOp::kMax ? static_cast<Reduce>(&gloo::max<float>)
+                                                    : static_cast<Reduce>(&gloo::sum<float>));
         opts.setTimeout(timeout_);
         gloo::allreduce(opts);
       } else {
-        CachedAlgorithm(data).run();
+        CacheEntry& entry = CachedAlgorithm(data.size(), op);
+        std::copy(data.begin(), data.end(), entry.buffer.begin());
+        entry.algorithm->run();
+        std::copy(entry.buffer.begin(), entry.buffer.end(), data.begin());
       }
     });
     return ExpectedAllreduceBytes(algorithm(), rank(), size(), data.size());
@@ -158,33 +163,48 @@ class GlooCollective final : public Collective {
   }
 
   // gloo's class-based algorithms (ring_chunked, halving_doubling) allocate scratch and
-  // register their buffers with the pairs in the constructor; the cost is then paid once
-  // per (buffer, length), as a strategy allreduces the same gradient buffer every step.
-  // Every rank makes the same calls, so every rank builds and evicts the same entries in
-  // the same order, which keeps gloo's slot numbering (context->nextSlot()) in step.
-  gloo::Algorithm& CachedAlgorithm(std::span<float> data) {
+  // register their buffers with the pairs in the constructor, and every construction takes
+  // the context's next slot (context->nextSlot()). The cost is paid once per length: an
+  // entry owns its buffer, and a call copies the caller's vector in and the result out.
+  // The entry is chosen by the length and the reduction alone, which every rank passes
+  // alike, so every rank
+  // builds and evicts the same entries in the same order and the slots stay in step.
+  // (Keying by the caller's address, as before, let one rank reuse an entry where a peer,
+  // whose allocator had placed a fresh vector elsewhere, built a new one: the two then
+  // waited on different slots until the timeout.) The copies are two passes over the
+  // vector against the algorithm's several passes and its messages.
+  struct CacheEntry {
+    std::size_t count = 0;
+    ReduceOp op = ReduceOp::kSum;
+    std::vector<float> buffer;
+    std::unique_ptr<gloo::Algorithm> algorithm;
+  };
+
+  CacheEntry& CachedAlgorithm(std::size_t count, ReduceOp op) {
     for (auto& entry : cache_) {
-      if (entry.data == data.data() && entry.count == data.size()) return *entry.algorithm;
+      if (entry.count == count && entry.op == op) return entry;
     }
     constexpr std::size_t kMaxCached = 4;
     if (cache_.size() == kMaxCached) cache_.pop_front();
-    std::unique_ptr<gloo::Algorithm> made;
-    const std::vector<float*> ptrs{data.data()};
-    const int count = static_cast<int>(data.size());
+    CacheEntry entry;
+    entry.count = count;
+    entry.op = op;
+    entry.buffer.assign(count, 0.0f);
+    const std::vector<float*> ptrs{entry.buffer.data()};
+    const int n = static_cast<int>(count);
+    const gloo::ReductionFunction<float>* fn = op == ReduceOp::kMax
+                                                   ? gloo::ReductionFunction<float>::max
+                                                   : gloo::ReductionFunction<float>::sum;
     if (algorithm() == Algorithm::kRingChunked) {
-      made = std::make_unique<gloo::AllreduceRingChunked<float>>(context_, ptrs, count);
+      entry.algorithm =
+          std::make_unique<gloo::AllreduceRingChunked<float>>(context_, ptrs, n, fn);
     } else {
-      made = std::make_unique<gloo::AllreduceHalvingDoubling<float>>(context_, ptrs, count);
+      entry.algorithm =
+          std::make_unique<gloo::AllreduceHalvingDoubling<float>>(context_, ptrs, n, fn);
     }
-    cache_.push_back({data.data(), data.size(), std::move(made)});
-    return *cache_.back().algorithm;
+    cache_.push_back(std::move(entry));
+    return cache_.back();
   }
-
-  struct CacheEntry {
-    float* data;
-    std::size_t count;
-    std::unique_ptr<gloo::Algorithm> algorithm;
-  };
 
   const std::chrono::milliseconds timeout_;
   std::shared_ptr<gloo::Context> context_;

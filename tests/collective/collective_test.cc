@@ -72,6 +72,29 @@ TEST_P(AllreduceTest, MeanOfSmallIntegersIsExact) {
   });
 }
 
+TEST_P(AllreduceTest, MaxIsElementwiseAndSeparateFromSum) {
+  const auto [algorithm, size] = GetParam();
+  RunRanks(size, algorithm, [&](Collective& c) {
+    // Element i's largest value sits on rank i mod N; the other ranks hold negatives.
+    for (std::size_t n : {std::size_t{3}, std::size_t{1001}}) {
+      std::vector<float> v(n), w(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        const bool top = static_cast<int>(i % static_cast<std::size_t>(size)) == c.rank();
+        v[i] = top ? static_cast<float>(i) + 0.5f : -static_cast<float>(c.rank()) - 1.0f;
+        w[i] = 1.0f;
+      }
+      c.Allreduce(v, ReduceOp::kMax);
+      // The same length summed next: a sum must not reuse the max's algorithm, or the
+      // other way round.
+      c.Allreduce(w, ReduceOp::kSum);
+      for (std::size_t i = 0; i < n; ++i) {
+        ASSERT_EQ(v[i], static_cast<float>(i) + 0.5f) << "element " << i;
+        ASSERT_EQ(w[i], static_cast<float>(size)) << "element " << i;
+      }
+    }
+  });
+}
+
 TEST_P(AllreduceTest, CountersFollowTheAlgorithmsSchedule) {
   const auto [algorithm, size] = GetParam();
   const std::size_t n = 4096;
@@ -84,6 +107,34 @@ TEST_P(AllreduceTest, CountersFollowTheAlgorithmsSchedule) {
     EXPECT_EQ(counters.bytes_sent, 2 * one.sent);
     EXPECT_EQ(counters.bytes_received, 2 * one.received);
     EXPECT_EQ(counters.allreduces, 2u);
+  });
+}
+
+// A run's round boundaries allreduce fresh vectors, which each rank's allocator places
+// where it likes: rank 0 here reuses one vector while the other ranks allocate a new one
+// (while the old one is still alive, so at a new address) for every call. Every rank
+// must still meet its peers in the same operation, with the sums right, and then go on
+// with a vector of another length and the first length again.
+TEST_P(AllreduceTest, FreshVectorsAtDifferentAddressesOnEachRank) {
+  const auto [algorithm, size] = GetParam();
+  RunRanks(size, algorithm, [&](Collective& c) {
+    constexpr std::size_t kN = 1000;
+    const float ranks_sum = static_cast<float>(size * (size + 1) / 2);
+    std::vector<float> reused(kN);
+    std::vector<std::vector<float>> kept;
+    for (int call = 0; call < 6; ++call) {
+      std::vector<float>* v = &reused;
+      if (c.rank() != 0) {
+        kept.emplace_back(kN);
+        v = &kept.back();
+      }
+      std::fill(v->begin(), v->end(), static_cast<float>(c.rank() + 1));
+      c.Allreduce(*v, ReduceOp::kSum);
+      for (std::size_t i = 0; i < kN; ++i) ASSERT_EQ((*v)[i], ranks_sum) << "call " << call;
+      std::vector<float> other(static_cast<std::size_t>(7 + call), static_cast<float>(c.rank()));
+      c.Allreduce(other, ReduceOp::kSum);
+      ASSERT_EQ(other.back(), static_cast<float>(size * (size - 1) / 2)) << "call " << call;
+    }
   });
 }
 

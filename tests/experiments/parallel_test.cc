@@ -506,6 +506,26 @@ TEST(CollectiveRun, ConsensusDistanceAndStaleness) {
   }
 }
 
+// Every gloo algorithm carries a whole run with many round boundaries: each boundary
+// allreduces vectors made fresh for it, at addresses that differ from rank to rank
+// (ring_chunked and halving_doubling used to pick their cached gloo algorithm by that
+// address, and the ranks then waited on different slots until the timeout).
+TEST(CollectiveRun, EveryAlgorithmCarriesARunWithManyBoundaries) {
+  for (const std::string algorithm : {"ring", "ring_chunked", "halving_doubling"}) {
+    SCOPED_TRACE(algorithm);
+    testing::TempDir dir;
+    Outcome o = RunConfig(dir,
+                          std::string(kSynthetic) +
+                              "[algorithm]\nname = local_sgd\nworkers = 4\nwindow = 2\n"
+                              "learning_rate = 0.1\n[collective]\nalgorithm = " +
+                              algorithm + "\ntimeout_ms = 5000\n",
+                          {"metrics.eval_every_epochs=0.25"});
+    ASSERT_EQ(o.status, 0) << o.err << o.out;
+    EXPECT_EQ(ReadRows(RunFolder(dir) + "/convergence.csv").size(), 13u);
+    EXPECT_GE(std::stod(o.provenance["final_test_accuracy"].get<std::string>()), 0.85) << o.out;
+  }
+}
+
 TEST(CollectiveRun, RefusesCurveInOneLine) {
   testing::TempDir dir;
   const std::string config = std::string(kSynthetic) + "[algorithm]\nname = dpsgd\nworkers = 2\n";
