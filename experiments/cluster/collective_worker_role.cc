@@ -152,8 +152,8 @@ int RunCollectiveWorkerRole(cluster::Setup& s, std::ostream& out) {
     const int64_t id = eval_wanted.load();
     return id > evaluated ? id : 0;
   };
-  // Rank 0 alone asks for checkpoints (the vote is a sum): it writes the file, so it must
-  // hold the order.
+  // Rank 0 alone asks for checkpoints (one rank's vote is enough): it writes the file, so
+  // it must hold the order.
   auto order = [&]() -> std::optional<CheckpointOrder> {
     std::lock_guard<std::mutex> lock(order_mu);
     return checkpoint_order;

@@ -1,10 +1,14 @@
 #include "experiments/run/collective_rank.h"
 
 #include <algorithm>
+#include <array>
+#include <bit>
+#include <cstring>
 #include <exception>
 
 #include "core/check.h"
 #include "core/error.h"
+#include "core/rng.h"
 #include "experiments/config/setup.h"
 
 namespace asgd::experiments {
@@ -12,6 +16,54 @@ namespace asgd::experiments {
 namespace alg = ::asgd::algorithms;
 namespace col = ::asgd::collective;
 using ::asgd::internal::StrCat;
+
+namespace {
+
+// A 64-bit hash of the bits of `v` (four multiply-rotate lanes over 64-bit words, then
+// SplitMix64 over the lanes and the length): -0 and 0, or two NaNs, hash apart.
+uint64_t HashBits(std::span<const float> v) {
+  constexpr uint64_t kP1 = 0x9E3779B185EBCA87ull, kP2 = 0xC2B2AE3D27D4EB4Full;
+  std::array<uint64_t, 4> lane = {kP1, kP2, kP1 ^ kP2, kP1 + kP2};
+  const std::size_t words = v.size() / 2;
+  const std::size_t blocks = words / 4;
+  const char* bytes = reinterpret_cast<const char*>(v.data());
+  auto word = [&](std::size_t i) {
+    uint64_t w;
+    std::memcpy(&w, bytes + i * sizeof(uint64_t), sizeof(w));
+    return w;
+  };
+  for (std::size_t b = 0; b < blocks; ++b) {
+    for (std::size_t j = 0; j < 4; ++j) {
+      lane[j] = std::rotl(lane[j] + word(4 * b + j) * kP2, 31) * kP1;
+    }
+  }
+  uint64_t h = SplitMix64(static_cast<uint64_t>(v.size()));
+  for (uint64_t l : lane) h = SplitMix64(h ^ l);
+  for (std::size_t i = 4 * blocks; i < words; ++i) h = SplitMix64(h ^ word(i));
+  if (v.size() % 2 != 0) h = SplitMix64(h ^ std::bit_cast<uint32_t>(v.back()));
+  return h;
+}
+
+// Whether every rank's `v` has the same bits (up to a hash collision, odds 2^-64): the
+// hash's four 16-bit pieces and their negations, reduced by their maximum (exact in
+// float), agree on every rank iff each piece's maximum equals its minimum. Every rank
+// must call it at the same point with vectors of equal length.
+bool SameOnEveryRank(std::span<const float> v, col::Collective& control) {
+  const uint64_t h = HashBits(v);
+  std::array<float, 8> pieces{};
+  for (std::size_t k = 0; k < 4; ++k) {
+    const auto piece = static_cast<float>((h >> (16 * k)) & 0xffffu);
+    pieces[k] = piece;
+    pieces[4 + k] = -piece;
+  }
+  control.Allreduce(pieces, col::ReduceOp::kMax);
+  for (std::size_t k = 0; k < 4; ++k) {
+    if (pieces[k] != -pieces[4 + k]) return false;
+  }
+  return true;
+}
+
+}  // namespace
 
 CollectivePlan CollectivePlan::Make(const Config& config, const alg::Strategy& strategy,
                                     const alg::StrategyOptions& options,
@@ -53,7 +105,10 @@ WorkerOutcome RunCollectiveRank(WorkerLoop& loop, const CollectivePlan& plan, co
     int64_t step = plan.first_step;
     if (step > 0) due_by_samples.Evaluated(plan.SamplesAtStep(step), 0.0, false);
     const alg::WorkerRule* rule = nullptr;
-    std::vector<float> vote(static_cast<std::size_t>(n) + 3);
+    // [stop, checkpoint, evaluation id], reduced by their maximum: three floats whatever N
+    // (a vote of N + 3 summed slots cost local_sgd 5-10 % of its samples/s with 4 ranks on
+    // 2 cores: a small allreduce is latency, and every non-empty ring segment adds hops).
+    std::array<float, 3> vote{};
     WorkerHooks wh;
     wh.started = [&](const alg::WorkerRule& r) { rule = &r; };
     wh.before_step = [&](double* lr_scale) {
@@ -64,41 +119,34 @@ WorkerOutcome RunCollectiveRank(WorkerLoop& loop, const CollectivePlan& plan, co
         bool checkpoint = false;
         int64_t eval_id = 0;
         if (step % plan.vote_every == 0) {
-          std::fill(vote.begin(), vote.end(), 0.0f);
           vote[0] = hooks.stop_wanted() ? 1.0f : 0.0f;
-          const int64_t wanted = hooks.eval_wanted();
-          vote[1] = wanted > 0 ? 1.0f : 0.0f;
-          vote[2] = hooks.checkpoint_wanted && hooks.checkpoint_wanted() ? 1.0f : 0.0f;
-          vote[3 + static_cast<std::size_t>(rank)] = static_cast<float>(wanted);
-          control.Allreduce(vote, col::ReduceOp::kSum);
+          vote[1] = hooks.checkpoint_wanted && hooks.checkpoint_wanted() ? 1.0f : 0.0f;
+          vote[2] = static_cast<float>(std::max<int64_t>(hooks.eval_wanted(), 0));
+          control.Allreduce(vote, col::ReduceOp::kMax);
           done = done || vote[0] > 0;
-          hold = hold || vote[1] > 0;
-          checkpoint = vote[2] > 0;
-          for (int r = 0; r < n; ++r) {
-            eval_id =
-                std::max(eval_id, static_cast<int64_t>(vote[3 + static_cast<std::size_t>(r)]));
-          }
+          checkpoint = vote[1] > 0;
+          eval_id = static_cast<int64_t>(vote[2]);
+          hold = hold || eval_id > 0;
         }
         if (done || hold || checkpoint) {
-          // θ̄ = θ_0 + mean(θ_i − θ_0): exactly θ_0 when the replicas are identical
-          // (allreduce_sgd; local_sgd after its averaging), where mean(θ_i) rounds (N·θ)/N
-          // and would move a checkpoint or an evaluation off the replicas' bits. θ_0 comes
-          // to every rank by an exact sum (rank 0's vector plus zeros).
+          // θ̄ is the replicas' own bits when they agree (allreduce_sgd; local_sgd after
+          // its averaging), where mean(θ_i) rounds (N·θ)/N and would move a checkpoint or an
+          // evaluation off them; it costs one 8-float allreduce then. Otherwise θ̄ is
+          // mean(θ_i) and the consensus distance (1/N)·Σ‖θ_i − θ̄‖².
           const std::span<const float> params = rule->local_params();
-          std::vector<float> reference(params.size(), 0.0f);
-          if (rank == 0) std::copy(params.begin(), params.end(), reference.begin());
-          control.Allreduce(reference, col::ReduceOp::kSum);
-          std::vector<float> average(params.size());
-          for (std::size_t k = 0; k < average.size(); ++k) average[k] = params[k] - reference[k];
-          control.Allreduce(average, col::ReduceOp::kMean);
-          for (std::size_t k = 0; k < average.size(); ++k) average[k] += reference[k];
-          double d = 0;
-          for (std::size_t k = 0; k < average.size(); ++k) {
-            const double diff = static_cast<double>(params[k]) - static_cast<double>(average[k]);
-            d += diff * diff;
+          std::vector<float> average(params.begin(), params.end());
+          double consensus = 0;
+          if (!SameOnEveryRank(params, control)) {
+            control.Allreduce(average, col::ReduceOp::kMean);
+            double d = 0;
+            for (std::size_t k = 0; k < average.size(); ++k) {
+              const double diff = static_cast<double>(params[k]) - static_cast<double>(average[k]);
+              d += diff * diff;
+            }
+            float distance[1] = {static_cast<float>(d)};
+            control.Allreduce(distance, col::ReduceOp::kMean);
+            consensus = static_cast<double>(distance[0]);
           }
-          float distance[1] = {static_cast<float>(d)};
-          control.Allreduce(distance, col::ReduceOp::kMean);
           CollectiveBoundary b;
           b.rank = rank;
           b.step = step;
@@ -108,7 +156,7 @@ WorkerOutcome RunCollectiveRank(WorkerLoop& loop, const CollectivePlan& plan, co
           b.checkpoint = checkpoint;
           b.eval_id = eval_id;
           b.average = average;
-          b.consensus = static_cast<double>(distance[0]);
+          b.consensus = consensus;
           hooks.boundary(b);
           if (done) return false;
           if (hold) due_by_samples.Evaluated(samples_now, 0.0, false);

@@ -10,13 +10,16 @@
 // evaluation:
 //   - alike on every rank from the step count, without a message: the epoch and step
 //     limits (StopPolicy) and the evaluations by epochs (EvalSchedule by samples);
-//   - by a vote about every kVoteSteps steps on the control group (an allreduce of N + 2
-//     floats): what only the driver knows (a time limit, the target, a failure, an
-//     evaluation by seconds). Slot 2 + r carries rank r's wanted evaluation id, so every
-//     rank learns the largest one (exact in float below 2^24 evaluations).
-// At such a boundary every rank averages its parameters and their squared distance from
-// that average on the control group (θ̄ = θ_0 + mean(θ_i − θ_0), which is θ_0 bit for bit
-// when the replicas agree, and (1/N)·Σ‖θ_i − θ̄‖², then 0) and calls the driver's
+//   - by a vote about every kVoteSteps steps on the control group (a 3-float allreduce
+//     taking the maximum: stop, checkpoint, evaluation id): what only the driver knows (a
+//     time limit, the target, a failure, an evaluation by seconds, a checkpoint). One
+//     rank's wish is enough, and every rank learns the largest evaluation id any rank
+//     wanted (exact in float below 2^24 evaluations).
+// At such a boundary the ranks first check on the control group whether their parameters
+// have the same bits (a 64-bit hash of them, one 8-float allreduce): if so, θ̄ is those
+// bits and the consensus distance 0, with no other message (mean(θ_i) would round (N·θ)/N
+// and move an evaluation or a checkpoint off the replicas' bits); if not, θ̄ = mean(θ_i)
+// and the distance (1/N)·Σ‖θ_i − θ̄‖², two allreduces. Then every rank calls the driver's
 // boundary hook, rank 0 with the average. A rank returns from the hook when the driver's
 // part is done (threads: the main thread evaluated; processes: rank 0 evaluated and
 // reported, the others go straight on and wait in their next collective call, which

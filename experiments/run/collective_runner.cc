@@ -42,7 +42,11 @@ struct Shared {
   std::atomic<int64_t> pushes{0};
   std::atomic<bool> stop{false};        // the main thread's wish: the workers vote on it
   std::atomic<bool> hold{false};        // the main thread wants an evaluation
-  std::atomic<bool> checkpoint{false};  // the main thread wants a checkpoint
+  std::atomic<bool> checkpoint{false};  // the main thread wants a checkpoint (by seconds)
+  // experiment.checkpoint_every_steps: the pushes at which the next checkpoint is due (0:
+  // none). The workers read it at their votes, so a checkpoint by steps does not wait for
+  // the main thread to notice (a short run could end before it did).
+  std::atomic<int64_t> next_checkpoint_push{0};
   std::mutex mu;
   std::condition_variable cv;
   // Guarded by mu.
@@ -278,7 +282,10 @@ RunResult RunCollective(const Config& config, const RunRequest& request, std::os
       CollectiveRankHooks hooks;
       hooks.stop_wanted = [&] { return shared.stop.load(); };
       hooks.eval_wanted = [&]() -> int64_t { return shared.hold.load() ? 1 : 0; };
-      hooks.checkpoint_wanted = [&] { return shared.checkpoint.load(); };
+      hooks.checkpoint_wanted = [&] {
+        const int64_t due = shared.next_checkpoint_push.load();
+        return shared.checkpoint.load() || (due > 0 && shared.pushes.load() >= due);
+      };
       hooks.boundary = [&](const CollectiveBoundary& b) {
         std::unique_lock<std::mutex> lock(shared.mu);
         if (w == 0) {
@@ -322,6 +329,9 @@ RunResult RunCollective(const Config& config, const RunRequest& request, std::os
     ++shared.finished;
     shared.cv.notify_all();
   };
+  if (checkpoint_every_steps > 0) {
+    shared.next_checkpoint_push.store(shared.pushes.load() + checkpoint_every_steps);
+  }
   std::vector<std::thread> threads;
   for (int w = 0; w < workers; ++w) threads.emplace_back(worker_thread, w);
 
@@ -331,8 +341,6 @@ RunResult RunCollective(const Config& config, const RunRequest& request, std::os
   // the workers are parked at that boundary (or have ended there), so the counters and the
   // staleness rows are exactly those of the steps before it.
   Checkpointer checkpointer(run.path(), static_cast<int>(config.Int("experiment.checkpoint_keep")));
-  int64_t next_checkpoint_step =
-      checkpoint_every_steps > 0 ? shared.pushes.load() + checkpoint_every_steps : 0;
   double last_checkpoint_s = seconds();
   auto save_checkpoint = [&](const std::vector<float>& average, int64_t step) {
     CheckpointManifest m =
@@ -360,9 +368,9 @@ RunResult RunCollective(const Config& config, const RunRequest& request, std::os
       ASGD_LOG(kError, "checkpoint failed: ", e.what());  // the previous ones are intact
     }
     if (checkpoint_every_steps > 0) {
-      while (next_checkpoint_step <= shared.pushes.load()) {
-        next_checkpoint_step += checkpoint_every_steps;
-      }
+      int64_t next = shared.next_checkpoint_push.load();
+      while (next <= shared.pushes.load()) next += checkpoint_every_steps;
+      shared.next_checkpoint_push.store(next);
     }
     last_checkpoint_s = seconds();
     shared.checkpoint.store(false);
@@ -407,8 +415,7 @@ RunResult RunCollective(const Config& config, const RunRequest& request, std::os
     }
     // By seconds only (samples 0): the workers hold themselves at the evaluations by epochs.
     if (eval_schedule.Due(0, seconds())) shared.hold.store(true);
-    if ((checkpoint_every_steps > 0 && shared.pushes.load() >= next_checkpoint_step) ||
-        (checkpoint_every_s > 0 && seconds() - last_checkpoint_s >= checkpoint_every_s)) {
+    if (checkpoint_every_s > 0 && seconds() - last_checkpoint_s >= checkpoint_every_s) {
       shared.checkpoint.store(true);
     }
     lock.lock();

@@ -6,8 +6,8 @@
 //
 // Agreement. A collective needs every worker to take the same steps, so the workers
 // decide together, at every round boundary (Strategy::steps_per_round), whether to stop
-// or to be held for an evaluation: a 2-float allreduce (sum of the votes) on a second gloo
-// group, the control group, whose traffic is not the strategy's and is not counted in
+// or to be held for an evaluation: a 3-float allreduce (the maximum of the votes, see
+// collective_rank.h) on a second gloo group, the control group, whose traffic is not the strategy's and is not counted in
 // workers.csv. When the vote says stop or hold, the workers average their parameters and
 // their squared distance from that average on the control group and rank 0 hands both to
 // the evaluator; on hold every worker waits until the evaluation is done (held training
