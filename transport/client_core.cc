@@ -116,9 +116,15 @@ void ClientCore::SendPart(const std::shared_ptr<RequestState>& state, RequestPar
   const std::size_t index = st.parts.size() - 1;
 
   const auto chunk_bytes = static_cast<uint64_t>(std::max<int64_t>(options_.chunk_bytes, 0));
+  const bool on_wire = chunk_bytes > 0 && shard.parsed->Scheme() != "inproc";
   const bool chunked = (h.op == Op::kPush || h.op == Op::kPushPull) &&
-                       h.encoding == compression::Encoding::kDense && chunk_bytes > 0 &&
-                       payload_bytes > chunk_bytes && shard.parsed->Scheme() != "inproc";
+                       h.encoding == compression::Encoding::kDense && on_wire &&
+                       payload_bytes > chunk_bytes;
+  // Values above the chunk size may come back in chunks too ("Chunked replies").
+  if ((h.op == Op::kPull || h.op == Op::kPushPull) && on_wire &&
+      h.count * sizeof(float) > chunk_bytes) {
+    h.flags |= kFlagChunkedReply;
+  }
   uint64_t bytes = payload_bytes;
   bool sent = false;
   ChunksSent chunks;
@@ -340,52 +346,84 @@ void ClientCore::HandleReply(int shard, std::size_t nparts) {
   if (st.op == Op::kPull || st.op == Op::kPushPull) {
     const auto count = static_cast<uint64_t>(part.count);
     std::size_t bytes = 0;
-    for (std::size_t i = 1; i < nparts; ++i) bytes += parts_[i].size();
-    if (h.count != count || h.payload_bytes != count * sizeof(float) ||
-        bytes != count * sizeof(float) || nparts - 1 != h.frames) {
-      return bad(::asgd::internal::StrCat("reply carries ", bytes, " payload bytes in ", nparts - 1,
-                                          " frames for ", count, " requested elements"));
+    bool whole_elements = true;
+    for (std::size_t i = 1; i < nparts; ++i) {
+      bytes += parts_[i].size();
+      whole_elements = whole_elements && parts_[i].size() % sizeof(float) == 0;
     }
-    if (!st.abandoned && count > 0) {
-      // Copy the shard-local run [offset, offset + count) to its destination.
-      auto copy_run = [&](auto&& sink) {
-        int64_t local = 0;  // shard-local position of the next byte's element
-        for (std::size_t i = 1; i < nparts; ++i) {
-          const auto* src = static_cast<const float*>(parts_[i].data());
-          const auto n = static_cast<int64_t>(parts_[i].size() / sizeof(float));
-          sink(local, src, n);
-          local += n;
-        }
-      };
-      if (!part.flat) {
-        copy_run([&](int64_t at, const float* src, int64_t n) {
-          std::memcpy(part.out + at, src, static_cast<std::size_t>(n) * sizeof(float));
-        });
-      } else {
-        // Whole-vector request: the shard's ranges in order; frames may cut anywhere.
-        const std::vector<Range>& ranges = placement_.ranges(shard);
-        std::size_t r = 0;
-        int64_t into_range = 0;
-        copy_run([&](int64_t, const float* src, int64_t n) {
-          while (n > 0) {
-            const Range& range = ranges[r];
-            const int64_t take = std::min(n, range.count - into_range);
-            std::memcpy(part.out + range.begin + into_range, src,
-                        static_cast<std::size_t>(take) * sizeof(float));
-            src += take;
-            n -= take;
-            into_range += take;
-            if (into_range == range.count) {
-              ++r;
-              into_range = 0;
-            }
-          }
-        });
+    if (!whole_elements || bytes != h.count * sizeof(float) || nparts - 1 != h.frames) {
+      return bad(::asgd::internal::StrCat("reply carries ", bytes, " payload bytes in ", nparts - 1,
+                                          " frames for ", h.count, " elements"));
+    }
+    RequestPart& into = st.parts[index];
+    if ((h.flags & kChunkFlags) != 0 || into.received > 0) {
+      // One chunk of the reply (message.h, "Chunked replies"): the next run of the part's
+      // elements, from its first chunk's version; the part is done after the last one.
+      const auto received = static_cast<uint64_t>(into.received);
+      const bool first = received == 0;
+      const bool last = (h.flags & kFlagMoreChunks) == 0;
+      if (((h.flags & kFlagLaterChunk) == 0) != first ||
+          h.offset != static_cast<uint64_t>(part.offset) + received || h.count == 0 ||
+          h.count > count - received || (last && h.count != count - received) ||
+          (!first && h.version != into.chunk_version)) {
+        return bad(::asgd::internal::StrCat(
+            "reply chunk of elements [", h.offset, ", ", h.offset + h.count, ") at version ",
+            h.version, ", expected the next of ", count - received, " elements left from ",
+            static_cast<uint64_t>(part.offset) + received, first ? "" : " at version ",
+            first ? "" : std::to_string(into.chunk_version)));
       }
+      if (first) into.chunk_version = h.version;
+      if (!st.abandoned) CopyValues(shard, into, nparts);
+      into.received += static_cast<int64_t>(h.count);
+      if (!last) {
+        // Not a reply yet: undo the bookkeeping above, done at the last chunk.
+        ++conn.outstanding;
+        --stats_.replies;
+        return;
+      }
+    } else {
+      if (h.count != count || h.payload_bytes != count * sizeof(float)) {
+        return bad(::asgd::internal::StrCat("reply carries ", bytes, " payload bytes in ",
+                                            nparts - 1, " frames for ", count,
+                                            " requested elements"));
+      }
+      if (!st.abandoned) CopyValues(shard, into, nparts);
     }
     pulled_versions_[static_cast<std::size_t>(shard)] = h.version;
   }
   FinishPart(state, index, Status::Ok());
+}
+
+void ClientCore::CopyValues(int shard, RequestPart& part, std::size_t nparts) {
+  if (!part.flat) {
+    // The shard-local run from offset + received, contiguous in the destination.
+    float* to = part.out + part.received;
+    for (std::size_t i = 1; i < nparts; ++i) {
+      std::memcpy(to, parts_[i].data(), parts_[i].size());
+      to += parts_[i].size() / sizeof(float);
+    }
+    return;
+  }
+  // Whole-vector request: the shard's ranges in order, continuing where the previous
+  // chunk stopped; frames may cut anywhere.
+  const std::vector<Range>& ranges = placement_.ranges(shard);
+  for (std::size_t i = 1; i < nparts; ++i) {
+    const auto* src = static_cast<const float*>(parts_[i].data());
+    auto n = static_cast<int64_t>(parts_[i].size() / sizeof(float));
+    while (n > 0) {
+      const Range& range = ranges[part.range];
+      const int64_t take = std::min(n, range.count - part.into_range);
+      std::memcpy(part.out + range.begin + part.into_range, src,
+                  static_cast<std::size_t>(take) * sizeof(float));
+      src += take;
+      n -= take;
+      part.into_range += take;
+      if (part.into_range == range.count) {
+        ++part.range;
+        part.into_range = 0;
+      }
+    }
+  }
 }
 
 bool ClientCore::Drain() {

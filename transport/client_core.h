@@ -30,6 +30,13 @@ struct RequestPart {
   // buffer (flat = true: scatter over the shard's ranges) or a contiguous buffer.
   float* out = nullptr;
   bool flat = false;
+  // A reply in chunks (message.h, "Chunked replies"): elements received so far, the
+  // version the first chunk reported, and (flat) where the next element goes: the
+  // shard's range and the position inside it.
+  int64_t received = 0;
+  uint64_t chunk_version = 0;
+  std::size_t range = 0;
+  int64_t into_range = 0;
 };
 
 struct RequestState {
@@ -100,6 +107,9 @@ class ClientCore {
   // block is false). Returns false if none.
   bool ReceiveFrom(int shard, bool block);
   void HandleReply(int shard, std::size_t nparts);
+  // Copies the reply's payload frames (parts_[1..nparts)) to part's destination from the
+  // part's `received` element on, and advances it.
+  void CopyValues(int shard, RequestPart& part, std::size_t nparts);
   void FinishPart(const std::shared_ptr<RequestState>& st, std::size_t part, Status status);
   // Forgets released requests in unreleased_.
   void Sweep();

@@ -372,24 +372,40 @@ DecodeError DecodeHeader(std::span<const std::byte> frame, Header* out) {
     out->encoding = static_cast<compression::Encoding>(e);
   }
   const bool encoded = out->encoding != compression::Encoding::kDense;
-  if ((out->flags & kChunkFlags) != 0) {
-    if (out->is_reply() || !OpRequestHasPayload(out->op) || encoded) {
+  const bool returns_values = out->op == Op::kPull || out->op == Op::kPushPull;
+  if ((out->flags & kFlagChunkedReply) != 0 && (out->is_reply() || !returns_values)) {
+    return Err(ErrorCode::kMalformedHeader,
+               internal::StrCat("flag chunked_reply on a ", OpName(out->op),
+                                out->is_reply() ? " reply" : " request",
+                                ", expected only on pull and push_pull requests"));
+  }
+  if ((out->flags & kChunkFlags) != 0 && out->is_reply()) {
+    // A chunk of a reply (message.h, "Chunked replies"): only values are chunked.
+    if (!returns_values) {
+      return Err(ErrorCode::kMalformedHeader,
+                 internal::StrCat("flag ",
+                                  (out->flags & kFlagMoreChunks) != 0 ? "more_chunks" : "later_chunk",
+                                  " on a ", OpName(out->op),
+                                  " reply, expected only on pull and push_pull replies"));
+    }
+  } else if ((out->flags & kChunkFlags) != 0) {
+    if (!OpRequestHasPayload(out->op) || encoded) {
       return Err(ErrorCode::kMalformedHeader,
                  internal::StrCat(
                      "flag ", (out->flags & kFlagMoreChunks) != 0 ? "more_chunks" : "later_chunk",
                      " on a ", encoded ? "compressed " : "", OpName(out->op),
-                     out->is_reply() ? " reply" : " request",
-                     ", expected only on dense push and push_pull requests"));
+                     " request, expected only on dense push and push_pull requests"));
     }
   }
-  if ((out->flags & kFlagLaterChunk) != 0 && (out->flags & kFlagMoreChunks) == 0 &&
+  const bool push_chunk = (out->flags & kChunkFlags) != 0 && !out->is_reply();
+  if (push_chunk && (out->flags & kFlagLaterChunk) != 0 && (out->flags & kFlagMoreChunks) == 0 &&
       out->aux != out->count) {
     return Err(
         ErrorCode::kPayloadMismatch,
         internal::StrCat("the last chunk of a push, of ", out->count, " elements, with ", out->aux,
                          " elements left in its push (aux), expected ", out->count));
   }
-  if ((out->flags & kFlagMoreChunks) != 0) {
+  if (push_chunk && (out->flags & kFlagMoreChunks) != 0) {
     if (out->aux <= out->count) {
       return Err(ErrorCode::kPayloadMismatch,
                  internal::StrCat("a chunk of ", out->count, " elements with more to come but ",

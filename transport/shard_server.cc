@@ -112,6 +112,12 @@ ShardServer::Impl::Impl(std::shared_ptr<Context> context, ServerOptions options,
     }
     reply_budget_ = static_cast<int64_t>(budget);
   }
+  if (options_.reply_chunk_bytes < 0 ||
+      (options_.reply_chunk_bytes > 0 &&
+       options_.reply_chunk_bytes < static_cast<int64_t>(sizeof(float)))) {
+    throw ConfigError("cluster.chunk_bytes", std::to_string(options_.reply_chunk_bytes),
+                      "0 (never chunk a reply) or at least one element's 4 bytes");
+  }
   if (options_.max_barriers_per_peer < 1) {
     throw ConfigError("cluster.max_barriers_per_peer",
                       std::to_string(options_.max_barriers_per_peer), "at least 1");

@@ -108,6 +108,11 @@ struct ServerOptions {
   // drops it with an error reply and serves the other peers' requests waiting behind it.
   // Default 10 s.
   std::chrono::milliseconds chunk_timeout{10000};
+  // A pull or push-pull reply whose values exceed this many bytes goes as chunks of at
+  // most this size when its request asked for that (kFlagChunkedReply; message.h,
+  // "Chunked replies"), so the client copies one chunk while the next is on the wire. 0:
+  // never chunk. Default 1 MiB (cluster.chunk_bytes).
+  int64_t reply_chunk_bytes = int64_t{1} << 20;
   // Most barrier requests one peer may have waiting; one more gets kRejectedByRule.
   // Default 4 (a worker waits in one at a time).
   int max_barriers_per_peer = 4;
@@ -134,6 +139,8 @@ struct ShardStats {
   uint64_t push_pulls = 0;
   uint64_t chunked_pushes = 0;  // pushes and push-pulls of which every chunk arrived
                                 // (message.h, "Chunked pushes"), handed to the rule whole
+  uint64_t chunked_replies = 0;  // pull and push-pull replies sent as chunks ("Chunked
+                                 // replies"; also counted once in replies_sent)
   uint64_t clocks = 0;
   uint64_t registrations = 0;
   uint64_t barriers = 0;

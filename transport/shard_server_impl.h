@@ -77,19 +77,38 @@ struct PeerQueue {
   bool over_budget = false;       // its replies are being dropped (logged once per episode)
 };
 
+// A rule's reply payload (ReplyBuffer storage) shared by the frames of a chunked reply;
+// the last frame released frees it.
+struct SharedReply {
+  std::atomic<int64_t> refs{0};
+  float* data = nullptr;
+
+  explicit SharedReply(float* d) : data(d) {}
+  void Ref() { refs.fetch_add(1, std::memory_order_relaxed); }
+  void Unref() {
+    if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      ReplyBuffer::Free(data);
+      delete this;
+    }
+  }
+};
+
 // A queued reply payload's hold on its peer's budget and on what the frame points into:
-// a value block (block != nullptr) or a ReplyBuffer the frame owns. Freed by ZeroMQ's
-// free callback once the frame is sent, dropped or closed by the reader (inproc).
+// a value block (block != nullptr), a rule's payload shared by the chunks of one reply
+// (shared != nullptr), or else a ReplyBuffer the frame owns. Freed by ZeroMQ's free
+// callback once the frame is sent, dropped or closed by the reader (inproc).
 struct FrameHold {
   std::shared_ptr<PeerQueue> peer;
   int64_t charge = 0;
   ValueBlock* block = nullptr;
+  SharedReply* shared = nullptr;
 
-  FrameHold(std::shared_ptr<PeerQueue> p, int64_t c, ValueBlock* b)
-      : peer(std::move(p)), charge(c), block(b) {
+  FrameHold(std::shared_ptr<PeerQueue> p, int64_t c, ValueBlock* b, SharedReply* r = nullptr)
+      : peer(std::move(p)), charge(c), block(b), shared(r) {
     peer->bytes.fetch_add(charge, std::memory_order_relaxed);
     peer->tally->queued_bytes.fetch_add(charge, std::memory_order_relaxed);
     if (block != nullptr) block->Ref();
+    if (shared != nullptr) shared->Ref();
   }
   static void Free(void* data, void* hint) {
     auto* h = static_cast<FrameHold*>(hint);
@@ -97,6 +116,8 @@ struct FrameHold {
     h->peer->tally->queued_bytes.fetch_sub(h->charge, std::memory_order_relaxed);
     if (h->block != nullptr) {
       h->block->Unref();
+    } else if (h->shared != nullptr) {
+      h->shared->Unref();
     } else {
       ReplyBuffer::Free(static_cast<float*>(data));
     }
@@ -197,7 +218,7 @@ class ShardServer::Impl final : public ValueStorage, public ReplySink {
     std::atomic<uint64_t> requests{0}, registrations{0}, barriers{0}, errors{0}, bytes_received{0},
         bytes_sent{0}, replies_sent{0}, replies_dropped{0}, copies_on_write{0},
         replies_over_budget{0}, barriers_timed_out{0}, barriers_refused{0}, held_barriers{0},
-        stops_refused{0}, chunked_pushes{0};
+        stops_refused{0}, chunked_pushes{0}, chunked_replies{0};
     std::array<std::atomic<uint64_t>, 32> errors_by_code{};
   };
   static void Bump(std::atomic<uint64_t>& c, uint64_t by = 1) {
@@ -228,11 +249,18 @@ class ShardServer::Impl final : public ValueStorage, public ReplySink {
   // Every reply goes through here: counts bytes and messages, treats an undeliverable
   // reply as a counted outcome (the peer went away), never as an error.
   void SendReply(zmq::message_t& routing, const Header& h, zmq::message_t* payload);
+  // One message of a reply: counts its bytes; one ZeroMQ cannot deliver (the peer's queue
+  // is full or the peer went away) is counted in replies_dropped and returns false.
+  bool SendMessage(zmq::message_t& routing, const Header& h, zmq::message_t* payload);
   void SendError(zmq::message_t& routing, const Header& request, ErrorCode code,
                  const std::string& detail);
   void SendAck(zmq::message_t& routing, const Header& request, uint64_t aux);
   void SendValues(zmq::message_t& routing, const Header& request, ReplyBuffer* rule_payload,
                   uint64_t aux);
+  // The values reply of SendValues as chunks of at most reply_chunk_bytes (message.h,
+  // "Chunked replies"), every chunk's frame holding its share of `charge`.
+  void SendValueChunks(zmq::message_t& routing, const Header& reply, ReplyBuffer* rule_payload,
+                       std::shared_ptr<PeerQueue> peer, int64_t charge);
   void FailAllHeld(ErrorCode code, const std::string& why) ASGD_REQUIRES(mu_);
   // A spare block no reply references (or a new one), taken out of spares_.
   ValueBlock* ExclusiveBlock() ASGD_REQUIRES(mu_);

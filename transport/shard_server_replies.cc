@@ -167,6 +167,11 @@ Header ReplyHeaderFor(const Header& request, uint32_t shard, uint64_t version) {
 
 void ShardServer::Impl::SendReply(zmq::message_t& routing, const Header& h,
                                   zmq::message_t* payload) {
+  if (SendMessage(routing, h, payload)) Bump(counters_.replies_sent);
+}
+
+bool ShardServer::Impl::SendMessage(zmq::message_t& routing, const Header& h,
+                                    zmq::message_t* payload) {
   // Publish before the reply leaves (not only after the request was handled): a peer
   // that reads stats() once it has this reply must see the version the reply reports.
   version_published_.store(core_->version(), std::memory_order_relaxed);
@@ -177,7 +182,7 @@ void ShardServer::Impl::SendReply(zmq::message_t& routing, const Header& h,
     internal::AnnotateSend();
     if (!socket_.send(routing, zmq::send_flags::sndmore | zmq::send_flags::dontwait)) {
       Bump(counters_.replies_dropped);  // the peer's reply queue is full
-      return;
+      return false;
     }
     (void)socket_.send(header, payload ? zmq::send_flags::sndmore | zmq::send_flags::dontwait
                                        : zmq::send_flags::dontwait);
@@ -185,12 +190,12 @@ void ShardServer::Impl::SendReply(zmq::message_t& routing, const Header& h,
   } catch (const zmq::error_t& e) {
     if (e.num() == EHOSTUNREACH) {
       Bump(counters_.replies_dropped);  // the peer disconnected
-      return;
+      return false;
     }
     internal::ThrowZmqError(e, "reply on", bound_);
   }
-  Bump(counters_.replies_sent);
   Bump(counters_.bytes_sent, bytes);
+  return true;
 }
 
 void ShardServer::Impl::SendError(zmq::message_t& routing, const Header& request, ErrorCode code,
@@ -236,6 +241,15 @@ void ShardServer::Impl::SendValues(zmq::message_t& routing, const Header& reques
                                                  : size_ * static_cast<int64_t>(sizeof(float));
   std::shared_ptr<PeerQueue> peer = PeerFor(routing);
   if (!WithinBudget(*peer, charge)) return;
+  if ((request.flags & kFlagChunkedReply) != 0 && options_.reply_chunk_bytes > 0 &&
+      bytes > static_cast<std::size_t>(options_.reply_chunk_bytes)) {
+    if (rule_payload != nullptr) {
+      ASGD_CHECK_EQ(rule_payload->count(), static_cast<int64_t>(request.count), "rule ",
+                    rule_name_, " replied with a payload of the wrong size");
+    }
+    SendValueChunks(routing, r, rule_payload, std::move(peer), charge);
+    return;
+  }
   zmq::message_t payload;
   if (rule_payload != nullptr) {
     ASGD_CHECK_EQ(rule_payload->count(), static_cast<int64_t>(request.count), "rule ", rule_name_,
@@ -247,6 +261,55 @@ void ShardServer::Impl::SendValues(zmq::message_t& routing, const Header& reques
     payload = zmq::message_t(current_->data + request.offset, bytes, &FrameHold::Free, hold);
   }
   SendReply(routing, r, &payload);
+}
+
+void ShardServer::Impl::SendValueChunks(zmq::message_t& routing, const Header& reply,
+                                        ReplyBuffer* rule_payload, std::shared_ptr<PeerQueue> peer,
+                                        int64_t charge) {
+  using shard_server_internal::SharedReply;
+  const uint64_t per_chunk =
+      std::max<uint64_t>(1, static_cast<uint64_t>(options_.reply_chunk_bytes) / sizeof(float));
+  const uint64_t chunks = (reply.count + per_chunk - 1) / per_chunk;
+  // The sender's own reference keeps a rule's payload alive until the last chunk is
+  // queued, however early ZeroMQ releases the first ones.
+  SharedReply* shared = nullptr;
+  const float* values = current_->data + reply.offset;
+  if (rule_payload != nullptr) {
+    shared = new SharedReply(rule_payload->Release());
+    shared->Ref();
+    values = shared->data;
+  }
+  const std::string id(static_cast<const char*>(routing.data()), routing.size());
+  const auto share = static_cast<int64_t>(static_cast<uint64_t>(charge) / chunks);
+  bool sent = true;
+  for (uint64_t k = 0, at = 0; k < chunks; ++k) {
+    const uint64_t n = std::min(per_chunk, reply.count - at);
+    Header chunk = reply;
+    chunk.offset = reply.offset + at;
+    chunk.count = n;
+    chunk.payload_bytes = n * sizeof(float);
+    if (k + 1 < chunks) chunk.flags |= kFlagMoreChunks;
+    if (k > 0) chunk.flags |= kFlagLaterChunk;
+    // Equal shares of the charge; the last chunk takes the remainder.
+    const int64_t hold_charge =
+        k + 1 < chunks ? share : charge - share * static_cast<int64_t>(chunks - 1);
+    auto* hold = new shard_server_internal::FrameHold(
+        peer, hold_charge, shared != nullptr ? nullptr : current_, shared);
+    zmq::message_t payload(const_cast<float*>(values + at), n * sizeof(float), &FrameHold::Free,
+                           hold);
+    zmq::message_t to(id.data(), id.size());
+    if (!SendMessage(to, chunk, &payload)) {
+      // The rest is not sent: the client's request times out, as for a dropped reply.
+      sent = false;
+      break;
+    }
+    at += n;
+  }
+  if (shared != nullptr) shared->Unref();
+  if (sent) {
+    Bump(counters_.replies_sent);
+    Bump(counters_.chunked_replies);
+  }
 }
 
 void ShardServer::Impl::Release(uint64_t token, const HeldRequest& request, ReplyBuffer* payload) {
@@ -375,6 +438,7 @@ ShardStats ShardServer::Impl::stats() const {
   s.pulls = core.pulls;
   s.push_pulls = core.push_pulls;
   s.chunked_pushes = get(counters_.chunked_pushes);
+  s.chunked_replies = get(counters_.chunked_replies);
   s.clocks = core.clocks;
   s.registrations = get(counters_.registrations);
   s.barriers = get(counters_.barriers);

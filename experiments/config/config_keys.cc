@@ -331,8 +331,9 @@ Schema BuildSchema() {
   s.Add(Int("cluster.chunk_bytes", int64_t{1} << 20, 0, std::nullopt,
             "a worker sends a dense push whose part for one shard is larger than this over "
             "tcp or ipc as messages of at most this size, which the shard applies as they "
-            "arrive, all or nothing (inproc never chunks); 0 = never chunk (needed with shard "
-            "servers older than the later_chunk flag, which refuse chunks); otherwise at "
+            "arrive, all or nothing, and asks for pull replies larger than this in chunks of "
+            "the shard's own chunk_bytes (inproc never chunks); 0 = never chunk (needed with "
+            "shard servers older than the chunked_reply flag, which refuse it); otherwise at "
             "least 65536",
             "bytes"));
   s.Add(Num("cluster.timeout_s", "60", 0, true, std::nullopt, false,

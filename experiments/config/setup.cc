@@ -174,6 +174,7 @@ void ApplyServerBounds(const Config& config, transport::ServerOptions* options) 
   options->barrier_timeout =
       std::chrono::milliseconds(std::llround(config.Double("cluster.barrier_timeout_s") * 1000.0));
   options->max_barriers_per_peer = static_cast<int>(config.Int("cluster.max_barriers_per_peer"));
+  options->reply_chunk_bytes = ChunkBytes(config);
 }
 
 int64_t ChunkBytes(const Config& config) {

@@ -346,11 +346,13 @@ std::vector<std::string> LaunchClusterSets(const std::string& output) {
   return sets;
 }
 
-// The pushes "ps I: stopped at ..." says shard I received in chunks; -1 without the line.
-int64_t ChunkedPushes(const std::string& text, int shard) {
+// The count before `what` (" in chunks": the pushes received in chunks; " replies in
+// chunks": the replies sent in chunks) in the line "ps I: stopped at ..." of shard I; -1
+// without it.
+int64_t StoppedCount(const std::string& text, int shard, const std::string& what) {
   const std::size_t line = text.rfind("ps " + std::to_string(shard) + ": stopped at version");
   if (line == std::string::npos) return -1;
-  const std::size_t end = text.find(" in chunks", line);
+  const std::size_t end = text.find(what, line);
   const std::size_t at = text.rfind(", ", end);
   if (end == std::string::npos || at == std::string::npos || at < line) return -1;
   return std::stoll(text.substr(at + 2, end - at - 2));
@@ -360,7 +362,8 @@ int64_t ChunkedPushes(const std::string& text, int shard) {
 // task, same address) restores its range from the newest checkpoint, and training goes on;
 // provenance.json records the restart, the pause and the updates lost since the checkpoint.
 // The pushes go in chunks (82 KB per shard, cluster.chunk_bytes = 64 KiB), so the kill
-// may fall between the chunks of a push, whose rest then reaches the restarted shard.
+// may fall between the chunks of a push, whose rest then reaches the restarted shard;
+// the pull replies go in chunks too.
 TEST(Launch, KilledShardIsRestoredFromTheLastCheckpoint) {
   testing::TempDir dir;
   const std::string config =
@@ -402,8 +405,10 @@ TEST(Launch, KilledShardIsRestoredFromTheLastCheckpoint) {
   EXPECT_EQ(provenance["ps_restarts"], "1");
   EXPECT_GT(std::stod(provenance["paused_s"].get<std::string>()), 0.0);
   EXPECT_GE(std::stod(Summary(dir).at("final_test_accuracy")), 0.8);
-  EXPECT_GT(ChunkedPushes(output, 0), 0) << output;
-  EXPECT_GT(ChunkedPushes(restarted.Output(), 1), 0) << restarted.Output();
+  EXPECT_GT(StoppedCount(output, 0, " in chunks"), 0) << output;
+  EXPECT_GT(StoppedCount(restarted.Output(), 1, " in chunks"), 0) << restarted.Output();
+  EXPECT_GT(StoppedCount(output, 0, " replies in chunks"), 0) << output;
+  EXPECT_GT(StoppedCount(restarted.Output(), 1, " replies in chunks"), 0) << restarted.Output();
 }
 
 // The coordinator killed mid-run: the other roles give up on it, and `asgd launch

@@ -110,6 +110,13 @@ void CheckHeader(const Header& h) {
     ASGD_FUZZ_CHECK(h.frames == compression::kEncodedFrames);
     ASGD_FUZZ_CHECK(h.payload_bytes <= MaxEncodedBytes(h.count));
   }
+  const bool returns_values = h.op == Op::kPull || h.op == Op::kPushPull;
+  if ((h.flags & kFlagChunkedReply) != 0) {  // asked for on pull and push-pull requests only
+    ASGD_FUZZ_CHECK(!h.is_reply() && returns_values);
+  }
+  if ((h.flags & kChunkFlags) != 0) {  // chunks of dense pushes, or of values replies
+    ASGD_FUZZ_CHECK(h.is_reply() ? returns_values : OpRequestHasPayload(h.op) && !encoded);
+  }
   const bool has_payload = h.frames > 0 || h.payload_bytes > 0;
   if (has_payload) {
     ASGD_FUZZ_CHECK(h.dtype == DType::kFloat32);

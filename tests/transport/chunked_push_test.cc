@@ -25,6 +25,7 @@
 #include "transport/ps_client.h"
 #include "transport/shard_server.h"
 #include "transport/zmq_util.h"
+#include "tests/transport/chunk_test_util.h"
 
 namespace asgd::transport {
 namespace {
@@ -32,17 +33,9 @@ namespace {
 constexpr int64_t kN = 40000;          // 160 KB: 10 chunks of 16 KiB
 constexpr int64_t kChunkBytes = 16384;  // the clients' chunk size in these tests
 
-std::vector<uint32_t> Bits(std::span<const float> values) {
-  std::vector<uint32_t> out;
-  for (float f : values) out.push_back(std::bit_cast<uint32_t>(f));
-  return out;
-}
-
-std::vector<float> Ramp(int64_t n, float scale) {
-  std::vector<float> v(static_cast<std::size_t>(n));
-  for (int64_t i = 0; i < n; ++i) v[static_cast<std::size_t>(i)] = scale * static_cast<float>(i % 97 - 48);
-  return v;
-}
+using chunk_test::Address;
+using chunk_test::Bits;
+using chunk_test::Ramp;
 
 // Not element-wise (it says nothing of ElementwiseAddScale): adds 2 x the payload.
 class DoubleAddRule final : public ServerRule {
@@ -58,11 +51,6 @@ class DoubleAddRule final : public ServerRule {
     return PushOutcome::kApplied;
   }
 };
-
-std::string Address(const std::string& scheme, const std::string& dir, const std::string& name) {
-  if (scheme == "ipc") return "ipc://" + dir + "/" + name;
-  return "tcp://127.0.0.1:*";
-}
 
 // One shard of kN elements (two tensors, so a push has two frames), a client that
 // chunks at kChunkBytes.

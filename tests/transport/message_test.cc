@@ -270,10 +270,15 @@ TEST(Codec, ChunkFlagOnlyOnDensePushChunks) {
   EXPECT_EQ(e.code, ErrorCode::kMalformedHeader);
   EXPECT_NE(e.detail.find("more_chunks on a pull request"), std::string::npos) << e.detail;
 
-  Header reply = h;
+  Header reply = h;  // a push's reply carries no values, so it has no chunks
+  reply.op = Op::kPush;
   reply.flags |= kFlagReply;
+  reply.payload_bytes = 0;
+  reply.frames = 0;
+  reply.dtype = DType::kNone;
   e = Decode(Encode(reply), &got);
   EXPECT_EQ(e.code, ErrorCode::kMalformedHeader) << e.detail;
+  EXPECT_NE(e.detail.find("more_chunks on a push reply"), std::string::npos) << e.detail;
 
   Header compressed = h;
   compressed.encoding = compression::Encoding::kSign;
@@ -325,6 +330,56 @@ TEST(Codec, LaterChunkFlagOnlyOnDensePushChunks) {
   reply.flags |= kFlagReply;
   e = Decode(Encode(reply), &got);
   EXPECT_EQ(e.code, ErrorCode::kMalformedHeader) << e.detail;
+}
+
+// Chunked replies (message.h): a pull or push-pull request may ask for them, and a pull
+// or push-pull reply may be a chunk, with any aux (push-pull: the push's outcome); the
+// flags are refused anywhere else.
+TEST(Codec, ChunkedReplyFlagsOnlyOnValueRequestsAndReplies) {
+  Header got;
+  for (Op op : {Op::kPull, Op::kPushPull}) {
+    Header request = op == Op::kPull ? Header{} : Chunk(op, 0, 1);
+    request.op = op;
+    request.flags = kFlagChunkedReply;
+    request.count = 256;
+    DecodeError e = Decode(Encode(request), &got);
+    ASSERT_TRUE(e.ok()) << OpName(op) << ": " << e.detail;
+    EXPECT_EQ(got, request);
+
+    for (uint32_t flags : {kFlagMoreChunks, kFlagMoreChunks | kFlagLaterChunk, kFlagLaterChunk}) {
+      Header chunk = Chunk(op, kFlagReply | flags, 1);
+      chunk.aux = static_cast<uint64_t>(PushOutcome::kDropped);
+      e = Decode(Encode(chunk), &got);
+      ASSERT_TRUE(e.ok()) << OpName(op) << " flags " << flags << ": " << e.detail;
+      EXPECT_EQ(got, chunk);
+    }
+    Header asked_back = Chunk(op, kFlagReply | kFlagChunkedReply, 1);
+    e = Decode(Encode(asked_back), &got);
+    EXPECT_EQ(e.code, ErrorCode::kMalformedHeader);
+    EXPECT_NE(e.detail.find("chunked_reply on a " + std::string(OpName(op)) + " reply"),
+              std::string::npos)
+        << e.detail;
+  }
+  for (Op op : {Op::kPush, Op::kClock, Op::kBarrier, Op::kHeartbeat}) {
+    Header request = Chunk(Op::kPush, kFlagChunkedReply, 1);
+    request.op = op;
+    if (op != Op::kPush) {
+      request.payload_bytes = 0;
+      request.frames = 0;
+      request.dtype = DType::kNone;
+      request.aux = 1;
+    }
+    const DecodeError e = Decode(Encode(request), &got);
+    EXPECT_EQ(e.code, ErrorCode::kMalformedHeader) << OpName(op);
+    EXPECT_NE(e.detail.find("expected only on pull and push_pull requests"), std::string::npos)
+        << e.detail;
+  }
+  Header ack;  // a chunk of a reply that carries no values
+  ack.op = Op::kClock;
+  ack.flags = kFlagReply | kFlagLaterChunk;
+  const DecodeError e = Decode(Encode(ack), &got);
+  EXPECT_EQ(e.code, ErrorCode::kMalformedHeader);
+  EXPECT_NE(e.detail.find("later_chunk on a clock reply"), std::string::npos) << e.detail;
 }
 
 // A message longer than kMaxErrorMessageBytes is cut, not refused: an error reply must

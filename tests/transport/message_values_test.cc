@@ -75,7 +75,7 @@ TEST(Codec, UnknownOrUnservedDTypeIsRejected) {
 }
 
 TEST(Codec, UnknownFlagsAreRejected) {
-  for (uint64_t flags : {uint64_t{8}, uint64_t{kFlagReply | 16}, uint64_t{0x80000000}}) {
+  for (uint64_t flags : {uint64_t{16}, uint64_t{kFlagReply | 32}, uint64_t{0x80000000}}) {
     ExpectRejected(Decode(WithField(PullRequest(), 2, Uint(flags))), ErrorCode::kMalformedHeader,
                    "flags");
   }
