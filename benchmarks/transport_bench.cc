@@ -20,10 +20,14 @@
 //
 // asgd's client sends a dense push above 1 MiB over tcp and ipc as 1 MiB chunks
 // (ClientOptions::chunk_bytes; message.h "Chunked pushes") that the server applies as
-// they arrive. The raw baseline above sends the payload as one message, as the issue's
-// figures did; loopback ZeroMQ itself moves 1 MiB messages faster than one 16 MiB one, so
-// for those cases the bench also measures raw ZeroMQ sending the same 1 MiB chunks (only
-// the last one answered) and reports vs_raw_chunked against it. With several shards it
+// they arrive, and asks for pull and push-pull replies above 1 MiB in 1 MiB chunks
+// ("Chunked replies"), which it copies into place as they arrive. The raw baseline above
+// sends the payload as one message, as the figures did; loopback ZeroMQ itself
+// moves 1 MiB messages faster than one 16 MiB one, so for those cases the bench also
+// measures raw ZeroMQ sending the same 1 MiB chunks (a push: only the last one answered;
+// a pull: the reply in chunks, each copied into the destination as it comes; a push-pull:
+// both) and reports vs_raw_chunked against it. --chunk_bytes=N changes the chunk size
+// (0: never chunk). With several shards it
 // also measures raw ZeroMQ split the same way (one DEALER per raw server, equal parts,
 // every server on its own thread, the client receiving each part's reply) and reports
 // vs_raw_sharded: what asgd adds to the cost of moving the same messages.
@@ -64,8 +68,10 @@ namespace asgd::transport {
 namespace {
 
 using Steady = std::chrono::steady_clock;
-// asgd's clients chunk dense pushes above this (ClientOptions::chunk_bytes).
-constexpr int64_t kChunkBytes = int64_t{1} << 20;
+// asgd's clients chunk dense pushes, and ask for pull replies in chunks, above this
+// (ClientOptions::chunk_bytes, ServerOptions::reply_chunk_bytes); --chunk_bytes=N sets
+// it (0: never chunk), for the raw chunked baselines too.
+int64_t flag_chunk_bytes = int64_t{1} << 20;
 
 enum class BenchOp { kPush, kPull, kPushPull };
 
@@ -160,9 +166,9 @@ void NoFree(void*, void*) {}
 class RawServer {
  public:
   RawServer(zmq::context_t& ctx, const std::string& scheme, BenchOp op, int64_t bytes,
-            bool chunked = false)
+            int64_t chunk_bytes = 0)
       : op_(op),
-        chunked_(chunked),
+        chunk_bytes_(static_cast<std::size_t>(chunk_bytes)),
         socket_(ctx, zmq::socket_type::router),
         reply_(static_cast<std::size_t>(bytes)) {
     Tune(socket_, scheme);
@@ -201,11 +207,21 @@ class RawServer {
         if (!body.more()) break;
       }
       // A chunked request's chunks but the last carry one frame; the last two.
-      if (chunked_ && frames == 1) continue;
-      socket_.send(id, zmq::send_flags::sndmore);
+      if (chunk_bytes_ > 0 && frames == 1 && op_ != BenchOp::kPull) continue;
       if (op_ == BenchOp::kPush) {
+        socket_.send(id, zmq::send_flags::sndmore);
         socket_.send(zmq::buffer(&ack, sizeof(ack)));
+      } else if (chunk_bytes_ > 0 && reply_.size() > chunk_bytes_) {
+        // The reply as chunks of the same size, each its own message to the client.
+        for (std::size_t at = 0; at < reply_.size(); at += chunk_bytes_) {
+          const std::size_t n = std::min(chunk_bytes_, reply_.size() - at);
+          zmq::message_t copy_id(id.data(), id.size());
+          socket_.send(copy_id, zmq::send_flags::sndmore);
+          zmq::message_t m(reply_.data() + at, n, &NoFree, nullptr);
+          socket_.send(m, zmq::send_flags::none);
+        }
       } else {
+        socket_.send(id, zmq::send_flags::sndmore);
         zmq::message_t m(reply_.data(), reply_.size(), &NoFree, nullptr);
         socket_.send(m, zmq::send_flags::none);
       }
@@ -213,7 +229,7 @@ class RawServer {
   }
 
   BenchOp op_;
-  bool chunked_;
+  std::size_t chunk_bytes_;  // > 0: requests come, and replies above it go, as chunks
   zmq::socket_t socket_;
   std::vector<char> reply_;
   std::string endpoint_;
@@ -250,9 +266,16 @@ class RawClient {
   void Step() {
     zmq::message_t m;
     for (std::size_t i = 0; i < sockets_.size(); ++i) {
-      (void)sockets_[i].recv(m);
-      if (op_ != BenchOp::kPush) {
-        std::memcpy(dest_.data() + offsets_[i], m.data(), std::min(m.size(), sizes_[i]));
+      if (op_ == BenchOp::kPush) {
+        (void)sockets_[i].recv(m);
+        continue;
+      }
+      // A chunked reply comes as one message per chunk, copied in as each arrives.
+      const std::size_t chunk = chunk_bytes_ > 0 ? static_cast<std::size_t>(chunk_bytes_) : sizes_[i];
+      for (std::size_t at = 0; at < sizes_[i]; at += chunk) {
+        (void)sockets_[i].recv(m);
+        std::memcpy(dest_.data() + offsets_[i] + at, m.data(),
+                    std::min(m.size(), sizes_[i] - at));
       }
     }
     Send();
@@ -261,11 +284,19 @@ class RawClient {
   void Drain() {
     zmq::message_t m;
     for (int i = 0; i < depth_; ++i) {
-      for (auto& s : sockets_) (void)s.recv(m);
+      for (std::size_t s = 0; s < sockets_.size(); ++s) {
+        for (std::size_t r = 0; r < Replies(s); ++r) (void)sockets_[s].recv(m);
+      }
     }
   }
 
  private:
+  // Reply messages per request from server i: an ack, the payload, or its chunks.
+  std::size_t Replies(std::size_t i) const {
+    if (op_ == BenchOp::kPush || chunk_bytes_ <= 0) return 1;
+    const auto chunk = static_cast<std::size_t>(chunk_bytes_);
+    return std::max<std::size_t>(1, (sizes_[i] + chunk - 1) / chunk);
+  }
   void Send() {
     for (std::size_t i = 0; i < sockets_.size(); ++i) {
       zmq::socket_t& socket = sockets_[i];
@@ -355,7 +386,7 @@ double MeasureRaw(BenchOp op, const std::string& scheme, int64_t bytes, int dept
   const int64_t part = bytes / shards;
   for (int s = 0; s < shards; ++s) {
     const int64_t size = s + 1 == shards ? bytes - s * part : part;
-    servers.push_back(std::make_unique<RawServer>(ctx, scheme, op, size, chunk_bytes > 0));
+    servers.push_back(std::make_unique<RawServer>(ctx, scheme, op, size, chunk_bytes));
     endpoints.push_back(servers.back()->endpoint());
   }
   std::vector<std::unique_ptr<RawClient>> cs;
@@ -456,8 +487,21 @@ class AsgdLoop {
   std::size_t next_ = 0;
 };
 
+// Takes a push as applied without reading it: no NaN scan, no add, the version advanced
+// (a push-pull then replies with the unchanged values). What is left of a push's cost is
+// asgd's protocol: headers, the client's matching, the server's loop.
+class DiscardRule final : public ServerRule {
+ public:
+  std::string Name() const override { return "discard"; }
+  PushOutcome OnPush(ShardContext& ctx, ServerCall&) override {
+    ctx.AdvanceVersion();
+    return PushOutcome::kApplied;
+  }
+  bool ChecksNonFinite() const override { return true; }
+};
+
 void BM_Asgd(benchmark::State& state, BenchOp op, std::string scheme, int64_t bytes, int depth,
-             int shards, int clients) {
+             int shards, int clients, bool discard) {
   const int64_t n = bytes / static_cast<int64_t>(sizeof(float));
   ParamLayout layout;
   layout.Add("w", {n});
@@ -467,16 +511,21 @@ void BM_Asgd(benchmark::State& state, BenchOp op, std::string scheme, int64_t by
   {
     ServerOptions base;
     base.reject_non_finite = true;  // the default: the check is part of the push cost
+    base.reply_chunk_bytes = flag_chunk_bytes;
     std::vector<float> initial(static_cast<std::size_t>(n), 0.0f);
     auto servers = StartShardServers(
-        context, placement, initial, [](uint32_t) { return NewAddRule(); },
+        context, placement, initial,
+        [discard](uint32_t) -> std::unique_ptr<ServerRule> {
+          if (discard) return std::make_unique<DiscardRule>();
+          return NewAddRule();
+        },
         [&](int) { return BindAddress(scheme, "ps"); }, base);
     std::vector<std::unique_ptr<PsClient>> cs;
     std::vector<std::unique_ptr<AsgdLoop>> loops;
     for (int c = 0; c < clients; ++c) {
       ClientOptions o;
       o.id = static_cast<uint32_t>(c);
-      o.chunk_bytes = kChunkBytes;
+      o.chunk_bytes = flag_chunk_bytes;
       cs.push_back(std::make_unique<PsClient>(context, Endpoints(servers), placement, o));
       loops.push_back(std::make_unique<AsgdLoop>(*cs.back(), op, n, depth));
     }
@@ -503,8 +552,8 @@ void BM_Asgd(benchmark::State& state, BenchOp op, std::string scheme, int64_t by
   }
   const double mc = scheme == "inproc" ? LookUp("memcpy/" + std::to_string(bytes)) : 0.0;
   SetCounters(state, bytes, depth, shards, clients, bps, bps / raw, mc > 0 ? bps / mc : 0.0);
-  const int64_t chunk = kChunkBytes;
-  if (op != BenchOp::kPull && scheme != "inproc" && chunk > 0 && bytes / shards > chunk) {
+  const int64_t chunk = flag_chunk_bytes;
+  if (scheme != "inproc" && chunk > 0 && bytes / shards > chunk) {
     const double raw_chunked =
         MeasureRaw(op, scheme, bytes, depth, clients, std::chrono::milliseconds(600), chunk);
     state.counters["vs_raw_chunked"] = bps / raw_chunked;
@@ -547,7 +596,7 @@ void Register() {
     benchmark::RegisterBenchmark((std::string("BM_") + OpName(op) + tail + "/shards:" +
                                   std::to_string(shards) + "/clients:" + std::to_string(clients))
                                      .c_str(),
-                                 BM_Asgd, op, scheme, b, depth, shards, clients)
+                                 BM_Asgd, op, scheme, b, depth, shards, clients, false)
         ->MinTime(min_time(b))
         ->UseRealTime()
         ->Unit(benchmark::kMicrosecond);
@@ -568,6 +617,24 @@ void Register() {
       }
     }
   }
+  // The add's share of a push: the same pushes and push-pulls with a rule that does not
+  // read them (BM_<Op>Discard), at the sizes where one request in flight misses raw.
+  for (BenchOp op : {BenchOp::kPush, BenchOp::kPushPull}) {
+    for (const std::string& scheme : {std::string("ipc"), std::string("tcp")}) {
+      for (int64_t b : {int64_t{64 << 10}, int64_t{1 << 20}}) {
+        for (int depth : {1, 8}) {
+          benchmark::RegisterBenchmark((std::string("BM_") + OpName(op) + "Discard/" + scheme +
+                                        "/" + SizeName(b) + "/inflight:" + std::to_string(depth) +
+                                        "/shards:1/clients:1")
+                                           .c_str(),
+                                       BM_Asgd, op, scheme, b, depth, 1, 1, true)
+              ->MinTime(min_time(b))
+              ->UseRealTime()
+              ->Unit(benchmark::kMicrosecond);
+        }
+      }
+    }
+  }
   results.clear();  // the "registered" marks
 }
 
@@ -575,6 +642,17 @@ void Register() {
 }  // namespace asgd::transport
 
 int main(int argc, char** argv) {
+  // Our one flag, taken out before Google Benchmark reads the rest.
+  int kept = 1;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg.rfind("--chunk_bytes=", 0) == 0) {
+      asgd::transport::flag_chunk_bytes = std::stoll(arg.substr(14));
+    } else {
+      argv[kept++] = argv[i];
+    }
+  }
+  argc = kept;
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   asgd::transport::Register();
