@@ -311,19 +311,23 @@ void ClientCore::HandleReply(int shard, std::size_t nparts) {
     return;
   }
   Shard& conn = shards_[static_cast<std::size_t>(shard)];
-  if (conn.outstanding > 0) --conn.outstanding;
-  ++stats_.replies;
+  // The part's reply is complete (one message, the last of its chunks, an error or a bad
+  // message): one reply less for the connection to wait for.
+  auto finish = [&](Status status) {
+    if (conn.outstanding > 0) --conn.outstanding;
+    ++stats_.replies;
+    FinishPart(state, index, std::move(status));
+  };
   auto bad = [&](const std::string& why) {
     ++stats_.bad_replies;
-    FinishPart(state, index, Status(StatusCode::kBadReply, ShardName(shard) + ": " + why));
+    finish(Status(StatusCode::kBadReply, ShardName(shard) + ": " + why));
   };
   if (!decoded.ok()) return bad("undecodable reply: " + decoded.detail);
   if (!h.is_reply()) return bad("got a request where a reply was expected");
   if (h.op == Op::kError) {
     ++stats_.error_replies;
-    FinishPart(state, index,
-               Status(StatusCode::kRemoteError,
-                      ShardName(shard) + ": " + ErrorCodeName(h.code) + ": " + h.message, h.code));
+    finish(Status(StatusCode::kRemoteError,
+                  ShardName(shard) + ": " + ErrorCodeName(h.code) + ": " + h.message, h.code));
     return;
   }
   if (h.op != st.op) {
@@ -375,12 +379,7 @@ void ClientCore::HandleReply(int shard, std::size_t nparts) {
       if (first) into.chunk_version = h.version;
       if (!st.abandoned) CopyValues(shard, into, nparts);
       into.received += static_cast<int64_t>(h.count);
-      if (!last) {
-        // Not a reply yet: undo the bookkeeping above, done at the last chunk.
-        ++conn.outstanding;
-        --stats_.replies;
-        return;
-      }
+      if (!last) return;  // the part waits for its next chunk
     } else {
       if (h.count != count || h.payload_bytes != count * sizeof(float)) {
         return bad(::asgd::internal::StrCat("reply carries ", bytes, " payload bytes in ",
@@ -391,7 +390,7 @@ void ClientCore::HandleReply(int shard, std::size_t nparts) {
     }
     pulled_versions_[static_cast<std::size_t>(shard)] = h.version;
   }
-  FinishPart(state, index, Status::Ok());
+  finish(Status::Ok());
 }
 
 void ClientCore::CopyValues(int shard, RequestPart& part, std::size_t nparts) {
