@@ -43,6 +43,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <limits>
@@ -271,11 +272,11 @@ class RawClient {
         continue;
       }
       // A chunked reply comes as one message per chunk, copied in as each arrives.
-      const std::size_t chunk = chunk_bytes_ > 0 ? static_cast<std::size_t>(chunk_bytes_) : sizes_[i];
+      const std::size_t chunk =
+          chunk_bytes_ > 0 ? static_cast<std::size_t>(chunk_bytes_) : sizes_[i];
       for (std::size_t at = 0; at < sizes_[i]; at += chunk) {
         (void)sockets_[i].recv(m);
-        std::memcpy(dest_.data() + offsets_[i] + at, m.data(),
-                    std::min(m.size(), sizes_[i] - at));
+        std::memcpy(dest_.data() + offsets_[i] + at, m.data(), std::min(m.size(), sizes_[i] - at));
       }
     }
     Send();
@@ -623,11 +624,11 @@ void Register() {
     for (const std::string& scheme : {std::string("ipc"), std::string("tcp")}) {
       for (int64_t b : {int64_t{64 << 10}, int64_t{1 << 20}}) {
         for (int depth : {1, 8}) {
-          benchmark::RegisterBenchmark((std::string("BM_") + OpName(op) + "Discard/" + scheme +
-                                        "/" + SizeName(b) + "/inflight:" + std::to_string(depth) +
-                                        "/shards:1/clients:1")
-                                           .c_str(),
-                                       BM_Asgd, op, scheme, b, depth, 1, 1, true)
+          benchmark::RegisterBenchmark(
+              (std::string("BM_") + OpName(op) + "Discard/" + scheme + "/" + SizeName(b) +
+               "/inflight:" + std::to_string(depth) + "/shards:1/clients:1")
+                  .c_str(),
+              BM_Asgd, op, scheme, b, depth, 1, 1, true)
               ->MinTime(min_time(b))
               ->UseRealTime()
               ->Unit(benchmark::kMicrosecond);
@@ -647,7 +648,19 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg.rfind("--chunk_bytes=", 0) == 0) {
-      asgd::transport::flag_chunk_bytes = std::stoll(arg.substr(14));
+      const std::string value = arg.substr(14);
+      std::size_t used = 0;
+      long long bytes = -1;
+      try {
+        bytes = std::stoll(value, &used);
+      } catch (const std::exception&) {
+      }
+      if (value.empty() || used != value.size() || bytes < 0) {
+        std::fprintf(stderr, "transport_bench: --chunk_bytes=%s: expected a byte count >= 0\n",
+                     value.c_str());
+        return 2;
+      }
+      asgd::transport::flag_chunk_bytes = bytes;
     } else {
       argv[kept++] = argv[i];
     }

@@ -1,13 +1,13 @@
 // The second half of the ZeroMQ shard server (shard_server_impl.h says how the files
 // divide): barriers, peers and their reply budgets, replies, held requests, the
 // lifecycle and stats, and ShardServer's public calls.
-#include <pthread.h>
-
 #include <algorithm>
 #include <atomic>
 #include <mutex>
 #include <string>
 #include <thread>
+
+#include <pthread.h>
 
 #include "core/check.h"
 #include "core/error.h"
@@ -246,8 +246,8 @@ void ShardServer::Impl::SendValues(zmq::message_t& routing, const Header& reques
   if ((request.flags & kFlagChunkedReply) != 0 && options_.reply_chunk_bytes > 0 &&
       bytes > static_cast<std::size_t>(options_.reply_chunk_bytes)) {
     if (rule_payload != nullptr) {
-      ASGD_CHECK_EQ(rule_payload->count(), static_cast<int64_t>(request.count), "rule ",
-                    rule_name_, " replied with a payload of the wrong size");
+      ASGD_CHECK_EQ(rule_payload->count(), static_cast<int64_t>(request.count), "rule ", rule_name_,
+                    " replied with a payload of the wrong size");
     }
     SendValueChunks(routing, r, rule_payload, std::move(peer), charge);
     return;

@@ -139,7 +139,8 @@ int RunTrainingPsRole(const Config& config, const RoleRequest& request, std::ost
   out << "ps " << shard << ": stopped at version " << st.version << " after " << st.requests
       << " requests (" << st.pushes_applied + st.pushes_accepted << " pushes, " << st.chunked_pushes
       << " in chunks, " << st.pushes_dropped << " dropped, " << st.pulls << " pulls, "
-      << st.chunked_replies << " replies in chunks, " << st.errors << " error replies)" << std::endl;
+      << st.chunked_replies << " replies in chunks, " << st.errors << " error replies)"
+      << std::endl;
   out << cluster::PeerBoundsLine(shard, st) << std::endl;
   return status;
 }

@@ -5,8 +5,6 @@
 // payload, a reply the rule held. A raw ROUTER plays a server that breaks the sequence:
 // the client reports a bad reply, writes nothing outside its destination and goes on
 // with the next request. Loopback only.
-#include <unistd.h>
-
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -16,16 +14,17 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 #include <zmq.hpp>
 
 #include "core/error.h"
 #include "core/param_layout.h"
+#include "tests/transport/chunk_test_util.h"
 #include "transport/message.h"
 #include "transport/placement.h"
 #include "transport/ps_client.h"
 #include "transport/shard_server.h"
 #include "transport/zmq_util.h"
-#include "tests/transport/chunk_test_util.h"
 
 namespace asgd::transport {
 namespace {
@@ -47,8 +46,9 @@ class NegatingRule final : public ServerRule {
   std::string Name() const override { return "negating"; }
   PushOutcome OnPush(ShardContext& ctx, ServerCall& call) override {
     for (const Payload::Piece& piece : call.payload().pieces()) {
-      AddTo(ctx.mutable_values().subspan(static_cast<std::size_t>(piece.offset), piece.values.size()),
-            piece.values);
+      AddTo(
+          ctx.mutable_values().subspan(static_cast<std::size_t>(piece.offset), piece.values.size()),
+          piece.values);
     }
     ctx.AdvanceVersion();
     for (uint64_t token : held_) ctx.Release(token, Negated(ctx, held_info_[token]));
@@ -69,8 +69,8 @@ class NegatingRule final : public ServerRule {
  private:
   static ReplyBuffer Negated(ShardContext& ctx, const RequestInfo& info) {
     ReplyBuffer out = ctx.NewReplyBuffer(info.count);
-    const std::span<const float> v =
-        ctx.values().subspan(static_cast<std::size_t>(info.offset), static_cast<std::size_t>(info.count));
+    const std::span<const float> v = ctx.values().subspan(static_cast<std::size_t>(info.offset),
+                                                          static_cast<std::size_t>(info.count));
     for (std::size_t i = 0; i < v.size(); ++i) out.values()[i] = -v[i];
     return out;
   }
@@ -144,8 +144,9 @@ TEST_P(ChunkedReply, EqualsTheSameReplyInOneMessage) {
     EXPECT_EQ(s->stats().replies_sent, 2u);  // one reply to each client
     EXPECT_EQ(s->stats().errors, 0u);
   }
-  EXPECT_EQ(std::vector<uint64_t>(chunked->pulled_versions().begin(), chunked->pulled_versions().end()),
-            std::vector<uint64_t>(whole->pulled_versions().begin(), whole->pulled_versions().end()));
+  EXPECT_EQ(
+      std::vector<uint64_t>(chunked->pulled_versions().begin(), chunked->pulled_versions().end()),
+      std::vector<uint64_t>(whole->pulled_versions().begin(), whole->pulled_versions().end()));
 
   const std::vector<float> delta = Ramp(kN, 0.25f);
   ASSERT_TRUE(chunked->PushPull(delta, a).Wait().ok());
@@ -203,7 +204,8 @@ TEST_P(ChunkedReply, RulePayloadAndHeldRepliesComeInChunks) {
   ASSERT_TRUE(pull.Wait().ok());
   const std::vector<float> initial = Ramp(kN, 0.5f);
   for (int64_t i = 0; i < kN; ++i) {
-    ASSERT_EQ(held[static_cast<std::size_t>(i)], -(initial[static_cast<std::size_t>(i)] + 1.0f)) << i;
+    ASSERT_EQ(held[static_cast<std::size_t>(i)], -(initial[static_cast<std::size_t>(i)] + 1.0f))
+        << i;
   }
   EXPECT_EQ(c.ChunkedReplies(), 4u);
 }
@@ -308,8 +310,9 @@ struct RawShard {
     } while (request.back().more());
     internal::AnnotateReceive();
     Header r;
-    EXPECT_TRUE(DecodeHeader({static_cast<const std::byte*>(request[1].data()), request[1].size()}, &r)
-                    .ok());
+    EXPECT_TRUE(
+        DecodeHeader({static_cast<const std::byte*>(request[1].data()), request[1].size()}, &r)
+            .ok());
     for (const Chunk& c : chunks) {
       Header h;
       h.op = r.op;
@@ -386,4 +389,3 @@ TEST(ChunkedReplyPeer, BrokenSequencesAreBadRepliesAndHarmless) {
 
 }  // namespace
 }  // namespace asgd::transport
-
