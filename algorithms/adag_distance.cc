@@ -1,6 +1,6 @@
 // adag_distance — Asynchronous Distributed Adaptive Gradients, the distance-damped server
 // rule of Hermans' thesis (chapter "ADAG"; dist-keras's Experimental trainer;
-// algorithms.md §3.5). Not dist-keras's "ADAG", which is AGN.
+// docs/algorithms.md#adag_distance). Not dist-keras's "ADAG", which is AGN.
 //
 // Worker: AGN (W local steps, push a/W, continue from the centre). Server: stores the
 // centre each worker last received (bookkeeping option 2 of the thesis: memory grows with

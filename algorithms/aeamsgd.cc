@@ -1,5 +1,5 @@
 // aeamsgd — asynchronous elastic averaging with Nesterov momentum (Zhang et al. 2015,
-// Alg. 2 "EAMSGD"; algorithms.md §3.13); the mechanics are in elastic.h. As aeasgd, with
+// Alg. 2 "EAMSGD"; docs/algorithms.md#aeamsgd); the mechanics are in elastic.h. As aeasgd, with
 // the local step v ← δv − η·g(x + δv); x ← x + v (δ = algorithm.momentum; the paper uses
 // 0.99). The look-ahead is at x + δv: dist-keras's EAMSGDWorker evaluates at x − δv, a
 // sign error that a test guards against. The local optimizer setting is not used.

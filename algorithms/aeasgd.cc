@@ -1,5 +1,6 @@
-// aeasgd — asynchronous Elastic Averaging SGD (Zhang et al. 2015, Alg. 1; algorithms.md
-// §3.12); the mechanics are in elastic.h. Every W local steps (from t = 0) a worker sends
+// aeasgd — asynchronous Elastic Averaging SGD (Zhang et al. 2015, Alg. 1;
+// docs/algorithms.md#aeasgd); the mechanics are in elastic.h. Every W local steps (from
+// t = 0) a worker sends
 // x; the server computes E = α(x − x̃), x̃ ← x̃ + E atomically (the paper's master update,
 // unlike dist-keras's separate pull and commit) and replies E; the worker applies
 // x ← x − E, then its local step with the gradient taken before the exchange.

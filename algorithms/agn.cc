@@ -4,7 +4,7 @@
 // arXiv:1710.02368 (2017); Hermans' MSc thesis, Alg. "AGNWorker"; dist-keras ADAGWorker.
 // Worker: pull θ̃ → θ; W local optimizer steps accumulating a = Σ u; push a / W; θ ← the
 // centre (one atomic push-pull). Server: θ̃ ← θ̃ + a/W (the add rule, no learning rate).
-// Conventions (algorithms.md §3.4): exactly W terms (the algorithms, not the thesis
+// Conventions (docs/algorithms.md#agn): exactly W terms (the algorithms, not the thesis
 // equation's W + 1); the window check after the step, so every push covers W steps; a
 // partial window at the end is dropped. "adag" is dist-keras's name for this algorithm,
 // not Hermans' distance-based ADAG (adag_distance).

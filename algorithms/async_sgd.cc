@@ -1,5 +1,5 @@
 // async_sgd — asynchronous SGD over the parameter server (the PS form of Hogwild!,
-// algorithms.md §3.2): each worker pulls, computes a mini-batch gradient and pushes the
+// docs/algorithms.md#async_sgd): each worker pulls, computes a mini-batch gradient and pushes the
 // local optimizer's update (−η·g for sgd); the server adds it on arrival without a
 // global lock (each shard serialises its own requests; shards are independent).
 //
@@ -7,7 +7,7 @@
 // MPIT's pserver.lua does ("no lock ... expect inconsistent read"). Convention: the push
 // and the next pull are one atomic push-pull per shard, so the worker's next gradient is
 // taken at the centre just after its own update. Staleness: PS updates between the pull
-// and the push (DESIGN.md §4); n − 1 under a round-robin schedule.
+// and the push (docs/architecture.md#staleness); n − 1 under a round-robin schedule.
 //
 // Compression (compression.name, issue 17): meaningful: the push is one gradient (sent sparsified
 // or quantized, the residual kept with error feedback).

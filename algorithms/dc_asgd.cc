@@ -1,5 +1,5 @@
 // dc_asgd — delay-compensated asynchronous SGD (Zheng, Meng, Wang, Chen, Yu, Ma, Liu,
-// ICML 2017, arXiv 1609.08326; algorithms.md §3.16), the non-adaptive form (MXNet's
+// ICML 2017, arXiv 1609.08326; docs/algorithms.md#dc_asgd), the non-adaptive form (MXNet's
 // DCASGD optimizer).
 //
 // Worker: pushes its raw gradient g (computed at the parameters it last received) and

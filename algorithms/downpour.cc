@@ -1,5 +1,5 @@
 // downpour — DOWNPOUR SGD (Dean et al., "Large Scale Distributed Deep Networks", NIPS
-// 2012), in two of the forms algorithms.md §3.3 lists:
+// 2012), in two of the published forms (docs/algorithms.md#downpour):
 //
 //   server_optimizer = add (default; D2, the EASGD paper's / dist-keras / MPIT form):
 //     the worker takes local optimizer steps, pushes the accumulated update every n_push

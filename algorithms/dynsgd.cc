@@ -2,12 +2,12 @@
 //
 // Source: Jiang, Cui, Zhang, Yu, "Heterogeneity-aware Distributed Parameter Servers",
 // SIGMOD 2017, in the form of Hermans' thesis (Alg. dynsgd_parameter_server) and
-// dist-keras's DynSGDParameterServer (algorithms.md §3.6). Worker: as DOWNPOUR (W local
+// dist-keras's DynSGDParameterServer (docs/algorithms.md#dynsgd). Worker: as DOWNPOUR (W local
 // steps, push the un-normalised update Δ = θ_W − θ_0, pull). Server: on a push with
 // staleness s (PS updates applied between the worker's pull and this push),
 // θ̃ ← θ̃ + Δ / (s + 1), one version per push. Convention: 1/(s + 1) as the thesis's
 // algorithm and dist-keras (the thesis equation's 1/s would divide by zero); the paper's
-// per-version re-weighting is not implemented (unverified, §8).
+// per-version re-weighting is not implemented (recalled from the paper, not verified).
 // Sharded servers: s is the shard's own staleness (pushes that shard applied since the
 // worker's pull of it), so a push whose pieces reach two shards in different orders is
 // damped differently on each — a per-server clock, as the anchors' PS has one clock per

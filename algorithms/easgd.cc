@@ -1,4 +1,4 @@
-// easgd — synchronous Elastic Averaging SGD (Zhang et al. 2015, algorithms.md §3.11); the
+// easgd — synchronous Elastic Averaging SGD (Zhang et al. 2015, docs/algorithms.md#easgd); the
 // mechanics are in elastic.h. Every W local steps all n workers exchange: each pushes
 // E = α(x − x̃) computed against the centre of the previous round and waits; the server
 // adds Σ E once all n have pushed (x̃ ← x̃ + α Σ (x^i − x̃), no 1/n: the removed dist-keras

@@ -1,5 +1,5 @@
 // The worker and server sides of elastic averaging (Zhang, Choromanska, LeCun, "Deep
-// learning with Elastic Averaging SGD", NIPS 2015; algorithms.md §3.11-3.13), shared by
+// learning with Elastic Averaging SGD", NIPS 2015; docs/algorithms.md#easgd to #aeamsgd), shared by
 // easgd, aeasgd and aeamsgd.
 //
 // Workers keep their own parameters x (they are never reset to the centre x̃); every W
@@ -20,7 +20,8 @@
 //   plain      x ← x_after_exchange − η·g(x_before)        (any local optimizer)
 //   nesterov   v ← δv − η·g(x_before + δv);  x ← x_after_exchange + v   (aeamsgd, Alg. 2,
 //              the look-ahead at x + δv: dist-keras's EAMSGDWorker looks at x − δv, a sign
-//              error, §3.13); δ = algorithm.momentum; δ = 0 gives aeasgd exactly.
+//              error, docs/algorithms.md#aeamsgd); δ = algorithm.momentum; δ = 0 gives
+//              aeasgd exactly.
 #pragma once
 
 #include <vector>

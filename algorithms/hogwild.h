@@ -1,5 +1,5 @@
 // hogwild — lock-free shared-memory SGD (Recht, Ré, Wright, Niu, "Hogwild!", NIPS 2011;
-// algorithms.md §3.2).
+// docs/algorithms.md#hogwild).
 //
 // Worker threads share one parameter vector with no lock: each reads it (element by
 // element, so reads may mix versions), computes a mini-batch gradient at what it read and
@@ -22,8 +22,8 @@
 // weight decay): a worker reads only the coordinates its mini-batch touches, and adds
 // −η·g at those coordinates only, as the paper's sparse SVM/logistic experiments do.
 //
-// How a coordinate is added (algorithm.hogwild_add; the paper allows both, algorithms.md
-// §3.2(b)):
+// How a coordinate is added (algorithm.hogwild_add; the paper allows both,
+// docs/algorithms.md#hogwild):
 //   atomic  per-element atomic read-modify-write (a compare-and-swap loop on x86, which
 //           has no float atomic add); zeros are skipped (never written): nothing is lost,
 //           θ_final − θ_init = Σ pushed updates up to rounding order (invariant 3).

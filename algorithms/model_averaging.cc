@@ -1,10 +1,10 @@
 // model_averaging — periodic parameter averaging (Hermans' thesis §Model Averaging;
-// dist-keras AveragingTrainer; algorithms.md §3.14).
+// dist-keras AveragingTrainer; docs/algorithms.md#model_averaging).
 //
 // Every worker runs W local optimizer steps from the centre, then pushes its parameters
 // as a push-pull; the server (SyncRule, kMeanReplace) sets θ̃ to the mean of all n
 // workers' parameters once every worker pushed (summed in worker order into a buffer that
-// is fresh every round: dist-keras's buffer leaks across rounds, §2.4) and every worker
+// is fresh every round: dist-keras's buffer leaks across rounds) and every worker
 // restarts from it. One worker is sequential training exactly.
 //
 // Compression (compression.name, issue 17): refused: the push is the worker's parameters, which

@@ -2,7 +2,7 @@
 // EnvWrapper idea). What wraps a client -- injected delays for stragglers, compression
 // with error feedback, tracing, fault injection in tests -- derives from it and overrides
 // only the calls it changes, so it stacks on any client (in-memory, ZeroMQ, simulated)
-// without a branch inside each (DESIGN.md §3).
+// without a branch inside each (docs/architecture.md#client-layers-and-compression).
 //
 // Accounting: the public ParamClient calls count the traffic that passes through each
 // layer, so a wrapper's traffic() is what its caller moved and target()->traffic() what

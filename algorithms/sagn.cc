@@ -1,4 +1,4 @@
-// sagn — synchronous AGN (TFG's SAGN/"SDAG", algorithms.md §3.10).
+// sagn — synchronous AGN (TFG's SAGN/"SDAG", docs/algorithms.md#sagn).
 //
 // Worker: as AGN, W local optimizer steps accumulating a, then push a/W (the AGN/dist-keras
 // convention rather than TFG's mean of raw gradients) as a push-pull that returns with the

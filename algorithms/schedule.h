@@ -1,6 +1,7 @@
 // The learning-rate schedule every strategy's local steps follow: a per-epoch decay, and
 // the linear scaling rule with gradual warmup of Goyal et al. 2017 ("Accurate, Large
-// Minibatch SGD: Training ImageNet in 1 Hour"; algorithms.md §3.15).
+// Minibatch SGD: Training ImageNet in 1 Hour";
+// docs/algorithms.md#local-optimizers-and-the-rate-schedule).
 //
 //   rate(e) = η · warmup(e) · decay^⌊e⌋, e = epochs of data consumed so far (fractional)
 //   warmup(e) = k                                     e ≥ warmup_epochs (or no warmup)

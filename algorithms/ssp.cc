@@ -1,5 +1,5 @@
 // ssp — Stale Synchronous Parallel (Ho et al., NIPS 2013; Angel's sync controller;
-// algorithms.md §3.8).
+// docs/algorithms.md#ssp).
 //
 // Clocks count completed iterations, from 0. Worker iteration c: compute the update u at
 // the parameters it holds (one local optimizer step's worth: −η·g for sgd) and send it as
@@ -21,7 +21,7 @@
 // approaches asynchronous SGD.
 // Checkpoints save no clocks: a resumed run starts every worker at clock 0 again (and
 // holds their first reads until all have made one).
-// Staleness is counted in clocks (DESIGN.md §4): a push's record carries how many
+// Staleness is counted in clocks (docs/algorithms.md#staleness): a push's record carries how many
 // iterations its worker was ahead of the slowest one when it arrived (0 ≤ s ≤ S).
 //
 // Compression (compression.name, issue 17): meaningful: the push is one clock's update.

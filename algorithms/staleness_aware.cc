@@ -1,5 +1,6 @@
 // staleness_aware — staleness-dependent learning rate with n-softsync aggregation (W.
-// Zhang, S. Gupta, X. Lian, J. Liu, IJCAI 2016, arXiv 1511.05950; algorithms.md §3.7).
+// Zhang, S. Gupta, X. Lian, J. Liu, IJCAI 2016, arXiv 1511.05950;
+// docs/algorithms.md#staleness_aware).
 //
 // Worker: pushes its raw gradient and continues from the reply (no waiting: a push that
 // only fills the buffer is answered at once with the current values). Server: collects

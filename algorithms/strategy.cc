@@ -34,7 +34,8 @@ const std::map<std::string, Strategy>& Registry() {
           LocalSgdStrategy(), DpsgdStrategy()}) {
       (*m)[s.name] = s;
     }
-    // dist-keras calls AGN "ADAG" (algorithms.md §0); the alias keeps its configs working.
+    // dist-keras calls AGN "ADAG" (docs/algorithms.md#notation); the alias keeps its configs
+    // working.
     (*m)["adag"] = (*m)["agn"];
     return m;
   }();

@@ -1,4 +1,5 @@
-// The strategy interface (DESIGN.md §3): a strategy is a worker rule and a server rule,
+// The strategy interface (docs/architecture.md#strategies-a-worker-rule-and-a-server-rule):
+// a strategy is a worker rule and a server rule,
 // registered by name; the name is the `algorithm` column in every CSV.
 //
 // Worker rules are written in blocking style against a ParamClient (pull, push,
@@ -75,7 +76,7 @@ class ParamClient {
   // Elements of the flat parameter vector.
   virtual int64_t size() const = 0;
   // Reads the whole vector into out and remembers the version(s) read; the next push
-  // carries them, so the store can compute staleness (DESIGN.md §4).
+  // carries them, so the store can compute staleness (docs/architecture.md#staleness).
   Status Pull(std::span<float> out);
   // Sends update to the store, tagged with the worker's step; the server rule decides
   // what it does with it (add, damp, aggregate, ...).

@@ -14,7 +14,7 @@
 //   kSumAdd       θ̃ ← θ̃ + Σ u_k            synchronous EASGD (the elastic differences)
 //   kMeanReplace  θ̃ ← (1/N) Σ u_k          model averaging (u_k are parameters)
 // The sum is taken in worker-index order, so a round's result does not depend on the
-// order in which its pushes arrived. Convention (algorithms.md §3.9 (e)3): a round takes
+// order in which its pushes arrived. Convention (docs/algorithms.md#sync_sgd): a round takes
 // exactly the first N fresh pushes; a worker's second push to the same round replaces
 // nothing and is dropped.
 // Server optimizer (sync_sgd): with a ServerStep the pushes are gradients and a round

@@ -1,4 +1,5 @@
-// sync_sgd — synchronous SGD as TensorFlow's SyncReplicasOptimizer (algorithms.md §3.9).
+// sync_sgd — synchronous SGD as TensorFlow's SyncReplicasOptimizer
+// (docs/algorithms.md#sync_sgd).
 //
 // Worker: g ← ∇L_B(θ); push c_k·g as a push-pull that returns when the round is complete,
 // with the new centre, and continue from it. c_k = η_k/η is the worker's weight when

@@ -11,10 +11,10 @@
 //                           the pull are one atomic push-pull (θ ← the centre after it);
 //           after n_fetch steps (if not done with the push): θ ← pull.
 //   Finish: a partial window is dropped (dist-keras semantics: every push covers exactly W
-//           local steps, algorithms.md §3.3 (e)5 and §3.4 (b)5).
+//           local steps, docs/algorithms.md#conventions-shared-by-the-strategies).
 //
 // The window check comes after the step, so the first push also covers W steps (unlike
-// dist-keras's DOWNPOUR, whose first commit covers W − 1; algorithms.md §3.3).
+// dist-keras's DOWNPOUR, whose first commit covers W − 1; docs/algorithms.md#downpour).
 //
 // With push_gradients (DOWNPOUR with a server-side optimizer, DistBelief/TFG form) the
 // push is the sum of the window's raw gradients instead of the applied updates.
