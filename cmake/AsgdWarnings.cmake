@@ -12,7 +12,8 @@ endfunction()
 
 # No contraction of a*b+c into fused multiply-adds behind our back: with it, the same
 # update written in two places (a worker's optimizer, a server rule) may round
-# differently, and the strategies' bit-exact equivalences (algorithms.md §7) would hold
+# differently, and the strategies' bit-exact equivalences
+# (docs/algorithms.md#equivalences-and-invariants) would hold
 # or not depending on how the compiler scheduled an expression. Eigen's GEMM kernels use
 # FMA intrinsics explicitly and are not affected.
 add_compile_options($<$<COMPILE_LANGUAGE:CXX>:-ffp-contract=off>)

@@ -1,4 +1,4 @@
-// The flat parameter vector (DESIGN.md §2).
+// The flat parameter vector (docs/architecture.md#the-flat-parameter-vector).
 //
 // Every model exposes its parameters as one contiguous float32 buffer described by a
 // ParamLayout: an ordered list of named tensors, each a contiguous [offset, offset+size)

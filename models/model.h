@@ -3,7 +3,8 @@
 // A model owns no parameters. It describes them (layout()), initialises a buffer
 // (Initialize), and computes the mean loss and its gradient for a batch at given
 // parameters (LossAndGradient). Parameters and gradients are flat float32 buffers in the
-// model's ParamLayout (DESIGN.md §2), so strategies and the parameter server move them
+// model's ParamLayout (docs/architecture.md#the-flat-parameter-vector), so strategies and
+// the parameter server move them
 // as plain byte ranges.
 //
 // A Model object holds scratch buffers (activations) and is therefore not thread-safe:

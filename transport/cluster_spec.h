@@ -1,4 +1,5 @@
-// ClusterSpec: who is where (DESIGN.md §6), in the two forms users bring.
+// ClusterSpec: who is where (docs/architecture.md#roles-and-processes), in the two forms users
+// bring.
 //
 //   config [cluster]   ps = host:port,host:port        (strings handed over by the CLI)
 //                      worker = host:port,...

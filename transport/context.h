@@ -1,4 +1,5 @@
-// A ZeroMQ context, owned explicitly (no process-wide singleton, STYLE.md 5).
+// A ZeroMQ context, owned explicitly (no process-wide singleton: libraries take what they use
+// as arguments, docs/architecture.md#configuration).
 //
 // Servers and clients that talk over inproc:// must share one Context; over ipc:// and
 // tcp:// each process (or each test) may use its own. Servers and clients hold a

@@ -1,5 +1,6 @@
 // The control channel between the roles of a multi-process run and their coordinator
-// (DESIGN.md §6): registration, periodic reports (which double as heartbeats) and the
+// (docs/architecture.md#roles-and-processes): registration, periodic reports (which double
+// as heartbeats) and the
 // coordinator's decisions in the replies. Messages are opaque bytes (experiments/
 // control_protocol.h gives them meaning); this layer knows sockets, sizes and timeouts only.
 //

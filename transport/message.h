@@ -1,4 +1,5 @@
-// The wire protocol (DESIGN.md §5): message layout, header codec and validation.
+// The wire protocol (docs/architecture.md#wire-protocol): message layout, header codec and
+// validation.
 //
 // A message is a multipart ZeroMQ message:
 //

@@ -1,4 +1,5 @@
-// Placement: which parts of the flat parameter vector each shard owns (DESIGN.md §2).
+// Placement: which parts of the flat parameter vector each shard owns
+// (docs/architecture.md#the-flat-parameter-vector).
 //
 // A Placement maps a ParamLayout onto num_shards shards. Each shard owns an ordered list
 // of global element ranges; the shard stores them back to back, so shard-local element

@@ -22,7 +22,8 @@
 //
 // Versions: every pull reply carries the version each shard read; pulled_versions()
 // keeps the latest per shard and a push sends them by default (PushOptions::versions
-// overrides), so the server can compute staleness (DESIGN.md §4); a windowed push may
+// overrides), so the server can compute staleness (docs/architecture.md#staleness); a
+// windowed push may
 // add the versions its oldest gradients were computed on (PushOptions::oldest_versions).
 //
 // Thread safety: a PsClient and its handles are used by one thread at a time (one

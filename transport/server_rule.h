@@ -1,4 +1,5 @@
-// The server-rule interface: how a shard treats what it receives (DESIGN.md §3).
+// The server-rule interface: how a shard treats what it receives
+// (docs/architecture.md#strategies-a-worker-rule-and-a-server-rule).
 //
 // transport/ owns the sockets, the codec, versions and bookkeeping; a ServerRule owns the
 // arithmetic and the timing of replies. Rules are implemented in algorithms/ (which must
@@ -28,11 +29,11 @@
 //     gets an error reply and the server stops, rethrowing it from Run()/Join().
 //   - Call ctx.AdvanceVersion() once per update it counts (the default add rule does
 //     per push; an aggregating rule once per applied round). The version is the shard's
-//     update counter (DESIGN.md §4).
+//     update counter (docs/architecture.md#staleness).
 //   - Release (or Fail) every deferred token eventually; tokens still held when the
 //     server stops get an error reply kShuttingDown.
 //
-// Examples the interface is shaped for (algorithms.md §3-4):
+// Examples the interface is shaped for (docs/algorithms.md has each strategy's rule):
 //   add / DOWNPOUR / Hogwild   OnPush adds the payload; AdvanceVersion().
 //   server optimizer           OnPush runs Adagrad/Adam/SGD with slots as members.
 //   DynSGD                     OnPush scales by 1 / (call.staleness() + 1).
@@ -152,7 +153,8 @@ class ServerCall {
   const Payload& payload() const { return payload_; }
   int64_t staleness() const { return staleness_; }
   // Restates the push's staleness in the unit the algorithm counts (SSP: clocks ahead of
-  // the slowest worker, DESIGN.md §4); the staleness record carries the value the call
+  // the slowest worker, docs/algorithms.md#staleness); the staleness record carries the
+  // value the call
   // holds when the rule returns. Default: PS updates, as computed by the server.
   void set_staleness(int64_t staleness) { staleness_ = staleness; }
   uint64_t token() const { return token_; }
@@ -191,7 +193,7 @@ class ShardContext {
   virtual uint32_t shard() const = 0;
   // Elements the shard owns.
   virtual int64_t size() const = 0;
-  // Updates applied so far (DESIGN.md §4).
+  // Updates applied so far (docs/architecture.md#staleness).
   virtual uint64_t version() const = 0;
   virtual void AdvanceVersion(uint64_t by = 1) = 0;
 

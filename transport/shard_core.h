@@ -1,4 +1,5 @@
-// The shard's server-side bookkeeping, independent of any transport (DESIGN.md §3-4).
+// The shard's server-side bookkeeping, independent of any transport
+// (docs/architecture.md#one-host-for-server-rules).
 //
 // A ShardCore owns one shard's rule, version, staleness accounting (counters and
 // StalenessSink records, in the unit the rule restates; a record for every push the rule

@@ -1,4 +1,4 @@
-// A parameter-server shard (DESIGN.md §1, §4, §6).
+// A parameter-server shard (docs/architecture.md#the-data-path-of-one-step).
 //
 // A ShardServer owns one shard of the flat parameter vector (its ranges concatenated in
 // shard-local order, see placement.h) and a version counter (updates applied). It serves

@@ -1,4 +1,5 @@
-// Staleness records (DESIGN.md §4): one per push a shard handled — applied, accepted, or
+// Staleness records (docs/architecture.md#staleness): one per push a shard handled —
+// applied, accepted, or
 // dropped (a synchronous round's backup workers, SAGN's late windows: outcome kDropped).
 //
 // staleness = applied_version - pulled_version, where pulled_version is the shard

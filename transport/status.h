@@ -1,4 +1,5 @@
-// Outcomes of transport operations as values (STYLE.md 8, DESIGN.md §8).
+// Outcomes of transport operations as values: expected outcomes are not exceptions
+// (docs/architecture.md#errors).
 //
 // Timeouts, error replies from a server and stale pushes are normal events in
 // asynchronous training, so the client reports them as a Status rather than throwing.

@@ -1,4 +1,5 @@
-// A training run as separate processes (DESIGN.md §6): one coordinator, one process per
+// A training run as separate processes (docs/architecture.md#roles-and-processes): one
+// coordinator, one process per
 // parameter-server shard, one per worker and optionally an evaluator, placed by hand
 // (`asgd coordinator|ps|worker|evaluator --config C --task I`), by `asgd launch`, or by
 // a cluster manager (TF_CONFIG, SLURM, Open MPI: `asgd task`).

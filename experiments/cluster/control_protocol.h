@@ -1,4 +1,5 @@
-// The messages of a multi-process run's control channel (DESIGN.md §6): what the roles
+// The messages of a multi-process run's control channel
+// (docs/architecture.md#roles-and-processes): what the roles
 // (ps, worker, evaluator) send the coordinator and what it answers. transport/control.h
 // carries them as opaque bytes; this file gives them their meaning.
 //

@@ -1,4 +1,5 @@
-// The entry points of `asgd ps` and `asgd worker` (DESIGN.md §6), and the cluster every
+// The entry points of `asgd ps` and `asgd worker` (docs/architecture.md#roles-and-processes),
+// and the cluster every
 // role of a multi-process run resolves. With algorithm.name = ps_check, the ps and worker
 // roles here are a self-contained check of the parameter server (below); with a training
 // strategy they are the roles of a training run with a coordinator (cluster_run.h), to

@@ -1,4 +1,4 @@
-// A run's folder (DESIGN.md §7): <out_dir>/<run_id>/ holding
+// A run's folder (docs/architecture.md#run-folders-and-the-run-core): <out_dir>/<run_id>/ holding
 //   config.ini       the resolved configuration (every key, with the value used)
 //   provenance.json  what produced the run: git commit, host, compiler, seed, start time,
 //                    command line; rewritten at the end with the end time and status
