@@ -1,4 +1,5 @@
-// The invariants of algorithms.md §3.11-3.13 for elastic averaging (EASGD, AEASGD,
+// The invariants of docs/algorithms.md#equivalences-and-invariants for elastic averaging (EASGD,
+// AEASGD,
 // AEAMSGD) and model averaging, on the in-memory store (invariants_test.cc has the
 // synchronous and delay-aware strategies): exchanges conserve the sum of workers and
 // centre, contract their distance at the rates the papers state, and reduce to SGD where
@@ -51,7 +52,7 @@ struct GradientLog {
   }
 };
 
-// §3.11 (e)1, §3.12 (e)1: exchanges conserve Σ x^i + x̃; only the local gradient steps
+// easgd, aeasgd: exchanges conserve Σ x^i + x̃; only the local gradient steps
 // (−η·g each, plain SGD) change it, whatever the interleaving.
 TEST(Elastic, ExchangesConserveTheSumOfWorkersAndCentre) {
   for (const char* name : {"easgd", "aeasgd"}) {
@@ -113,7 +114,7 @@ TEST(Elastic, SynchronousExchangeContractsBy1MinusAlphaMinusBeta) {
   }
 }
 
-// §3.12 (e)2, 3: one asynchronous worker, zero gradients after the first step: the offset
+// aeasgd: one asynchronous worker, zero gradients after the first step: the offset
 // contracts by 1 − 2α per exchange; α = 0.5 meets at the midpoint at once; α = 1 swaps.
 TEST(Elastic, AsynchronousExchangeContractsBy1MinusTwoAlpha) {
   for (double alpha : {0.1, 0.5, 1.0}) {
@@ -138,7 +139,7 @@ TEST(Elastic, AsynchronousExchangeContractsBy1MinusTwoAlpha) {
   }
 }
 
-// §3.11 (e)2, the modes with Σd = 0: two workers pushed to opposite sides of the centre
+// easgd, the modes with Σd = 0: two workers pushed to opposite sides of the centre
 // by one gradient step (±g0), then none. The centre does not move (the elastic terms
 // cancel in its sum) and each offset d^i = x^i − x̃ contracts by 1 − α per synchronous
 // exchange (not 1 − α − β: that is the symmetric mode, tested above).
@@ -168,7 +169,7 @@ TEST(Elastic, SynchronousExchangeWithOppositeOffsetsContractsBy1MinusAlpha) {
   }
 }
 
-// §3.11 (e)4: every worker starting at the centre with identical data. As written there
+// easgd: every worker starting at the centre with identical data. As written there
 // ("the elastic terms stay 0") it holds only while the gradient is 0 — after a gradient
 // step x^i ≠ x̃ — so both parts are tested: (a) from the optimum (zero gradient) the
 // elastic terms stay exactly 0 and nothing moves; (b) from elsewhere every worker's
@@ -208,7 +209,7 @@ TEST(Elastic, IdenticalDataKeepsWorkersIdenticalAndElasticTermsAtZeroAtTheOptimu
   }
 }
 
-// §3.13 (e)4: EAMSGD's exchanges conserve Σ x^i + x̃ as AEASGD's do; with momentum the
+// aeamsgd: EAMSGD's exchanges conserve Σ x^i + x̃ as AEASGD's do; with momentum the
 // local steps move it by Σ v (not −η Σ g): a gradient g_j taken at a worker's step j of
 // K contributes −η·g_j·(1 − δ^(K−j+1))/(1 − δ) by the end (the velocity keeps carrying
 // it; exchanges never touch v).
@@ -251,7 +252,7 @@ TEST(Elastic, EamsgdExchangesConserveTheSumOfWorkersAndCentre) {
   EXPECT_NE(h.store->values(), kInit);  // the centre moved
 }
 
-// §3.12 (e)2: one AEASGD worker with α = 0 is plain SGD and the centre never moves. The
+// aeasgd: one AEASGD worker with α = 0 is plain SGD and the centre never moves. The
 // config cannot ask for α = 0 (algorithm.elastic_alpha = 0 means the paper's β/n, and
 // α = 0 would be independent SGD runs, which `sgd` already is), so the rule is built
 // with α = 0 directly.
@@ -263,7 +264,7 @@ TEST(Elastic, AeasgdOneWorkerWithAlphaZeroIsSgd) {
   EXPECT_EQ(h.store->values(), kInit);
 }
 
-// §3.13 (e)1: EAMSGD with δ = 0 is AEASGD (local SGD), bit for bit.
+// aeamsgd: EAMSGD with δ = 0 is AEASGD (local SGD), bit for bit.
 TEST(Elastic, EamsgdWithoutMomentumIsAeasgd) {
   StrategyOptions so = Options(0.1, 2);
   so.elastic_alpha = 0.3;
@@ -271,7 +272,7 @@ TEST(Elastic, EamsgdWithoutMomentumIsAeasgd) {
   ExpectEquivalent("aeamsgd", so, "aeasgd", so, 3, 12);
 }
 
-// §3.13 (e)3: the Nesterov look-ahead is at x + δv (dist-keras evaluates at x − δv). On
+// aeamsgd: the Nesterov look-ahead is at x + δv (dist-keras evaluates at x − δv). On
 // f(x) = ½hx², from (x, v) one local step gives x + δv − ηh(x + δv). No exchange moves
 // anything here: the only one is at t = 0, when the worker is at the centre.
 TEST(Elastic, EamsgdLooksAheadAlongTheVelocity) {
@@ -297,7 +298,7 @@ TEST(Elastic, EamsgdLooksAheadAlongTheVelocity) {
   }
 }
 
-// §3.13 (e)2: with a constant gradient, v_k = −ηg(1 − δ^k)/(1 − δ), so
+// aeamsgd: with a constant gradient, v_k = −ηg(1 − δ^k)/(1 − δ), so
 // x_k = x_0 − ηg Σ_{j ≤ k} (1 − δ^j)/(1 − δ).
 TEST(Elastic, EamsgdVelocityUnderAConstantGradient) {
   constexpr double kDelta = 0.5, kEta = 0.125;
@@ -320,7 +321,7 @@ TEST(Elastic, EamsgdVelocityUnderAConstantGradient) {
 
 // ---- Model averaging ---------------------------------------------------------------
 
-// §3.14: every W steps the centre becomes exactly the mean of the workers' parameters,
+// model_averaging: every W steps the centre becomes exactly the mean of the workers' parameters,
 // from a fresh sum each round (dist-keras's buffer leaks across rounds); one worker is
 // sequential training.
 TEST(ModelAveraging, CentreIsTheMeanOfEachRoundAndOneWorkerIsSequential) {
@@ -358,7 +359,7 @@ TEST(ModelAveraging, CentreIsTheMeanOfEachRoundAndOneWorkerIsSequential) {
   EXPECT_EQ(one.store->values(), Sequential(one.q, "momentum", 0.1, kWindow * kRounds));
 }
 
-// §3.14: identical data and initialisation ⇒ the average equals each worker, so n workers
+// model_averaging: identical data and initialisation ⇒ the average equals each worker, so n workers
 // are sequential SGD (to the rounding of the mean: (x + x + x)·⅓ may differ from x by an
 // ulp).
 TEST(ModelAveraging, IdenticalDataAverageEqualsEachWorker) {

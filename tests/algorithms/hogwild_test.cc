@@ -1,6 +1,6 @@
 // The shared vector's fused push-pull (HogwildStore::AddAndRead, the dense worker step's
 // one pass) and the dense worker's fused plain-SGD step: the same floats as the separate
-// add, read and optimizer step they replace (algorithms.md §3.2 (e)1, 3, 4).
+// add, read and optimizer step they replace (docs/algorithms.md#hogwild).
 #include "algorithms/hogwild.h"
 
 #include <cmath>
@@ -103,7 +103,7 @@ TEST(HogwildStore, PushPullStalenessCountsOtherPushes) {
   EXPECT_EQ(out, std::vector<float>(40, 6.0f));
 }
 
-// §3.2 (e)3 through the fused pass: with atomic adds, threads that push-pull integer
+// hogwild through the fused pass: with atomic adds, threads that push-pull integer
 // updates lose nothing, and each read returns what its own add left, so it holds the
 // thread's own pushes so far.
 TEST(HogwildStore, AtomicPushPullsLoseNothing) {
@@ -163,7 +163,7 @@ struct DenseWorker {
   WorkerEnv env;
 };
 
-// §3.2 (e)1 for every dense path: one worker is sequential training with the same
+// hogwild for every dense path: one worker is sequential training with the same
 // optimizer, bit for bit, on a vector with vector-width blocks and a tail; plain SGD takes
 // the fused step (−η·g added and read back in one pass), weight decay and momentum the
 // optimizer's step. local_params() is the vector the worker read last.
@@ -205,7 +205,7 @@ TEST(Hogwild, DenseOneWorkerIsSequentialForEveryOptimizer) {
   }
 }
 
-// §3.2 (e)4: racy adds may be overwritten, so only a statistical check: four threads of
+// hogwild: racy adds may be overwritten, so only a statistical check: four threads of
 // fused SGD steps on one quadratic (a vector several times the vector width) reach its
 // minimum as sequential SGD does, and every push is counted.
 TEST(Hogwild, RacyThreadsConvergeOnTheQuadratic) {

@@ -1,4 +1,5 @@
-// The invariants of algorithms.md §3 and §7 for the synchronous, elastic, delay-aware and
+// The invariants of docs/algorithms.md#equivalences-and-invariants for the synchronous, elastic,
+// delay-aware and
 // averaging strategies, on the in-memory store: bit for bit where the arithmetic is the
 // same, to float tolerance where only the order of a sum differs. Synchronous rules block
 // workers in rounds, so those tests run one thread per worker; their results do not
@@ -70,7 +71,7 @@ std::vector<float> LargeBatchSgd(const LeastSquares& ls, double lr, int batch, i
   return theta;
 }
 
-// §3.9 (e)1: k workers of batch b with mean aggregation ≡ one worker of batch k·b, up to
+// sync_sgd: k workers of batch b with mean aggregation ≡ one worker of batch k·b, up to
 // the order of the float sums; every round is one version, every push fresh.
 TEST(SyncSgd, KWorkersOfBatchBAreOneWorkerOfBatchKB) {
   const LeastSquares ls(64);
@@ -89,7 +90,7 @@ TEST(SyncSgd, KWorkersOfBatchBAreOneWorkerOfBatchKB) {
   for (std::size_t w = 0; w < h.size(); ++w) EXPECT_EQ(h.local(w), h.store->values()) << w;
 }
 
-// §3.9 (e)2: sum aggregation ≡ mean aggregation with the rate × N.
+// sync_sgd: sum aggregation ≡ mean aggregation with the rate × N.
 TEST(SyncSgd, SumAggregationIsMeanWithTheRateTimesN) {
   const LeastSquares ls(64);
   constexpr int kWorkers = 4;
@@ -109,7 +110,7 @@ TEST(SyncSgd, SumAggregationIsMeanWithTheRateTimesN) {
   EXPECT_THROW(FindStrategy("sync_sgd").server_rule(bad, 0), ConfigError);
 }
 
-// §3.9 (e)6: per-worker rates η_k (TFG's "different learning rates"): a round applies
+// sync_sgd: per-worker rates η_k (TFG's "different learning rates"): a round applies
 // −(1/N) Σ η_k g_k; all workers read the same θ, so on the quadratic g_k = g.
 TEST(SyncSgd, PerWorkerLearningRatesScaleEachGradient) {
   constexpr int kWorkers = 2;
@@ -129,7 +130,7 @@ TEST(SyncSgd, PerWorkerLearningRatesScaleEachGradient) {
   }
 }
 
-// §3.9 (e)3, 4: M = 4 workers, N = 3. Worker 3 is made the slowest of every round (it
+// sync_sgd: M = 4 workers, N = 3. Worker 3 is made the slowest of every round (it
 // computes only once the round it read for has closed, and the others wait for its push
 // before starting the next round), so every push of it is dropped as stale: exactly one
 // per round. The centre is then 3-worker synchronous SGD of the others, bit for bit.
@@ -188,7 +189,7 @@ TEST(SyncSgd, BackupWorkersDropTheSlowestPushOfEveryRound) {
   EXPECT_EQ(h.store->values(), ref.store->values());
 }
 
-// §3.10 (e)1, 2: SAGN(W = 1) ≡ sync SGD (up to rounding: SAGN averages the workers'
+// sagn: SAGN(W = 1) ≡ sync SGD (up to rounding: SAGN averages the workers'
 // updates −η·g_k, sync_sgd's server steps −η on the averaged gradient), and SAGN with one
 // worker ≡ AGN, bit for bit.
 TEST(Sagn, WindowOneIsSyncSgdAndOneWorkerIsAgn) {
@@ -233,7 +234,7 @@ TEST(Sagn, RoundAppliesTheMeanOfWindowAverages) {
 
 // ---- SSP --------------------------------------------------------------------------
 
-// §3.8 (e)2: SSP(S = 0) is BSP: every iteration all workers compute at the same θ and the
+// ssp: SSP(S = 0) is BSP: every iteration all workers compute at the same θ and the
 // sum of their updates is applied = sync SGD with sum aggregation, up to the sum's order.
 TEST(Ssp, BoundZeroIsBsp) {
   const LeastSquares ls(64);
@@ -254,7 +255,7 @@ TEST(Ssp, BoundZeroIsBsp) {
   for (const auto& r : a.sink.records()) EXPECT_EQ(r.staleness, 0);
 }
 
-// §3.8 (e)1, 3: no worker starts iteration c before every worker's updates from clocks
+// ssp: no worker starts iteration c before every worker's updates from clocks
 // ≤ c − S − 1 were applied, however slow one worker is; staleness (clocks ahead of the
 // slowest) never exceeds S.
 TEST(Ssp, NoWorkerRunsMoreThanSClocksAhead) {
@@ -293,7 +294,7 @@ TEST(Ssp, NoWorkerRunsMoreThanSClocksAhead) {
 
 // ---- DC-ASGD ------------------------------------------------------------------------
 
-// §3.16 (e)1, 2: λ = 0 is asynchronous SGD; one worker is SGD for any λ (w = w_bak).
+// dc_asgd: λ = 0 is asynchronous SGD; one worker is SGD for any λ (w = w_bak).
 TEST(DcAsgd, LambdaZeroIsAsyncSgdAndOneWorkerIsSgd) {
   StrategyOptions zero = Options(0.1, 1);
   zero.dc_lambda = 0.0;
@@ -333,7 +334,7 @@ TEST(DcAsgd, CompensatesTheDelayedGradientTowardsTheCurrentOne) {
 
 // ---- ADAG (distance) ---------------------------------------------------------------
 
-// §3.5 (e)2, 4: one worker (the centre never moves between its pull and push) and γ → ∞
+// adag_distance: one worker (the centre never moves between its pull and push) and γ → ∞
 // are AGN exactly; (e)1, 3: 0 < f ≤ 1, smaller where the centre moved further.
 TEST(AdagDistance, OneWorkerOrHugeGammaIsAgnAndDampingIsInZeroOne) {
   ExpectEquivalent("adag_distance", Options(0.1, 3), "agn", Options(0.1, 3), 1, 12, "momentum");
@@ -362,7 +363,7 @@ TEST(AdagDistance, OneWorkerOrHugeGammaIsAgnAndDampingIsInZeroOne) {
 
 // ---- Staleness-aware ---------------------------------------------------------------
 
-// §3.7 (e)2, 3: one learner with c = 1 is SGD exactly; with two learners updating on
+// staleness_aware: one learner with c = 1 is SGD exactly; with two learners updating on
 // every gradient (2-softsync), the second gradient of each round (s = 1) gets α₀/2.
 TEST(StalenessAware, RateIsAlphaOverStalenessPlusOne) {
   Harness one("staleness_aware", 1, Options(0.1, 1));
@@ -384,7 +385,7 @@ TEST(StalenessAware, RateIsAlphaOverStalenessPlusOne) {
   EXPECT_EQ(records[1].staleness, 1);
 }
 
-// §3.7 (e)1: 1-softsync (c = λ) with every gradient fresh is hardsync: synchronous SGD
+// staleness_aware: 1-softsync (c = λ) with every gradient fresh is hardsync: synchronous SGD
 // with mean aggregation and rate α₀. The rule is driven directly: in every round all
 // learners read the same version, then push their gradients (the worker rule's push-pull
 // answers before the update, so it cannot make every gradient fresh on its own).
@@ -422,7 +423,7 @@ TEST(StalenessAware, OneSoftsyncWithFreshGradientsIsSyncSgd) {
 
 // ---- Staleness under round-robin, for every asynchronous strategy -------------------
 
-// §3.3 (e)6, §4: with n workers stepped in turn, worker k's first push has staleness k
+// downpour, staleness: with n workers stepped in turn, worker k's first push has staleness k
 // and every later push n − 1.
 TEST(Strategies, RoundRobinStalenessIsWorkersMinusOneForEveryAsyncStrategy) {
   for (const char* name : {"adag_distance", "aeasgd", "aeamsgd", "dc_asgd", "staleness_aware"}) {
@@ -440,7 +441,7 @@ TEST(Strategies, RoundRobinStalenessIsWorkersMinusOneForEveryAsyncStrategy) {
 
 // ---- Learning-rate schedule --------------------------------------------------------
 
-// §3.15 (e)1: the warmup is η at 0, k·η at its end, linear in between; decay per epoch.
+// the schedule: the warmup is η at 0, k·η at its end, linear in between; decay per epoch.
 TEST(Schedule, LinearScalingWithGradualWarmup) {
   ScheduleOptions o;
   o.scale = 8;

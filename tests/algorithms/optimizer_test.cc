@@ -37,7 +37,7 @@ TEST(Optimizer, MomentumMatchesHandComputation) {
 }
 
 TEST(Optimizer, MomentumWithConstantGradientApproachesLrOverOneMinusMu) {
-  // With constant g, v_k = g(1 − μ^k)/(1 − μ) (algorithms.md §3.13 invariant 2's form).
+  // With constant g, v_k = g(1 − μ^k)/(1 − μ) (the form of docs/algorithms.md#aeamsgd).
   auto opt = Make("momentum", 1, 0.9);
   std::vector<float> p = {0.0f}, g = {1.0f}, prev = {0.0f};
   for (int k = 1; k <= 50; ++k) {

@@ -1,6 +1,7 @@
 // The asynchronous strategies on the in-memory store under a deterministic round-robin
 // schedule (one thread calls each worker's Step in turn), so staleness is exact and the
-// invariants of algorithms.md §3 and §7 hold bit for bit or to float tolerance.
+// invariants of docs/algorithms.md#equivalences-and-invariants hold bit for bit or to float
+// tolerance.
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -23,7 +24,8 @@ namespace {
 
 using namespace ::asgd::algorithms::testing;  // NOLINT: the fixtures of this suite
 
-// algorithms.md §7.4: DOWNPOUR(W=1) ≡ AGN(W=1) ≡ DynSGD(n=1) ≡ async_sgd(n=1) ≡ SGD, bit
+// docs/algorithms.md#equivalences-and-invariants: DOWNPOUR(W=1) ≡ AGN(W=1) ≡ DynSGD(n=1) ≡
+// async_sgd(n=1) ≡ SGD, bit
 // for bit (the pushed update is the optimizer's own −η·g).
 TEST(Strategies, OneWorkerWindowOneIsSequentialSgdExactly) {
   const Quadratic q(kDim);
@@ -37,7 +39,7 @@ TEST(Strategies, OneWorkerWindowOneIsSequentialSgdExactly) {
 }
 
 // DOWNPOUR with one worker and any window, delta push: the centre follows the worker's
-// local trajectory (§3.3 (e)2), here bit for bit since the push is the exact sum of the
+// local trajectory (downpour), here bit for bit since the push is the exact sum of the
 // applied updates and the centre started where the worker did... up to the rounding of
 // that sum, so compare to a tolerance.
 TEST(Strategies, DownpourOneWorkerFollowsLocalTraining) {
@@ -50,7 +52,7 @@ TEST(Strategies, DownpourOneWorkerFollowsLocalTraining) {
   EXPECT_EQ(h.store->version(), 3u);  // 12 steps / W = 4
 }
 
-// §3.4 (e)2: for the same local trajectory the AGN push is the DOWNPOUR push / W
+// agn: for the same local trajectory the AGN push is the DOWNPOUR push / W
 // (W = 4 is a power of two, so exactly).
 TEST(Strategies, AgnPushIsDownpourPushOverWindow) {
   Harness agn("agn", 1, Options(0.1, 4));
@@ -67,8 +69,8 @@ TEST(Strategies, AgnPushIsDownpourPushOverWindow) {
   }
 }
 
-// §1.4 / §3.4 (e)3: one AGN worker with local SGD on a quadratic of curvature h: per
-// window the error shrinks by 1 − (1 − (1 − ηh)^W)/W.
+// agn, the quadratic's closed form: one AGN worker with local SGD on a quadratic of curvature h:
+// per window the error shrinks by 1 − (1 − (1 − ηh)^W)/W.
 TEST(Strategies, AgnMatchesItsClosedFormOnTheQuadratic) {
   const double eta = 0.1;
   const int window = 5, windows = 6;
@@ -135,7 +137,7 @@ TEST(Strategies, WindowedWorkersAreTheirEquationsBitForBit) {
   }
 }
 
-// §3.3 (e)6: under round-robin every push after the first round has staleness n − 1;
+// downpour: under round-robin every push after the first round has staleness n − 1;
 // in the first round worker k's push has staleness k.
 TEST(Strategies, RoundRobinStalenessIsWorkersMinusOne) {
   for (const char* name : {"async_sgd", "agn", "downpour", "dynsgd"}) {
@@ -152,7 +154,7 @@ TEST(Strategies, RoundRobinStalenessIsWorkersMinusOne) {
   }
 }
 
-// §3.6 (e)3, 4: DynSGD damps each push by exactly 1/(s + 1); with 2 workers round-robin
+// dynsgd: DynSGD damps each push by exactly 1/(s + 1); with 2 workers round-robin
 // the later pushes are halved. The centre equals init + Σ Δ_j/(s_j + 1).
 TEST(Strategies, DynSgdDampsByStalenessPlusOne) {
   Harness h("dynsgd", 2, Options(0.01, 1));
@@ -339,7 +341,7 @@ TEST(MemoryStore, RejectsNonFinitePushesAndKeepsValues) {
   EXPECT_EQ(store.stats().rejected, 1u);
 }
 
-// §3.2 (e)1, 3: one Hogwild thread is SGD exactly; with several real threads nothing is
+// hogwild: one Hogwild thread is SGD exactly; with several real threads nothing is
 // lost (integer updates make the float sum exact whatever the order).
 TEST(Hogwild, OneThreadIsSgdAndThreadsLoseNothing) {
   const Quadratic q(kDim);
@@ -392,8 +394,8 @@ TEST(Hogwild, OneThreadIsSgdAndThreadsLoseNothing) {
 }
 
 // algorithm.hogwild_add = racy: without concurrency its adds are the atomic mode's, bit for
-// bit (dense and sparse), so only collisions between threads tell them apart (§3.2 (e)4);
-// an unknown mode is a config error naming the key.
+// bit (dense and sparse), so only collisions between threads tell them apart
+// (docs/algorithms.md#hogwild); an unknown mode is a config error naming the key.
 TEST(Hogwild, RacyAddsEqualAtomicAddsWithoutConcurrency) {
   std::vector<float> init(257);
   for (std::size_t i = 0; i < init.size(); ++i) init[i] = 0.25f * static_cast<float>(i % 7);
@@ -418,7 +420,7 @@ TEST(Hogwild, RacyAddsEqualAtomicAddsWithoutConcurrency) {
   EXPECT_THROW(HogwildStore::ParseAddMode("locked"), ConfigError);
 }
 
-// §3.2 (e)2: disjoint supports (each worker's samples touch only its own coordinates):
+// hogwild: disjoint supports (each worker's samples touch only its own coordinates):
 // the result does not depend on the interleaving and equals the sequential result,
 // exactly. Two sparse workers on a separable quadratic, one on coordinates {0, 2, 4}, the
 // other on {1, 3, 5}: worker-after-worker, alternating, and on two real threads all end
@@ -499,7 +501,7 @@ TEST(Hogwild, DisjointSupportsAreOrderIndependentAndSequential) {
   }
 }
 
-// §3.2: on sparse data a Hogwild worker reads only the coordinates its batch touches and
+// hogwild: on sparse data a Hogwild worker reads only the coordinates its batch touches and
 // adds −η·g at those only; every other coordinate is never read or written.
 TEST(Hogwild, SparseStepsTouchOnlyTheirCoordinates) {
   constexpr int kSize = 10;

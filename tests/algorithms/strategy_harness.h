@@ -1,4 +1,5 @@
-// Test fixtures for the strategies (algorithms.md §7): a quadratic with a closed-form
+// Test fixtures for the strategies (docs/algorithms.md#equivalences-and-invariants): a quadratic
+// with a closed-form
 // gradient, n workers of one strategy against one MemoryStore, and two schedulers: a
 // deterministic round-robin (one thread steps every worker in turn, so staleness is
 // exact) and one thread per worker (for the synchronous strategies, whose rounds block

@@ -209,7 +209,7 @@ TEST(SyncSgd, StragglerSlowsRoundsKFoldUnlessOneBackup) {
   EXPECT_EQ(slow->store->stats().dropped, 0u);
 }
 
-// SSP (algorithms.md §3.8 (e)1): when a worker starts iteration c, every worker's pushes of
+// SSP (docs/algorithms.md#ssp): when a worker starts iteration c, every worker's pushes of
 // clocks <= c - S - 1 have been applied, at every step, however slow the straggler.
 TEST(Ssp, BoundHoldsAtEveryStep) {
   constexpr int kWorkers = 4, kBound = 2, kSteps = 20;

@@ -245,7 +245,8 @@ TEST(Client, ShardRequestsAddressPartOfOneShard) {
   }
 }
 
-// Staleness = version at arrival - version the push was computed from (DESIGN.md §4).
+// Staleness = version at arrival - version the push was computed from
+// (docs/architecture.md#staleness).
 TEST(Client, PushesCarryPulledVersionsAndServersRecordStaleness) {
   const int64_t n = TestLayout().size();
   TestServers ps("inproc", 1, PlacementPolicy::kEvenSplit, Initial(n));

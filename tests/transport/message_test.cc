@@ -1,7 +1,7 @@
 // The wire codec (transport/message.h): what one peer encodes, the other decodes field
 // for field; and every malformed, inconsistent or hostile header is rejected with the
 // right ErrorCode and a one-line reason naming the field, before a payload byte is
-// trusted (DESIGN.md §5).
+// trusted (docs/architecture.md#wire-protocol).
 #include "transport/message.h"
 
 #include <cstddef>

@@ -3,7 +3,8 @@
 // must get an error reply with the right code (echoing the request id whenever the
 // decoder could read it), be counted exactly once under that code, leave the shard's
 // values and version untouched, and leave the server serving: a valid push and pull on the
-// same socket afterwards are exact (DESIGN.md §5, shard_server.h "Bad input").
+// same socket afterwards are exact (docs/architecture.md#wire-protocol, shard_server.h
+// "Bad input").
 #include "transport/shard_server.h"
 
 #include <atomic>
