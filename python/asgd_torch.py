@@ -44,8 +44,12 @@ class UsageError(Exception):
 
 
 def _first_line(exc):
-    """The first non-empty line of an exception's text (torch's messages span many)."""
-    for line in str(exc).splitlines():
+    """The first non-empty line of an exception's text (torch's messages span many); for
+    an error inside TorchScript, the last line, which holds the error itself."""
+    lines = str(exc).splitlines()
+    if lines and lines[0].startswith("The following operation failed in the TorchScript"):
+        lines.reverse()
+    for line in lines:
         line = line.strip().rstrip(":").strip()
         if line:
             return line if len(line) <= 300 else line[:297] + "..."
