@@ -256,13 +256,15 @@ def build_model(arch, input_shape, classes, hidden=(256, 256), activation="relu"
     `seed`. Raises UsageError for options that do not fit."""
     _require_torch()
     if activation not in ACTIVATIONS:
-        raise UsageError("--activation '%s': expected one of %s" % (activation, ", ".join(ACTIVATIONS)))
+        raise UsageError("--activation '%s': expected one of %s"
+                         % (activation, ", ".join(ACTIVATIONS)))
     if classes < 2:
         raise UsageError("--classes %d: expected at least 2" % classes)
     torch.manual_seed(seed)
     if arch == "mlp":
         if not hidden:
-            raise UsageError("--hidden: the mlp needs at least one hidden layer (use --arch softmax for none)")
+            raise UsageError("--hidden: the mlp needs at least one hidden layer "
+                             "(use --arch softmax for none)")
         return Mlp(input_shape, hidden, activation, classes)
     if arch == "softmax":
         return Mlp(input_shape, [], activation, classes)
@@ -288,10 +290,12 @@ def check_module(module, input_shape, classes, what="the module"):
     is left in train() mode). Raises UsageError with one line otherwise."""
     params = list(module.named_parameters())
     if not params:
-        raise UsageError("%s has no parameters: expected at least one float32 parameter to train" % what)
+        raise UsageError("%s has no parameters: expected at least one float32 parameter to train"
+                         % what)
     for name, p in params:
         if p.dtype != torch.float32:
-            raise UsageError("%s: parameter '%s' is %s: expected float32 (call .float() on the module)"
+            raise UsageError("%s: parameter '%s' is %s: expected float32 "
+                             "(call .float() on the module)"
                              % (what, name, str(p.dtype).replace("torch.", "")))
     batch_shape = [CHECK_BATCH] + list(input_shape)
     generator = torch.Generator().manual_seed(0)
@@ -333,6 +337,14 @@ def script_module(module, input_shape, classes, trace=False, what="the module"):
         raise UsageError("%s is %s: expected a torch.nn.Module" % (what, type(module).__name__))
     check_module(module, input_shape, classes, what)
     module.train(True)
+    if trace:
+        frozen = sorted({type(m).__name__ for m in module.modules()
+                         if isinstance(m, (nn.modules.batchnorm._BatchNorm,
+                                           nn.modules.dropout._DropoutNd))})
+        if frozen:
+            print("%s: note: %s: tracing freezes %s in train() mode, so asgd's evaluations "
+                  "will use it as in training too; script it instead (without --trace)"
+                  % (PROG, what, ", ".join(frozen)), file=sys.stderr)
     try:
         if trace:
             example = torch.rand([CHECK_BATCH] + list(input_shape),
@@ -369,7 +381,8 @@ def load_factory(spec, factory_args):
         try:
             parsed = json.loads(factory_args)
         except ValueError as e:
-            raise UsageError("--factory-args '%s': %s: expected a JSON object or array" % (factory_args, e))
+            raise UsageError("--factory-args '%s': %s: expected a JSON object or array"
+                             % (factory_args, e))
         if isinstance(parsed, dict):
             kwargs = parsed
         elif isinstance(parsed, list):
@@ -389,7 +402,8 @@ def load_factory(spec, factory_args):
         raise UsageError("--module %s: importing it fails: %s" % (path, _first_line(e)))
     factory = getattr(user, name, None)
     if factory is None or not callable(factory):
-        raise UsageError("--module %s: has no function '%s': expected a factory returning an nn.Module"
+        raise UsageError("--module %s: has no function '%s': "
+                         "expected a factory returning an nn.Module"
                          % (path, name))
     try:
         return factory(*args, **kwargs)
@@ -497,7 +511,8 @@ def load_cifar10(paths, limit=None):
         y = records[:, 0].astype(np.int64)
         if y.size and y.max() >= 10:
             bad = int(np.argmax(y >= 10))
-            raise UsageError("%s: label %d of image %d: expected a class below 10" % (path, y[bad], bad))
+            raise UsageError("%s: label %d of image %d: expected a class below 10"
+                             % (path, y[bad], bad))
         xs.append(_scale_table()[records[:, 1:]].reshape(-1, 3, 32, 32))
         ys.append(y)
         total += len(y)
@@ -559,7 +574,8 @@ def evaluate(module, x, y, mean=None, std=None, batch_size=256):
             logits = module(xb)
             if (not isinstance(logits, torch.Tensor) or logits.dim() != 2
                     or logits.shape[0] != xb.shape[0]):
-                raise UsageError("the module maps a batch of shape %s to %s: expected logits [B, classes]"
+                raise UsageError("the module maps a batch of shape %s to %s: "
+                                 "expected logits [B, classes]"
                                  % (_shape_text(xb.shape),
                                     _shape_text(logits.shape) if isinstance(logits, torch.Tensor)
                                     else type(logits).__name__))
@@ -593,7 +609,8 @@ def _int_list(flag, text, allow_empty=False):
     except ValueError:
         values = None
     if not values or any(v <= 0 for v in values):
-        raise UsageError("%s '%s': expected a comma-separated list of positive integers" % (flag, text))
+        raise UsageError("%s '%s': expected a comma-separated list of positive integers"
+                         % (flag, text))
     return values
 
 
@@ -705,7 +722,8 @@ def cmd_script(args):
         raise UsageError("--out %s: cannot write it: %s" % (args.out, _first_line(e)))
     count = sum(p.numel() for p in scripted.parameters())
     print("wrote %s: %s, %d parameters, input %s, %d classes"
-          % (args.out, args.arch or args.module, count, "x".join(map(str, input_shape)), args.classes))
+          % (args.out, args.arch or args.module, count, "x".join(map(str, input_shape)),
+             args.classes))
     return 0
 
 

@@ -145,15 +145,17 @@ class ScriptTest(TempDirTest):
             return sum(p.numel() for p in self.script(*flags).parameters())
 
         # asgd's own counts (models/architecture.h).
-        self.assertEqual(count("--arch", "mlp", "--input-shape", "1,28,28", "--classes", "10"), 269322)
-        self.assertEqual(count("--arch", "softmax", "--input-shape", "1,28,28", "--classes", "10"), 7850)
-        self.assertEqual(count("--arch", "cnn", "--input-shape", "1,28,28", "--classes", "10"), 61706)
+        mnist = ["--input-shape", "1,28,28", "--classes", "10"]
+        cifar = ["--input-shape", "3,32,32", "--classes", "10"]
+        self.assertEqual(count("--arch", "mlp", *mnist), 269322)
+        self.assertEqual(count("--arch", "softmax", *mnist), 7850)
+        self.assertEqual(count("--arch", "cnn", *mnist), 61706)
         # ResNet-20: 269,722 on 3×32×32 (the "0.27M" of He et al.'s table 6), 269,434 on
         # one channel.
         self.assertEqual(resnet20_parameter_count(3, 10), 269722)
         self.assertEqual(resnet20_parameter_count(1, 10), 269434)
-        self.assertEqual(count("--arch", "resnet20", "--input-shape", "3,32,32", "--classes", "10"), 269722)
-        self.assertEqual(count("--arch", "resnet20", "--input-shape", "1,28,28", "--classes", "10"), 269434)
+        self.assertEqual(count("--arch", "resnet20", *cifar), 269722)
+        self.assertEqual(count("--arch", "resnet20", *mnist), 269434)
 
     def test_tensor_names_and_shapes_follow_asgds_layout(self):
         m = self.script("--arch", "mlp", "--hidden", "64,32", "--activation", "tanh",
@@ -189,7 +191,8 @@ class ScriptTest(TempDirTest):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
     def test_initialisation_follows_asgds_rule(self):
-        m = self.script("--arch", "mlp", "--hidden", "512", "--input-shape", "1,28,28", "--classes", "10")
+        m = self.script("--arch", "mlp", "--hidden", "512", "--input-shape", "1,28,28",
+                        "--classes", "10")
         p = dict(m.named_parameters())
         # fc1 is followed by a ReLU: He normal, std sqrt(2 / 784).
         self.assertAlmostEqual(float(p["fc1.weight"].std()) / math.sqrt(2 / 784), 1.0, delta=0.01)
@@ -255,17 +258,29 @@ class ScriptTest(TempDirTest):
         m = self.script("--module", USER_MODELS + ":good_positional", "--factory-args",
                         "[12, 3, 4]", "--input-shape", "12", "--classes", "4")
         self.assertEqual(tuple(m(torch.rand(5, 12)).shape), (5, 4))
-        # Python TorchScript cannot compile: --trace records it.
+        # A module TorchScript cannot compile: --trace records it.
         m = self.script("--module", USER_MODELS + ":unscriptable", "--trace",
                         "--input-shape", "1,28,28", "--classes", "10")
         self.assertEqual(tuple(m(torch.rand(3, 1, 28, 28)).shape), (3, 10))
+
+    def test_tracing_batchnorm_or_dropout_says_what_it_freezes(self):
+        out = self.path("model.pt")
+        status, _, stderr = run_main(["script", "--arch", "resnet20", "--trace", "--input-shape",
+                                      "1,8,8", "--classes", "3", "--out", out])
+        self.assertEqual(status, 0, stderr)
+        self.assertIn("tracing freezes BatchNorm2d in train() mode", stderr)
+        self.assertEqual(stderr.count("\n"), 1, stderr)
+        status, _, stderr = run_main(["script", "--arch", "cnn", "--trace", "--input-shape",
+                                      "1,28,28", "--classes", "10", "--out", out])
+        self.assertEqual((status, stderr), (0, ""))
 
     def test_as_a_process(self):
         out = self.path("cnn.pt")
         status, stdout, stderr = run_process(["script", "--arch", "cnn", "--input-shape", "1,28,28",
                                               "--classes", "10", "--out", out])
         self.assertEqual(status, 0, stderr)
-        self.assertEqual(stdout, "wrote %s: cnn, 61706 parameters, input 1x28x28, 10 classes\n" % out)
+        self.assertEqual(stdout,
+                         "wrote %s: cnn, 61706 parameters, input 1x28x28, 10 classes\n" % out)
         self.assertEqual(sum(p.numel() for p in torch.jit.load(out).parameters()), 61706)
 
 
@@ -285,10 +300,12 @@ class BadModuleTest(TempDirTest):
         return stderr
 
     def user(self, factory, classes="10"):
-        return ["--module", USER_MODELS + ":" + factory, "--input-shape", "1,28,28", "--classes", classes]
+        return ["--module", USER_MODELS + ":" + factory, "--input-shape", "1,28,28",
+                "--classes", classes]
 
     def test_wrong_class_count(self):
-        self.refused(self.user("wrong_classes"), "wrong_classes", "[2, 7]", "expected float32 [2, 10]")
+        self.refused(self.user("wrong_classes"), "wrong_classes", "[2, 7]",
+                     "expected float32 [2, 10]")
         self.refused(["--arch", "mlp", "--input-shape", "1,28,28", "--classes", "1"], "--classes 1")
 
     def test_non_float_parameters(self):
@@ -306,7 +323,8 @@ class BadModuleTest(TempDirTest):
                       "--module", USER_MODELS + ":nope"], "not allowed with")
 
     def test_forward_returning_no_tensor(self):
-        self.refused(self.user("returns_tuple"), "forward returns tuple", "expected a float32 tensor")
+        self.refused(self.user("returns_tuple"), "forward returns tuple",
+                     "expected a float32 tensor")
 
     def test_factory_problems(self):
         self.refused(self.user("not_a_module"), "is int", "expected a torch.nn.Module")
@@ -335,13 +353,14 @@ class BadModuleTest(TempDirTest):
 
     def test_as_a_process(self):
         out = self.path("model.pt")
-        status, stdout, stderr = run_process(["script"] + self.user("wrong_classes") + ["--out", out])
+        status, stdout, stderr = run_process(
+            ["script"] + self.user("wrong_classes") + ["--out", out])
         self.assertEqual(status, 2)
         self.assertEqual(stderr.count("\n"), 1, stderr)
         self.assertIn("expected float32 [2, 10]", stderr)
         self.assertFalse(os.path.exists(out))
-        status, _, stderr = run_process(["script", "--arch", "mlp", "--input-shape", "3", "--classes",
-                                         "2", "--out", out, "--bogus"])
+        status, _, stderr = run_process(["script", "--arch", "mlp", "--input-shape", "3",
+                                         "--classes", "2", "--out", out, "--bogus"])
         self.assertEqual(status, 2)
         self.assertEqual(stderr.count("\n"), 1, stderr)
         self.assertIn("unrecognized arguments: --bogus", stderr)
@@ -445,8 +464,10 @@ class EvaluateTest(TempDirTest):
         os.makedirs(train)
         write_idx(os.path.join(train, "train-images-idx3-ubyte"), 2051, [5, rows, cols],
                   sum(images, []), compress=False)
-        write_idx(os.path.join(train, "train-labels-idx1-ubyte.gz"), 2049, [5], labels, compress=True)
-        got = self.evaluate(model, "--data-dir", train, "--dataset", "fashion-mnist", "--split", "train")
+        write_idx(os.path.join(train, "train-labels-idx1-ubyte.gz"), 2049, [5], labels,
+                  compress=True)
+        got = self.evaluate(model, "--data-dir", train, "--dataset", "fashion-mnist",
+                            "--split", "train")
         self.assertEqual(got, (round(accuracy, 6), round(loss, 6), 5))
         # --mean/--std: (x - 0.5) / 0.25 on the one channel.
         norm = [[(v - 0.5) / 0.25 for v in z] for z in logits]
@@ -510,15 +531,15 @@ class EvaluateTest(TempDirTest):
             all_logits += logits
             all_labels += labels
         accuracy, loss = expected_metrics(all_logits[:7], all_labels[:7])
-        got = self.evaluate(model, "--data-dir", self.dir, "--dataset", "cifar10", "--split", "train",
-                            "--limit", "7")
+        got = self.evaluate(model, "--data-dir", self.dir, "--dataset", "cifar10",
+                            "--split", "train", "--limit", "7")
         self.assertEqual(got, (round(accuracy, 6), round(loss, 6), 7))
         # Per-channel normalisation.
         mean, std = [0.4, 0.5, 0.6], [0.2, 0.25, 0.3]
         norm = [[(z[c] - mean[channel[c]]) / std[channel[c]] for c in classes] for z in all_logits]
         accuracy, loss = expected_metrics(norm, all_labels)
-        got = self.evaluate(model, "--data-dir", self.dir, "--dataset", "cifar10", "--split", "train",
-                            "--mean", "0.4,0.5,0.6", "--std", "0.2,0.25,0.3")
+        got = self.evaluate(model, "--data-dir", self.dir, "--dataset", "cifar10",
+                            "--split", "train", "--mean", "0.4,0.5,0.6", "--std", "0.2,0.25,0.3")
         self.assertEqual(got[0], round(accuracy, 6))
         self.assertAlmostEqual(got[1], loss, places=5)
 
@@ -526,7 +547,8 @@ class EvaluateTest(TempDirTest):
         # A dropout model gives the same loss twice: evaluation runs in eval() mode.
         model = nn.Sequential(nn.Flatten(1), nn.Dropout(0.5), nn.Linear(6, 4))
         path = self.save(model)
-        write_idx(self.path("t10k-images-idx3-ubyte"), 2051, [3, 2, 3], list(range(18)), compress=False)
+        write_idx(self.path("t10k-images-idx3-ubyte"), 2051, [3, 2, 3], list(range(18)),
+                  compress=False)
         write_idx(self.path("t10k-labels-idx1-ubyte"), 2049, [3], [0, 1, 2], compress=False)
         a = self.evaluate(path, "--data-dir", self.dir, "--dataset", "mnist")
         b = self.evaluate(path, "--data-dir", self.dir, "--dataset", "mnist")
@@ -554,8 +576,10 @@ class EvaluateTest(TempDirTest):
                      "junk.pt: torch.jit.load fails")
         self.refused([model, "--data-dir", self.dir, "--dataset", "mnist"],
                      "t10k-images-idx3-ubyte[.gz] not found")
-        self.refused([model, "--data-dir", self.path("nodir"), "--dataset", "mnist"], "no such directory")
-        self.refused([model, "--data-dir", self.dir, "--dataset", "cifar10"], "test_batch.bin not found")
+        self.refused([model, "--data-dir", self.path("nodir"), "--dataset", "mnist"],
+                     "no such directory")
+        self.refused([model, "--data-dir", self.dir, "--dataset", "cifar10"],
+                     "test_batch.bin not found")
         with open(self.path("test_batch.bin"), "wb") as f:
             f.write(bytes(3073 * 2 + 5))
         self.refused([model, "--data-dir", self.dir, "--dataset", "cifar10"],
@@ -576,7 +600,8 @@ class EvaluateTest(TempDirTest):
                      "--mean and --std")
         self.refused([model, "--data-dir", self.dir, "--dataset", "mnist", "--mean", "0.1,0.2",
                       "--std", "1,1"], "one per channel (1)")
-        self.refused([model, "--data-dir", self.dir, "--dataset", "mnist", "--limit", "0"], "--limit 0")
+        self.refused([model, "--data-dir", self.dir, "--dataset", "mnist", "--limit", "0"],
+                     "--limit 0")
         self.refused([model, "--data-dir", self.dir, "--dataset", "svhn"], "invalid choice: 'svhn'")
 
 
