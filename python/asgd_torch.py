@@ -637,10 +637,12 @@ def make_parser():
     s = sub.add_parser(
         "script", help="write a TorchScript file asgd can train (model.name = torchscript)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Builds one of asgd's architectures (--arch) or your own module (--module), "
-        "checks that forward maps a float32 batch [B, *input-shape] to float32 logits "
-        "[B, classes] (in eval() and train() mode), that it has parameters and that all are "
-        "float32, then writes it with torch.jit.script (or --trace).",
+        description="Builds one of asgd's architectures (--arch) or your own module (--module),\n"
+        "checks that forward maps a float32 batch [B, *input-shape] to float32 logits\n"
+        "[B, classes] in eval() and train() mode, that it has parameters and that all are\n"
+        "float32, then writes it with torch.jit.script (or --trace). asgd trains the\n"
+        "parameters in named_parameters() order, starting from the values in the file.\n"
+        "A module that does not pass: one line on stderr, exit status 2, no file written.",
         epilog="examples:\n"
         "  %(prog)s --arch mlp --hidden 256,256 --input-shape 1,28,28 --classes 10 --out mlp.pt\n"
         "  %(prog)s --arch resnet20 --input-shape 3,32,32 --classes 10 --out resnet20.pt\n"
@@ -682,11 +684,14 @@ def make_parser():
         "'accuracy A loss L examples N' (A: fraction of examples whose first arg-max logit is "
         "the label; L: mean cross-entropy), in eval() mode. Pixels are scaled by 1/255 as asgd "
         "loads them.")
-    e.add_argument("model", metavar="FILE.pt")
+    e.add_argument("model", metavar="FILE.pt", help="a TorchScript file")
     e.add_argument("--data-dir", required=True, metavar="DIR",
-                   help="folder holding DATASET/ (asgd's data folder) or the dataset's files")
+                   help="folder holding DATASET/ (asgd's data folder) or the dataset's files: "
+                   "IDX files (.gz or not) for mnist and fashion-mnist; for cifar10 "
+                   "data_batch_1..5.bin and test_batch.bin, also in cifar-10-batches-bin/")
     e.add_argument("--dataset", required=True, choices=DATASETS)
-    e.add_argument("--split", default="test", choices=("test", "train"))
+    e.add_argument("--split", default="test", choices=("test", "train"),
+                   help="default test")
     e.add_argument("--limit", type=int, metavar="N", help="only the first N examples")
     e.add_argument("--mean", metavar="m,..", help="per-channel mean to subtract (with --std)")
     e.add_argument("--std", metavar="s,..", help="per-channel standard deviation to divide by")
@@ -705,8 +710,8 @@ def cmd_script(args):
             cnn_fc=_int_list("--cnn-fc", args.cnn_fc, allow_empty=True),
             cnn_kernel=args.cnn_kernel, seed=args.seed)
     else:
-        if args.classes < 1:
-            raise UsageError("--classes %d: expected at least 1" % args.classes)
+        if args.classes < 2:
+            raise UsageError("--classes %d: expected at least 2" % args.classes)
         torch.manual_seed(args.seed)
         module = load_factory(args.module, args.factory_args)
     what = "--arch " + args.arch if args.arch else "--module " + args.module

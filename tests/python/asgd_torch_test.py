@@ -307,6 +307,7 @@ class BadModuleTest(TempDirTest):
         self.refused(self.user("wrong_classes"), "wrong_classes", "[2, 7]",
                      "expected float32 [2, 10]")
         self.refused(["--arch", "mlp", "--input-shape", "1,28,28", "--classes", "1"], "--classes 1")
+        self.refused(self.user("good", classes="1"), "--classes 1: expected at least 2")
 
     def test_non_float_parameters(self):
         self.refused(self.user("int_parameter"), "parameter 'steps' is int64", "expected float32")
