@@ -391,6 +391,8 @@ def load_factory(spec, factory_args):
             raise UsageError("--factory-args '%s': expected a JSON object (keyword arguments) "
                              "or array (positional arguments)" % factory_args)
     module_name = "asgd_user_model_" + os.path.splitext(os.path.basename(path))[0].replace("-", "_")
+    # The file may import its neighbours, as when run from its own folder.
+    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
     try:
         loader_spec = importlib.util.spec_from_file_location(module_name, path)
         if loader_spec is None or loader_spec.loader is None:
@@ -672,7 +674,9 @@ def make_parser():
                    "MNIST and Fashion-MNIST, 3,32,32 for CIFAR-10")
     s.add_argument("--classes", required=True, type=int, help="number of classes (logits)")
     s.add_argument("--seed", default=1, type=int,
-                   help="torch's seed for the initial values of --arch (default 1)")
+                   help="torch's seed (torch.manual_seed) before building the module: the "
+                   "initial values of --arch, and of --module if its factory draws from "
+                   "torch's generator (default 1)")
     s.add_argument("--trace", action="store_true",
                    help="torch.jit.trace instead of torch.jit.script (records one path "
                    "through forward, in train() mode: do not trace BatchNorm or dropout)")

@@ -263,6 +263,17 @@ class ScriptTest(TempDirTest):
                         "--input-shape", "1,28,28", "--classes", "10")
         self.assertEqual(tuple(m(torch.rand(3, 1, 28, 28)).shape), (3, 10))
 
+    def test_own_module_importing_its_neighbour(self):
+        os.makedirs(self.path("src"))
+        with open(self.path("src", "blocks.py"), "w") as f:
+            f.write("from torch import nn\n\n\ndef head(n, classes):\n"
+                    "    return nn.Sequential(nn.Flatten(1), nn.Linear(n, classes))\n")
+        with open(self.path("src", "net.py"), "w") as f:
+            f.write("import blocks\n\n\ndef make(classes):\n    return blocks.head(12, classes)\n")
+        m = self.script("--module", self.path("src", "net.py") + ":make", "--factory-args",
+                        '{"classes": 3}', "--input-shape", "3,4", "--classes", "3")
+        self.assertEqual(tuple(m(torch.rand(2, 3, 4)).shape), (2, 3))
+
     def test_tracing_batchnorm_or_dropout_says_what_it_freezes(self):
         out = self.path("model.pt")
         status, _, stderr = run_main(["script", "--arch", "resnet20", "--trace", "--input-shape",
