@@ -104,7 +104,8 @@ report_reruns() {
         if (!(name in failed)) {
           failed[name] = 1
           status = rest
-          sub(/^[^ ]+ [. ]*/, "", status)
+          sub(/^.* \.+/, "", status)
+          sub(/^ +/, "", status)
           sub(/ +[0-9.]+ sec$/, "", status)
           sub(/^\*+/, "", status)
           first[name] = status
