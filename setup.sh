@@ -8,9 +8,11 @@
 #
 # Idempotent: packages already present are not reinstalled, an existing build folder is
 # reused. Environment: ASGD_BUILD_DIR (default: build), ASGD_DATA_DIR (reference data;
-# made absolute here so tests find it from any folder), ASGD_JOBS (parallel jobs).
+# made absolute here so tests find it from any folder; quickstart and test stop with exit
+# status 2 when it names no folder), ASGD_JOBS (parallel jobs).
 set -euo pipefail
 
+CALLER_DIR=$(pwd)
 cd "$(dirname "$0")"
 ROOT=$(pwd)
 BUILD_DIR=${ASGD_BUILD_DIR:-build}
@@ -62,22 +64,23 @@ build() {
   cmake --build "$BUILD_DIR" -j "$JOBS"
 }
 
+# ASGD_DATA_DIR made absolute (a relative one is taken from the folder setup.sh was called
+# from). One that names no folder stops here, before any installing or building: the tests
+# that need the data would otherwise skip, and a run look complete without them.
 absolute_data_dir() {
-  if [ -n "${ASGD_DATA_DIR:-}" ]; then
-    if [ -d "$ASGD_DATA_DIR" ]; then
-      ASGD_DATA_DIR=$(cd "$ASGD_DATA_DIR" && pwd)
-      export ASGD_DATA_DIR
-    else
-      log "warning: ASGD_DATA_DIR=$ASGD_DATA_DIR is not a folder; ignoring it"
-      unset ASGD_DATA_DIR
-    fi
+  [ -n "${ASGD_DATA_DIR:-}" ] || return 0
+  local dir
+  if ! dir=$(cd "$CALLER_DIR" && cd "$ASGD_DATA_DIR" 2>/dev/null && pwd); then
+    log "error: ASGD_DATA_DIR=$ASGD_DATA_DIR is not a folder (expected the folder holding the reference data, or ASGD_DATA_DIR unset)"
+    exit 2
   fi
+  export ASGD_DATA_DIR=$dir
 }
 
 quickstart() {
+  absolute_data_dir
   deps
   build
-  absolute_data_dir
   local config=experiments/configs/quickstart.ini
   if ! "$BUILD_DIR/asgd" data find mnist >/dev/null 2>&1; then
     log "MNIST not found; fetching it into ./data"
@@ -86,15 +89,66 @@ quickstart() {
   "$BUILD_DIR/asgd" run "$config" "$@"
 }
 
+# Reads ctest's output (--output-on-failure) and lists the tests that failed and then
+# passed on their rerun, each with its first failure: the status, and GoogleTest's
+# "file:line: Failure" line with the 3 lines after it (the assertion's values).
+report_reruns() {
+  awk '
+    / Test +#[0-9]+: / {
+      rest = $0
+      sub(/^.* Test +#[0-9]+: /, "", rest)
+      name = rest
+      sub(/ .*$/, "", name)
+      if (rest ~ /\*\*\*Skipped/) { current = ""; next }
+      if (rest ~ /\*\*\*/ || rest !~ / Passed /) {
+        if (!(name in failed)) {
+          failed[name] = 1
+          status = rest
+          sub(/^.* \.+/, "", status)
+          sub(/^ +/, "", status)
+          sub(/ +[0-9.]+ sec$/, "", status)
+          sub(/^\*+/, "", status)
+          first[name] = status
+          current = name
+          more = -1
+        } else {
+          current = ""
+        }
+      } else {
+        if (name in failed && !(name in reran)) { reran[name] = 1; order[++n] = name }
+        current = ""
+      }
+      next
+    }
+    /^ +Start +[0-9]+: / { current = ""; next }
+    current != "" && more < 0 && / Failure$/ { detail[current] = "    " $0; more = 3; next }
+    current != "" && more > 0 { detail[current] = detail[current] "\n    " $0; more--; next }
+    END {
+      if (n == 0) { print "[setup] no test needed its rerun"; exit }
+      print "[setup] " n " test(s) passed only when run again (--repeat until-pass:2); their first failure:"
+      for (i = 1; i <= n; i++) {
+        print "  " order[i] " (" first[order[i]] ")"
+        if (order[i] in detail) print detail[order[i]]
+      }
+    }
+  ' "$1"
+}
+
 run_tests() {
+  absolute_data_dir
   deps
   build
-  absolute_data_dir
   cd "$BUILD_DIR"
   # A test that fails is run once more (--repeat until-pass:2): some tests train with real
   # threads on a shared 2-core machine, where the scheduler decides staleness. A test that
-  # fails twice fails the run; a first failure's output stays in the log above its rerun.
-  ctest --output-on-failure --timeout 600 --repeat until-pass:2 "$@"
+  # fails twice fails the run. After ctest's summary, the tests that passed only on their
+  # rerun are listed with their first failure (the whole output is kept in the log below).
+  local out=Testing/Temporary/setup-test-output.log status=0
+  mkdir -p Testing/Temporary
+  ctest --output-on-failure --timeout 600 --repeat until-pass:2 "$@" 2>&1 | tee "$out" || status=$?
+  report_reruns "$out"
+  log "ctest's whole output: $BUILD_DIR/$out"
+  return "$status"
 }
 
 case "${1:-}" in

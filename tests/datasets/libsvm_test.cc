@@ -1,8 +1,5 @@
 #include "datasets/libsvm.h"
 
-#include <chrono>
-#include <cstdio>
-
 #include <gtest/gtest.h>
 
 #include "core/error.h"
@@ -33,11 +30,8 @@ std::pair<int64_t, int64_t> Balance(const Dataset& ds) {
 TEST(LibsvmReal, A9aTrainAndTest) {
   ASGD_REQUIRE_DATA();
   const std::string dir = asgd::testing::DataDir() + "/a9a/";
-  auto start = std::chrono::steady_clock::now();
+  // How fast this loads is measured by benchmarks/data_bench.cc, not asserted here.
   Dataset train = ReadLibsvm("a9a/train", dir + "a9a", A9aOptions("a9a"));
-  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("a9a train loaded and verified in %.3f s\n", seconds);
-  EXPECT_LT(seconds, 1.0);
   Dataset test = ReadLibsvm("a9a/test", dir + "a9a.t", A9aOptions("a9a.t"));
   CheckDataset(train);
   CheckDataset(test);

@@ -2,7 +2,8 @@
 // private single-node SLURM (tests/slurm/slurm_fixture.sh: munged, slurmctld and slurmd
 // on 127.0.0.1 with their own ports and files under the test's temporary folder). Every
 // test starts its own cluster and stops every daemon by PID; where SLURM cannot start
-// here (not root, packages absent) the test is skipped with the reason.
+// here (not root, packages absent) the test is skipped with the reason. The node needs no
+// cgroups, so it also starts in a container or chroot without /sys/fs/cgroup.
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -322,6 +323,37 @@ TEST(SlurmFixture, DaemonsStopWhenTheOwnerIsKilled) {
   EXPECT_EQ(alive(), 0) << ReadFile(cluster.path() + "/log/watchdog.log");
   // Stopped either way, in case the watchdog failed.
   Exec({"/bin/bash", kFixture, "stop", cluster.path()}, dir.File("stop.log"));
+}
+
+// In a root without the cgroup file system (a container or a chroot; here a private mount
+// namespace whose /sys/fs/cgroup is unmounted, the machine's own mounts untouched) the
+// fixture's node still starts and runs a job step: it uses no cgroups.
+TEST(SlurmFixture, StartsAndRunsAStepWithoutCgroups) {
+  testing::TempDir dir, cluster;
+  const Result check = Exec({"/bin/bash", kFixture, "check"}, dir.File("check.log"));
+  if (check.status == 77) GTEST_SKIP() << "SLURM cannot start here: " << check.output;
+  const std::string unshare = Which("unshare");
+  if (unshare.empty()) GTEST_SKIP() << "unshare (util-linux) absent";
+  const Result probe =
+      Exec({unshare, "--mount", "--propagation", "private", "/bin/true"}, dir.File("probe.log"));
+  if (probe.status != 0) GTEST_SKIP() << "no private mount namespace here: " << probe.output;
+  const std::string script =
+      "umount -R /sys/fs/cgroup 2>/dev/null\n"
+      "if awk '$5 ~ \"^/sys/fs/cgroup\" { found = 1 } END { exit !found }' "
+      "/proc/self/mountinfo; then echo 'cannot unmount /sys/fs/cgroup here'; exit 77; fi\n"
+      "bash \"$1\" start \"$2\" \"$3\" || exit $?\n"
+      "export SLURM_CONF=\"$2/slurm.conf\"\n"
+      "timeout 30 srun -n 1 --time=1 /bin/echo step ran; s=$?\n"
+      "bash \"$1\" stop \"$2\"\n"
+      "exit $s\n";
+  const Result r = Exec({unshare, "--mount", "--propagation", "private", "/bin/bash", "-c", script,
+                         "bash", kFixture, cluster.path(), std::to_string(::getpid())},
+                        dir.File("run.log"), 120s);
+  // Stopped either way, in case the script did not get to its stop.
+  Exec({"/bin/bash", kFixture, "stop", cluster.path()}, dir.File("stop.log"));
+  if (r.status == 77) GTEST_SKIP() << r.output;
+  EXPECT_EQ(r.status, 0) << r.output;  // the fixture prints slurmd's log when it fails
+  EXPECT_THAT(r.output, HasSubstr("step ran"));
 }
 
 // sbatch refusing an option: one line naming sbatch's reason, exit 2.

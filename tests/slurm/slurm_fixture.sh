@@ -2,6 +2,7 @@
 # A private single-node SLURM for the tests labelled `slurm`: munged, slurmctld and slurmd
 # from Debian's munge, slurmctld, slurmd and slurm-client packages, with their config,
 # key, state, spool, logs and pid files under DIR and their own free ports on 127.0.0.1.
+# The node uses no cgroups, so it also starts in a root without /sys/fs/cgroup.
 #
 #   slurm_fixture.sh start DIR [OWNER_PID]
 #                                start the daemons; wait (at most 60 s) until sinfo shows
@@ -133,6 +134,14 @@ SchedulerParameters=sched_interval=1
 NodeName=$host NodeAddr=127.0.0.1 CPUs=$(nproc) State=UNKNOWN
 PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4
 CONF
+  # No cgroups: processes are tracked through /proc (proctrack/linuxproc), tasks are not
+  # confined (task/none) and nothing is gathered from cgroups. slurmd of SLURM 22.05
+  # (Debian 12) still loads a cgroup plugin at start, and by default it detects the
+  # version from /sys/fs/cgroup, failing ("cgroup filesystem not mounted ... slurmd
+  # initialization failed") in a root without that file system (a container or a chroot).
+  # Naming the version skips the detection; with the plugins above nothing uses it, so
+  # the node starts with or without cgroups mounted, v1 or v2.
+  printf 'CgroupPlugin=cgroup/v1\n' >"$dir/cgroup.conf"
   export SLURM_CONF="$dir/slurm.conf"
   /usr/sbin/slurmctld -f "$SLURM_CONF" -i || { cat "$dir/log/slurmctld.log"; stop "$dir"; exit 1; }
   /usr/sbin/slurmd -f "$SLURM_CONF" || { cat "$dir/log/slurmd.log"; stop "$dir"; exit 1; }
