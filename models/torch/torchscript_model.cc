@@ -69,7 +69,12 @@ class TorchScriptModel final : public Model {
  public:
   explicit TorchScriptModel(std::shared_ptr<const Shared> shared)
       : shared_(std::move(shared)), module_(LoadModule(shared_->bytes)) {
-    for (const at::Tensor& p : module_.parameters()) params_.push_back(p);
+    // Every parameter is in the flat vector and trained: one that a module saved with
+    // requires_grad = False (frozen in PyTorch) gets its gradient too.
+    for (const at::Tensor& p : module_.parameters()) {
+      params_.push_back(p);
+      params_.back().set_requires_grad(true);
+    }
     ASGD_CHECK_EQ(static_cast<int64_t>(params_.size()),
                   static_cast<int64_t>(shared_->layout.tensors().size()), "parameter tensors");
   }

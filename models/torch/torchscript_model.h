@@ -13,7 +13,8 @@
 // What the model is:
 //   - Parameters: the module's parameters in named_parameters() order, flattened into
 //     asgd's flat vector; the ParamLayout's tensor names are the module's names
-//     ("fc1.weight", "layer1.0.conv1.weight", ...). Every parameter must be float32.
+//     ("fc1.weight", "layer1.0.conv1.weight", ...). Every parameter must be float32, and
+//     every one is trained (one saved with requires_grad = False gets its gradient too).
 //   - θ₀: the values stored in the file. Initialize ignores the seed, so every worker,
 //     shard and process starts from the same parameters, those the researcher saved.
 //   - Forward: the module takes float32 [B, *input_shape] (input_shape from the dataset,

@@ -241,6 +241,25 @@ TEST(TorchScriptModel, GradientOverwritesAndFollowsTheBuffers) {
   EXPECT_EQ(g3, expect2);
 }
 
+// A parameter saved frozen (requires_grad = False) is in the flat vector and trained like
+// the others: the same gradient as the module without the flag.
+TEST(TorchScriptModel, FrozenParametersGetTheirGradientToo) {
+  REQUIRE_TORCH_PYTHON();
+  ::asgd::testing::TempDir dir;
+  Script(dir, kMlp, dir.File("mlp.pt"));
+  Script(dir, std::string(kMlp) + "m.fc1.weight.requires_grad_(False)", dir.File("frozen.pt"));
+  std::unique_ptr<Model> model = Load(dir.File("mlp.pt"), Spec({12}, 3));
+  std::unique_ptr<Model> frozen = Load(dir.File("frozen.pt"), Spec({12}, 3));
+  const DenseData data = MakeBlobs(16, 12, 3, 3);
+  const auto n = static_cast<std::size_t>(model->layout().size());
+  std::vector<float> p(n), g(n), g_frozen(n, 5.0f);
+  model->Initialize(p, 0);
+  EXPECT_EQ(model->LossAndGradient(p, data.All(), g),
+            frozen->LossAndGradient(p, data.All(), g_frozen));
+  EXPECT_EQ(g, g_frozen);
+  EXPECT_NE(g[0], 0.0f);
+}
+
 TEST(TorchScriptModel, SaveAsWritesAModuleWithTheGivenParameters) {
   REQUIRE_TORCH_PYTHON();
   ::asgd::testing::TempDir dir;
