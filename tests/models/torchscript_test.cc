@@ -14,6 +14,7 @@
 #include <vector>
 
 #include <dirent.h>
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include "core/error.h"
@@ -326,6 +327,12 @@ TEST(TorchScriptModel, WorkersAddNoThreadsOfTheirOwn) {
   for (std::thread& t : workers) t.join();
   EXPECT_EQ(during, before + kWorkers);
   for (int seen : threads_seen) EXPECT_EQ(seen, 1);
+  // OpenBLAS's pool exists from load time (it is in `before`); what matters is that the
+  // products run on the calling thread. Only where the BLAS is OpenBLAS.
+  using GetThreads = int (*)();
+  if (void* f = dlsym(RTLD_DEFAULT, "openblas_get_num_threads")) {
+    EXPECT_EQ(reinterpret_cast<GetThreads>(f)(), 1);
+  }
 }
 
 // ---- bad input: one ConfigError line naming the file and what was expected ----
