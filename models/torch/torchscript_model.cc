@@ -255,10 +255,7 @@ void LimitTorchThreads() {
   InitThisThread();
 }
 
-int TorchThreadsOfThisThread() {
-  InitThisThread();
-  return at::get_num_threads();
-}
+int TorchThreadsOfThisThread() { return at::get_num_threads(); }
 
 std::unique_ptr<Model> NewTorchScriptModel(const TorchScriptOptions& options,
                                            const InputSpec& input) {

@@ -72,7 +72,9 @@ std::unique_ptr<Model> NewTorchScriptModel(const TorchScriptOptions& options,
 // it. Call it before starting the threads that compute.
 void LimitTorchThreads();
 
-// libtorch's intra-op thread count as the calling thread sees it (tests).
+// libtorch's intra-op thread count as the calling thread sees it now (tests): 1 in a
+// thread that has computed with a TorchScript model or called LimitTorchThreads; OpenMP's
+// default (the cores) in a thread that has done neither.
 int TorchThreadsOfThisThread();
 
 }  // namespace asgd::models
