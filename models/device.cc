@@ -10,6 +10,9 @@
 #if ASGD_HAVE_CUDA
 #include "models/cuda/factory.h"
 #endif
+#if ASGD_HAVE_TORCH
+#include "models/torch/torchscript_model.h"
+#endif
 
 namespace asgd::models {
 namespace {
@@ -85,8 +88,30 @@ std::string CudaUnavailableReason() {
 namespace {
 
 // `spec` is the user's text for the device, for the messages.
+// model.name = torchscript: the module of options.file, on the CPU only.
+std::unique_ptr<Model> NewTorchScriptModelOn(const ModelOptions& options, const InputSpec& input,
+                                             const Device& device, const std::string& spec) {
+  if (device.is_cuda()) {
+    throw ConfigError(std::string(kDeviceKey), spec,
+                      "cpu for model.name = torchscript (the TorchScript backend runs on the "
+                      "CPU only)");
+  }
+#if ASGD_HAVE_TORCH
+  TorchScriptOptions torch_options;
+  torch_options.file = options.file;
+  torch_options.input_shape = options.input_shape;
+  return NewTorchScriptModel(torch_options, input);
+#else
+  (void)input;
+  throw ConfigError("model.name", options.name,
+                    "softmax, mlp, cnn or logreg: this build of asgd has no TorchScript backend "
+                    "(built without libtorch; Debian: libtorch-dev)");
+#endif
+}
+
 std::unique_ptr<Model> NewModelOnDevice(const ModelOptions& options, const InputSpec& input,
                                         const Device& device, const std::string& spec) {
+  if (options.name == kTorchScriptName) return NewTorchScriptModelOn(options, input, device, spec);
   const Architecture architecture = ResolveArchitecture(options, input);
   if (!device.is_cuda()) return NewCpuModel(architecture);
   CheckAvailable(device, spec);

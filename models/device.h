@@ -29,6 +29,8 @@ namespace asgd::models {
 
 // The config key device specs are errors about.
 inline constexpr std::string_view kDeviceKey = "model.device";
+// ModelOptions::name of the TorchScript model, which only NewModelOn builds.
+inline constexpr std::string_view kTorchScriptName = "torchscript";
 
 struct Device {
   enum class Kind { kCpu, kCuda };
@@ -62,7 +64,10 @@ std::string CudaUnavailableReason();
 // "cuda[:N]" the CUDA model of the same architecture (same layout, initial values and,
 // up to float rounding, the same loss and gradient). Throws ConfigError as NewModel and
 // ResolveDevice, ConfigError(model.device) for a model without a CUDA implementation
-// (logreg), DeviceError when the device fails while the model is being set up.
+// (logreg, torchscript), DeviceError when the device fails while the model is being set up.
+// model.name = torchscript: the module of options.file (models/torch/torchscript_model.h),
+// whose ConfigErrors name model.file; in a build without libtorch (ASGD_HAVE_TORCH = 0),
+// ConfigError(model.name) saying so on one line.
 std::unique_ptr<Model> NewModelOn(const ModelOptions& options, const InputSpec& input,
                                   const std::string& device);
 // As above with a device from ResolveDevice (checked again: ConfigError if unusable).

@@ -28,6 +28,8 @@ struct ModelOptions {
   //   "cnn"      LeNet-5-style network (image input; see CnnArchitecture in
   //              models/architecture.h)
   //   "logreg"   binary logistic regression on sparse (LIBSVM) input
+  //   "torchscript"  a PyTorch module from `file` (models/torch/torchscript_model.h); only
+  //              NewModelOn builds it, on the CPU, in builds with ASGD_HAVE_TORCH = 1
   // Default: "mlp".
   std::string name = "mlp";
 
@@ -49,6 +51,16 @@ struct ModelOptions {
 
   // cnn: side of the square convolution kernels, odd and > 0 (pixels). Default: 5.
   int64_t cnn_kernel = 5;
+
+  // torchscript (built by NewModelOn in models/device.h, not by NewModel): the TorchScript
+  // file (torch.jit.save), opened as given; experiments/ resolves model.file against the
+  // config file's folder. Default: empty.
+  std::string file;
+
+  // torchscript: the shape of one example as the module takes it, without the batch
+  // dimension (e.g. {3, 32, 32}); its product must be the data's features. Empty: the
+  // dataset's example shape. Default: empty.
+  std::vector<int64_t> input_shape;
 };
 
 // What the model will be fed: the training data's shape (see datasets::Dataset).

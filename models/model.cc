@@ -17,4 +17,8 @@ void Model::SparseCoordinates(const datasets::BatchView& /*batch*/,
   ASGD_CHECK(false, "model ", Name(), " has no sparse gradient");
 }
 
+void Model::SaveAs(std::span<const float> /*params*/, const std::string& /*path*/) const {
+  ASGD_CHECK(false, "model ", Name(), " cannot be saved as a file of its own");
+}
+
 }  // namespace asgd::models

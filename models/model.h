@@ -92,6 +92,14 @@ class Model {
 
   // A new instance with the same configuration (own scratch buffers).
   virtual std::unique_ptr<Model> Clone() const = 0;
+
+  // True if SaveAs can write the model with given parameters as a file its own framework
+  // loads (the TorchScript model: a copy of its .pt). False for asgd's own models.
+  virtual bool CanSave() const { return false; }
+  // Writes the model with params (layout().size() floats) to path, replacing it
+  // atomically. Throws IoError when the file cannot be written, InvariantError unless
+  // CanSave().
+  virtual void SaveAs(std::span<const float> params, const std::string& path) const;
 };
 
 }  // namespace asgd::models

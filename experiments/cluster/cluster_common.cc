@@ -100,7 +100,8 @@ Setup MakeSetup(const Config& config, const RoleRequest& request, const std::str
   s.optimizer = BuildOptimizerOptions(s.config);
   s.data = datasets::LoadDataset(BuildDataOptions(s.config, request.data_dirs));
   s.options = BuildStrategyOptions(s.config, s.data.train.num_examples);
-  s.model = models::NewModel(BuildModelOptions(s.config), InputSpecFor(s.data.train));
+  s.model =
+      models::NewModelOn(BuildModelOptions(s.config), InputSpecFor(s.data.train), models::Device{});
   (void)alg::NewOptimizer(s.optimizer, s.model->layout().size());  // validates
   tp::PlacementOptions po;
   po.policy = tp::ParsePlacementPolicy(s.config.String("cluster.placement"));
@@ -263,6 +264,10 @@ std::optional<models::EvalResult> CentreEvaluator::Evaluate(bool full) {
                     full ? 0
                          : EvalSchedule::FromConfig(setup_.config, setup_.data.train.num_examples)
                                .ScheduledExamples());
+}
+
+void CentreEvaluator::SaveFinal(const std::string& run_dir) const {
+  SaveFinalModel(*model_, centre_, run_dir);
 }
 
 }  // namespace asgd::experiments::cluster

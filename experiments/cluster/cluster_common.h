@@ -160,6 +160,8 @@ class CentreEvaluator {
   // reading the centre timed out (a shard is down: the evaluation is retried or
   // dropped). Throws InputError when a shard answers with an error.
   std::optional<models::EvalResult> Evaluate(bool full);
+  // SaveFinalModel (experiments/run/evaluation.h) of the centre the last Evaluate read.
+  void SaveFinal(const std::string& run_dir) const;
 
  private:
   const Setup& setup_;

@@ -468,6 +468,7 @@ void Coordinator::Running() {
 
 int Coordinator::Finish() {
   const bool failed = !failure_.empty();
+  if (!failed && inline_evaluator_) inline_evaluator_->SaveFinal(run_->path());
   const double wall = Elapsed();
   const StalenessRecorder::Stats st = staleness_->stats();
   SummaryRow summary = recorder_->Summary();  // best, final, target, time to target

@@ -38,7 +38,8 @@ namespace tp = ::asgd::transport;
 // The layout every process of the run derives from [model] and [data].
 ParamLayout LayoutFor(const Config& config, const std::vector<std::string>& data_dirs) {
   datasets::TrainTest data = datasets::LoadDataset(BuildDataOptions(config, data_dirs));
-  return models::NewModel(BuildModelOptions(config), InputSpecFor(data.train))->layout();
+  return models::NewModelOn(BuildModelOptions(config), InputSpecFor(data.train), models::Device{})
+      ->layout();
 }
 
 tp::Placement PlacementFor(const Config& config, const ParamLayout& layout, int shards) {

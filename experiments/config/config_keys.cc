@@ -152,9 +152,18 @@ Schema BuildSchema() {
             "synthetic: 0 = dense examples; k > 0 = sparse examples with k non-zeros each"));
 
   // [model]
-  s.Add(Choice("model.name", "mlp", {"softmax", "mlp", "cnn", "logreg"},
-               "softmax regression, multilayer perceptron, LeNet-5-style CNN, or sparse "
-               "logistic regression (LIBSVM data)"));
+  s.Add(Choice("model.name", "mlp", {"softmax", "mlp", "cnn", "logreg", "torchscript"},
+               "softmax regression, multilayer perceptron, LeNet-5-style CNN, sparse "
+               "logistic regression (LIBSVM data), or torchscript: a PyTorch module from "
+               "model.file (builds with libtorch only)"));
+  s.Add(Str("model.file", "",
+            "torchscript: the module's file (torch.jit.save; relative to the config file's "
+            "folder). Its parameters in named_parameters() order are the flat vector, and its "
+            "stored values the initial parameters of every worker and shard"));
+  s.Add(IntList("model.input_shape", "", 1,
+                "torchscript: the shape of one example as the module takes it (e.g. 3,32,32); "
+                "empty = the dataset's (1,28,28 for MNIST)",
+                true));
   s.Add(IntList("model.hidden", "256,256", 1, "mlp: hidden layer sizes", false));
   s.Add(Choice("model.activation", "relu", {"relu", "tanh", "sigmoid"},
                "mlp and cnn: hidden activation"));

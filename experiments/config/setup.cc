@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <utility>
 
@@ -44,6 +45,16 @@ models::ModelOptions BuildModelOptions(const Config& config) {
   m.cnn_channels = config.IntList("model.cnn_channels");
   m.cnn_fc = config.IntList("model.cnn_fc");
   m.cnn_kernel = config.Int("model.cnn_kernel");
+  m.file = config.String("model.file");
+  if (!m.file.empty()) {
+    // Relative to the config file's folder (the working directory for a config without a
+    // file), made absolute so that every process of a run opens the same file.
+    const std::filesystem::path source(config.source());
+    std::filesystem::path file(m.file);
+    if (file.is_relative() && !config.source().empty()) file = source.parent_path() / file;
+    m.file = std::filesystem::absolute(file).lexically_normal().string();
+  }
+  m.input_shape = config.IntList("model.input_shape");
   return m;
 }
 

@@ -113,7 +113,7 @@ RunResult RunCollective(const Config& config, const RunRequest& request, std::os
   const datasets::Dataset& train = data.train;
   const datasets::Dataset& test = data.test;
   std::unique_ptr<models::Model> model =
-      models::NewModel(BuildModelOptions(config), InputSpecFor(train));
+      models::NewModelOn(BuildModelOptions(config), InputSpecFor(train), models::Device{});
   const int64_t n_params = model->layout().size();
   const alg::OptimizerOptions optimizer_options = BuildOptimizerOptions(config);
   (void)alg::NewOptimizer(optimizer_options, n_params);  // validate before the folder
@@ -439,6 +439,7 @@ RunResult RunCollective(const Config& config, const RunRequest& request, std::os
     }
     // The workers published their final average when they voted to stop.
     evaluate(shared.average, shared.consensus, samples, true);
+    SaveFinalModel(*model, shared.average, run.path());
     // A finished run's last checkpoint: `--resume` with more epochs extends it.
     if (checkpointing) save_checkpoint(shared.average, shared.boundary_step);
   }

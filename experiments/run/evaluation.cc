@@ -15,4 +15,9 @@ models::EvalResult EvaluateOn(models::Model& model, std::span<const float> param
   return total;
 }
 
+void SaveFinalModel(const models::Model& model, std::span<const float> params,
+                    const std::string& run_dir) {
+  if (model.CanSave()) model.SaveAs(params, run_dir + "/" + kFinalModelFile);
+}
+
 }  // namespace asgd::experiments

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 
 #include "datasets/dataset.h"
 #include "models/model.h"
@@ -13,5 +14,16 @@ namespace asgd::experiments {
 // limit <= 0 or larger than the dataset), evaluated in chunks of `chunk` examples.
 models::EvalResult EvaluateOn(models::Model& model, std::span<const float> params,
                               const datasets::Dataset& ds, int64_t limit = 0, int64_t chunk = 1000);
+
+// The file in the run folder that holds the trained model in its own framework's format,
+// for models that can save themselves (Model::CanSave: the TorchScript model writes a copy
+// of its .pt with the run's parameters, which torch.jit.load reads back).
+inline constexpr const char* kFinalModelFile = "final_model.pt";
+
+// Writes model at params (the final parameters, those the run's last evaluation read) as
+// run_dir/final_model.pt when model.CanSave(); does nothing otherwise. Every driver calls it
+// once, after its final evaluation. Throws IoError.
+void SaveFinalModel(const models::Model& model, std::span<const float> params,
+                    const std::string& run_dir);
 
 }  // namespace asgd::experiments

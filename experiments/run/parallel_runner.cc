@@ -464,6 +464,7 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
   const bool failed = reason == shared.failure && !shared.failure.empty();
   if (reason.empty()) reason = stop.TargetReason();
   if (!failed) evaluate(true);
+  if (!failed) SaveFinalModel(*model, centre, run.path());
   // A finished run's last checkpoint: `--resume` with more epochs extends it.
   if (!failed && (checkpoint_every_steps > 0 || checkpoint_every_s > 0)) {
     try {

@@ -22,7 +22,8 @@ Problem LoadProblem(const Config& config, const RunRequest& request) {
   p.strategy = &algorithms::FindStrategy(p.name);
   p.workers = static_cast<int>(config.Int("algorithm.workers"));
   p.data = datasets::LoadDataset(BuildDataOptions(config, request.data_dirs));
-  p.model = models::NewModel(BuildModelOptions(config), InputSpecFor(p.data.train));
+  p.model =
+      models::NewModelOn(BuildModelOptions(config), InputSpecFor(p.data.train), models::Device{});
   p.n_params = p.model->layout().size();
   p.optimizer = BuildOptimizerOptions(config);
   (void)algorithms::NewOptimizer(p.optimizer, p.n_params);  // validates

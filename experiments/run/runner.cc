@@ -81,7 +81,7 @@ RunResult RunExperiment(const Config& config, const RunRequest& request, std::os
   const datasets::Dataset& train = data.train;
   const datasets::Dataset& test = data.test;
   std::unique_ptr<models::Model> model =
-      models::NewModel(BuildModelOptions(config), InputSpecFor(train));
+      models::NewModelOn(BuildModelOptions(config), InputSpecFor(train), models::Device{});
   // The gradient's model on model.device (the evaluation stays on the CPU model).
   const models::Device device = WorkerDevice(config, 0, 1);
   std::unique_ptr<models::Model> device_model;
@@ -200,6 +200,7 @@ RunResult RunExperiment(const Config& config, const RunRequest& request, std::os
   }
   // The last row always evaluates the whole test set at the final parameters.
   if (!failed && schedule.FinalNeeded(samples)) evaluate(true);
+  if (!failed) SaveFinalModel(*model, params, run.path());
   progress.Done();
 
   result.wall_time_s = train_seconds();

@@ -234,6 +234,7 @@ RunResult RunSimulated(const Config& config, const RunRequest& request, std::ost
     reason = stop.Check(p.samples, p.steps, end_s, false).value_or(stop.TargetReason());
   }
   if (!failed && eval_schedule.FinalNeeded(p.samples)) evaluate(true);
+  if (!failed) SaveFinalModel(*problem.model, centre, run.path());
   progress.Done();
   staleness.Flush();
 

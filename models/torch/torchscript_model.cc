@@ -1,0 +1,324 @@
+// The only file of asgd that includes libtorch (torch/script.h costs ~20 s to compile).
+#include "models/torch/torchscript_model.h"
+
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <utility>
+
+#include <ATen/Parallel.h>
+#include <dlfcn.h>
+#include <torch/script.h>
+
+#include "core/check.h"
+#include "core/error.h"
+#include "core/file_util.h"
+
+namespace asgd::models {
+namespace {
+
+constexpr const char* kFileKey = "model.file";
+
+// The first line of a libtorch error (its messages carry a C++ backtrace).
+std::string FirstLine(const std::exception& e) {
+  const c10::Error* ce = dynamic_cast<const c10::Error*>(&e);
+  std::string what = ce ? ce->what_without_backtrace() : e.what();
+  const std::size_t nl = what.find('\n');
+  if (nl != std::string::npos) what.resize(nl);
+  return what;
+}
+
+std::string ShapeText(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += ',';
+    s += std::to_string(shape[i]);
+  }
+  s += ']';
+  return s;
+}
+
+torch::jit::Module LoadModule(const std::string& bytes) {
+  std::istringstream in(bytes);
+  return torch::jit::load(in, torch::kCPU);
+}
+
+// What every instance shares, read-only.
+struct Shared {
+  std::string file;
+  std::string bytes;                 // the .pt as read
+  std::vector<int64_t> input_shape;  // one example, without the batch dimension
+  int classes = 0;
+  ParamLayout layout;
+  std::vector<float> initial;  // θ₀: the file's parameter values, flat
+};
+
+// Runs once per thread that computes: OpenMP's team size is a per-thread setting, which
+// at::init_num_threads copies from the process-wide at::set_num_threads.
+void InitThisThread() {
+  thread_local bool done = false;
+  if (!done) {
+    at::init_num_threads();
+    done = true;
+  }
+}
+
+class TorchScriptModel final : public Model {
+ public:
+  explicit TorchScriptModel(std::shared_ptr<const Shared> shared)
+      : shared_(std::move(shared)), module_(LoadModule(shared_->bytes)) {
+    // Every parameter is in the flat vector and trained: one that a module saved with
+    // requires_grad = False (frozen in PyTorch) gets its gradient too.
+    for (const at::Tensor& p : module_.parameters()) {
+      params_.push_back(p);
+      params_.back().set_requires_grad(true);
+    }
+    ASGD_CHECK_EQ(static_cast<int64_t>(params_.size()),
+                  static_cast<int64_t>(shared_->layout.tensors().size()), "parameter tensors");
+  }
+
+  std::string Name() const override { return "torchscript"; }
+  std::string Describe() const override {
+    return "torchscript " + shared_->file + " input " + ShapeText(shared_->input_shape) + " (" +
+           std::to_string(shared_->layout.size()) + " params in " +
+           std::to_string(shared_->layout.tensors().size()) + " tensors)";
+  }
+  const ParamLayout& layout() const override { return shared_->layout; }
+
+  // θ₀ is the file's values, whatever the seed (the same in every worker and process).
+  void Initialize(std::span<float> params, uint64_t /*seed*/) const override {
+    ASGD_CHECK_EQ(static_cast<int64_t>(params.size()), shared_->layout.size(), "params size");
+    std::copy(shared_->initial.begin(), shared_->initial.end(), params.begin());
+  }
+
+  float LossAndGradient(std::span<const float> params, const datasets::BatchView& batch,
+                        std::span<float> grad) override {
+    ASGD_CHECK_EQ(static_cast<int64_t>(grad.size()), shared_->layout.size(), "grad size");
+    InitThisThread();
+    torch::AutoGradMode grad_mode(true);
+    BindParams(params);
+    BindGrads(grad);
+    std::fill(grad.begin(), grad.end(), 0.0f);
+    module_.train();
+    const at::Tensor logits = Forward(batch);
+    const at::Tensor loss = at::cross_entropy_loss(logits, Labels(batch));
+    loss.backward();
+    return loss.item<float>();
+  }
+
+  EvalResult Evaluate(std::span<const float> params, const datasets::BatchView& batch) override {
+    InitThisThread();
+    torch::NoGradGuard no_grad;
+    BindParams(params);
+    module_.eval();
+    const at::Tensor logits = Forward(batch);
+    const at::Tensor labels = Labels(batch);
+    const at::Tensor losses =
+        at::nll_loss(at::log_softmax(logits, 1), labels, {}, at::Reduction::None);
+    EvalResult r;
+    r.loss_sum = losses.to(at::kDouble).sum().item<double>();
+    r.correct = logits.argmax(1).eq(labels).sum().item<int64_t>();
+    r.count = batch.size;
+    return r;
+  }
+
+  int64_t num_features() const override {
+    int64_t n = 1;
+    for (int64_t d : shared_->input_shape) n *= d;
+    return n;
+  }
+  int num_classes() const override { return shared_->classes; }
+
+  std::unique_ptr<Model> Clone() const override {
+    return std::make_unique<TorchScriptModel>(shared_);
+  }
+
+  bool CanSave() const override { return true; }
+
+  void SaveAs(std::span<const float> params, const std::string& path) const override {
+    ASGD_CHECK_EQ(static_cast<int64_t>(params.size()), shared_->layout.size(), "params size");
+    torch::NoGradGuard no_grad;
+    // A fresh copy of the file's module: this instance's parameters are views of buffers
+    // it does not own, which save() must not be handed.
+    torch::jit::Module copy = LoadModule(shared_->bytes);
+    int64_t offset = 0;
+    for (const at::Tensor& p : copy.parameters()) {
+      p.view({-1}).copy_(
+          at::from_blob(const_cast<float*>(params.data()) + offset, {p.numel()}, at::kFloat));
+      offset += p.numel();
+    }
+    std::ostringstream out;
+    copy.save(out);
+    WriteFileAtomic(path, out.str());
+  }
+
+ private:
+  // Points every parameter at its range of params (only when the address changed).
+  void BindParams(std::span<const float> params) {
+    ASGD_CHECK_EQ(static_cast<int64_t>(params.size()), shared_->layout.size(), "params size");
+    if (params.data() == bound_params_) return;
+    // The module only reads its parameters: the const_cast gives libtorch the non-const
+    // pointer its tensors hold, nothing writes through it.
+    float* base = const_cast<float*>(params.data());
+    const std::vector<TensorSpec>& specs = shared_->layout.tensors();
+    for (std::size_t i = 0; i < params_.size(); ++i) {
+      params_[i].set_data(at::from_blob(base + specs[i].offset, params_[i].sizes(), at::kFloat));
+    }
+    bound_params_ = params.data();
+  }
+
+  // Points every parameter's .grad at its range of grad (only when the address changed):
+  // backward() then accumulates in place (autograd adds into a defined .grad).
+  void BindGrads(std::span<float> grad) {
+    if (grad.data() == bound_grad_) return;
+    const std::vector<TensorSpec>& specs = shared_->layout.tensors();
+    for (std::size_t i = 0; i < params_.size(); ++i) {
+      params_[i].mutable_grad() =
+          at::from_blob(grad.data() + specs[i].offset, params_[i].sizes(), at::kFloat);
+    }
+    bound_grad_ = grad.data();
+  }
+
+  at::Tensor Forward(const datasets::BatchView& batch) {
+    ASGD_CHECK(!batch.sparse(), "the TorchScript model takes dense batches");
+    ASGD_CHECK_EQ(batch.num_features, num_features(), "batch features");
+    std::vector<int64_t> shape = {batch.size};
+    shape.insert(shape.end(), shared_->input_shape.begin(), shared_->input_shape.end());
+    const at::Tensor x = at::from_blob(const_cast<float*>(batch.x), shape, at::kFloat);
+    return module_.forward({x}).toTensor();
+  }
+
+  at::Tensor Labels(const datasets::BatchView& batch) {
+    labels_.assign(batch.labels, batch.labels + batch.size);
+    return at::from_blob(labels_.data(), {batch.size}, at::kLong);
+  }
+
+  std::shared_ptr<const Shared> shared_;
+  torch::jit::Module module_;
+  std::vector<at::Tensor> params_;  // the module's parameters, in named_parameters() order
+  const float* bound_params_ = nullptr;
+  float* bound_grad_ = nullptr;
+  std::vector<int64_t> labels_;
+};
+
+[[noreturn]] void Refuse(const std::string& file, const std::string& expected) {
+  throw ConfigError(kFileKey, file, expected);
+}
+
+// Runs the module once on zeros of the input's shape, in eval mode without autograd, and
+// checks that it returns [2, classes] floats.
+void CheckForward(torch::jit::Module& module, const Shared& s) {
+  std::vector<int64_t> shape = {2};
+  shape.insert(shape.end(), s.input_shape.begin(), s.input_shape.end());
+  const std::string wanted = "a module whose forward maps float32 " + ShapeText(shape) +
+                             " (a batch of the data) to logits [2," + std::to_string(s.classes) +
+                             "]";
+  torch::NoGradGuard no_grad;
+  module.eval();
+  c10::IValue out;
+  try {
+    out = module.forward({at::zeros(shape, at::kFloat)});
+  } catch (const std::exception& e) {
+    Refuse(s.file, wanted + "; forward failed: " + FirstLine(e));
+  }
+  if (!out.isTensor()) Refuse(s.file, wanted + "; forward returned a " + out.tagKind());
+  const at::Tensor t = out.toTensor();
+  const std::vector<int64_t> got(t.sizes().begin(), t.sizes().end());
+  if (got != std::vector<int64_t>{2, s.classes}) {
+    Refuse(s.file, wanted + "; it returned " + ShapeText(got));
+  }
+  if (t.scalar_type() != at::kFloat) {
+    Refuse(s.file, wanted + "; it returned " + std::string(c10::toString(t.scalar_type())));
+  }
+}
+
+}  // namespace
+
+void LimitTorchThreads() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    at::set_num_threads(1);
+    try {
+      at::set_num_interop_threads(1);
+    } catch (const std::exception&) {
+      // Already started (something ran an inter-op task first): it keeps its size.
+    }
+    // OpenBLAS (when it is the BLAS libtorch loaded) otherwise splits every product over
+    // all cores, on top of asgd's worker threads.
+    using SetThreads = void (*)(int);
+    if (void* f = dlsym(RTLD_DEFAULT, "openblas_set_num_threads")) {
+      reinterpret_cast<SetThreads>(f)(1);
+    }
+  });
+  InitThisThread();
+}
+
+int TorchThreadsOfThisThread() { return at::get_num_threads(); }
+
+std::unique_ptr<Model> NewTorchScriptModel(const TorchScriptOptions& options,
+                                           const InputSpec& input) {
+  LimitTorchThreads();
+  auto s = std::make_shared<Shared>();
+  s->file = options.file;
+  s->classes = input.num_classes;
+  if (options.file.empty()) {
+    throw ConfigError(kFileKey, "",
+                      "the path of a TorchScript file (torch.jit.save) for "
+                      "model.name = torchscript");
+  }
+  if (input.sparse) {
+    throw ConfigError("model.name", "torchscript",
+                      "dense data for a TorchScript model (sparse LIBSVM data: use logreg)");
+  }
+  s->input_shape = options.input_shape.empty() ? input.example_shape : options.input_shape;
+  int64_t features = 1;
+  for (int64_t d : s->input_shape) features *= d > 0 ? d : 0;
+  if (features != input.num_features) {
+    std::string text;
+    for (std::size_t i = 0; i < options.input_shape.size(); ++i) {
+      if (i) text += ',';
+      text += std::to_string(options.input_shape[i]);
+    }
+    throw ConfigError("model.input_shape", text,
+                      "positive sizes whose product is the data's " +
+                          std::to_string(input.num_features) + " features per example");
+  }
+  if (!IsDirectory(options.file) && FileExists(options.file)) {
+    try {
+      s->bytes = ReadFile(options.file);
+    } catch (const std::exception& e) {
+      Refuse(options.file, std::string("a readable TorchScript file (") + e.what() + ")");
+    }
+  } else {
+    Refuse(options.file, "an existing TorchScript file (torch.jit.save); there is none");
+  }
+  torch::jit::Module module;
+  try {
+    module = LoadModule(s->bytes);
+  } catch (const std::exception& e) {
+    Refuse(options.file, "a TorchScript module saved by torch.jit.save (" + FirstLine(e) + ")");
+  }
+  for (const auto& b : module.named_buffers()) {
+    Refuse(options.file, "a module without buffers (asgd trains parameters only; buffer '" +
+                             b.name + "' holds state such as BatchNorm's running statistics)");
+  }
+  for (const auto& p : module.named_parameters()) {
+    if (p.value.scalar_type() != at::kFloat) {
+      Refuse(options.file, "float32 parameters; '" + p.name + "' is " +
+                               std::string(c10::toString(p.value.scalar_type())));
+    }
+    if (p.value.numel() == 0) Refuse(options.file, "non-empty parameters; '" + p.name + "' is");
+    std::vector<int64_t> shape(p.value.sizes().begin(), p.value.sizes().end());
+    s->layout.Add(p.name, shape);
+    const at::Tensor flat = p.value.detach().contiguous().view({-1});
+    s->initial.insert(s->initial.end(), flat.data_ptr<float>(),
+                      flat.data_ptr<float>() + flat.numel());
+  }
+  if (s->layout.size() == 0) Refuse(options.file, "a module with parameters; it has none");
+  CheckForward(module, *s);
+  return std::make_unique<TorchScriptModel>(std::move(s));
+}
+
+}  // namespace asgd::models

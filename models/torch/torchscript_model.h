@@ -1,0 +1,80 @@
+// A Model whose function is a TorchScript module (a PyTorch model saved with
+// torch.jit.save): a researcher's own network trained by every asgd strategy.
+//
+//   TorchScriptOptions options;
+//   options.file = "models/resnet20.pt";   // model.file, resolved by experiments/
+//   std::unique_ptr<Model> model = NewTorchScriptModel(options, input);
+//
+// This header includes no libtorch header: only torchscript_model.cc does, and the library
+// (asgd_models_torch) links libtorch PRIVATE. It exists only in builds with
+// ASGD_HAVE_TORCH = 1; NewModelOn (models/device.h) refuses model.name = torchscript in
+// one line in the others.
+//
+// What the model is:
+//   - Parameters: the module's parameters in named_parameters() order, flattened into
+//     asgd's flat vector; the ParamLayout's tensor names are the module's names
+//     ("fc1.weight", "layer1.0.conv1.weight", ...). Every parameter must be float32, and
+//     every one is trained (one saved with requires_grad = False gets its gradient too).
+//   - θ₀: the values stored in the file. Initialize ignores the seed, so every worker,
+//     shard and process starts from the same parameters, those the researcher saved.
+//   - Forward: the module takes float32 [B, *input_shape] (input_shape from the dataset,
+//     e.g. {1, 28, 28}, or TorchScriptOptions::input_shape) and returns logits [B, classes].
+//   - Loss: mean softmax cross-entropy over the batch (labels converted to int64), as every
+//     asgd model; LossAndGradient runs the module in train() mode (dropout on), Evaluate in
+//     eval() mode without autograd.
+//   - No copy per step: the module's parameters are views of the params buffer passed in
+//     and their .grad views of the grad buffer (re-pointed only when a buffer's address
+//     changes); LossAndGradient zeroes grad and backward() accumulates into it.
+//   - CPU only, float32 only. Modules with buffers that are not parameters (BatchNorm's
+//     running statistics) are refused in one line naming the buffer: which worker's
+//     statistics an evaluation would read has no answer yet.
+//
+// Threads: the first model built (in the thread that then starts the workers) sets
+// libtorch's intra-op and inter-op threads to 1 and OpenBLAS's to 1 (LimitTorchThreads),
+// so that N workers compute on N cores; each thread that computes sets its own OpenMP
+// team size from it on first use.
+//
+// Thread safety: as every Model, one instance per thread (Clone()); instances share the
+// file's bytes and the layout, read-only.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "models/factory.h"
+#include "models/model.h"
+
+namespace asgd::models {
+
+struct TorchScriptOptions {
+  // The TorchScript file (torch.jit.save); opened as given (experiments/ resolves
+  // model.file against the config file's folder). Required.
+  std::string file;
+  // The shape of one example as the module takes it (without the batch dimension), e.g.
+  // {3, 32, 32}; its product must equal the dataset's features. Empty: the dataset's
+  // example shape. Default: empty.
+  std::vector<int64_t> input_shape;
+};
+
+// Loads and checks the module against the input: ConfigError naming model.file (or
+// model.input_shape) and what was expected, on one line, for a missing or unreadable
+// file, a file that is not a TorchScript module, a module without parameters, with a
+// parameter that is not float32, with a buffer, whose forward fails on a batch of
+// input_shape, or whose output is not [B, num_classes] floats; for sparse input and an
+// input_shape whose product is not the dataset's features.
+std::unique_ptr<Model> NewTorchScriptModel(const TorchScriptOptions& options,
+                                           const InputSpec& input);
+
+// One intra-op and one inter-op thread for libtorch, one thread for OpenBLAS (found at
+// run time; nothing when the BLAS is another one). Idempotent; NewTorchScriptModel calls
+// it. Call it before starting the threads that compute.
+void LimitTorchThreads();
+
+// libtorch's intra-op thread count as the calling thread sees it now (tests): 1 in a
+// thread that has computed with a TorchScript model or called LimitTorchThreads; OpenMP's
+// default (the cores) in a thread that has done neither.
+int TorchThreadsOfThisThread();
+
+}  // namespace asgd::models

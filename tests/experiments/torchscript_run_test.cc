@@ -1,0 +1,229 @@
+// `asgd run` with model.name = torchscript: a small scripted MLP trained by a representative
+// set of strategies (sequential, parameter server on threads, Hogwild, synchronous, elastic,
+// the collective, the simulator), the final_model.pt a run writes evaluated by PyTorch in
+// Python to the accuracy the run reported, and a bad model file refused before the run
+// folder exists. The module is scripted once by /usr/bin/python3; every test skips, saying
+// so, where that Python cannot import torch or the build has no TorchScript backend.
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "algorithms/strategy.h"
+#include "core/build_config.h"
+#include "core/file_util.h"
+#include "datasets/loader.h"
+#include "experiments/cli/cli.h"
+#include "experiments/config/config_keys.h"
+#include "experiments/config/setup.h"
+#include "tests/experiments/launch_test_util.h"
+#include "tests/support/test_util.h"
+
+namespace asgd::experiments {
+namespace {
+
+using ::testing::HasSubstr;
+namespace fs = std::filesystem;
+
+constexpr const char* kPython = "/usr/bin/python3";
+
+bool PythonHasTorch() {
+  static const bool ok =
+      std::system((std::string(kPython) + " -c 'import torch' >/dev/null 2>&1").c_str()) == 0;
+  return ok;
+}
+
+#define REQUIRE_TORCH()                                                            \
+  do {                                                                             \
+    if (!ASGD_HAVE_TORCH) GTEST_SKIP() << "this build has no TorchScript backend"; \
+    if (!PythonHasTorch()) {                                                       \
+      GTEST_SKIP() << kPython                                                      \
+                   << " cannot import torch (Debian: python3-torch): no module "   \
+                      "to train";                                                  \
+    }                                                                              \
+  } while (0)
+
+// The scripted MLP 16-16-3 every test trains: made once, beside the configs (model.file
+// is relative to the config file's folder).
+class TorchScriptRun : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!ASGD_HAVE_TORCH || !PythonHasTorch()) return;
+    dir_ = new testing::TempDir();
+    testing::WriteTestFile(dir_->File("make.py"),
+                           "import sys, torch\ntorch.manual_seed(0)\n"
+                           "m = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU(), "
+                           "torch.nn.Linear(16, 3))\n"
+                           "torch.jit.save(torch.jit.script(m), sys.argv[1])\n");
+    const std::string command =
+        std::string(kPython) + " " + dir_->File("make.py") + " " + dir_->File("mlp.pt");
+    ASSERT_EQ(std::system(command.c_str()), 0) << command;
+  }
+  static void TearDownTestSuite() {
+    delete dir_;
+    dir_ = nullptr;
+  }
+  static testing::TempDir* dir_;
+};
+testing::TempDir* TorchScriptRun::dir_ = nullptr;
+
+struct Outcome {
+  int status;
+  std::string out, err, run_dir;
+  nlohmann::json provenance;
+};
+
+// Writes <folder>/run.ini (the model file relative to it) and runs it.
+Outcome RunTs(const std::string& folder, const std::string& body,
+              const std::string& model_file = "../mlp.pt") {
+  fs::create_directories(folder);
+  testing::WriteTestFile(
+      folder + "/run.ini",
+      "[experiment]\nname = ts\nprogress = off\nlog_level = error\nepochs = 3\nout_dir = " +
+          folder +
+          "/runs\n[data]\ndataset = synthetic\nsynthetic_train = 3000\n"
+          "synthetic_test = 600\nsynthetic_classes = 3\nsynthetic_features = 16\n"
+          "[model]\nname = torchscript\nfile = " +
+          model_file + "\n" + body);
+  std::ostringstream out, err;
+  Outcome o;
+  o.status = Main({"run", folder + "/run.ini"}, out, err);
+  o.out = out.str();
+  o.err = err.str();
+  if (fs::exists(folder + "/runs")) {
+    for (const auto& e : fs::directory_iterator(folder + "/runs")) {
+      o.run_dir = e.path().string();
+      o.provenance = nlohmann::json::parse(ReadFile((e.path() / "provenance.json").string()));
+    }
+  }
+  return o;
+}
+
+class TorchScriptStrategies : public TorchScriptRun,
+                              public ::testing::WithParamInterface<std::string> {};
+
+// The scripted module learns the separable problem under every strategy, and in the
+// simulator (chance is 0.33; asgd's own MLP of this shape reaches about 0.93), with the
+// settings of parallel_test's EveryStrategy; every run writes final_model.pt.
+TEST_P(TorchScriptStrategies, Learns) {
+  REQUIRE_TORCH();
+  const std::string& param = GetParam();
+  const bool sim = param == "downpour_sim";
+  const std::string name = sim ? "downpour" : param;
+  const int workers = name == "sgd" ? 1 : 3;
+  const Outcome o = RunTs(dir_->File(param), "[algorithm]\nname = " + name +
+                                                 "\nworkers = " + std::to_string(workers) +
+                                                 "\nwindow = 2\nlearning_rate = 0.1\n" +
+                                                 (name == "sagn" ? "aggregation = sum\n" : "") +
+                                                 (sim ? "[cluster]\ntransport = sim\n" : ""));
+  ASSERT_EQ(o.status, 0) << o.err << o.out;
+  EXPECT_GE(std::stod(o.provenance["final_test_accuracy"].get<std::string>()), 0.85) << o.out;
+  EXPECT_TRUE(fs::exists(o.run_dir + "/final_model.pt")) << o.run_dir;
+}
+
+// Every strategy of the registry (a new one is covered), the sequential baseline, and a
+// simulated run with the measured step time.
+std::vector<std::string> Strategies() {
+  std::vector<std::string> names;
+  for (const std::string& name : algorithms::StrategyNames()) {
+    if (algorithms::FindStrategy(name).name == name) names.push_back(name);
+  }
+  names.push_back("downpour_sim");
+  return names;
+}
+
+INSTANTIATE_TEST_SUITE_P(Every, TorchScriptStrategies, ::testing::ValuesIn(Strategies()),
+                         [](const auto& param_info) { return param_info.param; });
+
+// `asgd launch`: the parameter server, the workers and the evaluator as processes, each
+// loading the module from the file the config names (relative to the config's folder).
+TEST_F(TorchScriptRun, DownpourAsProcessesLearns) {
+  REQUIRE_TORCH();
+  using namespace launch_test;  // NOLINT: the helpers of launch_test_util.h
+  testing::TempDir dir;
+  fs::copy_file(dir_->File("mlp.pt"), dir.File("mlp.pt"));
+  const std::string config =
+      TrainingConfig(dir, "downpour", "[model]\nname = torchscript\nfile = mlp.pt\n");
+  // TrainingConfig's [model] comes first; the second section's keys would be duplicates.
+  std::string text = ReadFile(config);
+  const std::string mlp = "[model]\nname = mlp\nhidden = 16\n";
+  ASSERT_NE(text.find(mlp), std::string::npos) << text;
+  text.replace(text.find(mlp), mlp.size(), "");
+  testing::WriteTestFile(config, text);
+  Subprocess launch({kAsgd, "launch", config}, dir.File("launch.log"));
+  const auto status = launch.Wait(kTimeout);
+  ASSERT_TRUE(status.has_value()) << "launch hung:\n" << launch.Output();
+  EXPECT_EQ(*status, 0) << launch.Output();
+  auto s = Summary(dir);
+  EXPECT_EQ(s["status"], "completed");
+  EXPECT_EQ(s["model"], "torchscript");
+  EXPECT_GE(std::stod(s["final_test_accuracy"]), 0.85);
+  for (pid_t pid : ChildPids(launch.Output())) EXPECT_FALSE(Alive(pid)) << pid;
+}
+
+// final_model.pt, loaded by torch.jit.load in Python, evaluates on the run's test set to
+// the final accuracy the run reported.
+TEST_F(TorchScriptRun, FinalModelEvaluatesInPythonToTheReportedAccuracy) {
+  REQUIRE_TORCH();
+  const std::string folder = dir_->File("final");
+  const Outcome o =
+      RunTs(folder, "[algorithm]\nname = downpour\nworkers = 2\nlearning_rate = 0.05\n");
+  ASSERT_EQ(o.status, 0) << o.err << o.out;
+  const double reported = std::stod(o.provenance["final_test_accuracy"].get<std::string>());
+  // The run's test set, as the run loaded it, for Python.
+  const Config config = Config::FromFile(folder + "/run.ini", {}, ExperimentSchema());
+  const datasets::TrainTest data = datasets::LoadDataset(BuildDataOptions(config, {}));
+  const datasets::Dataset& test = data.test;
+  {
+    std::ofstream x(folder + "/x.f32", std::ios::binary), y(folder + "/y.i32", std::ios::binary);
+    x.write(reinterpret_cast<const char*>(test.dense.data()),
+            static_cast<std::streamsize>(test.dense.size() * sizeof(float)));
+    y.write(reinterpret_cast<const char*>(test.labels.data()),
+            static_cast<std::streamsize>(test.labels.size() * sizeof(int32_t)));
+  }
+  testing::WriteTestFile(
+      folder + "/eval.py",
+      "import sys, numpy, torch\nm = torch.jit.load(sys.argv[1]).eval()\n"
+      "x = torch.from_numpy(numpy.fromfile(sys.argv[2], dtype=numpy.float32)).view(-1, 16)\n"
+      "y = torch.from_numpy(numpy.fromfile(sys.argv[3], dtype=numpy.int32)).long()\n"
+      "with torch.no_grad():\n    correct = int((m(x).argmax(1) == y).sum())\n"
+      "print(correct, len(y))\n");
+  const std::string command = std::string(kPython) + " " + folder + "/eval.py " + o.run_dir +
+                              "/final_model.pt " + folder + "/x.f32 " + folder + "/y.i32 > " +
+                              folder + "/eval.txt";
+  ASSERT_EQ(std::system(command.c_str()), 0) << command;
+  std::ifstream in(folder + "/eval.txt");
+  int64_t correct = -1, count = -1;
+  in >> correct >> count;
+  ASSERT_EQ(count, test.num_examples);
+  EXPECT_NEAR(static_cast<double>(correct) / static_cast<double>(count), reported,
+              0.5 / static_cast<double>(count));
+  // Training moved the parameters: the file is not the one the run started from.
+  EXPECT_NE(ReadFile(o.run_dir + "/final_model.pt"), ReadFile(dir_->File("mlp.pt")));
+}
+
+// A model file that is not there: one line naming it, exit status 2, no run folder. In a
+// build without the backend, one line saying so.
+TEST_F(TorchScriptRun, MissingFileIsOneLineAndNoRunFolder) {
+  testing::TempDir tmp;
+  const Outcome o = RunTs(tmp.File("cfg"), "[algorithm]\nname = sgd\n", "../absent.pt");
+  EXPECT_EQ(o.status, 2);
+  EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+  if (ASGD_HAVE_TORCH) {
+    EXPECT_THAT(o.err, HasSubstr("absent.pt"));
+    EXPECT_THAT(o.err, HasSubstr("model.file"));
+  } else {
+    EXPECT_THAT(o.err, HasSubstr("no TorchScript backend"));
+  }
+  EXPECT_FALSE(fs::exists(tmp.File("cfg") + "/runs"));
+}
+
+}  // namespace
+}  // namespace asgd::experiments

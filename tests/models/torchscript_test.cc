@@ -1,0 +1,437 @@
+// The TorchScript model (models/torch/torchscript_model.h): equivalence with asgd's own MLP
+// and CNN at the same weights, gradients in the caller's buffer, the file written back, the
+// threads it starts, and every bad input refused in one line. The modules are scripted by
+// small Python programs at test time (/usr/bin/python3 with torch); every test skips,
+// saying so, where that Python cannot import torch.
+#include <algorithm>
+#include <barrier>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <dirent.h>
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "models/cnn.h"
+#include "models/device.h"
+#include "models/factory.h"
+#include "models/mlp.h"
+#include "models/torch/torchscript_model.h"
+#include "tests/models/test_data.h"
+#include "tests/support/test_util.h"
+
+namespace asgd::models {
+namespace {
+
+using testing::DenseData;
+using testing::MakeBlobs;
+using testing::MakeImages;
+using testing::Mlp;
+using testing::PerturbedParams;
+using testing::RelativeError;
+using testing::SmallCnn;
+
+constexpr const char* kPython = "/usr/bin/python3";
+
+bool PythonHasTorch() {
+  static const bool ok =
+      std::system((std::string(kPython) + " -c 'import torch' >/dev/null 2>&1").c_str()) == 0;
+  return ok;
+}
+
+#define REQUIRE_TORCH_PYTHON()                                                   \
+  do {                                                                           \
+    if (!PythonHasTorch()) {                                                     \
+      GTEST_SKIP() << kPython                                                    \
+                   << " cannot import torch (Debian: python3-torch): no module " \
+                      "to load";                                                 \
+    }                                                                            \
+  } while (0)
+
+// Runs a Python program that defines `m` (a torch.nn.Module) after `import torch` and
+// torch.manual_seed(0), then saves torch.jit.script(m) to `out`.
+void Script(const ::asgd::testing::TempDir& dir, const std::string& body, const std::string& out) {
+  const std::string program = dir.File("make_module.py");
+  ::asgd::testing::WriteTestFile(program,
+                                 "import sys, torch\ntorch.manual_seed(0)\n" + body +
+                                     "\ntorch.jit.save(torch.jit.script(m), sys.argv[1])\n");
+  const std::string command = std::string(kPython) + " " + program + " " + out;
+  ASSERT_EQ(std::system(command.c_str()), 0) << command;
+}
+
+// The module of asgd's Mlp(12, {8, 6}, relu, 3), in PyTorch's terms.
+constexpr const char* kMlp = R"(
+class M(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(12, 8)
+        self.fc2 = torch.nn.Linear(8, 6)
+        self.fc3 = torch.nn.Linear(6, 3)
+    def forward(self, x):
+        x = x.flatten(1)
+        return self.fc3(torch.relu(self.fc2(torch.relu(self.fc1(x)))))
+m = M()
+)";
+
+// The module of SmallCnn(tanh): 2x11x13 -> conv 3x3 'same' -> pool -> conv 3x3 'valid' ->
+// pool -> flatten (c, i, j) -> fc 5 -> fc 3.
+constexpr const char* kCnn = R"(
+class M(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(2, 3, 3, padding=1)
+        self.conv2 = torch.nn.Conv2d(3, 4, 3)
+        self.fc1 = torch.nn.Linear(8, 5)
+        self.fc2 = torch.nn.Linear(5, 3)
+    def forward(self, x):
+        x = torch.max_pool2d(torch.tanh(self.conv1(x)), 2)
+        x = torch.max_pool2d(torch.tanh(self.conv2(x)), 2)
+        return self.fc2(torch.tanh(self.fc1(x.flatten(1))))
+m = M()
+)";
+
+InputSpec Spec(std::vector<int64_t> shape, int classes) {
+  InputSpec in;
+  in.num_features = 1;
+  for (int64_t d : shape) in.num_features *= d;
+  in.example_shape = std::move(shape);
+  in.num_classes = classes;
+  return in;
+}
+
+std::unique_ptr<Model> Load(const std::string& file, const InputSpec& in) {
+  TorchScriptOptions options;
+  options.file = file;
+  return NewTorchScriptModel(options, in);
+}
+
+// Copies `from` (in `from_layout`) into the tensors of the same names of `to_layout`,
+// transposing 2-D tensors ("fcN.weight": PyTorch's Linear stores [out, in], asgd [in, out]).
+std::vector<float> Translate(const ParamLayout& from_layout, std::span<const float> from,
+                             const ParamLayout& to_layout) {
+  std::vector<float> to(static_cast<std::size_t>(to_layout.size()), 0.0f);
+  EXPECT_EQ(from_layout.tensors().size(), to_layout.tensors().size());
+  for (const TensorSpec& t : from_layout.tensors()) {
+    const TensorSpec& u = to_layout.Get(t.name);
+    EXPECT_EQ(t.size, u.size) << t.name;
+    if (t.shape.size() == 2) {
+      EXPECT_EQ(t.shape[0], u.shape[1]) << t.name;
+      const int64_t rows = t.shape[0], cols = t.shape[1];
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t c = 0; c < cols; ++c)
+          to[u.offset + c * rows + r] = from[t.offset + r * cols + c];
+      }
+    } else {
+      EXPECT_EQ(t.shape, u.shape) << t.name;
+      std::copy_n(from.begin() + t.offset, t.size, to.begin() + u.offset);
+    }
+  }
+  return to;
+}
+
+std::vector<double> ToDouble(std::span<const float> v) { return {v.begin(), v.end()}; }
+
+// The TorchScript model and asgd's model at the same weights: the same loss and gradient.
+void ExpectSameAsEigen(Model& torch_model, Model& eigen, const DenseData& data) {
+  // Parameters away from the file's values, so that biases are not their initial values.
+  std::vector<float> theta(static_cast<std::size_t>(torch_model.layout().size()));
+  torch_model.Initialize(theta, 0);
+  for (std::size_t i = 0; i < theta.size(); ++i) {
+    theta[i] += 0.05f * std::sin(static_cast<float>(i));
+  }
+  const std::vector<float> theta_e = Translate(torch_model.layout(), theta, eigen.layout());
+  std::vector<float> g(theta.size()), g_e(theta_e.size());
+  const float loss = torch_model.LossAndGradient(theta, data.All(), g);
+  const float loss_e = eigen.LossAndGradient(theta_e, data.All(), g_e);
+  EXPECT_NEAR(loss, loss_e, 1e-5 * std::abs(loss_e));
+  const std::vector<float> g_t = Translate(torch_model.layout(), g, eigen.layout());
+  EXPECT_LE(RelativeError(ToDouble(g_t), ToDouble(g_e)), 1e-5);
+  const EvalResult r = torch_model.Evaluate(theta, data.All());
+  const EvalResult r_e = eigen.Evaluate(theta_e, data.All());
+  EXPECT_NEAR(r.loss_sum, r_e.loss_sum, 1e-5 * r_e.loss_sum);
+  EXPECT_EQ(r.correct, r_e.correct);
+  EXPECT_EQ(r.count, data.size());
+}
+
+TEST(TorchScriptModel, MlpEqualsAsgdMlpAtTheSameWeights) {
+  REQUIRE_TORCH_PYTHON();
+  ::asgd::testing::TempDir dir;
+  Script(dir, kMlp, dir.File("mlp.pt"));
+  std::unique_ptr<Model> model = Load(dir.File("mlp.pt"), Spec({12}, 3));
+  EXPECT_EQ(model->Name(), "torchscript");
+  // The layout is the module's named_parameters(): names, PyTorch's shapes, that order.
+  ASSERT_EQ(model->layout().tensors().size(), 6u);
+  EXPECT_EQ(model->layout().tensor(0).name, "fc1.weight");
+  EXPECT_EQ(model->layout().tensor(0).shape, (std::vector<int64_t>{8, 12}));
+  EXPECT_EQ(model->layout().tensor(5).name, "fc3.bias");
+  std::unique_ptr<Model> eigen = NewCpuMlpModel(Mlp(12, {8, 6}, Activation::kRelu, 3));
+  EXPECT_EQ(model->layout().size(), eigen->layout().size());
+  const DenseData data = MakeBlobs(40, 12, 3, 7);
+  ExpectSameAsEigen(*model, *eigen, data);
+}
+
+TEST(TorchScriptModel, CnnEqualsAsgdCnnAtTheSameWeights) {
+  REQUIRE_TORCH_PYTHON();
+  ::asgd::testing::TempDir dir;
+  Script(dir, kCnn, dir.File("cnn.pt"));
+  std::unique_ptr<Model> model = Load(dir.File("cnn.pt"), Spec({2, 11, 13}, 3));
+  std::unique_ptr<Model> eigen = NewCpuCnnModel(SmallCnn(Activation::kTanh));
+  EXPECT_EQ(model->layout().size(), eigen->layout().size());
+  const DenseData data = MakeImages(24, 2, 11, 13, 3, 5);
+  ExpectSameAsEigen(*model, *eigen, data);
+}
+
+TEST(TorchScriptModel, InitialParametersAreTheFilesWhateverTheSeed) {
+  REQUIRE_TORCH_PYTHON();
+  ::asgd::testing::TempDir dir;
+  Script(dir, kMlp, dir.File("mlp.pt"));
+  // The file's values, printed by PyTorch, against Initialize's.
+  const std::string dump = dir.File("values.txt");
+  ::asgd::testing::WriteTestFile(
+      dir.File("dump.py"),
+      "import sys, torch\nm = torch.jit.load(sys.argv[1])\n"
+      "print(' '.join(repr(float(v)) for p in m.parameters() for v in p.flatten()))\n");
+  ASSERT_EQ(std::system((std::string(kPython) + " " + dir.File("dump.py") + " " +
+                         dir.File("mlp.pt") + " > " + dump)
+                            .c_str()),
+            0);
+  std::ifstream in(dump);
+  std::vector<float> expected;
+  for (double v; in >> v;) expected.push_back(static_cast<float>(v));
+  std::unique_ptr<Model> model = Load(dir.File("mlp.pt"), Spec({12}, 3));
+  std::vector<float> a(expected.size()), b(expected.size());
+  model->Initialize(a, 1);
+  model->Clone()->Initialize(b, 99);
+  EXPECT_EQ(a, expected);
+  EXPECT_EQ(b, expected);
+}
+
+TEST(TorchScriptModel, GradientOverwritesAndFollowsTheBuffers) {
+  REQUIRE_TORCH_PYTHON();
+  ::asgd::testing::TempDir dir;
+  Script(dir, kMlp, dir.File("mlp.pt"));
+  std::unique_ptr<Model> model = Load(dir.File("mlp.pt"), Spec({12}, 3));
+  std::unique_ptr<Model> fresh = model->Clone();
+  const DenseData data = MakeBlobs(16, 12, 3, 3);
+  const auto n = static_cast<std::size_t>(model->layout().size());
+  std::vector<float> p1(n), p2(n);
+  model->Initialize(p1, 0);
+  p2 = p1;
+  for (float& x : p2) x *= 1.5f;
+  // Garbage in the gradient buffer is overwritten, not accumulated; a second step at the
+  // same buffers gives the same gradient; other buffers are followed.
+  std::vector<float> g1(n, 7.0f), g1b(n, -3.0f), g2(n, 1.0f), expect2(n);
+  const float l1 = model->LossAndGradient(p1, data.All(), g1);
+  EXPECT_EQ(model->LossAndGradient(p1, data.All(), g1b), l1);
+  EXPECT_EQ(g1, g1b);
+  const float l2 = model->LossAndGradient(p2, data.All(), g2);
+  const float l2_fresh = fresh->LossAndGradient(p2, data.All(), expect2);
+  EXPECT_EQ(l2, l2_fresh);
+  EXPECT_EQ(g2, expect2);
+  EXPECT_NE(l1, l2);
+  // The same buffer, new values in place: the model reads them (views, not copies).
+  p1 = p2;
+  std::vector<float> g3(n);
+  EXPECT_EQ(model->LossAndGradient(p1, data.All(), g3), l2);
+  EXPECT_EQ(g3, expect2);
+}
+
+// A parameter saved frozen (requires_grad = False) is in the flat vector and trained like
+// the others: the same gradient as the module without the flag.
+TEST(TorchScriptModel, FrozenParametersGetTheirGradientToo) {
+  REQUIRE_TORCH_PYTHON();
+  ::asgd::testing::TempDir dir;
+  Script(dir, kMlp, dir.File("mlp.pt"));
+  Script(dir, std::string(kMlp) + "m.fc1.weight.requires_grad_(False)", dir.File("frozen.pt"));
+  std::unique_ptr<Model> model = Load(dir.File("mlp.pt"), Spec({12}, 3));
+  std::unique_ptr<Model> frozen = Load(dir.File("frozen.pt"), Spec({12}, 3));
+  const DenseData data = MakeBlobs(16, 12, 3, 3);
+  const auto n = static_cast<std::size_t>(model->layout().size());
+  std::vector<float> p(n), g(n), g_frozen(n, 5.0f);
+  model->Initialize(p, 0);
+  EXPECT_EQ(model->LossAndGradient(p, data.All(), g),
+            frozen->LossAndGradient(p, data.All(), g_frozen));
+  EXPECT_EQ(g, g_frozen);
+  EXPECT_NE(g[0], 0.0f);
+}
+
+TEST(TorchScriptModel, SaveAsWritesAModuleWithTheGivenParameters) {
+  REQUIRE_TORCH_PYTHON();
+  ::asgd::testing::TempDir dir;
+  Script(dir, kMlp, dir.File("mlp.pt"));
+  std::unique_ptr<Model> model = Load(dir.File("mlp.pt"), Spec({12}, 3));
+  ASSERT_TRUE(model->CanSave());
+  std::vector<float> theta(static_cast<std::size_t>(model->layout().size()));
+  for (std::size_t i = 0; i < theta.size(); ++i) theta[i] = 0.01f * static_cast<float>(i % 37);
+  model->SaveAs(theta, dir.File("final_model.pt"));
+  std::unique_ptr<Model> back = Load(dir.File("final_model.pt"), Spec({12}, 3));
+  std::vector<float> read(theta.size());
+  back->Initialize(read, 0);
+  EXPECT_EQ(read, theta);
+  EXPECT_EQ(back->layout(), model->layout());
+  // The original is untouched.
+  std::vector<float> original(theta.size());
+  Load(dir.File("mlp.pt"), Spec({12}, 3))->Initialize(original, 0);
+  EXPECT_NE(original, theta);
+}
+
+int CountThreads() {
+  int n = 0;
+  DIR* d = opendir("/proc/self/task");
+  if (d == nullptr) return -1;
+  while (dirent* e = readdir(d)) n += e->d_name[0] != '.';
+  closedir(d);
+  return n;
+}
+
+// N workers computing at once add N threads to the process, no more: libtorch's intra-op
+// pool, OpenMP's teams and OpenBLAS's threads stay out of the way.
+TEST(TorchScriptModel, WorkersAddNoThreadsOfTheirOwn) {
+  REQUIRE_TORCH_PYTHON();
+  ::asgd::testing::TempDir dir;
+  // Big enough that libtorch and the BLAS would split the work if they could.
+  Script(dir,
+         "m = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(784, 256), "
+         "torch.nn.ReLU(), torch.nn.Linear(256, 256), torch.nn.ReLU(), "
+         "torch.nn.Linear(256, 10))",
+         dir.File("big.pt"));
+  std::unique_ptr<Model> model = Load(dir.File("big.pt"), Spec({1, 28, 28}, 10));
+  EXPECT_EQ(TorchThreadsOfThisThread(), 1);
+  const DenseData data = MakeImages(128, 1, 28, 28, 10, 1);
+  const int before = CountThreads();
+  constexpr int kWorkers = 3;
+  std::barrier<> stepped(kWorkers + 1), counted(kWorkers + 1);
+  std::vector<std::thread> workers;
+  std::vector<int> threads_seen(kWorkers, 0);
+  for (int w = 0; w < kWorkers; ++w) {
+    workers.emplace_back([&, w] {
+      std::unique_ptr<Model> mine = model->Clone();
+      std::vector<float> p(static_cast<std::size_t>(mine->layout().size())), g(p.size());
+      mine->Initialize(p, 0);
+      for (int s = 0; s < 3; ++s) mine->LossAndGradient(p, data.All(), g);
+      (void)mine->Evaluate(p, data.All());
+      threads_seen[w] = TorchThreadsOfThisThread();
+      stepped.arrive_and_wait();
+      counted.arrive_and_wait();
+    });
+  }
+  stepped.arrive_and_wait();
+  const int during = CountThreads();
+  counted.arrive_and_wait();
+  for (std::thread& t : workers) t.join();
+  EXPECT_EQ(during, before + kWorkers);
+  for (int seen : threads_seen) EXPECT_EQ(seen, 1);
+  // OpenBLAS's pool exists from load time (it is in `before`); what matters is that the
+  // products run on the calling thread. Only where the BLAS is OpenBLAS.
+  using GetThreads = int (*)();
+  if (void* f = dlsym(RTLD_DEFAULT, "openblas_get_num_threads")) {
+    EXPECT_EQ(reinterpret_cast<GetThreads>(f)(), 1);
+  }
+}
+
+// ---- bad input: one ConfigError line naming the file and what was expected ----
+
+std::string Refusal(const std::string& file, const InputSpec& in,
+                    std::vector<int64_t> input_shape = {}) {
+  TorchScriptOptions options;
+  options.file = file;
+  options.input_shape = std::move(input_shape);
+  try {
+    NewTorchScriptModel(options, in);
+  } catch (const ConfigError& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+    return what;
+  }
+  ADD_FAILURE() << file << " was accepted";
+  return "";
+}
+
+void ExpectContains(const std::string& text, const std::string& part) {
+  EXPECT_NE(text.find(part), std::string::npos) << "'" << part << "' not in: " << text;
+}
+
+TEST(TorchScriptModel, RefusesMissingAndCorruptFiles) {
+  ::asgd::testing::TempDir dir;
+  const std::string missing = Refusal(dir.File("nothing.pt"), Spec({12}, 3));
+  ExpectContains(missing, "model.file");
+  ExpectContains(missing, "nothing.pt");
+  ::asgd::testing::WriteTestFile(dir.File("corrupt.pt"), "this is not a zip archive");
+  const std::string corrupt = Refusal(dir.File("corrupt.pt"), Spec({12}, 3));
+  ExpectContains(corrupt, "corrupt.pt");
+  ExpectContains(corrupt, "a TorchScript module saved by torch.jit.save");
+  ExpectContains(Refusal("", Spec({12}, 3)), "model.file");
+}
+
+TEST(TorchScriptModel, RefusesModulesThatDoNotFitTheData) {
+  REQUIRE_TORCH_PYTHON();
+  ::asgd::testing::TempDir dir;
+  Script(dir, kMlp, dir.File("mlp.pt"));
+  // Forward fails on the data's shape (20 features, the module takes 12).
+  const std::string shape = Refusal(dir.File("mlp.pt"), Spec({20}, 3));
+  ExpectContains(shape, "mlp.pt");
+  ExpectContains(shape, "forward failed");
+  ExpectContains(shape, "[2,20]");
+  // Three logits, ten classes.
+  const std::string classes = Refusal(dir.File("mlp.pt"), Spec({12}, 10));
+  ExpectContains(classes, "logits [2,10]");
+  ExpectContains(classes, "returned [2,3]");
+  // model.input_shape must cover the features.
+  ExpectContains(Refusal(dir.File("mlp.pt"), Spec({12}, 3), {5}), "model.input_shape");
+  // A module that takes 1x3x4 images accepts the 12 features reshaped.
+  Script(dir,
+         "class M(torch.nn.Module):\n"
+         "    def __init__(self):\n"
+         "        super().__init__()\n"
+         "        self.fc = torch.nn.Linear(4, 3)\n"
+         "    def forward(self, x):\n"
+         "        assert x.dim() == 4\n"
+         "        return self.fc(x).sum(2).sum(1)\n"
+         "m = M()",
+         dir.File("image.pt"));
+  TorchScriptOptions options;
+  options.file = dir.File("image.pt");
+  options.input_shape = {1, 3, 4};
+  EXPECT_EQ(NewTorchScriptModel(options, Spec({12}, 3))->num_classes(), 3);
+  ExpectContains(Refusal(dir.File("image.pt"), Spec({12}, 3)), "forward failed");
+}
+
+TEST(TorchScriptModel, RefusesNonFloatParametersNoParametersAndBuffers) {
+  REQUIRE_TORCH_PYTHON();
+  ::asgd::testing::TempDir dir;
+  Script(dir, std::string(kMlp) + "m = m.double()", dir.File("double.pt"));
+  const std::string dtype = Refusal(dir.File("double.pt"), Spec({12}, 3));
+  ExpectContains(dtype, "float32 parameters; 'fc1.weight' is Double");
+  Script(dir,
+         "class M(torch.nn.Module):\n"
+         "    def forward(self, x):\n"
+         "        return x[:, :3]\n"
+         "m = M()",
+         dir.File("empty.pt"));
+  ExpectContains(Refusal(dir.File("empty.pt"), Spec({12}, 3)), "a module with parameters");
+  Script(dir, "m = torch.nn.Sequential(torch.nn.Linear(12, 3), torch.nn.BatchNorm1d(3))",
+         dir.File("bn.pt"));
+  const std::string buffers = Refusal(dir.File("bn.pt"), Spec({12}, 3));
+  ExpectContains(buffers, "bn.pt");
+  ExpectContains(buffers, "buffer '1.running_mean'");
+}
+
+TEST(TorchScriptModel, NewModelOnBuildsItOnTheCpuOnly) {
+  REQUIRE_TORCH_PYTHON();
+  ::asgd::testing::TempDir dir;
+  Script(dir, kMlp, dir.File("mlp.pt"));
+  ModelOptions options;
+  options.name = "torchscript";
+  options.file = dir.File("mlp.pt");
+  EXPECT_EQ(NewModelOn(options, Spec({12}, 3), Device{})->Name(), "torchscript");
+  EXPECT_THROW(NewModelOn(options, Spec({12}, 3), "cuda:0"), ConfigError);
+}
+
+}  // namespace
+}  // namespace asgd::models
