@@ -90,7 +90,7 @@ SimStore::SimStore(sim::Scheduler* sched, sim::NetworkModel* network,
   const sim::NetworkOptions& n = network_->options();
   inline_ = n.latency == Duration::zero() && std::isinf(n.link_bandwidth) &&
             (n.shard_nic_bandwidth == 0 || std::isinf(n.shard_nic_bandwidth)) &&
-            n.server_per_message == Duration::zero() && n.server_ns_per_byte == 0;
+            n.server_per_message == Duration::zero() && n.server_ns_per_element == 0;
   for (int s = 0; s < placement_.num_shards(); ++s) {
     auto shard = std::make_unique<Shard>();
     shard->storage = std::make_unique<transport::VectorStorage>(placement_.Gather(s, initial));
@@ -153,6 +153,11 @@ int64_t SimStore::RequestBytes(int shard, const Call& call) const {
   return placement_.shard_size(shard) * static_cast<int64_t>(sizeof(float));
 }
 
+int64_t SimStore::ServedElements(int shard, Op op) const {
+  return (Pushes(op) ? placement_.shard_size(shard) : 0) +
+         (Reads(op) ? placement_.shard_size(shard) : 0);
+}
+
 Status SimStore::Request(Call& call) {
   ASGD_CHECK(sched_->InTask(), "SimStore::Request outside a scheduler task");
   if (shut_down_) return ShuttingDown();
@@ -170,6 +175,7 @@ Status SimStore::Request(Call& call) {
   sim::Completion done(*sched_, num_shards());
   call.done = &done;
   call.task = sched_->Current();
+  call.sent = sched_->Now();
   for (int s = 0; s < num_shards(); ++s) {
     if (inline_) {
       Handle(s, call);
@@ -178,8 +184,8 @@ Status SimStore::Request(Call& call) {
     const int64_t bytes = RequestBytes(s, call);
     const Duration arrived =
         network_->SendToShard(static_cast<int>(call.worker), s, bytes, sched_->Now());
-    sched_->At(arrived, [this, s, bytes, &call] {
-      const Duration served = network_->Serve(s, bytes, sched_->Now());
+    sched_->At(arrived, [this, s, &call] {
+      const Duration served = network_->Serve(s, ServedElements(s, call.op), sched_->Now());
       sched_->At(served, [this, s, &call] { Handle(s, call); });
     });
   }
@@ -238,6 +244,10 @@ void SimStore::Handle(int s, Call& call) {
     return;
   }
   if (Pushes(call.op) && r.outcome == PushOutcome::kDropped) call.dropped = true;
+  if (observer_) {
+    observer_(Service{s, call.op, call.worker, call.sent, sched_->Now(), RequestBytes(s, call),
+                      ServedElements(s, call.op), shard.core->version(), r.deferred});
+  }
   if (r.deferred) {
     shard.replies->Hold(r.token, &call);
     return;

@@ -12,7 +12,7 @@
 // A call (sim/README.md's round trip). For each shard s, in shard order, the worker hands
 // a request to the network (NetworkModel::SendToShard: its NIC, then the shard's, FIFO);
 // when it has arrived, the shard's server thread takes it (NetworkModel::Serve: FIFO
-// behind the shard's earlier requests, per-message + per-byte cost); when the service
+// behind the shard's earlier requests, per-message + per-element cost); when the service
 // ends, the rule runs (ShardCore) and the reply is handed to the network
 // (SendToWorker). The calling task is suspended until the last shard's reply arrives. So
 // the rule sees requests in the order their service ends, and a pull's reply carries the
@@ -38,6 +38,13 @@
 // (as in Traffic). So the network model charges a compressed push for the bytes it moves,
 // and the shard decodes it in ShardCore, validating every field, as the ZeroMQ server
 // does.
+//
+// Server time (ServedElements): the shard's server is charged per element it touches, not
+// per byte received: a pull the shard's n elements it reads into the reply, a push the n it
+// writes (a compressed push decodes into all n before the add, so it costs the server what
+// a dense push costs, however few bytes it moved), a push-pull 2n, a clock 0. A held
+// request is charged all of it when it is served, before the rule holds it (a held
+// push-pull's read happens at its release, but its server time was paid on arrival).
 //
 // Shutdown fails every held request (kShuttingDown, the reply sent at once) and answers
 // every later request the same way without touching the network; values() still reads.
@@ -106,6 +113,30 @@ class SimStore {
   struct Call;
   Status Request(Call& call);
 
+  // The parameter elements shard s touches to serve a request of op (the server time's
+  // unit, see the header comment).
+  int64_t ServedElements(int shard, transport::Op op) const;
+
+  // One request as a shard served it, for traces and tests: reported at the virtual
+  // instant its service ended and the rule ran (a push's apply), after the rule (so a
+  // staleness record of the push comes first). version: the shard's version after the
+  // rule; for a read that was not held, the version its reply carries.
+  struct Service {
+    int shard = 0;
+    transport::Op op = transport::Op::kPull;
+    uint32_t worker = 0;
+    Duration sent{};    // when the worker handed the call to the network
+    Duration served{};  // now
+    int64_t request_bytes = 0;
+    int64_t elements = 0;  // ServedElements
+    uint64_t version = 0;
+    bool held = false;  // the rule holds the reply
+  };
+  // Empty: none (the default).
+  void SetServiceObserver(std::function<void(const Service&)> observer) {
+    observer_ = std::move(observer);
+  }
+
  private:
   class Replies;
   struct Shard;
@@ -122,6 +153,7 @@ class SimStore {
   bool inline_ = false;
   bool shut_down_ = false;
   std::vector<std::unique_ptr<Shard>> shards_;
+  std::function<void(const Service&)> observer_;
 };
 
 // What one SimParamClient call carries (internal to SimStore and its client; public so
@@ -142,6 +174,7 @@ struct SimStore::Call {
   bool dropped = false;
   sim::Completion* done = nullptr;
   sim::TaskId task = sim::kNoTask;
+  Duration sent{};  // when Request handed it to the network
 };
 
 // A simulated worker's client: SimStore::Request per call, versions kept per shard (as

@@ -17,13 +17,11 @@ using std::chrono::milliseconds;
 double Micros(Duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
 double Gbps(double bytes_per_s) { return bytes_per_s * 8 / 1e9; }
 
-// 94 % of the line rate is TCP payload at MTU 1500 (see the header).
-constexpr double kGoodput = 1448.0 / 1538.0;
-constexpr double LineRate(double gbit_per_s) { return gbit_per_s * 1e9 / 8 * kGoodput; }
+constexpr double LineRate(double gbit_per_s) { return gbit_per_s * 1e9 / 8; }
 
 // The measured server costs of the header comment.
 constexpr Duration kServerPerMessage = microseconds(5);
-constexpr double kServerNsPerByte = 0.25;
+constexpr double kServerNsPerElement = 1.0;
 
 }  // namespace
 
@@ -39,10 +37,12 @@ void NetworkOptions::Validate() const {
     throw ConfigError(std::string(keys::kShardNicGbps), FormatNumber(Gbps(shard_nic_bandwidth)),
                       ">= 0 (Gbit/s; 0 = the link bandwidth)");
   }
+  RequireFinite(keys::kGoodput, goodput, "in (0, 1] (payload bytes per byte of line rate)",
+                goodput > 0 && goodput <= 1);
   RequireFinite(keys::kServerUsPerMessage, Micros(server_per_message), ">= 0 (microseconds)",
                 server_per_message >= Duration::zero());
-  RequireFinite(keys::kServerNsPerByte, server_ns_per_byte, ">= 0 (nanoseconds)",
-                server_ns_per_byte >= 0);
+  RequireFinite(keys::kServerNsPerElement, server_ns_per_element, ">= 0 (nanoseconds)",
+                server_ns_per_element >= 0);
 }
 
 std::vector<std::string> NetworkPresetNames() {
@@ -53,10 +53,11 @@ NetworkOptions NetworkPreset(std::string_view name) {
   NetworkOptions o;
   if (name == "zero") return o;
   o.server_per_message = kServerPerMessage;
-  o.server_ns_per_byte = kServerNsPerByte;
+  o.server_ns_per_element = kServerNsPerElement;
   if (name == "loopback") {
     o.latency = microseconds(54);
-    o.link_bandwidth = 3.67e9;
+    o.link_bandwidth = 3.67e9;  // measured payload
+    o.goodput = 1;
   } else if (name == "dc_10gbe") {
     o.latency = microseconds(25);
     o.link_bandwidth = LineRate(10);
@@ -78,9 +79,10 @@ NetworkModel::NetworkModel(const NetworkOptions& options, int workers, int shard
   options_.Validate();
   ASGD_CHECK_GE(workers, 1);
   ASGD_CHECK_GE(shards, 1);
-  rate_ = options_.shard_nic_bandwidth > 0
-              ? std::min(options_.link_bandwidth, options_.shard_nic_bandwidth)
-              : options_.link_bandwidth;
+  rate_ = (options_.shard_nic_bandwidth > 0
+               ? std::min(options_.link_bandwidth, options_.shard_nic_bandwidth)
+               : options_.link_bandwidth) *
+          options_.goodput;
   const auto w = static_cast<std::size_t>(workers), s = static_cast<std::size_t>(shards);
   worker_tx_.assign(w, Duration::zero());
   worker_rx_.assign(w, Duration::zero());
@@ -125,13 +127,13 @@ Duration NetworkModel::SendToWorker(int shard, int worker, int64_t bytes, Durati
   return Send(shard_tx_[s], worker_rx_[w], bytes, t, &stats_[s].nic_wait);
 }
 
-Duration NetworkModel::Serve(int shard, int64_t bytes, Duration t) {
+Duration NetworkModel::Serve(int shard, int64_t elements, Duration t) {
   ASGD_CHECK(shard >= 0 && static_cast<std::size_t>(shard) < shard_cpu_.size());
-  ASGD_CHECK_GE(bytes, 0);
+  ASGD_CHECK_GE(elements, 0);
   Duration& free = shard_cpu_[static_cast<std::size_t>(shard)];
   const Duration start = std::max(t, free);
   const auto work = Duration(static_cast<Duration::rep>(
-      std::llround(static_cast<double>(bytes) * options_.server_ns_per_byte)));
+      std::llround(static_cast<double>(elements) * options_.server_ns_per_element)));
   free = start + options_.server_per_message + work;
   return free;
 }

@@ -16,9 +16,20 @@
 // arrive at latency + i·b/r, i = 1..k (the shared NIC serialises them), and one worker
 // pushing to k shards sends one message after the other.
 //
+// Payload rate (goodput). link_bandwidth and shard_nic_bandwidth are line rates (what a
+// NIC is sold as: `network.link_gbps`, `network.shard_nic_gbps`); a message moves payload
+// at r = min(link, shard NIC) × goodput (`network.goodput`). One rule for presets and
+// explicit rates: goodput defaults to 1448/1538 = 94.1 % (TCP over Ethernet, below), so an
+// explicit link_gbps = 10 moves exactly what the dc_10gbe preset moves; `loopback` alone
+// sets goodput = 1, since its rate is a measured payload rate (no Ethernet frames).
+//
 // The server: each shard has one server thread (as ShardServer has). Serve() queues a
 // request FIFO behind the shard's earlier work and takes server_per_message +
-// b · server_ns_per_byte (decoding, the NaN check, the rule's add).
+// e · server_ns_per_element, where e is the number of parameter elements the shard
+// touches for it, whatever the bytes on the wire: a pull reads and sends its n elements
+// (e = n); a push writes n (e = n: a dense push's NaN check and add, or a compressed
+// push's decode of all n elements and the add — a top-k push of 1 % costs the shard as
+// much as a dense one); a push-pull both (e = 2n); a clock none (e = 0).
 //
 // What is not modelled (where the simulation is optimistic or pessimistic): the switch
 // fabric is non-blocking (no core congestion); no packet loss, retransmission or TCP slow
@@ -31,24 +42,32 @@
 // Presets (NetworkPreset). Goodput is 94 % of the Ethernet line rate: a 1448-byte TCP
 // payload per 1538 bytes on the wire at MTU 1500 (preamble 8, Ethernet 14 + FCS 4,
 // inter-frame gap 12, IPv4 20, TCP with timestamps 32). The server costs (5 µs per
-// message, 0.25 ns per byte) are this repository's own measurements on its 2-core
+// message, 1 ns per element) are this repository's own measurements on its 2-core
 // development VM (results/bench/transport.csv: the tcp 64 B push round trip is 11 µs
 // slower than the raw ZeroMQ one — two messages' decoding and validation; an inproc
-// 16 MiB push with the add rule runs at 3.5–4.3 GB/s).
+// 16 MiB push with the add rule ran at 3.5–4.3 GB/s, i.e. about 1 ns per 4-byte element
+// checked and added; the file's current record, from a faster AMD EPYC VM, has 8.4–8.9
+// GB/s). A read is charged the same 1 ns per element: in that file the inproc 1 MiB pull
+// round trips (a copy of the shard's values into the reply) run 1.2–1.3× faster than the
+// pushes of the same size, so one figure for both overcharges a pull by at most about a
+// quarter.
 //   zero       no cost at all: latency 0, infinite bandwidth, free server (closed-form
 //              tests, and equivalence with the in-memory store)
 //   loopback   this machine over tcp on 127.0.0.1: latency 54 µs (half the raw ZeroMQ tcp
-//              64 B round trip, 108 µs), 3.67 GB/s (raw ZeroMQ tcp push, 1 MiB, 8 in
-//              flight), both from results/bench/transport.csv; what calibration runs use
-//   dc_10gbe   one datacenter rack on 10 GbE: 1.175 GB/s goodput; latency 25 µs one way
+//              64 B round trip, 108 µs), 3.67 GB/s of payload (raw ZeroMQ tcp push, 1 MiB,
+//              8 in flight), both from results/bench/transport.csv, with goodput 1 (the
+//              rate is measured payload: link_gbps 29.36); what calibration runs use
+//   dc_10gbe   one datacenter rack on 10 GbE: link_gbps 10, 1.177 GB/s goodput; latency 25 µs one
+//   way
 //              (half of a ~50 µs Linux kernel TCP round trip between two hosts under one
 //              top-of-rack switch — an estimate of common figures, not measured here)
-//   dc_100gbe  the same on 100 GbE: 11.75 GB/s; latency 15 µs one way (faster NICs and
+//   dc_100gbe  the same on 100 GbE: link_gbps 100, 11.77 GB/s; latency 15 µs one way (faster NICs
+//   and
 //              switches; the kernel TCP stack dominates, so not 10× lower; an estimate)
 //   wan        two datacenters across a continent: 40 ms one way (4,000 km of fibre at
 //              2·10^8 m/s is 20 ms; routes run 1.5–2× the great circle; coast-to-coast
 //              round trips in the US are commonly 60–80 ms), 1 Gbit/s line rate per flow
-//              (0.1175 GB/s goodput)
+//              (link_gbps 1, 0.1177 GB/s goodput)
 //
 // Thread safety: none (one scheduler thread).
 #pragma once
@@ -63,20 +82,29 @@
 
 namespace asgd::sim {
 
+// TCP payload per byte on an Ethernet wire at MTU 1500 (the header comment).
+inline constexpr double kEthernetGoodput = 1448.0 / 1538.0;
+
 struct NetworkOptions {
   // One-way latency of every message. Default 0. >= 0.
   Duration latency{};
-  // Each worker–shard link's bandwidth (the worker's NIC), payload bytes per second.
+  // Each worker–shard link's line rate (the worker's NIC), bytes per second on the wire.
   // Default +infinity (no transfer time). > 0.
   double link_bandwidth = std::numeric_limits<double>::infinity();
-  // Each shard server's NIC, bytes per second; 0 = the same as link_bandwidth. >= 0.
+  // Each shard server's NIC, line rate in bytes per second; 0 = the same as
+  // link_bandwidth. >= 0.
   double shard_nic_bandwidth = 0;
-  // Server processing time per request: per message plus per payload byte. Default 0.
+  // Payload bytes per byte of line rate, for every rate above. Default kEthernetGoodput.
+  // In (0, 1].
+  double goodput = kEthernetGoodput;
+  // Server processing time per request: per message, plus per parameter element the
+  // shard reads or writes for it (see the header comment). Default 0.
   Duration server_per_message{};
-  double server_ns_per_byte = 0;  // >= 0
+  double server_ns_per_element = 0;  // >= 0
 
   // Throws asgd::ConfigError naming the key (network.*, in its config unit: µs, Gbit/s,
-  // ns) for a negative, zero (bandwidths) or NaN value.
+  // ns, a fraction) for a negative, zero (bandwidths, goodput), NaN or, for goodput, > 1
+  // value.
   void Validate() const;
 };
 
@@ -96,12 +124,15 @@ class NetworkModel {
   // A reply of `bytes` from shard s to worker w handed to the network at t; returns its
   // arrival at the worker.
   Duration SendToWorker(int shard, int worker, int64_t bytes, Duration t);
-  // The shard's server thread takes a request of `bytes` that arrived at t; returns when
-  // it is done (FIFO behind the shard's earlier requests).
-  Duration Serve(int shard, int64_t bytes, Duration t);
+  // The shard's server thread takes a request that arrived at t and touches `elements`
+  // parameter elements (read plus written); returns when it is done (FIFO behind the
+  // shard's earlier requests): per message + elements × per element.
+  Duration Serve(int shard, int64_t elements, Duration t);
 
-  // Transfer time of b bytes on one link, without queueing: b / rate.
+  // Transfer time of b payload bytes on one link, without queueing: b / rate.
   Duration TransferTime(int64_t bytes) const;
+  // The payload rate r of the header comment, bytes per second.
+  double payload_rate() const { return rate_; }
 
   // Counters per shard: payload bytes received and sent, and the total time messages
   // waited for a busy NIC (either end) before they started moving.

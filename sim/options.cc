@@ -30,11 +30,20 @@ constexpr std::array kKeys = {
               "network preset: zero, loopback, dc_10gbe, dc_100gbe, wan (sim/network_model.h "
               "states their numbers and sources); the keys below override it"},
     OptionKey{keys::kLatencyUs, "(preset)", "one-way latency of every message, us"},
-    OptionKey{keys::kLinkGbps, "(preset)", "bandwidth of each worker-shard link, Gbit/s (> 0)"},
+    OptionKey{keys::kLinkGbps, "(preset)",
+              "line rate of each worker-shard link, Gbit/s (> 0); payload moves at "
+              "rate x network.goodput"},
     OptionKey{keys::kShardNicGbps, "(preset)",
-              "each shard server's NIC, shared by its links, Gbit/s (0 = the link bandwidth)"},
-    OptionKey{keys::kServerNsPerByte, "(preset)",
-              "shard server processing time per payload byte, ns"},
+              "line rate of each shard server's NIC, shared by its links, Gbit/s (0 = the link "
+              "rate)"},
+    OptionKey{keys::kGoodput, "(preset)",
+              "payload bytes per byte of line rate, for both rates above, in (0, 1]: 0.9415 "
+              "(TCP over Ethernet at MTU 1500) in every preset but loopback (1: its rate is "
+              "measured payload)"},
+    OptionKey{keys::kServerNsPerElement, "(preset)",
+              "shard server processing time per parameter element it reads or writes, ns: a "
+              "pull's n elements read, a push's n written whatever its encoded size, a "
+              "push-pull's 2n"},
     OptionKey{keys::kServerUsPerMessage, "(preset)",
               "shard server processing time per request, us"},
     OptionKey{keys::kStackKib, "512", "stack per simulated worker, KiB (>= 256; Eigen runs on it)"},
@@ -103,8 +112,10 @@ void ApplySimOption(SimOptions* o, std::string_view key, std::string_view value)
     o->network.link_bandwidth = Number(key, value) * 1e9 / 8;
   } else if (key == keys::kShardNicGbps) {
     o->network.shard_nic_bandwidth = Number(key, value) * 1e9 / 8;
-  } else if (key == keys::kServerNsPerByte) {
-    o->network.server_ns_per_byte = Number(key, value);
+  } else if (key == keys::kGoodput) {
+    o->network.goodput = Number(key, value);
+  } else if (key == keys::kServerNsPerElement) {
+    o->network.server_ns_per_element = Number(key, value);
   } else if (key == keys::kServerUsPerMessage) {
     o->network.server_per_message = Checked(key, value, 1e3);
   } else if (key == keys::kStackKib) {

@@ -16,6 +16,7 @@ NetworkOptions Link(Duration latency, double bytes_per_s) {
   NetworkOptions o;
   o.latency = latency;
   o.link_bandwidth = bytes_per_s;
+  o.goodput = 1;  // payload at the line rate: the closed forms below in whole ns
   return o;
 }
 
@@ -62,11 +63,25 @@ TEST(NetworkModel, TheSlowerEndSetsTheRate) {
 TEST(NetworkModel, ServerWorkQueuesPerShard) {
   NetworkOptions o;
   o.server_per_message = microseconds(5);
-  o.server_ns_per_byte = 0.5;
+  o.server_ns_per_element = 0.5;
   NetworkModel net(o, 1, 2);
+  // 2,000 elements: 5 us + 2,000 x 0.5 ns.
   EXPECT_EQ(net.Serve(0, 2000, Duration::zero()), microseconds(6));
   EXPECT_EQ(net.Serve(0, 2000, microseconds(1)), microseconds(12));  // behind the first
   EXPECT_EQ(net.Serve(1, 0, microseconds(1)), microseconds(6));      // another shard
+}
+
+// The goodput applies to both rates: payload moves at min(link, shard NIC) x goodput.
+TEST(NetworkModel, GoodputScalesTheSlowerLineRate) {
+  NetworkOptions o = Link(Duration::zero(), 4e9);
+  o.shard_nic_bandwidth = 2e9;
+  o.goodput = 0.5;
+  NetworkModel net(o, 1, 1);
+  EXPECT_DOUBLE_EQ(net.payload_rate(), 1e9);
+  EXPECT_EQ(net.TransferTime(5000), nanoseconds(5000));
+  EXPECT_DOUBLE_EQ(NetworkModel(NetworkPreset("dc_10gbe"), 1, 1).payload_rate(),
+                   10e9 / 8 * 1448 / 1538);
+  EXPECT_DOUBLE_EQ(NetworkModel(NetworkPreset("loopback"), 1, 1).payload_rate(), 3.67e9);
 }
 
 TEST(NetworkModel, ZeroPresetCostsNothing) {
@@ -81,7 +96,9 @@ TEST(NetworkModel, PresetsAreValidAndOrdered) {
   }
   EXPECT_GT(NetworkPreset("dc_100gbe").link_bandwidth, NetworkPreset("dc_10gbe").link_bandwidth);
   EXPECT_GT(NetworkPreset("wan").latency, NetworkPreset("dc_10gbe").latency);
-  EXPECT_NEAR(NetworkPreset("dc_10gbe").link_bandwidth, 1.177e9, 0.01e9);
+  EXPECT_DOUBLE_EQ(NetworkPreset("dc_10gbe").link_bandwidth, 1.25e9);  // the line rate
+  EXPECT_DOUBLE_EQ(NetworkPreset("dc_10gbe").goodput, kEthernetGoodput);
+  EXPECT_EQ(NetworkPreset("dc_10gbe").server_ns_per_element, 1.0);
 }
 
 TEST(NetworkModel, BadOptionsNameTheirKey) {
@@ -107,8 +124,13 @@ TEST(NetworkModel, BadOptionsNameTheirKey) {
   o.latency = microseconds(-1);
   expect_key(o, "network.latency_us");
   o = {};
-  o.server_ns_per_byte = -0.1;
-  expect_key(o, "network.server_ns_per_byte");
+  o.server_ns_per_element = -0.1;
+  expect_key(o, "network.server_ns_per_element");
+  for (double g : {0.0, -0.5, 1.01}) {
+    o = {};
+    o.goodput = g;
+    expect_key(o, "network.goodput");
+  }
   o = {};
   o.server_per_message = microseconds(-2);
   expect_key(o, "network.server_us_per_message");

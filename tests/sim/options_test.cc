@@ -26,7 +26,7 @@ TEST(SimOptions, DefaultsAreValidAndEveryKeyIsDocumented) {
     const std::string value = k.default_value == "(preset)" ? "1" : std::string(k.default_value);
     EXPECT_NO_THROW(ApplySimOption(&copy, k.key, value)) << k.key;
   }
-  EXPECT_EQ(seen.size(), 18u);
+  EXPECT_EQ(seen.size(), 19u);
 }
 
 TEST(SimOptions, PresetFirstThenOverrides) {
@@ -50,6 +50,25 @@ TEST(SimOptions, PresetFirstThenOverrides) {
   EXPECT_EQ(o.cores, 2);
 }
 
+// One goodput rule for presets and explicit rates (issue 30): an explicit network.link_gbps
+// is a line rate and moves payload at the same 94 % as the preset of that line rate.
+TEST(SimOptions, AnExplicitLinkRateGetsThePresetsGoodput) {
+  const auto transfer = [](const NetworkOptions& n) {
+    return NetworkModel(n, 1, 1).TransferTime(1'000'000);
+  };
+  const Duration preset = transfer(NetworkPreset("dc_10gbe"));
+  EXPECT_EQ(transfer(SimOptionsFromMap({{"network.link_gbps", "10"}}).network), preset);
+  for (const char* base : {"wan", "dc_10gbe", "dc_100gbe"}) {
+    EXPECT_EQ(
+        transfer(
+            SimOptionsFromMap({{"network.preset", base}, {"network.link_gbps", "10"}}).network),
+        preset)
+        << base;
+  }
+  // 1 MB at 10 Gbit/s x 1448/1538: 849.7 us, not the line rate's 800 us.
+  EXPECT_EQ(preset, std::chrono::nanoseconds(849'724));
+}
+
 TEST(SimOptions, BadValuesAreOneLineNamingTheKey) {
   const std::map<std::string, std::string> bad[] = {
       {{"delay.compute", "gamma"}},
@@ -60,6 +79,8 @@ TEST(SimOptions, BadValuesAreOneLineNamingTheKey) {
       {{"network.link_gbps", "-10"}},
       {{"network.preset", "infiniband"}},
       {{"network.latency_us", "-3"}},
+      {{"network.goodput", "1.5"}},
+      {{"network.server_ns_per_element", "-1"}},
       {{"sim.stack_kib", "64"}},
       {{"sim.stack_kib", "300.5"}},
       {{"sim.cores", "-1"}},

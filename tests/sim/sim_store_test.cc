@@ -4,15 +4,19 @@
 #include "algorithms/sim_store.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "algorithms/memory_store.h"
 #include "algorithms/strategy.h"
+#include "compression/compressor.h"
+#include "core/rng.h"
 #include "sim/network_model.h"
 #include "sim/scheduler.h"
 #include "tests/algorithms/strategy_harness.h"
@@ -27,6 +31,19 @@ using testing::kDim;
 using testing::kInit;
 using testing::Quadratic;
 
+// Keeps every staleness record, and passes each one to on_record as it comes (one
+// thread: the scheduler's).
+struct RecordingSink final : transport::StalenessSink {
+  void Record(const transport::StalenessRecord& r) override {
+    all.push_back(r);
+    if (on_record) on_record(r);
+  }
+  std::vector<transport::StalenessRecord> records() const { return all; }
+
+  std::vector<transport::StalenessRecord> all;
+  std::function<void(const transport::StalenessRecord&)> on_record;
+};
+
 // n workers of one strategy as scheduler tasks, against a SimStore (or, for the
 // reference, a MemoryStore: only for rules that never hold a request, since its held
 // requests block the thread). Worker w sleeps compute[w] of virtual time after each
@@ -35,7 +52,7 @@ struct Cluster {
   Quadratic q{kDim};
   sim::Scheduler sched;
   sim::NetworkModel net;
-  transport::MemoryStalenessSink sink;
+  RecordingSink sink;
   std::unique_ptr<SimStore> store;
   std::unique_ptr<MemoryStore> memory;
   std::vector<std::unique_ptr<ParamClient>> clients;
@@ -266,6 +283,7 @@ TEST(SimStore, PullTakesTheModelledRoundTrip) {
   sim::NetworkOptions n;
   n.latency = std::chrono::microseconds(50);
   n.link_bandwidth = 1e9;  // bytes per second
+  n.goodput = 1;
   n.server_per_message = std::chrono::microseconds(5);
   Cluster c("async_sgd", 1, Options(), n);
   std::vector<float> out(kDim);
@@ -280,6 +298,158 @@ TEST(SimStore, PullTakesTheModelledRoundTrip) {
   EXPECT_EQ(took, std::chrono::microseconds(105) + std::chrono::nanoseconds(24));
   for (int i = 0; i < kDim; ++i)
     EXPECT_EQ(out[static_cast<std::size_t>(i)], kInit[static_cast<std::size_t>(i)]);
+}
+
+// Causality on a network that takes time (issue 30): latency, a slow link, NIC and
+// server queues, four workers at different speeds over two shards. Every request is
+// served (a push applied) no earlier than its send + latency + its transfer + its
+// server time, and each push's staleness is the number of applies its shard made
+// between the service of the worker's last read (its pull, or its push-pull's read)
+// and the push's apply, counted from the shards' own order of events.
+class Causality : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Causality, AppliesFollowTheirSendsAndStalenessCountsTheAppliesBetween) {
+  constexpr int kWorkers = 4, kSteps = 12, kShards = 2;
+  const Duration latency = std::chrono::microseconds(50);
+  const Duration per_message = std::chrono::microseconds(5);
+  constexpr int64_t kNsPerByte = 10'000;     // a payload rate of 100 kB/s ...
+  constexpr int64_t kNsPerElement = 20'000;  // ... and 20 us of server work per element
+  sim::NetworkOptions n;
+  n.latency = latency;
+  n.link_bandwidth = 2e5;  // line rate, bytes per second
+  n.goodput = 0.5;         // payload: 1e5 bytes per second
+  n.server_per_message = per_message;
+  n.server_ns_per_element = kNsPerElement;
+  Cluster c(GetParam(), kWorkers, Options(), n, kShards);
+  c.compute = {milliseconds(1), std::chrono::microseconds(1300),
+               std::chrono::microseconds(2100), std::chrono::microseconds(3700)};
+  // What the shards did, in the order they did it: staleness records (written while the
+  // rule applies a push) and services (reported right after the rule ran).
+  struct Entry {
+    bool is_record = false;
+    transport::StalenessRecord record;
+    SimStore::Service service;
+  };
+  std::vector<Entry> log;
+  c.sink.on_record = [&](const transport::StalenessRecord& r) {
+    log.push_back({true, r, {}});
+  };
+  c.store->SetServiceObserver([&](const SimStore::Service& s) { log.push_back({false, {}, s}); });
+  c.Run(kSteps);
+  ASSERT_EQ(c.sched.unfinished_tasks(), 0);
+
+  auto reads = [](transport::Op op) {
+    return op == transport::Op::kPull || op == transport::Op::kPushPull;
+  };
+  auto pushes = [](transport::Op op) {
+    return op == transport::Op::kPush || op == transport::Op::kPushPull;
+  };
+  // (worker, shard) -> index in log of its last read's service; -1: none yet (version 0).
+  std::map<std::pair<uint32_t, int>, std::ptrdiff_t> last_read;
+  int pushes_checked = 0, services = 0;
+  int64_t max_staleness = 0;
+  for (std::size_t i = 0; i < log.size(); ++i) {
+    if (log[i].is_record) continue;
+    const SimStore::Service& s = log[i].service;
+    ++services;
+    const Duration earliest = s.sent + latency +
+                              std::chrono::nanoseconds(s.request_bytes * kNsPerByte) +
+                              per_message + std::chrono::nanoseconds(s.elements * kNsPerElement);
+    EXPECT_GE(s.served, earliest) << "worker " << s.worker << " shard " << s.shard << " "
+                                  << transport::OpName(s.op) << " sent at " << s.sent.count();
+    const auto key = std::make_pair(s.worker, s.shard);
+    if (pushes(s.op)) {
+      ASSERT_GE(i, 1u);
+      ASSERT_TRUE(log[i - 1].is_record) << "a push served without its record";
+      const transport::StalenessRecord& r = log[i - 1].record;
+      ASSERT_EQ(r.worker, s.worker);
+      ASSERT_EQ(r.shard, static_cast<uint32_t>(s.shard));
+      const auto it = last_read.find(key);
+      const std::ptrdiff_t from = it == last_read.end() ? -1 : it->second;
+      int64_t applies = 0;
+      for (std::ptrdiff_t j = from + 1; j < static_cast<std::ptrdiff_t>(i) - 1; ++j) {
+        const Entry& e = log[static_cast<std::size_t>(j)];
+        if (e.is_record && e.record.shard == r.shard &&
+            e.record.outcome == transport::PushOutcome::kApplied) {
+          ++applies;
+        }
+      }
+      EXPECT_EQ(r.staleness, applies) << GetParam() << ": worker " << s.worker << " shard "
+                                      << s.shard << " push at " << s.served.count() << " ns";
+      max_staleness = std::max(max_staleness, r.staleness);
+      ++pushes_checked;
+    }
+    if (reads(s.op)) last_read[key] = static_cast<std::ptrdiff_t>(i);
+  }
+  EXPECT_EQ(static_cast<std::size_t>(pushes_checked), c.sink.records().size());
+  EXPECT_GT(pushes_checked, 0);
+  EXPECT_GT(max_staleness, 0) << "the workers never overlapped";
+}
+
+INSTANTIATE_TEST_SUITE_P(Strategies, Causality, ::testing::ValuesIn(AsynchronousStrategies()));
+
+// The shard's server is charged per element it touches (issue 30): a pull for the n
+// elements it reads and sends, a push for the n it writes (whatever its encoded size), a
+// push-pull for both. Free bandwidth isolates the server: each call takes 2 x latency +
+// per message + elements x per element.
+struct ServerCost {
+  static constexpr int64_t kNsPerElement = 1000;
+  static sim::NetworkOptions Network() {
+    sim::NetworkOptions n;
+    n.latency = std::chrono::microseconds(50);
+    n.server_per_message = std::chrono::microseconds(5);
+    n.server_ns_per_element = kNsPerElement;
+    return n;
+  }
+  static Duration Expected(int64_t elements) {
+    return std::chrono::microseconds(105) + std::chrono::nanoseconds(elements * kNsPerElement);
+  }
+  // How long `call` takes on worker 0 of a fresh one-shard cluster.
+  static Duration Time(const std::function<Status(ParamClient&)>& call) {
+    Cluster c("async_sgd", 1, Options(), Network());
+    EXPECT_FALSE(c.store->inline_service());
+    Duration took{};
+    c.sched.Spawn("caller", [&] {
+      const Duration t0 = c.sched.Now();
+      const Status st = call(*c.clients[0]);
+      ASSERT_TRUE(st.ok()) << st.ToString();
+      took = c.sched.Now() - t0;
+    });
+    c.sched.Run();
+    return took;
+  }
+};
+
+TEST(SimStore, APullCostsTheServerPerElementRead) {
+  std::vector<float> out(kDim);
+  EXPECT_EQ(ServerCost::Time([&](ParamClient& p) { return p.Pull(out); }),
+            ServerCost::Expected(kDim));
+}
+
+TEST(SimStore, ACompressedPushCostsTheServerAsMuchAsADenseOne) {
+  const std::vector<float> update = {0.5f, 0.0f, -3.0f, 0.25f, 0.0f, 1.0f};
+  const Duration dense = ServerCost::Time([&](ParamClient& p) { return p.Push(update, 0); });
+  EXPECT_EQ(dense, ServerCost::Expected(kDim));
+  compression::CompressionOptions co;
+  co.name = "topk";
+  co.ratio = 0.2;  // k = 1: 8 encoded bytes for 6 elements (24 bytes dense)
+  const auto compressor = compression::NewCompressor(co);
+  std::vector<compression::Encoded> parts(1);
+  Rng rng(1);
+  compressor->Encode(update, rng, &parts[0]);
+  ASSERT_LT(parts[0].bytes(), kDim * 4);
+  EXPECT_EQ(ServerCost::Time([&](ParamClient& p) { return p.PushEncoded(parts, {}, 0); }), dense);
+  // A compressed push-pull: the elements written and the elements read.
+  std::vector<float> out(kDim);
+  EXPECT_EQ(ServerCost::Time([&](ParamClient& p) { return p.PushEncoded(parts, out, 0); }),
+            ServerCost::Expected(2 * kDim));
+}
+
+TEST(SimStore, APushPullCostsTheServerTheElementsWrittenAndRead) {
+  const std::vector<float> update(kDim, 0.5f);
+  std::vector<float> out(kDim);
+  EXPECT_EQ(ServerCost::Time([&](ParamClient& p) { return p.PushPull(update, out, 0); }),
+            ServerCost::Expected(2 * kDim));
 }
 
 // Shutdown answers a held request (a round that cannot complete) with kShuttingDown.
