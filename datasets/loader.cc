@@ -177,6 +177,7 @@ Dataset LoadSplit(const DataOptions& options, Split split) {
   other.example_shape = ds.example_shape;
   other.sparse = ds.sparse;
   ApplyNormalization(options.normalize, &one);
+  CheckAugmentOptions(options.augment, one.train);
   return std::move(ds);
 }
 
@@ -184,6 +185,7 @@ TrainTest LoadDataset(const DataOptions& options) {
   ValidateDataOptions(options);
   TrainTest out = LoadBoth(options);
   ApplyNormalization(options.normalize, &out);
+  CheckAugmentOptions(options.augment, out.train);
   if (!out.train.channel_mean.empty()) {
     std::vector<std::string> parts;
     for (std::size_t c = 0; c < out.train.channel_mean.size(); ++c) {

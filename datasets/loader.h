@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "datasets/augment.h"
 #include "datasets/dataset.h"
 #include "datasets/locate.h"
 #include "datasets/normalize.h"
@@ -42,6 +43,10 @@ struct DataOptions {
   int64_t cifar_records_per_file = 10000;
   // Per-channel normalisation of both splits (datasets/normalize.h). Default: none.
   NormalizeOptions normalize;
+  // The augmentation the training batches will get (datasets/augment.h). The loader does
+  // not apply it (the BatchSampler does), but checks it against the training split, so
+  // that a dataset it does not fit is refused at load time. Default: none.
+  AugmentOptions augment;
   // Parameters of "synthetic".
   SyntheticOptions synthetic;
 };
