@@ -22,7 +22,7 @@ JOBS=${ASGD_JOBS:-$(nproc)}
 PACKAGES=(
   cmake make g++ git pkg-config
   libzmq3-dev cppzmq-dev libmsgpack-cxx-dev libeigen3-dev libboost-program-options-dev libboost-context-dev
-  libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev libcurl4-openssl-dev
+  libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev libcurl4-openssl-dev libarchive-dev libssl-dev
   nlohmann-json3-dev python3 python3-matplotlib openmpi-bin
   libgloo-dev libopenmpi-dev libtorch-dev python3-torch libopenblas0-pthread
   slurmctld slurmd slurm-client munge

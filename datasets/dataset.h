@@ -37,6 +37,12 @@ struct Dataset {
 
   std::vector<int32_t> labels;       // num_examples entries in [0, num_classes)
 
+  // The per-channel normalisation applied when the dataset was loaded
+  // (datasets/normalize.h): each value of channel c is (pixel - channel_mean[c]) /
+  // channel_std[c], pixel in [0, 1]. Both empty when the values are the pixels as loaded.
+  std::vector<double> channel_mean;
+  std::vector<double> channel_std;
+
   const float* Row(int64_t i) const { return dense.data() + i * num_features; }
 };
 

@@ -4,7 +4,10 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <optional>
 
+#include <archive.h>
+#include <archive_entry.h>
 #include <curl/curl.h>
 #include <fcntl.h>
 #include <unistd.h>
@@ -15,6 +18,7 @@
 #include "core/sha256.h"
 #include "core/strings.h"
 #include "datasets/content.h"
+#include "datasets/md5.h"
 
 namespace asgd::datasets {
 namespace {
@@ -71,6 +75,7 @@ struct Sink {
   int fd = -1;
   const std::string* tmp_path = nullptr;
   Sha256 hash;
+  Md5* md5 = nullptr;  // also hashed when the file has a published MD5
   int64_t bytes = 0;
   int64_t limit = 0;        // 0: none
   std::string too_large;    // set when the server sent more than limit
@@ -96,6 +101,9 @@ std::size_t WriteToSink(char* data, std::size_t size, std::size_t nmemb, void* u
     done += static_cast<std::size_t>(n);
   }
   sink->hash.Update(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(data), len));
+  if (sink->md5 != nullptr) {
+    sink->md5->Update(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(data), len));
+  }
   sink->bytes += static_cast<int64_t>(len);
   return len;
 }
@@ -116,6 +124,8 @@ std::string TryDownload(const std::string& url, const KnownFile& file, const std
   sink.fd = tmp.fd();
   sink.tmp_path = &tmp.path();
   sink.limit = file.download_size;
+  std::optional<Md5> md5;
+  if (!file.download_md5.empty()) sink.md5 = &md5.emplace();
   char errbuf[CURL_ERROR_SIZE] = {0};
 
   CURL* c = curl.get();
@@ -154,6 +164,15 @@ std::string TryDownload(const std::string& url, const KnownFile& file, const std
   }
   tmp.Close();
   std::string found = sink.hash.FinishHex();
+  if (md5) {
+    const std::string found_md5 = md5->FinishHex();
+    if (found_md5 != file.download_md5) {
+      std::string why = "md5 mismatch: expected " + file.download_md5 + " (as published), found " +
+                        found_md5 + " (" + std::to_string(sink.bytes) + " bytes received";
+      if (file.download_size > 0) why += ", expected " + std::to_string(file.download_size);
+      return why + ")";
+    }
+  }
   if (found != file.download_sha256) {
     return "sha256 mismatch: expected " + file.download_sha256 + ", found " + found + " (" +
            std::to_string(sink.bytes) + " bytes received)";
@@ -182,6 +201,202 @@ bool AlreadyPresent(const std::string& dir, const KnownFile& file, std::string* 
   return false;
 }
 
+// Downloads `file` into target from the first location that serves it with the right
+// digests. Throws DataError listing every location tried when none does.
+void DownloadFromAny(const KnownFile& file, const std::string& target,
+                     const std::vector<std::string>& bases, const std::string& dir,
+                     const FetchOptions& options) {
+  std::vector<std::string> failures;
+  std::string first_url;
+  for (const std::string& base : bases) {
+    const std::string url =
+        (base.empty() || base.back() == '/' ? base : base + "/") + file.remote_name;
+    if (first_url.empty()) first_url = url;
+    ASGD_LOG(kInfo, "downloading ", url);
+    std::string why = TryDownload(url, file, target, options);
+    if (why.empty()) {
+      ASGD_LOG(kInfo, "saved ", target,
+               file.download_md5.empty() ? " (sha256 ok)" : " (md5 and sha256 ok)");
+      return;
+    }
+    ASGD_LOG(kWarning, url, ": ", why);
+    failures.push_back(url + ": " + why);
+  }
+  std::string expected = "sha256 " + file.download_sha256;
+  if (!file.download_md5.empty()) expected = "md5 " + file.download_md5 + ", " + expected;
+  if (file.download_size > 0) expected += ", " + std::to_string(file.download_size) + " bytes";
+  throw DataError(target, "download failed (" + Join(failures, "; ") +
+                              "); nothing was written. Download it by hand from " + first_url +
+                              " into " + dir + "/ (expected " + expected +
+                              "), or fetch from another location with --url BASE");
+}
+
+// True when an archive member is already extracted with the right content (plain or
+// gzip-compressed).
+bool MemberPresent(const std::string& dir, const KnownFile& file, std::string* path) {
+  for (const std::string& candidate :
+       {JoinPath(dir, file.name), JoinPath(dir, file.name + ".gz")}) {
+    if (FileExists(candidate) && !IsDirectory(candidate) &&
+        ContentSha256(candidate) == file.content_sha256) {
+      *path = candidate;
+      return true;
+    }
+  }
+  return false;
+}
+
+// True when path holds the archive with both its digests right (one pass over the file).
+bool ArchiveValid(const std::string& path, const KnownFile& archive) {
+  if (!FileExists(path) || IsDirectory(path)) return false;
+  Sha256 sha;
+  Md5 md5;
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  std::vector<uint8_t> buf(std::size_t{1} << 20);
+  int64_t bytes = 0;
+  for (;;) {
+    ssize_t n = ::read(fd, buf.data(), buf.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      ::close(fd);
+      if (n < 0) return false;
+      break;
+    }
+    sha.Update(std::span<const uint8_t>(buf.data(), static_cast<std::size_t>(n)));
+    md5.Update(std::span<const uint8_t>(buf.data(), static_cast<std::size_t>(n)));
+    bytes += n;
+  }
+  const bool md5_ok = archive.download_md5.empty() || md5.FinishHex() == archive.download_md5;
+  return md5_ok && sha.FinishHex() == archive.download_sha256 &&
+         (archive.download_size == 0 || bytes == archive.download_size);
+}
+
+void WriteAll(int fd, const uint8_t* data, std::size_t len, const std::string& path) {
+  std::size_t done = 0;
+  while (done < len) {
+    ssize_t n = ::write(fd, data + done, len - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw IoError("cannot write " + path + ": " + std::strerror(errno));
+    }
+    done += static_cast<std::size_t>(n);
+  }
+}
+
+struct ArchiveDeleter {
+  void operator()(struct archive* a) const { archive_read_free(a); }
+};
+
+// Extracts the members `wanted` of a verified tar.gz archive into dir under their names,
+// each through a temporary checked for its size and SHA-256 before it is renamed into
+// place. Only the exact member paths of the table are extracted, to paths asgd chooses:
+// nothing in the archive decides where a file goes. Throws DataError naming the archive.
+void ExtractMembers(const std::string& archive_path, const std::vector<const KnownFile*>& wanted,
+                    const std::string& dir, FetchReport* report) {
+  std::unique_ptr<struct archive, ArchiveDeleter> a(archive_read_new());
+  if (!a) throw IoError("cannot create a libarchive reader");
+  archive_read_support_filter_gzip(a.get());
+  archive_read_support_format_tar(a.get());
+  auto error = [&](const std::string& what) {
+    const char* why = archive_error_string(a.get());
+    return DataError(archive_path, what +
+                                       (why != nullptr ? std::string(": ") + why : std::string()) +
+                                       "; delete it and fetch again");
+  };
+  if (archive_read_open_filename(a.get(), archive_path.c_str(), std::size_t{1} << 16) !=
+      ARCHIVE_OK) {
+    throw error("cannot be read as a tar.gz archive");
+  }
+  std::vector<bool> done(wanted.size(), false);
+  std::vector<uint8_t> buf(std::size_t{1} << 20);
+  struct archive_entry* entry = nullptr;
+  int rc = ARCHIVE_OK;
+  while ((rc = archive_read_next_header(a.get(), &entry)) == ARCHIVE_OK || rc == ARCHIVE_WARN) {
+    std::string member =
+        archive_entry_pathname(entry) != nullptr ? archive_entry_pathname(entry) : "";
+    if (member.rfind("./", 0) == 0) member = member.substr(2);
+    std::size_t k = 0;
+    while (k < wanted.size() && (done[k] || wanted[k]->remote_name != member)) ++k;
+    if (k == wanted.size()) continue;  // the next header skips this member's data
+    const KnownFile& file = *wanted[k];
+    if (archive_entry_filetype(entry) != AE_IFREG) {
+      throw DataError(archive_path, "member " + member + " is not a regular file");
+    }
+    if (archive_entry_size_is_set(entry) != 0 && file.download_size > 0 &&
+        archive_entry_size(entry) != file.download_size) {
+      throw DataError(archive_path, "member " + member + " is " +
+                                        std::to_string(archive_entry_size(entry)) +
+                                        " bytes: expected " + std::to_string(file.download_size));
+    }
+    const std::string target = JoinPath(dir, file.name);
+    TempFile tmp(target);
+    Sha256 hash;
+    int64_t bytes = 0;
+    for (;;) {
+      la_ssize_t n = archive_read_data(a.get(), buf.data(), buf.size());
+      if (n < 0) throw error("is corrupt (reading member " + member + ")");
+      if (n == 0) break;
+      WriteAll(tmp.fd(), buf.data(), static_cast<std::size_t>(n), tmp.path());
+      hash.Update(std::span<const uint8_t>(buf.data(), static_cast<std::size_t>(n)));
+      bytes += n;
+    }
+    tmp.Close();
+    const std::string found = hash.FinishHex();
+    if ((file.download_size > 0 && bytes != file.download_size) || found != file.download_sha256) {
+      throw DataError(archive_path, "member " + member + ": expected " +
+                                        std::to_string(file.download_size) + " bytes with sha256 " +
+                                        file.download_sha256 + ", found " + std::to_string(bytes) +
+                                        " bytes with sha256 " + found);
+    }
+    tmp.CommitTo(target);
+    ASGD_LOG(kInfo, "extracted ", target, " (sha256 ok)");
+    report->downloaded.push_back(target);
+    done[k] = true;
+  }
+  if (rc != ARCHIVE_EOF) throw error("is corrupt");
+  std::vector<std::string> missing;
+  for (std::size_t k = 0; k < wanted.size(); ++k) {
+    if (!done[k]) missing.push_back(wanted[k]->remote_name);
+  }
+  if (!missing.empty()) {
+    throw DataError(archive_path, "has no member " + Join(missing, ", ") +
+                                      ": expected the files of the published archive");
+  }
+}
+
+// A dataset published as one archive: download and verify the archive unless a valid copy
+// is already there, then extract the files that are missing.
+FetchReport FetchArchive(const KnownDataset& dataset, const FetchOptions& options,
+                         const std::string& dir, const std::vector<std::string>& bases) {
+  FetchReport report;
+  std::vector<const KnownFile*> missing;
+  for (const KnownFile& file : dataset.files) {
+    std::string existing;
+    if (MemberPresent(dir, file, &existing)) {
+      ASGD_LOG(kInfo, existing, " is present and valid");
+      report.present.push_back(existing);
+    } else {
+      missing.push_back(&file);
+    }
+  }
+  if (missing.empty()) return report;
+  const KnownFile& archive = *dataset.archive;
+  const std::string archive_path = JoinPath(dir, archive.remote_name);
+  if (ArchiveValid(archive_path, archive)) {
+    ASGD_LOG(kInfo, archive_path, " is present and valid");
+    report.present.push_back(archive_path);
+  } else {
+    if (FileExists(archive_path)) {
+      ASGD_LOG(kWarning, archive_path,
+               " does not have the expected checksums; downloading it again");
+    }
+    DownloadFromAny(archive, archive_path, bases, dir, options);
+    report.downloaded.push_back(archive_path);
+  }
+  ExtractMembers(archive_path, missing, dir, &report);
+  return report;
+}
+
 }  // namespace
 
 FetchReport FetchDataset(const std::string& name, const FetchOptions& options) {
@@ -207,6 +422,8 @@ FetchReport FetchFiles(const KnownDataset& dataset, const FetchOptions& options)
   std::vector<std::string> bases = dataset.base_urls;
   if (!options.base_url.empty()) bases = {options.base_url};
 
+  if (dataset.archive) return FetchArchive(dataset, options, dir, bases);
+
   FetchReport report;
   for (const KnownFile& file : dataset.files) {
     std::string existing;
@@ -216,30 +433,8 @@ FetchReport FetchFiles(const KnownDataset& dataset, const FetchOptions& options)
       continue;
     }
     const std::string target = JoinPath(dir, file.remote_name);
-    std::vector<std::string> failures;
-    std::string first_url;
-    bool done = false;
-    for (const std::string& base : bases) {
-      const std::string url =
-          (base.empty() || base.back() == '/' ? base : base + "/") + file.remote_name;
-      if (first_url.empty()) first_url = url;
-      ASGD_LOG(kInfo, "downloading ", url);
-      std::string why = TryDownload(url, file, target, options);
-      if (why.empty()) {
-        ASGD_LOG(kInfo, "saved ", target, " (sha256 ok)");
-        report.downloaded.push_back(target);
-        done = true;
-        break;
-      }
-      ASGD_LOG(kWarning, url, ": ", why);
-      failures.push_back(url + ": " + why);
-    }
-    if (!done) {
-      throw DataError(target, "download failed (" + Join(failures, "; ") +
-                                  "); nothing was written. Download it by hand from " + first_url +
-                                  " into " + dir + "/ (expected sha256 " + file.download_sha256 +
-                                  "), or fetch from another location with --url BASE");
-    }
+    DownloadFromAny(file, target, bases, dir, options);
+    report.downloaded.push_back(target);
   }
   return report;
 }

@@ -1,4 +1,4 @@
-// Downloading the known datasets: `asgd data fetch mnist|fashion-mnist|a9a`.
+// Downloading the known datasets: `asgd data fetch mnist|fashion-mnist|a9a|cifar10`.
 //
 // Each file of the dataset is downloaded into DATA_DIR/NAME/ under its published name,
 // streamed into a temporary file next to the target while it is hashed; only a download
@@ -6,6 +6,13 @@
 // place. Any failure (connection, HTTP status, size, checksum) removes the temporary, so
 // nothing half-written is ever left under the target's name. Files already present and
 // valid (as downloaded, or gunzipped with valid content) are skipped.
+//
+// A dataset published as one archive (CIFAR-10) is fetched as that archive: it is
+// downloaded the same way, checked against its published MD5 and its SHA-256 (both must
+// match), kept as DATA_DIR/NAME/ARCHIVE, and the dataset's files are extracted from it into
+// DATA_DIR/NAME/ (each through a temporary checked for its size and SHA-256). A valid
+// archive already there is extracted without downloading; files already extracted and
+// valid are kept.
 //
 // The built-in locations are tried in order (MNIST has a mirror first and the original
 // site second); FetchOptions::base_url replaces them with one location of the user's

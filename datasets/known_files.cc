@@ -46,6 +46,35 @@ const std::vector<KnownDataset>& KnownDatasets() {
            {"a9a.t", "a9a.t", "1f448a153f0320399a7e40836eb207655b0bde0f21fc941cc472193daa9f5de9",
             1164628, "1f448a153f0320399a7e40836eb207655b0bde0f21fc941cc472193daa9f5de9"},
        }},
+      // CIFAR-10, binary version (Krizhevsky 2009). The archive's MD5 is the one its
+      // authors publish on the dataset's page, its SHA-256 the one TensorFlow Datasets
+      // records; the extracted files' SHA-256 are those torchvision's Ruby port
+      // (torchvision-ruby) checks. Each file is 10,000 records of 3073 bytes.
+      {"cifar10",
+       {"https://www.cs.toronto.edu/~kriz/"},
+       {
+           {"data_batch_1.bin", "cifar-10-batches-bin/data_batch_1.bin",
+            "cee916563c9f80d84e3cc88e17fdc0941787f1244f00a67874d45b261883ada5", 30730000,
+            "cee916563c9f80d84e3cc88e17fdc0941787f1244f00a67874d45b261883ada5"},
+           {"data_batch_2.bin", "cifar-10-batches-bin/data_batch_2.bin",
+            "a591ca11fa1708a91ee40f54b3da4784ccd871ecf2137de63f51ada8b3fa57ed", 30730000,
+            "a591ca11fa1708a91ee40f54b3da4784ccd871ecf2137de63f51ada8b3fa57ed"},
+           {"data_batch_3.bin", "cifar-10-batches-bin/data_batch_3.bin",
+            "bbe8596564c0f86427f876058170b84dac6670ddf06d79402899d93ceea26f67", 30730000,
+            "bbe8596564c0f86427f876058170b84dac6670ddf06d79402899d93ceea26f67"},
+           {"data_batch_4.bin", "cifar-10-batches-bin/data_batch_4.bin",
+            "014e562d6e23c72197cc727519169a60359f5eccd8945ad5a09d710285ff4e48", 30730000,
+            "014e562d6e23c72197cc727519169a60359f5eccd8945ad5a09d710285ff4e48"},
+           {"data_batch_5.bin", "cifar-10-batches-bin/data_batch_5.bin",
+            "755304fc0b379caeae8c14f0dac912fbc7d6cd469eb67a1029a08a39453a9add", 30730000,
+            "755304fc0b379caeae8c14f0dac912fbc7d6cd469eb67a1029a08a39453a9add"},
+           {"test_batch.bin", "cifar-10-batches-bin/test_batch.bin",
+            "8e2eb146ae340b09e24670f29cabc6326dba54da8789dab6768acf480273f65b", 30730000,
+            "8e2eb146ae340b09e24670f29cabc6326dba54da8789dab6768acf480273f65b"},
+       },
+       KnownFile{"cifar-10-binary.tar.gz", "cifar-10-binary.tar.gz",
+                 "c4a38c50a1bc5f3a1c5537f2155ab9d68f9f25eb1ed8d9ddda3db29a59bca1dd", 170052171, "",
+                 "c32a1d4ab5d03f1284b67883e8d87530"}},
   };
   return kTable;
 }

@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/strings.h"
+#include "datasets/cifar.h"
 #include "datasets/idx.h"
 #include "datasets/known_files.h"
 #include "datasets/libsvm.h"
@@ -69,6 +70,25 @@ Dataset LoadFileSplit(const DataOptions& options, Split split) {
     lo.check = CheckFor(options, *file);
     source = RequireFile(dir, file->name);
     ds = ReadLibsvm(split_name, source, lo);
+  } else if (options.name == "cifar10") {
+    std::vector<std::string> names;
+    if (train) {
+      for (int b = 1; b <= 5; ++b) names.push_back("data_batch_" + std::to_string(b) + ".bin");
+    } else {
+      names.push_back("test_batch.bin");
+    }
+    CifarLoadOptions co;
+    co.read.records_per_file = options.cifar_records_per_file;
+    co.max_examples = max_examples;
+    std::vector<std::string> paths;
+    for (const std::string& name : names) {
+      const KnownFile* file = FindKnownFile("cifar10", name);
+      ASGD_CHECK(file != nullptr, "known-file table lacks cifar10 ", name);
+      co.checks.push_back(CheckFor(options, *file));
+      paths.push_back(RequireFile(dir, name));
+    }
+    source = paths.front() + (paths.size() > 1 ? " ..." : "");
+    ds = LoadCifarDataset(split_name, paths, co);
   } else {
     const std::string prefix = train ? "train" : "t10k";
     const KnownFile* images = FindKnownFile(options.name, prefix + "-images-idx3-ubyte");
@@ -91,7 +111,8 @@ Dataset LoadFileSplit(const DataOptions& options, Split split) {
 }  // namespace
 
 const std::vector<std::string>& DatasetNames() {
-  static const std::vector<std::string> kNames = {"mnist", "fashion-mnist", "a9a", "synthetic"};
+  static const std::vector<std::string> kNames = {"mnist", "fashion-mnist", "a9a", "cifar10",
+                                                  "synthetic"};
   return kNames;
 }
 
@@ -119,19 +140,9 @@ void ValidateDataOptions(const DataOptions& options) {
   if (options.name == "synthetic") ValidateSyntheticOptions(options.synthetic);
 }
 
-Dataset LoadSplit(const DataOptions& options, Split split) {
-  ValidateDataOptions(options);
-  if (options.name == "synthetic") {
-    TrainTest both = MakeSynthetic(options.synthetic);
-    Dataset ds = split == Split::kTrain ? std::move(both.train) : std::move(both.test);
-    KeepFirst(&ds, split == Split::kTrain ? options.max_train : options.max_test);
-    return ds;
-  }
-  return LoadFileSplit(options, split);
-}
+namespace {
 
-TrainTest LoadDataset(const DataOptions& options) {
-  ValidateDataOptions(options);
+TrainTest LoadBoth(const DataOptions& options) {
   TrainTest out;
   if (options.name == "synthetic") {
     out = MakeSynthetic(options.synthetic);
@@ -141,6 +152,48 @@ TrainTest LoadDataset(const DataOptions& options) {
   }
   out.train = LoadFileSplit(options, Split::kTrain);
   out.test = LoadFileSplit(options, Split::kTest);
+  return out;
+}
+
+}  // namespace
+
+Dataset LoadSplit(const DataOptions& options, Split split) {
+  ValidateDataOptions(options);
+  // Normalisation computed from the training split needs that split, whichever is asked
+  // for.
+  const bool needs_train = options.normalize.per_channel && options.normalize.mean.empty() &&
+                           options.normalize.std.empty();
+  if (options.name == "synthetic" || needs_train) {
+    TrainTest both = LoadDataset(options);
+    return split == Split::kTrain ? std::move(both.train) : std::move(both.test);
+  }
+  TrainTest one;
+  Dataset& ds = split == Split::kTrain ? one.train : one.test;
+  ds = LoadFileSplit(options, split);
+  // The other split stays empty, with the same shape so that the checks see an image.
+  Dataset& other = split == Split::kTrain ? one.test : one.train;
+  other.name = ds.name;
+  other.num_features = ds.num_features;
+  other.example_shape = ds.example_shape;
+  other.sparse = ds.sparse;
+  ApplyNormalization(options.normalize, &one);
+  CheckAugmentOptions(options.augment, one.train);
+  return std::move(ds);
+}
+
+TrainTest LoadDataset(const DataOptions& options) {
+  ValidateDataOptions(options);
+  TrainTest out = LoadBoth(options);
+  ApplyNormalization(options.normalize, &out);
+  CheckAugmentOptions(options.augment, out.train);
+  if (!out.train.channel_mean.empty()) {
+    std::vector<std::string> parts;
+    for (std::size_t c = 0; c < out.train.channel_mean.size(); ++c) {
+      parts.push_back(std::to_string(out.train.channel_mean[c]) + "/" +
+                      std::to_string(out.train.channel_std[c]));
+    }
+    ASGD_LOG(kInfo, "normalised ", options.name, " per channel (mean/std): ", Join(parts, ", "));
+  }
   return out;
 }
 

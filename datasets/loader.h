@@ -1,6 +1,6 @@
 // Loading a dataset by name.
 //
-// The names are "mnist", "fashion-mnist", "a9a" (files on disk, found as
+// The names are "mnist", "fashion-mnist", "a9a", "cifar10" (files on disk, found as
 // datasets/locate.h describes) and "synthetic" (generated). Known files are checked
 // against the digests of their decompressed content (datasets/known_files.h) unless
 // verification is switched off.
@@ -13,14 +13,16 @@
 #include <string>
 #include <vector>
 
+#include "datasets/augment.h"
 #include "datasets/dataset.h"
 #include "datasets/locate.h"
+#include "datasets/normalize.h"
 #include "datasets/synthetic.h"
 
 namespace asgd::datasets {
 
 struct DataOptions {
-  // "mnist", "fashion-mnist", "a9a" or "synthetic". Default: "mnist".
+  // "mnist", "fashion-mnist", "a9a", "cifar10" or "synthetic". Default: "mnist".
   std::string name = "mnist";
   // Directories searched in order for NAME/ (see FindDatasetDir in datasets/locate.h);
   // empty entries are skipped. Unused for "synthetic". Default: none.
@@ -36,6 +38,15 @@ struct DataOptions {
   // Handy for fast tests. The files are still read and checked in full. Default: -1.
   int64_t max_train = -1;
   int64_t max_test = -1;
+  // Records each CIFAR-10 file must hold (datasets/cifar.h); 0 accepts any number.
+  // Default: 10,000, as published. Tests use smaller files.
+  int64_t cifar_records_per_file = 10000;
+  // Per-channel normalisation of both splits (datasets/normalize.h). Default: none.
+  NormalizeOptions normalize;
+  // The augmentation the training batches will get (datasets/augment.h). The loader does
+  // not apply it (the BatchSampler does), but checks it against the training split, so
+  // that a dataset it does not fit is refused at load time. Default: none.
+  AugmentOptions augment;
   // Parameters of "synthetic".
   SyntheticOptions synthetic;
 };

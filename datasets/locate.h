@@ -1,10 +1,10 @@
 // Finding a dataset's files on disk.
 //
-// A file dataset NAME ("mnist", "fashion-mnist", "a9a") lives in a folder NAME/ under one
-// of several data directories, which the caller supplies in order of preference (the
-// CLI passes the config's data.dir, $ASGD_DATA_DIR, ./data and /usr/share/datasets,
-// where Debian's dataset packages install). Each file may be stored gzip-compressed
-// (FILE.gz, as distributed) or plain (FILE).
+// A file dataset NAME ("mnist", "fashion-mnist", "a9a", "cifar10") lives in a folder NAME/ under
+// one of several data directories, which the caller supplies in order of preference (the CLI passes
+// the config's data.dir, $ASGD_DATA_DIR, ./data and /usr/share/datasets, where Debian's dataset
+// packages install). Each file may be stored gzip-compressed (FILE.gz, as distributed) or plain
+// (FILE).
 #pragma once
 
 #include <string>

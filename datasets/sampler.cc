@@ -81,6 +81,11 @@ BatchSampler::BatchSampler(const Dataset& ds, std::vector<int64_t> shard,
     ASGD_CHECK(i >= 0 && i < ds.num_examples, "shard index ", i, " of ", ds.name, " with ",
                ds.num_examples, " examples");
   }
+  CheckAugmentOptions(options_.augment, ds);
+  if (options_.augment.enabled()) {
+    fill_ = FillValues(ds);
+    image_.resize(static_cast<std::size_t>(ds.num_features));
+  }
   StartEpoch();
 }
 
@@ -98,6 +103,21 @@ BatchView BatchSampler::Next() {
   const int64_t take = std::min(options_.batch_size, n - position_);
   BatchView b = buffer_.Gather(
       *ds_, std::span<const int64_t>(order_.data() + position_, static_cast<std::size_t>(take)));
+  if (options_.augment.enabled()) {
+    // Per batch, not per sampler: batch b's draws depend on b alone, so skipping batches
+    // (a resumed run) lands on the same transforms.
+    Rng rng(
+        DeriveSeed(options_.augment.seed, "augment/batch", static_cast<uint64_t>(batches_drawn_)));
+    const std::vector<int64_t>& shape = ds_->example_shape;
+    const auto d = static_cast<std::size_t>(ds_->num_features);
+    float* x = buffer_.mutable_x();
+    for (int64_t r = 0; r < take; ++r) {
+      float* row = x + static_cast<std::size_t>(r) * d;
+      std::copy(row, row + d, image_.data());
+      TransformImage(image_.data(), row, shape[0], shape[1], shape[2],
+                     options_.augment.crop_padding, DrawTransform(rng, options_.augment), fill_);
+    }
+  }
   position_ += take;
   samples_drawn_ += take;
   ++batches_drawn_;

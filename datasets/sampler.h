@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/aligned.h"
+#include "datasets/augment.h"
 #include "datasets/dataset.h"
 
 namespace asgd::datasets {
@@ -23,6 +24,9 @@ class BatchBuffer {
   // valid until the next Gather on this buffer or its destruction. A sparse view's
   // indptr starts at 0. REQUIRES: every index in [0, ds.num_examples) (checked).
   BatchView Gather(const Dataset& ds, std::span<const int64_t> indices);
+  // The dense rows of the last Gather, for transforming them in place (augmentation).
+  // REQUIRES: the last Gather was dense.
+  float* mutable_x() { return x_.data(); }
 
  private:
   AlignedVector<float> x_;
@@ -45,6 +49,10 @@ struct SamplerOptions {
   // it depends only on (shard, seed, e), and a run can resume at any epoch.
   // Default: 0. Give each worker its own, e.g. DeriveSeed(run_seed, "sampler", worker).
   uint64_t seed = 0;
+  // Random crops and flips applied to every batch returned (datasets/augment.h); batch
+  // b (counting from 0 over all epochs) draws from DeriveSeed(augment.seed,
+  // "augment/batch", b). Default: none.
+  AugmentOptions augment;
 };
 
 // Yields batches of a shard forever: each epoch visits every example of the shard once,
@@ -56,8 +64,9 @@ struct SamplerOptions {
 // The sampler keeps a pointer to the dataset, which must outlive it.
 class BatchSampler {
  public:
-  // Throws ConfigError if the shard is empty, batch_size < 1, or drop_last is set and
-  // the shard is smaller than one batch. REQUIRES: shard indices in
+  // Throws ConfigError if the shard is empty, batch_size < 1, drop_last is set and
+  // the shard is smaller than one batch, or the augmentation does not fit the dataset
+  // (CheckAugmentOptions). REQUIRES: shard indices in
   // [0, ds.num_examples) (checked).
   BatchSampler(const Dataset& ds, std::vector<int64_t> shard, const SamplerOptions& options);
 
@@ -93,6 +102,8 @@ class BatchSampler {
   int64_t samples_drawn_ = 0;
   int64_t batches_drawn_ = 0;
   BatchBuffer buffer_;
+  std::vector<float> fill_;     // augmentation: the padding's value per channel
+  AlignedVector<float> image_;  // augmentation: one example before its transform
 };
 
 }  // namespace asgd::datasets

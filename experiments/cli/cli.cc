@@ -216,22 +216,25 @@ int DataCommand(const std::vector<std::string>& args, std::ostream& out) {
       "url", po::value<std::string>(),
       "fetch: base URL to download from instead of the canonical location (file:// works)")(
       "action", po::value<std::string>(), "fetch | find")("name", po::value<std::string>(),
-                                                          "mnist | fashion-mnist | a9a");
+                                                          "mnist | fashion-mnist | a9a | cifar10");
   po::positional_options_description pos;
   pos.add("action", 1).add("name", 1);
   auto vm = Parse(args, desc, pos, "data");
   const std::string usage =
       "usage: asgd data fetch NAME [--dir DIR] [--url BASE]\n"
       "       asgd data find NAME [--dir DIR]\n\n"
-      "fetch downloads every file of NAME (mnist, fashion-mnist, a9a) into DIR/NAME/,\n"
-      "verifying each file's SHA-256; files already present and valid are kept.";
+      "fetch downloads every file of NAME (mnist, fashion-mnist, a9a, cifar10) into DIR/NAME/,\n"
+      "verifying each file's SHA-256; files already present and valid are kept. cifar10 is\n"
+      "fetched as its archive, cifar-10-binary.tar.gz, checked against the MD5 its authors\n"
+      "publish and its SHA-256, kept in DIR/cifar10/, and the six .bin files extracted.";
   if (vm.count("help") || !vm.count("action")) {
     out << Help(usage, desc);
     return vm.count("help") ? kExitOk : kExitBadInput;
   }
   const std::string action = vm["action"].as<std::string>();
   if (!vm.count("name"))
-    throw InputError("asgd data " + action + ": missing NAME (mnist, fashion-mnist or a9a)");
+    throw InputError("asgd data " + action +
+                     ": missing NAME (mnist, fashion-mnist, a9a or cifar10)");
   const std::string name = vm["name"].as<std::string>();
   if (action == "fetch") {
     const std::string dir = vm.count("dir") ? vm["dir"].as<std::string>() : DefaultDataDir();

@@ -189,6 +189,7 @@ WorkerSetup WorkerSetupFor(const Setup& s, int w, const models::Model* device_mo
   ws.train = &s.data.train;
   ws.examples = partitions[static_cast<std::size_t>(w)];
   ws.batch_size = s.config.Int("algorithm.batch_size");
+  ws.augment = BuildAugmentOptions(s.config);
   ws.seed = s.seed;
   return ws;
 }

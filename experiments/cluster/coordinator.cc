@@ -12,6 +12,7 @@
 #include "core/rng.h"
 #include "datasets/partition.h"
 #include "experiments/cluster/cluster_run.h"
+#include "experiments/config/setup.h"
 #include "experiments/run/collective_runner.h"
 
 namespace asgd::experiments::cluster {
@@ -98,8 +99,8 @@ void Coordinator::OpenRunDir() {
     out_ << "coordinator: resuming " << run_->id() << " from " << c.dir << " (update "
          << c.manifest.step << ")" << std::endl;
   } else {
-    run_ =
-        std::make_unique<RunDir>(RunDir::Create(s_.config, request_.name, request_.command_line));
+    run_ = std::make_unique<RunDir>(RunDir::Create(WithDataStatistics(s_.config, s_.data.train),
+                                                   request_.name, request_.command_line));
   }
   if (collective_) {
     // The ranks' file store: a fresh folder of the run for each attempt (absolute: the

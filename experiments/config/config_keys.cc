@@ -127,7 +127,7 @@ Schema BuildSchema() {
                "a live progress line: auto = only on a terminal"));
 
   // [data]
-  s.Add(Choice("data.dataset", "mnist", {"mnist", "fashion-mnist", "a9a", "synthetic"},
+  s.Add(Choice("data.dataset", "mnist", {"mnist", "fashion-mnist", "a9a", "cifar10", "synthetic"},
                "training and test data"));
   s.Add(Str("data.dir", "",
             "folder holding <dataset>/ (searched first; then $ASGD_DATA_DIR, ./data, "
@@ -139,6 +139,27 @@ Schema BuildSchema() {
             "use only the first N training examples; 0 = all", "examples"));
   s.Add(Int("data.test_limit", 0, 0, std::nullopt, "use only the first N test examples; 0 = all",
             "examples"));
+  s.Add(Choice("data.normalize", "none", {"none", "per_channel"},
+               "image data: per_channel maps each value of channel c to (x - mean[c]) / std[c], "
+               "train and test alike (x: the pixel in [0, 1])"));
+  {
+    KeySpec mean = DoubleList("data.mean", "", 0,
+                              "per_channel: one mean per channel, in [0, 1] pixel units; empty "
+                              "(with data.std) = computed from the training split, and the "
+                              "run folder's config.ini records the values used");
+    mean.min.reset();  // a mean may be any finite number
+    s.Add(mean);
+  }
+  s.Add(DoubleList("data.std", "", 0,
+                   "per_channel: one standard deviation (> 0) per channel; empty (with "
+                   "data.mean) = computed from the training split"));
+  s.Add(Int("data.random_crop_padding", 0, 0, std::nullopt,
+            "image data, training batches only: pad each side with this many black pixels and "
+            "crop a random window of the original size (CIFAR-10's standard: 4); 0 = off",
+            "pixels"));
+  s.Add(Bool("data.random_flip", false,
+             "image data, training batches only: mirror each image left-right with "
+             "probability 1/2"));
   s.Add(Int("data.synthetic_train", 10000, 1, std::nullopt, "synthetic: training examples",
             "examples"));
   s.Add(Int("data.synthetic_test", 2000, 1, std::nullopt, "synthetic: test examples", "examples"));

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
@@ -34,7 +35,36 @@ datasets::DataOptions BuildDataOptions(const Config& config,
   d.synthetic.noise = config.Double("data.synthetic_noise");
   d.synthetic.nonzeros_per_example = config.Int("data.synthetic_nonzeros");
   d.synthetic.seed = DeriveSeed(static_cast<uint64_t>(config.Int("experiment.seed")), "synthetic");
+  d.normalize.per_channel = config.String("data.normalize") == "per_channel";
+  d.normalize.mean = config.DoubleList("data.mean");
+  d.normalize.std = config.DoubleList("data.std");
+  d.augment = BuildAugmentOptions(config);
   return d;
+}
+
+datasets::AugmentOptions BuildAugmentOptions(const Config& config) {
+  datasets::AugmentOptions a;
+  a.crop_padding = config.Int("data.random_crop_padding");
+  a.flip = config.Bool("data.random_flip");
+  return a;
+}
+
+Config WithDataStatistics(const Config& config, const datasets::Dataset& train) {
+  Config out = config;
+  if (train.channel_mean.empty() || !config.DoubleList("data.mean").empty()) return out;
+  auto list = [](const std::vector<double>& v) {
+    std::string s;
+    for (double x : v) {
+      char buf[32];
+      std::snprintf(buf, sizeof(buf), "%.17g", x);
+      if (!s.empty()) s += ',';
+      s += buf;
+    }
+    return s;
+  };
+  out.Set("data.mean", list(train.channel_mean));
+  out.Set("data.std", list(train.channel_std));
+  return out;
 }
 
 models::ModelOptions BuildModelOptions(const Config& config) {

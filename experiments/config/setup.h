@@ -9,6 +9,7 @@
 #include "algorithms/schedule.h"
 #include "algorithms/strategy.h"
 #include "compression/compressor.h"
+#include "datasets/augment.h"
 #include "datasets/loader.h"
 #include "experiments/config/config.h"
 #include "models/device.h"
@@ -20,6 +21,15 @@ namespace asgd::experiments {
 
 datasets::DataOptions BuildDataOptions(const Config& config,
                                        const std::vector<std::string>& search_dirs);
+// data.random_crop_padding and data.random_flip; the seed is left 0 (each worker's sampler
+// takes DeriveSeed(run seed, "augment", worker)). The sampler checks them against the
+// dataset (ConfigError naming the key).
+datasets::AugmentOptions BuildAugmentOptions(const Config& config);
+// The config to record in a run folder: `config` with data.mean and data.std set to the
+// per-channel statistics computed from the training split (train.channel_mean/std) when
+// data.normalize = per_channel left them empty, so config.ini says which values were used
+// and replays them; else `config` unchanged.
+Config WithDataStatistics(const Config& config, const datasets::Dataset& train);
 models::ModelOptions BuildModelOptions(const Config& config);
 models::InputSpec InputSpecFor(const datasets::Dataset& train);
 algorithms::OptimizerOptions BuildOptimizerOptions(const Config& config);

@@ -159,7 +159,8 @@ RunResult RunCollective(const Config& config, const RunRequest& request, std::os
     plan.first_step = static_cast<int64_t>(resume.shards[0].version);
   }
   RunDir run = resuming ? RunDir::Resume(request.resume_dir, request.command_line)
-                        : RunDir::Create(config, request.name, request.command_line);
+                        : RunDir::Create(WithDataStatistics(config, train), request.name,
+                                         request.command_line);
   if (resuming) {
     // The CSVs as they were at the checkpoint; this run appends to them.
     UpgradeConvergenceCsv(run.File("convergence.csv"));
@@ -267,6 +268,7 @@ RunResult RunCollective(const Config& config, const RunRequest& request, std::os
     ws.train = &train;
     ws.examples = partitions[wi];
     ws.batch_size = batch_size;
+    ws.augment = BuildAugmentOptions(config);
     ws.seed = seed;
     ws.skip_batches = plan.first_step;  // a resumed run continues the batches' sequence
     ws.clock = clock.get();

@@ -123,7 +123,8 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
   }
 
   RunDir run = resuming ? RunDir::Resume(request.resume_dir, request.command_line)
-                        : RunDir::Create(config, request.name, request.command_line);
+                        : RunDir::Create(WithDataStatistics(config, problem.data.train),
+                                         request.name, request.command_line);
   if (resuming) {
     // The CSVs as they were at the checkpoint; this run appends to them.
     UpgradeConvergenceCsv(run.File("convergence.csv"));  // a run of before its last column

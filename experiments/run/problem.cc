@@ -54,6 +54,7 @@ WorkerSetup MakeWorkerSetup(const Config& config, const Problem& problem, int w)
   ws.train = &problem.data.train;
   ws.examples = problem.partitions[static_cast<std::size_t>(w)];
   ws.batch_size = problem.batch_size;
+  ws.augment = BuildAugmentOptions(config);
   ws.seed = problem.seed;
   return ws;
 }

@@ -95,12 +95,15 @@ RunResult RunExperiment(const Config& config, const RunRequest& request, std::os
   datasets::SamplerOptions sampler_options;
   sampler_options.batch_size = config.Int("algorithm.batch_size");
   sampler_options.seed = DeriveSeed(seed, "sampler", 0);
+  sampler_options.augment = BuildAugmentOptions(config);
+  sampler_options.augment.seed = DeriveSeed(seed, "augment", 0);
   datasets::BatchSampler sampler(train, datasets::AllIndices(train.num_examples), sampler_options);
 
   const StopPolicy stop = StopPolicy::FromConfig(config, train.num_examples);
   EvalSchedule schedule = EvalSchedule::FromConfig(config, train.num_examples);
 
-  RunDir run = RunDir::Create(config, request.name, request.command_line);
+  RunDir run =
+      RunDir::Create(WithDataStatistics(config, train), request.name, request.command_line);
   ASGD_LOG(kInfo, "run ", run.id(), ": ", trainer.Describe(), ", ", train.name, " (",
            train.num_examples, " examples), ", test.name, " (", test.num_examples, ")");
   RunRecorder recorder(run, stop.target_accuracy());

@@ -101,7 +101,8 @@ RunResult RunSimulated(const Config& config, const RunRequest& request, std::ost
   const compression::CompressionOptions compression = BuildCompressionOptions(config);
   const bool ef_residual = compression.name != "none" && compression.error_feedback;
 
-  RunDir run = RunDir::Create(config, request.name, request.command_line);
+  RunDir run =
+      RunDir::Create(WithDataStatistics(config, train), request.name, request.command_line);
   RunRecorder recorder(run, stop.target_accuracy(), -1, ef_residual);
   auto staleness_file = run.Open("staleness.csv");
   // Buffered: rows reach the file at evaluations and at the end, not one flush per push.

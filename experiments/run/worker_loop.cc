@@ -199,6 +199,8 @@ WorkerOutcome WorkerLoop::RunRule(alg::ParamClient* client, collective::Collecti
     datasets::SamplerOptions sopt;
     sopt.batch_size = s.batch_size;
     sopt.seed = DeriveSeed(s.seed, "sampler", static_cast<uint64_t>(w));
+    sopt.augment = s.augment;
+    sopt.augment.seed = DeriveSeed(s.seed, "augment", static_cast<uint64_t>(w));
     datasets::BatchSampler sampler(*s.train, s.examples, sopt);
     for (int64_t i = 0; i < s.skip_batches; ++i) (void)sampler.Next();
     auto optimizer = alg::NewOptimizer(s.optimizer, n_params);

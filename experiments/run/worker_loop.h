@@ -21,6 +21,7 @@
 #include "algorithms/strategy.h"
 #include "compression/compressor.h"
 #include "core/clock.h"
+#include "datasets/augment.h"
 #include "datasets/dataset.h"
 #include "experiments/record/metrics.h"
 #include "models/model.h"
@@ -39,6 +40,9 @@ struct WorkerSetup {
   const datasets::Dataset* train = nullptr;  // not owned
   std::vector<int64_t> examples;             // the worker's partition of the training set
   int64_t batch_size = 64;
+  // Random crops and flips of the training batches (data.random_crop_padding,
+  // data.random_flip); the loop seeds them with DeriveSeed(seed, "augment", worker).
+  datasets::AugmentOptions augment;
   uint64_t seed = 0;  // the run's seed
   // Batches drawn from the sampler and discarded before the first step: a resumed run on
   // a collective continues each worker's sequence of batches where the checkpoint left it.

@@ -3,6 +3,8 @@
 #include <stdexcept>
 #include <typeinfo>
 
+#include <archive.h>
+#include <archive_entry.h>
 #include <gtest/gtest.h>
 #include <zlib.h>
 
@@ -63,6 +65,54 @@ void WriteFakeMnist(const std::string& root, bool gz) {
   put("train-labels-idx1-ubyte", IdxLabelsBytes({5, 0, 4, 1, 9, 2}));
   put("t10k-images-idx3-ubyte", IdxImagesBytes(3, 28, 28));
   put("t10k-labels-idx1-ubyte", IdxLabelsBytes({7, 2, 1}));
+}
+
+std::string CifarBytes(int64_t records, int salt) {
+  std::string out;
+  out.reserve(static_cast<std::size_t>(records * 3073));
+  for (int64_t i = 0; i < records; ++i) {
+    out.push_back(static_cast<char>((i * 3 + salt) % 10));
+    for (int64_t p = 0; p < 3072; ++p) {
+      out.push_back(static_cast<char>((i * 31 + p * 7 + salt * 13) % 256));
+    }
+  }
+  return out;
+}
+
+void WriteFakeCifar(const std::string& root, int64_t records_per_file, bool gz) {
+  MakeDirs(root + "/cifar10");
+  auto put = [&](const std::string& name, const std::string& bytes) {
+    std::string path = root + "/cifar10/" + name;
+    gz ? WriteGzFile(path + ".gz", bytes) : asgd::testing::WriteTestFile(path, bytes);
+  };
+  for (int b = 1; b <= 5; ++b) {
+    put("data_batch_" + std::to_string(b) + ".bin", CifarBytes(records_per_file, b));
+  }
+  put("test_batch.bin", CifarBytes(records_per_file, 0));
+}
+
+std::string TarGzBytes(const std::vector<std::pair<std::string, std::string>>& members) {
+  asgd::testing::TempDir dir;
+  const std::string path = dir.File("a.tar.gz");
+  struct archive* a = archive_write_new();
+  archive_write_add_filter_gzip(a);
+  archive_write_set_format_pax_restricted(a);
+  if (archive_write_open_filename(a, path.c_str()) != ARCHIVE_OK) {
+    throw std::runtime_error(std::string("libarchive: ") + archive_error_string(a));
+  }
+  for (const auto& [name, bytes] : members) {
+    struct archive_entry* e = archive_entry_new();
+    archive_entry_set_pathname(e, name.c_str());
+    archive_entry_set_size(e, static_cast<la_int64_t>(bytes.size()));
+    archive_entry_set_filetype(e, AE_IFREG);
+    archive_entry_set_perm(e, 0644);
+    archive_write_header(a, e);
+    if (!bytes.empty()) archive_write_data(a, bytes.data(), bytes.size());
+    archive_entry_free(e);
+  }
+  archive_write_close(a);
+  archive_write_free(a);
+  return ReadFile(path);
 }
 
 std::string ExpectDataError(const std::function<void()>& f, const std::string& must_contain) {

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace asgd::datasets::test {
@@ -21,6 +22,17 @@ std::string Sha256Of(const std::string& bytes);
 // root/mnist/ (6 training and 3 test images of 28x28), gzip-compressed or plain. Their
 // checksums do not match the real files'.
 void WriteFakeMnist(const std::string& root, bool gz);
+
+// The bytes of a CIFAR binary file of `records` records: record i's label is
+// (i * 3 + salt) % 10 and its pixel p is (i * 31 + p * 7 + salt * 13) % 256.
+std::string CifarBytes(int64_t records, int salt);
+// Writes the six CIFAR-10 files (data_batch_1..5.bin with salts 1..5, test_batch.bin with
+// salt 0) of records_per_file records each into root/cifar10/, gzip-compressed or plain.
+// Their checksums do not match the real files'.
+void WriteFakeCifar(const std::string& root, int64_t records_per_file, bool gz);
+// A tar.gz archive (libarchive, pax format) holding regular files `members` (path, bytes)
+// in that order.
+std::string TarGzBytes(const std::vector<std::pair<std::string, std::string>>& members);
 
 // Runs f, which must throw DataError (not another exception) with a one-line message
 // containing `must_contain` (typically the file's path). Returns the message, or "" after

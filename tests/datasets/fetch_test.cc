@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 
 #include <gtest/gtest.h>
 
@@ -9,6 +10,8 @@
 #include "core/file_util.h"
 #include "core/sha256.h"
 #include "datasets/content.h"
+#include "datasets/loader.h"
+#include "datasets/md5.h"
 #include "tests/datasets/data_test_util.h"
 #include "tests/support/test_util.h"
 
@@ -143,6 +146,181 @@ TEST_F(FetchTest, BaseUrlOverridesTheTable) {
   options_.base_url = BaseUrl() + "/";
   FetchReport r = FetchFiles(table_, options_);
   EXPECT_EQ(r.downloaded.size(), 2u);
+}
+
+// CIFAR-10's way: one archive, verified by its MD5 and SHA-256, then the files extracted
+// from it. The server holds a small archive in the published layout; the table is the
+// real one with the digests and sizes of the small files.
+class CifarFetchTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    table_ = *FindKnownDataset("cifar10");
+    table_.base_urls = {BaseUrl()};
+    for (KnownFile& f : table_.files) {
+      const int salt = f.name == "test_batch.bin" ? 0 : f.name[11] - '0';
+      contents_[f.name] = test::CifarBytes(2, salt);
+      f.download_sha256 = f.content_sha256 = Sha256Hex(contents_[f.name]);
+      f.download_size = static_cast<int64_t>(contents_[f.name].size());
+    }
+    ServeArchive(Members());
+    options_.data_dir = dest_.path();
+  }
+  std::vector<std::pair<std::string, std::string>> Members(const std::string& leave_out = "") {
+    std::vector<std::pair<std::string, std::string>> m = {
+        {"cifar-10-batches-bin/readme.html", "<html></html>"},
+        {"cifar-10-batches-bin/batches.meta.txt", "airplane\nautomobile\n"}};
+    for (const KnownFile& f : table_.files) {
+      if (f.name != leave_out) m.emplace_back(f.remote_name, contents_[f.name]);
+    }
+    return m;
+  }
+  // Puts `bytes` on the server as the archive and makes the table describe them.
+  void ServeArchive(const std::vector<std::pair<std::string, std::string>>& members) {
+    ServeBytes(test::TarGzBytes(members));
+  }
+  void ServeBytes(const std::string& bytes) {
+    archive_bytes_ = bytes;
+    WriteTestFile(server_.File("cifar-10-binary.tar.gz"), bytes);
+    table_.archive->download_sha256 = Sha256Hex(bytes);
+    table_.archive->download_md5 = Md5Hex(bytes);
+    table_.archive->download_size = static_cast<int64_t>(bytes.size());
+  }
+  std::string BaseUrl() const { return "file://" + server_.path(); }
+  std::string Target(const std::string& name) const { return dest_.File("cifar10/" + name); }
+  std::vector<std::string> Bins() const {
+    return {"data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin",
+            "data_batch_4.bin", "data_batch_5.bin", "test_batch.bin"};
+  }
+
+  TempDir server_;
+  TempDir dest_;
+  KnownDataset table_;
+  FetchOptions options_;
+  std::map<std::string, std::string> contents_;
+  std::string archive_bytes_;
+};
+
+TEST_F(CifarFetchTest, DownloadsVerifiesTheArchiveAndExtractsTheSixFiles) {
+  FetchReport r = FetchFiles(table_, options_);
+  std::vector<std::string> expected = {Target("cifar-10-binary.tar.gz")};
+  for (const std::string& b : Bins()) expected.push_back(Target(b));
+  EXPECT_EQ(r.downloaded, expected);
+  EXPECT_TRUE(r.present.empty());
+  // The six files and the archive; nothing else from the archive, no temporaries.
+  std::vector<std::string> listing = Bins();
+  listing.insert(listing.begin(), "cifar-10-binary.tar.gz");
+  std::sort(listing.begin(), listing.end());
+  EXPECT_EQ(Listing(dest_.File("cifar10")), listing);
+  for (const std::string& b : Bins()) EXPECT_EQ(ReadFile(Target(b)), contents_[b]) << b;
+  EXPECT_EQ(ReadFile(Target("cifar-10-binary.tar.gz")), archive_bytes_);
+
+  // The loader reads what the fetch wrote (the real table's digests are not these files').
+  DataOptions o;
+  o.name = "cifar10";
+  o.search_dirs = {dest_.path()};
+  o.verify = false;
+  o.cifar_records_per_file = 2;
+  TrainTest d = LoadDataset(o);
+  EXPECT_EQ(d.train.num_examples, 10);
+  EXPECT_EQ(d.test.num_examples, 2);
+}
+
+TEST_F(CifarFetchTest, PresentFilesAndAPresentArchiveNeedNoServer) {
+  FetchFiles(table_, options_);
+  std::filesystem::remove(server_.File("cifar-10-binary.tar.gz"));
+  FetchReport r = FetchFiles(table_, options_);
+  EXPECT_TRUE(r.downloaded.empty());
+  EXPECT_EQ(r.present.size(), 6u);
+  // A missing file is extracted again from the archive already there.
+  std::filesystem::remove(Target("test_batch.bin"));
+  std::filesystem::remove(Target("data_batch_2.bin"));
+  r = FetchFiles(table_, options_);
+  EXPECT_EQ(r.downloaded,
+            (std::vector<std::string>{Target("data_batch_2.bin"), Target("test_batch.bin")}));
+  EXPECT_EQ(ReadFile(Target("test_batch.bin")), contents_["test_batch.bin"]);
+  // A gzip-compressed copy with the right content counts as present.
+  std::filesystem::remove(Target("data_batch_1.bin"));
+  test::WriteGzFile(Target("data_batch_1.bin.gz"), contents_["data_batch_1.bin"]);
+  r = FetchFiles(table_, options_);
+  EXPECT_TRUE(r.downloaded.empty());
+  EXPECT_EQ(r.present.front(), Target("data_batch_1.bin.gz"));
+}
+
+TEST_F(CifarFetchTest, AnMd5MismatchWritesNothing) {
+  const std::string published = table_.archive->download_md5;
+  table_.archive->download_md5 = "c32a1d4ab5d03f1284b67883e8d87530";  // not these bytes'
+  std::string msg =
+      ExpectDataError([&] { FetchFiles(table_, options_); }, Target("cifar-10-binary.tar.gz"));
+  EXPECT_NE(msg.find("md5 mismatch: expected c32a1d4ab5d03f1284b67883e8d87530 (as published), "
+                     "found " +
+                     published),
+            std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("nothing was written"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("expected md5 c32a1d4ab5d03f1284b67883e8d87530, sha256 "), std::string::npos)
+      << msg;
+  EXPECT_TRUE(Listing(dest_.File("cifar10")).empty());
+}
+
+TEST_F(CifarFetchTest, ASha256MismatchWritesNothing) {
+  table_.archive->download_sha256 = std::string(64, 'a');
+  std::string msg =
+      ExpectDataError([&] { FetchFiles(table_, options_); }, Target("cifar-10-binary.tar.gz"));
+  EXPECT_NE(msg.find("sha256 mismatch: expected " + std::string(64, 'a')), std::string::npos)
+      << msg;
+  EXPECT_TRUE(Listing(dest_.File("cifar10")).empty());
+  // A tampered archive fails the MD5 first.
+  ServeArchive(Members());
+  const std::string good_md5 = table_.archive->download_md5;
+  std::string tampered = archive_bytes_;
+  tampered[tampered.size() / 2] ^= 1;
+  WriteTestFile(server_.File("cifar-10-binary.tar.gz"), tampered);
+  msg = ExpectDataError([&] { FetchFiles(table_, options_); }, "cifar-10-binary.tar.gz");
+  EXPECT_NE(msg.find("md5 mismatch: expected " + good_md5), std::string::npos) << msg;
+  EXPECT_TRUE(Listing(dest_.File("cifar10")).empty());
+}
+
+TEST_F(CifarFetchTest, AnArchiveWithoutAFileIsRefused) {
+  ServeArchive(Members("test_batch.bin"));
+  std::string msg =
+      ExpectDataError([&] { FetchFiles(table_, options_); }, Target("cifar-10-binary.tar.gz"));
+  EXPECT_NE(msg.find("has no member cifar-10-batches-bin/test_batch.bin"), std::string::npos)
+      << msg;
+  EXPECT_EQ(Listing(dest_.File("cifar10")).size(), 6u);  // the archive and five verified files
+}
+
+TEST_F(CifarFetchTest, AMemberOfTheWrongSizeOrContentIsRefused) {
+  table_.files[2].download_size += 1;
+  std::string msg =
+      ExpectDataError([&] { FetchFiles(table_, options_); }, "cifar-10-binary.tar.gz");
+  EXPECT_NE(msg.find("member cifar-10-batches-bin/data_batch_3.bin is 6146 bytes: expected 6147"),
+            std::string::npos)
+      << msg;
+  table_.files[2].download_size -= 1;
+  table_.files[2].download_sha256 = std::string(64, 'b');
+  msg = ExpectDataError([&] { FetchFiles(table_, options_); }, "cifar-10-binary.tar.gz");
+  EXPECT_NE(msg.find("member cifar-10-batches-bin/data_batch_3.bin: expected 6146 bytes with "
+                     "sha256 " +
+                     std::string(64, 'b')),
+            std::string::npos)
+      << msg;
+  // The files before it stay (complete and verified); no temporary is left.
+  EXPECT_EQ(
+      Listing(dest_.File("cifar10")),
+      (std::vector<std::string>{"cifar-10-binary.tar.gz", "data_batch_1.bin", "data_batch_2.bin"}));
+}
+
+TEST_F(CifarFetchTest, ACorruptArchiveWithMatchingDigestsIsRefused) {
+  // Digests cannot vouch for a publisher's broken file: the reader still has to fail.
+  ServeBytes(test::GzipBytes("this is not a tar archive at all, just some text\n"));
+  std::string msg =
+      ExpectDataError([&] { FetchFiles(table_, options_); }, "cifar-10-binary.tar.gz");
+  EXPECT_NE(msg.find("delete it and fetch again"), std::string::npos) << msg;
+  std::string truncated = test::TarGzBytes(Members());
+  truncated.resize(truncated.size() / 2);
+  ServeBytes(truncated);
+  msg = ExpectDataError([&] { FetchFiles(table_, options_); }, "cifar-10-binary.tar.gz");
+  EXPECT_NE(msg.find("truncated gzip input; delete it and fetch again"), std::string::npos) << msg;
 }
 
 TEST(Fetch, BadArguments) {

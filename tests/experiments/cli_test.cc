@@ -286,6 +286,181 @@ TEST(Cli, BadLibsvmFilesAreOneLineNamingFileAndLine) {
   EXPECT_THAT(r.err, AllOf(HasSubstr("a9a/a9a:2:"), HasSubstr("index 0")));
 }
 
+// CIFAR-10's bad input (issue 31 item 5): a file of the wrong size or with a label >= 10,
+// and an archive that fails its checksum, are one line naming the file and what was
+// expected, exit status 2, before any training: no run folder, nothing fetched.
+std::string CifarRecordsBytes(int64_t records, int bad_label_at = -1) {
+  std::string out;
+  out.reserve(static_cast<std::size_t>(records * 3073));
+  for (int64_t i = 0; i < records; ++i) {
+    out.push_back(static_cast<char>(i == bad_label_at ? 10 : i % 10));
+    out.append(3072, static_cast<char>(i % 251));
+  }
+  return out;
+}
+
+std::string CifarConfig(const testing::TempDir& dir, const std::string& extra = "") {
+  const std::string config = dir.File("cifar.ini");
+  testing::WriteTestFile(config, "[experiment]\nprogress = off\nout_dir = " + dir.File("runs") +
+                                     "\n[data]\ndataset = cifar10\ndir = " + dir.File("data") +
+                                     "\n" + extra);
+  return config;
+}
+
+void WriteCifarFiles(const testing::TempDir& dir, int64_t records) {
+  fs::create_directories(dir.File("data/cifar10"));
+  for (const char* name : {"data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin",
+                           "data_batch_4.bin", "data_batch_5.bin", "test_batch.bin"}) {
+    testing::WriteTestFile(dir.File(std::string("data/cifar10/") + name),
+                           CifarRecordsBytes(records));
+  }
+}
+
+TEST(Cli, Cifar10FilesOfTheWrongSizeAreOneLineAndNoRunFolder) {
+  testing::TempDir dir;
+  WriteCifarFiles(dir, 2);
+  // Two records where 10,000 are expected: the structure is checked before the checksum,
+  // verified (the default) or not.
+  CliResult r = RunCli({"run", CifarConfig(dir)});
+  EXPECT_EQ(r.status, kExitBadInput) << r.out;
+  EXPECT_TRUE(OneLine(r.err)) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("cifar10/data_batch_1.bin: holds 2 records"));
+  r = RunCli({"run", CifarConfig(dir, "verify = false\n")});
+  EXPECT_EQ(r.status, kExitBadInput) << r.out;
+  EXPECT_TRUE(OneLine(r.err)) << r.err;
+  EXPECT_THAT(r.err, AllOf(HasSubstr("cifar10/data_batch_1.bin"),
+                           HasSubstr("holds 2 records (6146 bytes) of CIFAR data: expected 10000 "
+                                     "records (30730000 bytes)")));
+  // Not a whole number of records.
+  testing::WriteTestFile(dir.File("data/cifar10/data_batch_1.bin"), std::string(100, '\1'));
+  r = RunCli({"run", CifarConfig(dir, "verify = false\n")});
+  EXPECT_EQ(r.status, kExitBadInput) << r.out;
+  EXPECT_TRUE(OneLine(r.err)) << r.err;
+  EXPECT_THAT(r.err, AllOf(HasSubstr("cifar10/data_batch_1.bin"),
+                           HasSubstr("100 bytes are not a whole number of 3073-byte CIFAR records"),
+                           HasSubstr("expected 10000 records")));
+  EXPECT_FALSE(fs::exists(dir.File("runs")));
+}
+
+TEST(Cli, ACifar10LabelOfTenIsOneLineAndNoRunFolder) {
+  testing::TempDir dir;
+  WriteCifarFiles(dir, 1);
+  // The right size (stored gzip-compressed, as the loader accepts), one label out of range.
+  fs::remove(dir.File("data/cifar10/data_batch_1.bin"));
+  WriteGzip(dir.File("data/cifar10/data_batch_1.bin.gz"), CifarRecordsBytes(10000, 4321));
+  CliResult r = RunCli({"run", CifarConfig(dir, "verify = false\n")});
+  EXPECT_EQ(r.status, kExitBadInput) << r.out;
+  EXPECT_TRUE(OneLine(r.err)) << r.err;
+  EXPECT_THAT(r.err,
+              AllOf(HasSubstr("cifar10/data_batch_1.bin.gz"), HasSubstr("label 10 of record 4321"),
+                    HasSubstr("expected a class below 10")));
+  // Verified (the default), a file of the right size fails its checksum first.
+  r = RunCli({"run", CifarConfig(dir)});
+  EXPECT_EQ(r.status, kExitBadInput) << r.out;
+  EXPECT_TRUE(OneLine(r.err)) << r.err;
+  EXPECT_THAT(r.err,
+              AllOf(HasSubstr("cifar10/data_batch_1.bin.gz: sha256 mismatch: expected "
+                              "cee916563c9f80d84e3cc88e17fdc0941787f1244f00a67874d45b261883ada5"),
+                    HasSubstr("`asgd data fetch cifar10`")));
+  EXPECT_FALSE(fs::exists(dir.File("runs")));
+}
+
+TEST(Cli, DataFetchCifar10WithAFailedChecksumWritesNothing) {
+  testing::TempDir dir;
+  fs::create_directories(dir.File("server"));
+  testing::WriteTestFile(dir.File("server/cifar-10-binary.tar.gz"), "not the CIFAR-10 archive");
+  CliResult r = RunCli({"data", "fetch", "cifar10", "--dir", dir.File("out"), "--url",
+                        "file://" + dir.File("server")});
+  EXPECT_EQ(r.status, kExitBadInput);
+  EXPECT_TRUE(OneLine(r.err)) << r.err;
+  EXPECT_THAT(r.err, AllOf(HasSubstr("cifar10/cifar-10-binary.tar.gz"),
+                           HasSubstr("md5 mismatch: expected c32a1d4ab5d03f1284b67883e8d87530 "
+                                     "(as published)"),
+                           HasSubstr("170052171 bytes")));
+  EXPECT_TRUE(fs::is_empty(dir.File("out/cifar10")));
+}
+
+// Fake MNIST-shaped IDX files (random-looking pixels), gzip-compressed.
+void WriteFakeIdx(const testing::TempDir& dir, uint32_t train, uint32_t test) {
+  fs::create_directories(dir.File("data/mnist"));
+  auto be = [](uint32_t v) {
+    return std::string{static_cast<char>(v >> 24), static_cast<char>(v >> 16),
+                       static_cast<char>(v >> 8), static_cast<char>(v)};
+  };
+  for (const auto& [prefix, n] :
+       {std::pair<std::string, uint32_t>{"train", train}, {"t10k", test}}) {
+    std::string images = be(2051) + be(n) + be(28) + be(28);
+    std::string labels = be(2049) + be(n);
+    for (uint32_t i = 0; i < n; ++i) {
+      labels.push_back(static_cast<char>(i % 10));
+      for (uint32_t p = 0; p < 784; ++p)
+        images.push_back(static_cast<char>((i * 37 + p * 11) % 256));
+    }
+    WriteGzip(dir.File("data/mnist/" + prefix + "-images-idx3-ubyte.gz"), images);
+    WriteGzip(dir.File("data/mnist/" + prefix + "-labels-idx1-ubyte.gz"), labels);
+  }
+}
+
+std::string RunFolder(const CliResult& r) {
+  const std::string folder = r.out.substr(r.out.find("run folder: ") + 12);
+  return folder.substr(0, folder.find('\n'));
+}
+
+TEST(Cli, NormalisationAndAugmentationTrainAndAreRecorded) {
+  testing::TempDir dir;
+  WriteFakeIdx(dir, 200, 50);
+  const std::string config = dir.File("mnist.ini");
+  testing::WriteTestFile(
+      config,
+      "[experiment]\nprogress = off\nepochs = 1\nlog_level = error\nout_dir = " + dir.File("runs") +
+          "\n[data]\ndataset = mnist\nverify = false\ndir = " + dir.File("data") +
+          "\nnormalize = per_channel\nrandom_crop_padding = 4\nrandom_flip = true\n"
+          "[model]\nname = softmax\n[algorithm]\nbatch_size = 16\n");
+  // One worker (the sequential runner) and two worker threads (the shared worker loop).
+  for (const std::vector<std::string>& extra :
+       {std::vector<std::string>{},
+        {"--set", "algorithm.name=async_sgd", "--set", "algorithm.workers=2"}}) {
+    std::vector<std::string> args = {"run", config};
+    args.insert(args.end(), extra.begin(), extra.end());
+    CliResult r = RunCli(args);
+    ASSERT_EQ(r.status, kExitOk) << r.err;
+    // config.ini records the statistics computed from the training split.
+    const std::string ini = ReadFile(RunFolder(r) + "/config.ini");
+    EXPECT_THAT(ini, HasSubstr("normalize = per_channel"));
+    EXPECT_THAT(ini, HasSubstr("random_crop_padding = 4"));
+    EXPECT_THAT(ini, ::testing::ContainsRegex("\nmean = 0\\.[0-9]+\n"));
+    EXPECT_THAT(ini, ::testing::ContainsRegex("\nstd = 0\\.[0-9]+\n"));
+  }
+  // Given statistics are kept as given.
+  CliResult r = RunCli({"run", config, "--set", "data.mean=0.5", "--set", "data.std=0.25"});
+  ASSERT_EQ(r.status, kExitOk) << r.err;
+  const std::string ini = ReadFile(RunFolder(r) + "/config.ini");
+  EXPECT_THAT(ini, AllOf(HasSubstr("\nmean = 0.5\n"), HasSubstr("\nstd = 0.25\n")));
+}
+
+TEST(Cli, NormalisationAndAugmentationOfNonImagesAreOneLineAndNoRunFolder) {
+  testing::TempDir dir;
+  for (const std::string set : {"data.random_flip=true", "data.random_crop_padding=2",
+                                "data.normalize=per_channel", "data.mean=0.5"}) {
+    CliResult r = RunCli({"run", SyntheticConfig(dir), "--set", set});
+    EXPECT_EQ(r.status, kExitBadInput) << set;
+    EXPECT_TRUE(OneLine(r.err)) << r.err;
+    EXPECT_THAT(r.err, HasSubstr(set.substr(0, set.find('='))));
+  }
+  WriteFakeIdx(dir, 20, 5);
+  const std::string config = dir.File("mnist.ini");
+  testing::WriteTestFile(
+      config, "[experiment]\nprogress = off\nout_dir = " + dir.File("runs") +
+                  "\n[data]\ndataset = mnist\nverify = false\ndir = " + dir.File("data") + "\n");
+  for (const std::string set : {"data.random_crop_padding=29", "data.std=0.5"}) {
+    CliResult r = RunCli({"run", config, "--set", set, "--set", "data.normalize=per_channel"});
+    EXPECT_EQ(r.status, kExitBadInput) << set;
+    EXPECT_TRUE(OneLine(r.err)) << r.err;
+    EXPECT_THAT(r.err, HasSubstr(set.substr(0, set.find('='))));
+  }
+  EXPECT_FALSE(fs::exists(dir.File("runs")));
+}
+
 TEST(Cli, DataFetchFromAFileUrl) {
   testing::TempDir dir;
   // a9a's files are small enough to copy; the source is the reference data folder.
