@@ -20,6 +20,7 @@ Strategy StalenessAwareStrategy();  // staleness_aware.cc
 Strategy SspStrategy();             // ssp.cc
 Strategy ModelAveragingStrategy();  // model_averaging.cc
 Strategy DcAsgdStrategy();          // dc_asgd.cc
+Strategy SignSgdVoteStrategy();     // signsgd_vote.cc
 // On a collective (Strategy::collective), not a parameter server.
 Strategy AllreduceSgdStrategy();  // allreduce_sgd.cc
 Strategy LocalSgdStrategy();      // local_sgd.cc

@@ -31,6 +31,9 @@ void CompressingClient::Init(bool error_feedback) {
   for (const PushPart& p : parts_) largest = std::max(largest, p.count);
   gathered_.resize(static_cast<std::size_t>(largest));
   if (error_feedback) {
+    ASGD_CHECK(compressor_->contractive(), compressor_->Name(),
+               " is not a contraction: error feedback needs the form NewCompressor builds with "
+               "error_feedback = true");
     feedback_.reserve(parts_.size());
     for (const PushPart& p : parts_) feedback_.emplace_back(p.count);
   }

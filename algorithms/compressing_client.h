@@ -11,7 +11,9 @@
 // (dense_bytes_pushed). wire_traffic() is the latter.
 //
 // Error feedback: what compression left out of a push stays in the residual and is added
-// to the next update (compression/error_feedback.h); a push that failed (timeout, error
+// to the next update (compression/error_feedback.h); the compressor must then be a
+// contraction (contractive(), checked: NewCompressor's form for error_feedback = true);
+// a push that failed (timeout, error
 // reply) is lost as a dense one would be: its residual is not restored.
 //
 // Non-finite updates: an update holding NaN or Inf is pushed dense (the shard refuses it

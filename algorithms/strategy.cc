@@ -31,7 +31,7 @@ const std::map<std::string, Strategy>& Registry() {
           DynSgdStrategy(), AdagDistanceStrategy(), SyncSgdStrategy(), SagnStrategy(),
           EasgdStrategy(), AeasgdStrategy(), AeamsgdStrategy(), StalenessAwareStrategy(),
           SspStrategy(), ModelAveragingStrategy(), DcAsgdStrategy(), AllreduceSgdStrategy(),
-          LocalSgdStrategy(), DpsgdStrategy()}) {
+          LocalSgdStrategy(), DpsgdStrategy(), SignSgdVoteStrategy()}) {
       (*m)[s.name] = s;
     }
     // dist-keras calls AGN "ADAG" (docs/algorithms.md#notation); the alias keeps its configs

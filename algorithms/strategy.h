@@ -245,6 +245,8 @@ struct StrategyOptions {
   int ssp_bound = 3;
   // aeamsgd: the Nesterov momentum δ of the local step (algorithm.momentum).
   double worker_momentum = 0.9;
+  // signsgd_vote: β of the momentum whose sign the worker pushes (Signum); 0 = signSGD.
+  double sign_momentum = 0.0;
   // hogwild: how the shared vector is added to, "atomic" or "racy" (hogwild.h).
   std::string hogwild_add = "atomic";
   // dpsgd: the communication graph; "ring" (each worker averages with its two neighbours).
@@ -295,6 +297,9 @@ struct Strategy {
   // (a gradient, a window's update, an elastic difference), not parameters. Each
   // strategy's source says why; the runner refuses compression for the others.
   bool supports_compression = false;
+  // The compression.name values the strategy takes besides none; empty = every one
+  // (signsgd_vote pushes signs: sign only).
+  std::vector<std::string> compressors;
   // Workers announce clocks (SendClock) and the server bounds how far apart they run
   // (ssp): a run needs every worker's clock to go on.
   bool clocks = false;

@@ -27,6 +27,8 @@ SyncRule::SyncRule(int replicas_to_aggregate, Combine combine, std::string name,
       step_(std::move(step)) {
   ASGD_CHECK(n_ >= 1, "replicas_to_aggregate must be >= 1");
   ASGD_CHECK(!step_ || combine_ != Combine::kMeanReplace, "a server step adds gradients");
+  ASGD_CHECK(combine_ != Combine::kSignVote || (step_ && step_->optimizer.name == "sgd"),
+             "a sign vote is applied by an sgd server step");
   // Validates the optimizer options now (ConfigError naming the key), not at Start.
   if (step_) (void)NewOptimizer(step_->optimizer, 1);
 }
@@ -139,7 +141,18 @@ void SyncRule::OnMembership(transport::ShardContext& ctx, int live_workers) {
 void SyncRule::Complete(transport::ShardContext& ctx) {
   const auto pushes = static_cast<float>(round_.size());
   std::vector<float> sum(static_cast<std::size_t>(count_), 0.0f);
-  for (const auto& [worker, u] : round_) transport::AddTo(sum, u);  // all or nothing
+  if (combine_ == Combine::kSignVote) {
+    // Each push votes sign(u_i) in {-1, 0, +1}; the round's direction is the sign of the
+    // votes' sum, 0 on a tie. Counts stay exact in float (|sum| <= N).
+    for (const auto& [worker, u] : round_) {
+      for (std::size_t i = 0; i < sum.size(); ++i) {
+        sum[i] += static_cast<float>((u[i] > 0) - (u[i] < 0));
+      }
+    }
+    for (float& v : sum) v = static_cast<float>((v > 0) - (v < 0));
+  } else {
+    for (const auto& [worker, u] : round_) transport::AddTo(sum, u);  // all or nothing
+  }
   auto values = ctx.mutable_values();
   if (optimizer_) {
     // The optimizer writes values and slots in one pass: it steps a copy, and the shard
@@ -179,6 +192,8 @@ void SyncRule::Complete(transport::ShardContext& ctx) {
         for (std::size_t i = 0; i < sum.size(); ++i) values[i] = sum[i] * inv;
         break;
       }
+      case Combine::kSignVote:  // always with a server step (constructor)
+        break;
     }
   }
   ctx.AdvanceVersion();

@@ -13,6 +13,10 @@
 //   kMeanAdd      θ̃ ← θ̃ + (1/N) Σ u_k      sync SGD, SAGN (mean aggregation, TF's default)
 //   kSumAdd       θ̃ ← θ̃ + Σ u_k            synchronous EASGD (the elastic differences)
 //   kMeanReplace  θ̃ ← (1/N) Σ u_k          model averaging (u_k are parameters)
+//   kSignVote     g = sign(Σ sign(u_k))     signsgd_vote (majority vote; needs a ServerStep,
+//                                           applied as θ̃ ← θ̃ − η·g by plain sgd)
+// where sign(x) ∈ {−1, 0, +1}, sign(0) = 0: a push's zero is no vote, and a tie moves
+// nothing.
 // The sum is taken in worker-index order, so a round's result does not depend on the
 // order in which its pushes arrived. Convention (docs/algorithms.md#sync_sgd): a round takes
 // exactly the first N fresh pushes; a worker's second push to the same round replaces
@@ -45,7 +49,7 @@ namespace asgd::algorithms {
 
 class SyncRule final : public transport::ServerRule {
  public:
-  enum class Combine { kMeanAdd, kSumAdd, kMeanReplace };
+  enum class Combine { kMeanAdd, kSumAdd, kMeanReplace, kSignVote };
   // The optimizer a round applies to the combined gradients (see above).
   struct ServerStep {
     OptimizerOptions optimizer;
@@ -53,7 +57,8 @@ class SyncRule final : public transport::ServerRule {
     ScheduleOptions schedule;
     double epochs_per_round = 0;    // the schedule's epoch advances this much per round
   };
-  // REQUIRES: step only with kMeanAdd or kSumAdd.
+  // REQUIRES: step only with kMeanAdd, kSumAdd or kSignVote; kSignVote with a step whose
+  // optimizer is sgd.
   SyncRule(int replicas_to_aggregate, Combine combine, std::string name,
            std::optional<ServerStep> step = std::nullopt);
   // kMeanAdd for "mean", kSumAdd for "sum" (algorithm.aggregation); ConfigError otherwise.

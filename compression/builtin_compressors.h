@@ -17,10 +17,12 @@ namespace asgd::compression::internal {
 using Frames = std::span<const std::span<const std::byte>>;
 
 std::unique_ptr<Compressor> NewTopK(double ratio);
-std::unique_ptr<Compressor> NewRandK(double ratio);
-std::unique_ptr<Compressor> NewQsgd(int levels);
+// scaled: values times n / k (unbiased); else as they are (a contraction).
+std::unique_ptr<Compressor> NewRandK(double ratio, bool scaled);
+// contract: the norm (qsgd) or scale (terngrad) divided by 1 + w(x) (compressor.h).
+std::unique_ptr<Compressor> NewQsgd(int levels, bool contract);
 std::unique_ptr<Compressor> NewSign();
-std::unique_ptr<Compressor> NewTernGrad();
+std::unique_ptr<Compressor> NewTernGrad(bool contract);
 
 std::string DecodeSparse(Frames frames, std::span<float> out);
 std::string DecodeQsgd(Frames frames, std::span<float> out);

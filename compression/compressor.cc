@@ -72,14 +72,21 @@ const std::vector<Entry>& Registry() {
       {"none", "dense float32 pushes (no compression)", nullptr},
       {"qsgd",
        "s-level stochastic quantization with the 2-norm, 1 + bit_width(s) bits per element "
-       "(Alistarh et al. 2017)",
-       [](const CompressionOptions& o) { return internal::NewQsgd(o.levels); }},
-      {"randk", "k random coordinates scaled by n/k, unbiased (Stich et al. 2018)",
-       [](const CompressionOptions& o) { return internal::NewRandK(o.ratio); }},
+       "(Alistarh et al. 2017); with error feedback scaled by 1/(1 + w), w its variance "
+       "(Karimireddy et al. 2019)",
+       [](const CompressionOptions& o) { return internal::NewQsgd(o.levels, o.error_feedback); }},
+      {"randk",
+       "k random coordinates, scaled by n/k (unbiased) without error feedback and unscaled "
+       "with it (Stich et al. 2018)",
+       [](const CompressionOptions& o) {
+         return internal::NewRandK(o.ratio, /*scaled=*/!o.error_feedback);
+       }},
       {"sign", "1 bit per element times ||x||_1/d (Seide et al. 2014; Karimireddy et al. 2019)",
        [](const CompressionOptions&) { return internal::NewSign(); }},
-      {"terngrad", "stochastic ternary {-1,0,1} times max|x|, 2 bits per element (Wen et al. 2017)",
-       [](const CompressionOptions&) { return internal::NewTernGrad(); }},
+      {"terngrad",
+       "stochastic ternary {-1,0,1} times max|x|, 2 bits per element (Wen et al. 2017); with "
+       "error feedback scaled by 1/(1 + w), w its variance (Karimireddy et al. 2019)",
+       [](const CompressionOptions& o) { return internal::NewTernGrad(o.error_feedback); }},
       {"topk",
        "the k largest magnitudes as index/value pairs (Aji & Heafield 2017; Lin et al. 2018)",
        [](const CompressionOptions& o) { return internal::NewTopK(o.ratio); }},

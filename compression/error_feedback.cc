@@ -14,6 +14,9 @@ ErrorFeedback::ErrorFeedback(int64_t size)
 void ErrorFeedback::Encode(const Compressor& compressor, std::span<const float> update, Rng& rng,
                            Encoded* out, std::span<float> sent) {
   ASGD_CHECK_EQ(update.size(), residual_.size(), "error feedback update size");
+  ASGD_CHECK(compressor.contractive(), compressor.Name(),
+             " is not a contraction: error feedback would grow its residual (build it with "
+             "CompressionOptions::error_feedback = true)");
   for (std::size_t i = 0; i < update.size(); ++i) {
     residual_[i] += update[i];  // now p_t
     corrected_[i] = static_cast<float>(residual_[i]);

@@ -7,6 +7,12 @@
 // so that, summed over the pushes in the worker's order, what was sent plus the residual
 // is what the worker wanted to push: sum_t decode(c_t) + e_T = sum_t x_t.
 //
+// That identity holds for any C; the residual stays bounded only when C is a contraction,
+// E||C(p) - p||^2 <= (1 - delta)||p||^2 (compressor.h): then E||e_t||^2 <= 4 (1 - delta) /
+// delta^2 max_t E||x_t||^2 (Karimireddy et al. 2019, Lemma 3). Encode therefore requires
+// compressor.contractive() (checked): NewCompressor with error_feedback = true builds
+// those forms (randk unscaled, qsgd and terngrad scaled by 1 / (1 + w)).
+//
 // Precision: the residual and p_t are kept in double; the compressor sees p_t rounded to
 // float (and a topk coordinate sends that float, its rounding error staying in e). Each
 // step's two operations are exact, so the identity above holds exactly, whenever the
@@ -32,7 +38,7 @@ class ErrorFeedback {
 
   // Encodes update + residual with compressor into *out and keeps the new residual.
   // If sent is not empty it receives decode(*out) (size() elements), what the store will
-  // apply. REQUIRES: update.size() == size() (checked).
+  // apply. REQUIRES: update.size() == size() and compressor.contractive() (checked).
   void Encode(const Compressor& compressor, std::span<const float> update, Rng& rng, Encoded* out,
               std::span<float> sent = {});
 

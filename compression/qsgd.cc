@@ -7,6 +7,11 @@
 // The rounding draws come from a LaneRng seeded by one draw of the caller's Rng, so that
 // a block of 64 elements is drawn, quantized and packed by vectorised loops
 // (quantize_blocks.h); the same seed gives the same encoding in every build.
+// With error feedback (contract) the norm field is ||x|| / (1 + w), w = (||x|| / s)^2
+// sum_i f_i (1 - f_i) / ||x||^2 the variance of this x's draw (f_i the fractional part of
+// r_i, computed from the same float r_i the encoder rounds; compressor.h): a contraction
+// with delta = 1 / (1 + w) >= 1 / (1 + min(n / s^2, sqrt(n) / s)). The levels drawn are the
+// same; only the decoded magnitude shrinks.
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -47,10 +52,11 @@ struct QsgdCodes {
 
 class Qsgd final : public Compressor {
  public:
-  explicit Qsgd(int levels) : levels_(static_cast<uint32_t>(levels)) {}
+  Qsgd(int levels, bool contract) : levels_(static_cast<uint32_t>(levels)), contract_(contract) {}
   std::string_view Name() const override { return "qsgd"; }
   Encoding encoding() const override { return Encoding::kQsgd; }
-  bool unbiased() const override { return true; }
+  bool unbiased() const override { return !contract_; }
+  bool contractive() const override { return contract_; }
 
   void Encode(std::span<const float> x, Rng& rng, Encoded* out) const override {
     ASGD_CHECK(!x.empty(), "qsgd of an empty vector");
@@ -68,10 +74,23 @@ class Qsgd final : public Compressor {
     const int bits = CodeBits(levels_);
     ShapeFrames(out, Encoding::kQsgd, static_cast<int64_t>(x.size()),
                 {8, PackedWords(x.size(), bits) * 8});
-    std::memcpy(out->frames[0].data(), &norm, 4);
-    std::memcpy(out->frames[0].data() + 4, &levels_, 4);
     const QsgdCodes q{norm > 0 ? static_cast<float>(levels_) / norm : 0.0f,
                       static_cast<float>(levels_)};
+    float sent_norm = norm;
+    if (contract_ && norm > 0 && std::isfinite(norm)) {
+      // w = E||Q(x) - x||^2 / ||x||^2: element i is step * (floor(r_i) + Bernoulli(f_i)),
+      // variance step^2 f_i (1 - f_i), with r_i as QsgdCodes computes it.
+      double spread = 0;
+      for (float v : x) {
+        const float r = std::min(q.top, std::fabs(v) * q.per_norm);
+        const double f = static_cast<double>(r) - std::floor(static_cast<double>(r));
+        spread += f * (1 - f);
+      }
+      const double step = static_cast<double>(norm) / levels_;
+      sent_norm = static_cast<float>(norm / (1.0 + step * step * spread / sq));
+    }
+    std::memcpy(out->frames[0].data(), &sent_norm, 4);
+    std::memcpy(out->frames[0].data() + 4, &levels_, 4);
     LaneRng gen(rng.NextU64());
     std::byte* codes = out->frames[1].data();
     const bool narrow =
@@ -81,6 +100,7 @@ class Qsgd final : public Compressor {
 
  private:
   uint32_t levels_;
+  bool contract_;
 };
 
 bool ValidCode(uint64_t code, uint32_t levels) {
@@ -141,7 +161,9 @@ std::string DecodeNarrow(std::span<const std::byte> frame, uint32_t levels, floa
 
 }  // namespace
 
-std::unique_ptr<Compressor> NewQsgd(int levels) { return std::make_unique<Qsgd>(levels); }
+std::unique_ptr<Compressor> NewQsgd(int levels, bool contract) {
+  return std::make_unique<Qsgd>(levels, contract);
+}
 
 std::string DecodeQsgd(Frames frames, std::span<float> out) {
   using ::asgd::internal::StrCat;

@@ -1,6 +1,9 @@
-// randk: k coordinates drawn uniformly without replacement, each scaled by n / k so that
-// the sent vector is unbiased (Stich, Cordonnier & Jaggi 2018, "Sparsified SGD with
-// Memory"). Variance per coordinate: x_i^2 (n / k - 1).
+// randk: k coordinates drawn uniformly without replacement (Stich, Cordonnier & Jaggi 2018,
+// "Sparsified SGD with Memory"). Without error feedback each is scaled by n / k so that
+// the sent vector is unbiased, variance per coordinate x_i^2 (n / k - 1): E||C(x) - x||^2 =
+// (n / k - 1)||x||^2, which error feedback would feed back and grow. With error feedback
+// they are sent as they are (the paper's rand-k with memory): E||C(x) - x||^2 = (1 - k / n)
+// ||x||^2, a contraction.
 #include <bit>
 #include <cmath>
 
@@ -12,10 +15,11 @@ namespace {
 
 class RandK final : public Compressor {
  public:
-  explicit RandK(double ratio) : ratio_(ratio) {}
+  RandK(double ratio, bool scaled) : ratio_(ratio), scaled_(scaled) {}
   std::string_view Name() const override { return "randk"; }
   Encoding encoding() const override { return Encoding::kRandK; }
-  bool unbiased() const override { return true; }
+  bool unbiased() const override { return scaled_; }
+  bool contractive() const override { return !scaled_; }
 
   void Encode(std::span<const float> x, Rng& rng, Encoded* out) const override {
     const auto n = static_cast<int64_t>(x.size());
@@ -40,7 +44,7 @@ class RandK final : public Compressor {
                 {static_cast<std::size_t>(k) * 4, static_cast<std::size_t>(k) * 4});
     auto* indices = reinterpret_cast<uint32_t*>(out->frames[0].data());
     auto* values = reinterpret_cast<float*>(out->frames[1].data());
-    const double scale = static_cast<double>(n) / static_cast<double>(k);
+    const double scale = scaled_ ? static_cast<double>(n) / static_cast<double>(k) : 1.0;
     int64_t j = 0;
     for (std::size_t w = 0; w < chosen.size(); ++w) {
       for (uint64_t bits = chosen[w]; bits != 0; bits &= bits - 1) {
@@ -55,10 +59,13 @@ class RandK final : public Compressor {
 
  private:
   double ratio_;
+  bool scaled_;
 };
 
 }  // namespace
 
-std::unique_ptr<Compressor> NewRandK(double ratio) { return std::make_unique<RandK>(ratio); }
+std::unique_ptr<Compressor> NewRandK(double ratio, bool scaled) {
+  return std::make_unique<RandK>(ratio, scaled);
+}
 
 }  // namespace asgd::compression::internal

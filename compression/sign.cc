@@ -23,6 +23,8 @@ class Sign final : public Compressor {
   std::string_view Name() const override { return "sign"; }
   Encoding encoding() const override { return Encoding::kSign; }
   bool unbiased() const override { return false; }
+  // ||C(x) - x||^2 = ||x||^2 - ||x||_1^2 / n: delta = ||x||_1^2 / (n ||x||^2) >= 1 / n.
+  bool contractive() const override { return true; }
 
   void Encode(std::span<const float> x, Rng& /*rng*/, Encoded* out) const override {
     ASGD_CHECK(!x.empty(), "sign of an empty vector");

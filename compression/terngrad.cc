@@ -5,6 +5,10 @@
 // and gradient clipping are left out: one scale per pushed vector. Codes are 2 bits. The
 // draws come from a LaneRng seeded by one draw of the caller's Rng, a block of 64 elements
 // at a time (quantize_blocks.h, as qsgd's).
+// With error feedback (contract) the scale sent is s / (1 + w), w = sum_i (|x_i| s - x_i^2)
+// / ||x||^2 the variance of this x's draw (compressor.h): a contraction with delta =
+// 1 / (1 + w) >= 2 / (sqrt(n) + 1). The draws are the same; only the decoded magnitude
+// shrinks.
 #include <cmath>
 
 #include "compression/bit_pack.h"
@@ -34,9 +38,11 @@ struct TernCodes {
 
 class TernGrad final : public Compressor {
  public:
+  explicit TernGrad(bool contract) : contract_(contract) {}
   std::string_view Name() const override { return "terngrad"; }
   Encoding encoding() const override { return Encoding::kTernGrad; }
-  bool unbiased() const override { return true; }
+  bool unbiased() const override { return !contract_; }
+  bool contractive() const override { return contract_; }
 
   void Encode(std::span<const float> x, Rng& rng, Encoded* out) const override {
     ASGD_CHECK(!x.empty(), "terngrad of an empty vector");
@@ -55,15 +61,31 @@ class TernGrad final : public Compressor {
     for (float l : lanes) scale = std::max(scale, l);
     ShapeFrames(out, Encoding::kTernGrad, static_cast<int64_t>(x.size()),
                 {4, PackedWords(x.size(), 2) * 8});
-    std::memcpy(out->frames[0].data(), &scale, 4);
+    float sent_scale = scale;
+    if (contract_ && scale > 0 && std::isfinite(scale)) {
+      // w = E||U(x) - x||^2 / ||x||^2, each coordinate a Bernoulli(|x_i| / s) times s.
+      double var = 0, sq = 0;
+      for (float v : x) {
+        const double a = std::fabs(static_cast<double>(v));
+        var += a * scale - a * a;
+        sq += a * a;
+      }
+      sent_scale = static_cast<float>(scale / (1.0 + std::max(0.0, var) / sq));
+    }
+    std::memcpy(out->frames[0].data(), &sent_scale, 4);
     LaneRng gen(rng.NextU64());
     EncodeBlocks<2>(x, gen, TernCodes{scale > 0 ? 1.0f / scale : 0.0f}, out->frames[1].data());
   }
+
+ private:
+  bool contract_;
 };
 
 }  // namespace
 
-std::unique_ptr<Compressor> NewTernGrad() { return std::make_unique<TernGrad>(); }
+std::unique_ptr<Compressor> NewTernGrad(bool contract) {
+  return std::make_unique<TernGrad>(contract);
+}
 
 std::string DecodeTernGrad(Frames frames, std::span<float> out) {
   using ::asgd::internal::StrCat;

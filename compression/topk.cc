@@ -67,6 +67,7 @@ class TopK final : public Compressor {
   std::string_view Name() const override { return "topk"; }
   Encoding encoding() const override { return Encoding::kTopK; }
   bool unbiased() const override { return false; }
+  bool contractive() const override { return true; }  // delta = k / n
 
   void Encode(std::span<const float> x, Rng& /*rng*/, Encoded* out) const override {
     const auto n = static_cast<int64_t>(x.size());

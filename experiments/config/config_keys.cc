@@ -258,7 +258,7 @@ Schema BuildSchema() {
   s.Add(Num("algorithm.server_learning_rate", "0.01", 0, true, std::nullopt, false,
             "downpour with server_optimizer = adagrad: the server's learning rate γ"));
   s.Add(Int("algorithm.replicas_to_aggregate", 0, 0, 1024,
-            "sync_sgd, sagn: N, the fresh pushes one round applies; with N < workers the "
+            "sync_sgd, sagn, signsgd_vote: N, the fresh pushes one round applies; with N < workers the "
             "slowest workers' pushes of each round are dropped and counted (backup workers); "
             "0 = every worker"));
   s.Add(Choice("algorithm.aggregation", "mean", {"mean", "sum"},
@@ -269,6 +269,9 @@ Schema BuildSchema() {
             "paper's β/workers with β = 0.9 (Zhang et al. 2015)"));
   s.Add(Num("algorithm.dc_lambda", "0.04", 0, false, std::nullopt, false,
             "dc_asgd: λ of the delay compensation g + λ·g⊙g⊙(w − w_bak) (MXNet's default 0.04)"));
+  s.Add(Num("algorithm.sign_momentum", "0", 0, false, 1, true,
+            "signsgd_vote: β of the momentum m ← β·m + (1 − β)·g whose sign each worker pushes "
+            "(Signum; Bernstein et al. use 0.9); 0 = the gradient's sign (signSGD)"));
   s.Add(Num("algorithm.adag_gamma", "1e-4", 0, true, std::nullopt, false,
             "adag_distance: γ of the damping 1/(D²/γ + 1) (Hermans' experiments: 1e-4)"));
   s.Add(Int("algorithm.softsync", 0, 0, 1024,

@@ -135,6 +135,7 @@ algorithms::StrategyOptions BuildStrategyOptions(const Config& config, int64_t t
   }
   so.ssp_bound = static_cast<int>(config.Int("algorithm.ssp_bound"));
   so.worker_momentum = config.Double("algorithm.momentum");
+  so.sign_momentum = config.Double("algorithm.sign_momentum");
   so.topology = config.String("algorithm.topology");
   so.server_optimizer = config.String("algorithm.server_optimizer");
   so.hogwild_add = config.String("algorithm.hogwild_add");
@@ -195,6 +196,17 @@ compression::CompressionOptions BuildCompressionOptions(const Config& config) {
   compression::NewCompressor(o);  // its checks, naming the key
   if (o.name == "none") return o;
   const std::string algorithm = config.String("algorithm.name");
+  if (algorithm != kPsCheck) {
+    const algorithms::Strategy& strategy = algorithms::FindStrategy(algorithm);
+    const std::vector<std::string>& only = strategy.compressors;
+    if (strategy.supports_compression && !only.empty() &&
+        std::find(only.begin(), only.end(), o.name) == only.end()) {
+      std::string names = "none";
+      for (const std::string& n : only) names += " or " + n;
+      throw ConfigError("compression.name", o.name,
+                        internal::StrCat(names, " with algorithm.name = ", algorithm));
+    }
+  }
   if (algorithm == kPsCheck || !algorithms::FindStrategy(algorithm).supports_compression) {
     std::string compressible;
     for (const algorithms::Strategy* s : algorithms::Strategies()) {

@@ -19,11 +19,13 @@ namespace {
 
 constexpr int kSize = 67;  // odd tails in the packed forms
 
-std::shared_ptr<const compression::Compressor> Make(const std::string& name) {
+std::shared_ptr<const compression::Compressor> Make(const std::string& name,
+                                                    bool error_feedback = false) {
   compression::CompressionOptions o;
   o.name = name;
   o.ratio = 0.1;
   o.levels = 4;
+  o.error_feedback = error_feedback;
   return compression::NewCompressor(o);
 }
 
@@ -67,7 +69,7 @@ TEST(CompressingClient, SentPlusResidualIsEveryUpdateAndTheStoreAppliesWhatWasSe
     MemoryStore store(std::vector<float>(kSize, 0.0f), transport::NewAddRule());
     auto recorder = std::make_unique<Recorder>(std::make_unique<MemoryClient>(&store, 0));
     Recorder* rec = recorder.get();
-    CompressingClient client(std::move(recorder), Make(name), /*error_feedback=*/true,
+    CompressingClient client(std::move(recorder), Make(name, true), /*error_feedback=*/true,
                              /*seed=*/11);
     Rng data(3);
     std::vector<double> sum(kSize, 0.0);
@@ -120,7 +122,7 @@ TEST(CompressingClient, WithoutErrorFeedbackEachPushIsItsOwnEncoding) {
 // residual changes.
 TEST(CompressingClient, NonFiniteUpdateIsRefusedAsADensePushAndLeavesTheResidual) {
   MemoryStore store(std::vector<float>(kSize, 0.0f), transport::NewAddRule());
-  CompressingClient client(std::make_unique<MemoryClient>(&store, 0), Make("qsgd"), true, 1);
+  CompressingClient client(std::make_unique<MemoryClient>(&store, 0), Make("qsgd", true), true, 1);
   Rng data(3);
   ASSERT_TRUE(client.Push(GridUpdate(data), 0).ok());
   const std::vector<float> values = store.values();

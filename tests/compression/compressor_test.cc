@@ -224,6 +224,99 @@ TEST(Unbiased, MeanOfSeededDrawsConvergesToX) {
   }
 }
 
+// Under error feedback the unbiased compressors become contractions (compressor.h), on
+// small exact cases: randk sends its k coordinates unscaled; qsgd's norm and terngrad's
+// scale are divided by 1 + w, w = E||U(x) - x||^2 / ||x||^2 of this x.
+TEST(ErrorFeedbackForms, AreTheContractionsOfTheirUnbiasedCompressors) {
+  CompressionOptions o;
+  o.error_feedback = true;
+  Rng rng(5);
+  // qsgd, s = 1, x = (3, 4): ||x|| = 5, r = (0.6, 0.8), w = 5^2 (0.6 * 0.4 + 0.8 * 0.2) / 25
+  // = 0.4, norm sent 5 / 1.4.
+  o.name = "qsgd";
+  o.levels = 1;
+  auto qsgd = NewCompressor(o);
+  EXPECT_FALSE(qsgd->unbiased());
+  EXPECT_TRUE(qsgd->contractive());
+  Encoded e;
+  qsgd->Encode(std::vector<float>{3, 4}, rng, &e);
+  float norm;
+  std::memcpy(&norm, e.frames[0].data(), 4);
+  EXPECT_FLOAT_EQ(norm, 5.0f / 1.4f);
+  // terngrad, x = (1, -0.5, 0.25): s = 1, w = (0 + 0.25 + 0.1875) / 1.3125 = 1/3, scale 0.75.
+  o.name = "terngrad";
+  auto tern = NewCompressor(o);
+  EXPECT_TRUE(tern->contractive());
+  tern->Encode(std::vector<float>{1, -0.5f, 0.25f}, rng, &e);
+  float scale;
+  std::memcpy(&scale, e.frames[0].data(), 4);
+  EXPECT_FLOAT_EQ(scale, 0.75f);
+  // On the grid (w = 0: qsgd's r all integers) nothing is scaled.
+  qsgd->Encode(std::vector<float>{0, 2, 0}, rng, &e);
+  std::memcpy(&norm, e.frames[0].data(), 4);
+  EXPECT_EQ(norm, 2.0f);
+  // randk with ratio 0.5 of 4: two coordinates, as they are.
+  o.name = "randk";
+  o.ratio = 0.5;
+  auto randk = NewCompressor(o);
+  EXPECT_TRUE(randk->contractive());
+  const std::vector<float> x = {1, -2, 3, -4};
+  const std::vector<float> back = RoundTrip(*randk, x, rng);
+  int kept = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    if (back[i] != 0) {
+      EXPECT_EQ(back[i], x[i]) << i;
+      ++kept;
+    }
+  }
+  EXPECT_EQ(kept, 2);
+  // Without error feedback: unbiased, not contractions; topk and sign are contractions.
+  for (const std::string& name : kCompressors) {
+    auto plain = Make(name);
+    EXPECT_EQ(plain->unbiased(), name == "randk" || name == "qsgd" || name == "terngrad") << name;
+    EXPECT_EQ(plain->contractive(), !plain->unbiased()) << name;
+  }
+}
+
+// The error feedback forms of qsgd and terngrad in mean: E[C(x)] = x / (1 + w), w from the
+// variance of each coordinate's definition (Variance above); randk's E[C(x)] = (k / n) x.
+TEST(ErrorFeedbackForms, MeanOfSeededDrawsIsTheScaledX) {
+  constexpr int kDraws = 4000;
+  constexpr double kRatio = 0.25;
+  constexpr int kLevels = 3;
+  const std::vector<float> x = RandomVector(67, 11);
+  double sq = 0;
+  for (float v : x) sq += double{v} * v;
+  for (const std::string name : {"randk", "qsgd", "terngrad"}) {
+    CompressionOptions o;
+    o.name = name;
+    o.ratio = kRatio;
+    o.levels = kLevels;
+    o.error_feedback = true;
+    auto c = NewCompressor(o);
+    double var = 0;
+    for (std::size_t i = 0; i < x.size(); ++i) var += Variance(name, x, i, kRatio, kLevels);
+    const double k = std::round(kRatio * static_cast<double>(x.size()));
+    const double factor =
+        name == "randk" ? k / static_cast<double>(x.size()) : 1 / (1 + var / sq);
+    Rng rng(DeriveSeed(43, name));
+    std::vector<double> sum(x.size(), 0.0);
+    for (int d = 0; d < kDraws; ++d) {
+      const std::vector<float> back = RoundTrip(*c, x, rng);
+      for (std::size_t i = 0; i < x.size(); ++i) sum[i] += back[i];
+    }
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      // The scaled estimate's variance: the unbiased one's times factor^2 (randk: each
+      // coordinate kept with probability k / n, x_i^2 (k / n)(1 - k / n)).
+      const double vi = name == "randk" ? x[i] * x[i] * factor * (1 - factor)
+                                        : Variance(name, x, i, kRatio, kLevels) * factor * factor;
+      const double se = std::sqrt(vi / kDraws);
+      EXPECT_NEAR(sum[i] / kDraws, factor * x[i], 6 * se + 1e-5 * std::fabs(x[i]))
+          << name << " element " << i;
+    }
+  }
+}
+
 TEST(Stochastic, SameSeedSameEncoding) {
   const std::vector<float> x = RandomVector(300, 2);
   for (const std::string& name : kCompressors) {

@@ -118,7 +118,27 @@ TEST(Cli, RefusedCompressionIsOneLineAndExitTwo) {
               "compression.error_feedback=true"});
   EXPECT_EQ(r.status, kExitBadInput);
   EXPECT_THAT(r.err, HasSubstr("compression.error_feedback"));
+  // signsgd_vote pushes signs: sign (or none) only.
+  r = RunCli({"run", SyntheticConfig(dir), "--set", "algorithm.name=signsgd_vote", "--set",
+              "compression.name=topk"});
+  EXPECT_EQ(r.status, kExitBadInput);
+  EXPECT_TRUE(OneLine(r.err)) << r.err;
+  EXPECT_THAT(r.err, AllOf(HasSubstr("compression.name"), HasSubstr("signsgd_vote"),
+                           HasSubstr("sign")));
   EXPECT_FALSE(fs::exists(dir.File("runs")));
+}
+
+// signSGD with majority vote end to end on threads: 3 workers pushing one bit per
+// coordinate through the sign compressor (Signum, β = 0.9) learn the synthetic problem.
+TEST(Cli, SignSgdVoteTrainsThroughOneBitPushes) {
+  testing::TempDir dir;
+  CliResult r = RunCli({"run", SyntheticConfig(dir), "--set", "algorithm.name=signsgd_vote",
+                        "--set", "algorithm.workers=3", "--set", "algorithm.learning_rate=0.01",
+                        "--set", "algorithm.sign_momentum=0.9", "--set", "compression.name=sign"});
+  ASSERT_EQ(r.status, kExitOk) << r.err;
+  const std::string at = "final test accuracy: ";
+  ASSERT_NE(r.out.find(at), std::string::npos) << r.out;
+  EXPECT_GE(std::stod(r.out.substr(r.out.find(at) + at.size())), 0.8) << r.out;
 }
 
 TEST(Cli, RunTrainsAndReportsTheRunFolder) {

@@ -1,0 +1,110 @@
+// signsgd_vote — signSGD with majority vote (Bernstein, Wang, Azizzadenesheli & Anandkumar,
+// ICML 2018, "signSGD: Compressed Optimisation for Non-Convex Problems", §3; Bernstein,
+// Zhao, Azizzadenesheli & Anandkumar, ICLR 2019, "signSGD with Majority Vote is
+// Communication Efficient and Fault Tolerant", Algorithm 1).
+//
+// Worker k: g_k ← ∇L_B(θ); with β = algorithm.sign_momentum > 0 (Signum) its momentum
+// m_k ← β·m_k + (1 − β)·g_k (m_k = 0 at the start) stands for g_k; it pushes v_k = sign(g_k)
+// (or sign(m_k)) as a push-pull that returns when the round is complete, with the new θ.
+// The worker's sign is ±1 only: sign(x) = +1 for x ≥ 0 (zeros of either sign included),
+// −1 for x < 0, so that one bit carries it (a NaN stays NaN: the shard refuses the push).
+// Server (SyncRule, Combine::kSignVote): a round takes the first N fresh pushes (N =
+// algorithm.replicas_to_aggregate, default every worker) and steps
+//   θ ← θ − η·schedule(e)·sign(Σ_k sign(v_k)),
+// the majority vote, where a tie (Σ = 0, possible with an even N) is sign(0) = 0: the
+// coordinate does not move. Each push is read as sign(decoded value) on the server, so the
+// vote counts workers whatever magnitude the encoding carried. e = rounds·N·B / training
+// examples (algorithm.lr_decay). Applying the vote on the parameter server and replying
+// with θ is the paper's "workers apply x ← x − η·V" with every worker holding the same x.
+//
+// On the wire: with compression.name = sign the push is the sign compressor's encoding —
+// one bit per coordinate and a float scale, which for a vector of ±1 is exactly 1 — so a
+// push is d/8 bytes (+4), 32× below a dense one; with compression.name = none the ±1 travel
+// as dense floats (for comparison). Other compressors are refused (the vote is of signs).
+// The reply is θ, dense, as for every strategy here; the paper's 1-bit downlink (the vote
+// itself) is not modelled.
+//
+// With N < workers the pushes that arrive after the round closed are dropped and answered
+// with the new θ (backup workers, as sync_sgd); the worker's momentum keeps its own
+// gradients either way (it is the worker's, as in Signum). Staleness: 0 by construction.
+// The fault-tolerance experiments of the ICLR paper (adversarial workers) are not modelled.
+#include <cmath>
+
+#include "algorithms/builtin_strategies.h"
+#include "algorithms/sync_rule.h"
+
+namespace asgd::algorithms {
+namespace {
+
+class SignVoteWorker final : public WorkerRule {
+ public:
+  explicit SignVoteWorker(double beta) : beta_(static_cast<float>(beta)) {}
+
+  Status Start(WorkerEnv& env) override {
+    const auto n = static_cast<std::size_t>(env.ps->size());
+    theta_.assign(n, 0.0f);
+    grad_.assign(n, 0.0f);
+    momentum_.assign(beta_ > 0 ? n : 0, 0.0f);
+    signs_.assign(n, 0.0f);
+    steps_ = 0;
+    return env.ps->Pull(theta_);
+  }
+
+  StepResult Step(WorkerEnv& env) override {
+    StepResult r;
+    r.loss = env.gradient(theta_, grad_);
+    const std::vector<float>* v = &grad_;
+    if (beta_ > 0) {
+      for (std::size_t i = 0; i < grad_.size(); ++i) {
+        momentum_[i] = beta_ * momentum_[i] + (1 - beta_) * grad_[i];
+      }
+      v = &momentum_;
+    }
+    for (std::size_t i = 0; i < signs_.size(); ++i) signs_[i] = WorkerSign((*v)[i]);
+    r.status = env.ps->PushPull(signs_, theta_, ++steps_);
+    r.pushes = 1;
+    return r;
+  }
+
+  std::span<const float> local_params() const override { return theta_; }
+
+ private:
+  // +1 for x >= 0 (so +0 and -0 alike), -1 for x < 0, NaN for NaN.
+  static float WorkerSign(float x) {
+    if (x < 0) return -1.0f;
+    return x >= 0 ? 1.0f : x;
+  }
+
+  float beta_;
+  std::vector<float> theta_, grad_, momentum_, signs_;
+  int64_t steps_ = 0;
+};
+
+}  // namespace
+
+Strategy SignSgdVoteStrategy() {
+  Strategy s;
+  s.name = "signsgd_vote";
+  s.description =
+      "signSGD with majority vote: workers push sign(g) (Signum: of their momentum), the server "
+      "steps θ − η·sign(Σ signs) per round of N (Bernstein et al. 2018, 2019)";
+  s.supports_compression = true;
+  s.compressors = {"sign"};
+  s.keys = ReadKeys(kCommonKeys, {"algorithm.lr_decay", "algorithm.replicas_to_aggregate",
+                                  "algorithm.sign_momentum"});
+  s.synchronous = true;
+  s.worker_rule = [](const StrategyOptions& o) -> std::unique_ptr<WorkerRule> {
+    return std::make_unique<SignVoteWorker>(o.sign_momentum);
+  };
+  s.server_rule = [](const StrategyOptions& o, uint32_t) -> std::unique_ptr<transport::ServerRule> {
+    SyncRule::ServerStep step;  // plain sgd: θ − lr·vote
+    step.learning_rate = o.worker.learning_rate;
+    step.schedule = o.schedule;
+    step.epochs_per_round = static_cast<double>(Replicas(o)) * o.epochs_per_batch;
+    return std::make_unique<SyncRule>(Replicas(o), SyncRule::Combine::kSignVote, "signsgd_vote",
+                                      step);
+  };
+  return s;
+}
+
+}  // namespace asgd::algorithms
