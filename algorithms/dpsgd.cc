@@ -21,8 +21,9 @@
 // study, is another algorithm.)
 //
 // Workers: N = 1 is plain SGD (W = 1, no exchange). N = 2 is refused: a ring of 2 has one
-// neighbour, whose mixing row would be an exact average of the two workers every step
-// (local_sgd with window = 1), another algorithm than D-PSGD at N >= 3.
+// neighbour, so the mixing row would be ½/½, a complete average of the two workers every
+// step (as local_sgd with window = 1 takes, though dpsgd would then add each worker's own
+// step), not the partial mixing of D-PSGD at N >= 3.
 //
 // The exchange is two chains around the ring (to the right, then to the left): gloo's Send
 // waits for the peer's Recv, so rank 0 sends first and every other rank receives first;
@@ -107,9 +108,9 @@ Strategy DpsgdStrategy() {
     }
     if (o.num_workers == 2) {
       throw ConfigError("algorithm.workers", "2",
-                        "1 or at least 3 with dpsgd: a ring of 2 has one neighbour, and its "
-                        "mixing would average the two workers exactly every step (local_sgd "
-                        "with window = 1 is that run)");
+                        "1 or at least 3 with dpsgd: a ring of 2 has one neighbour, so every "
+                        "step would average the two workers exactly (the complete average "
+                        "local_sgd with window = 1 takes), not D-PSGD's partial mixing");
     }
     return std::make_unique<DpsgdWorker>();
   };

@@ -317,9 +317,9 @@ TEST(Dpsgd, MomentumStepsFromTheGossipedPointWithALocalVelocity) {
   }
 }
 
-// A ring of 2 has one neighbour: its mixing would be an exact average of the two workers
-// every step, another algorithm (local_sgd with H = 1) than D-PSGD at N >= 3. Refused in
-// one line naming algorithm.workers.
+// A ring of 2 has one neighbour: its mixing would be a complete average of the two workers
+// every step (the one local_sgd with H = 1 takes), not D-PSGD's partial mixing at N >= 3.
+// Refused in one line naming algorithm.workers.
 TEST(Dpsgd, RefusesTwoWorkers) {
   StrategyOptions so = testing::Options(0.1, 1);
   so.num_workers = 2;

@@ -542,8 +542,8 @@ TEST(CollectiveRun, RefusesCurveInOneLine) {
   EXPECT_THAT(out.str(), ::testing::Not(HasSubstr("pid")));
 }
 
-// dpsgd on a ring of 2 would average the two workers exactly every step (another algorithm
-// than D-PSGD at N >= 3): refused in one line naming algorithm.workers, exit status 2, by
+// dpsgd on a ring of 2 would average the two workers completely every step (not D-PSGD's
+// partial mixing at N >= 3): refused in one line naming algorithm.workers, exit status 2, by
 // `asgd run` and by `asgd launch` before it starts any process.
 TEST(CollectiveRun, DpsgdRefusesTwoWorkersInOneLine) {
   testing::TempDir dir;
