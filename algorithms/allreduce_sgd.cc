@@ -25,7 +25,7 @@ class AllreduceWorker final : public CollectiveWorker {
     r.loss = env.gradient(theta_, grad_);
     env.collective->Allreduce(grad_, collective::ReduceOp::kMean);
     env.optimizer->Step(theta_, grad_, Rate(env));
-    r.pushes = 1;
+    r.pushes = 1;  // one communication round: the allreduce
     return r;
   }
 };

@@ -3,21 +3,38 @@
 // Gradient Descent", Algorithm 1) on a ring (algorithm.topology = ring).
 //
 // Start: θ_i ← broadcast of rank 0's θ_0 (the paper starts every node at the same point).
-// Step k: g_i ← ∇L_{B_i}(θ_i); exchange θ_i with the two ring neighbours l = i−1 and
-// r = i+1 (mod N) by Send/Recv; θ_i ← W·θ (the row of the mixing matrix W: (θ_l + θ_i +
-// θ_r)/3 for N ≥ 3, (θ_i + θ_other)/2 for N = 2, θ_i for N = 1); then
-// θ_i ← Step(θ_i, g_i, η·schedule(e)) with the gradient taken at the pre-mixing θ_i, so with
-// plain SGD θ_{k+1,i} = Σ_j W_ij θ_{k,j} − η g_i(θ_{k,i}), the paper's update. W is
+// Step k: g_i ← ∇L_{B_i}(θ_{k,i}); the optimizer's update u_i of g_i computed at θ_{k,i}
+// (weight decay λ·θ_{k,i} folded into g_i there, and the slots advanced); exchange θ_{k,i}
+// with the two ring neighbours l = i−1 and r = i+1 (mod N) by Send/Recv; then
+//   θ_{k+1,i} = (θ_{k,l} + θ_{k,i} + θ_{k,r})/3 + u_i,
+// the row of the ring's mixing matrix W (⅓ to itself and to each neighbour) plus the
+// update. With plain SGD u_i = −η(g_i + λθ_{k,i}), so θ_{k+1,i} = Σ_j W_ij θ_{k,j} −
+// η ∇f_i(θ_{k,i}): the paper's update, gradient and regulariser both at θ_{k,i}. W is
 // symmetric and doubly stochastic, so with zero gradients the average of the θ_i is
 // preserved (up to float rounding) while the workers converge to it.
+//
+// Momentum (and Adam, Adagrad) is asgd's variant, not in Lian et al., whose Algorithm 1
+// is plain SGD: each worker keeps its own optimizer slots, fed with its gradients at
+// θ_{k,i} and never exchanged, and its update is added to the gossiped point — momentum:
+// v_i ← μ·v_i + g_i + λθ_{k,i}; θ_{k+1,i} = Σ_j W_ij θ_{k,j} − η·v_i. (Gossiping the
+// locally updated θ − η·v instead, as in the decentralized momentum SGD other papers
+// study, is another algorithm.)
+//
+// Workers: N = 1 is plain SGD (W = 1, no exchange). N = 2 is refused: a ring of 2 has one
+// neighbour, so the mixing row would be ½/½, a complete average of the two workers every
+// step (as local_sgd with window = 1 takes, though dpsgd would then add each worker's own
+// step), not the partial mixing of D-PSGD at N >= 3.
+//
 // The exchange is two chains around the ring (to the right, then to the left): gloo's Send
 // waits for the peer's Recv, so rank 0 sends first and every other rank receives first;
-// each worker sends and receives its vector twice a step (once for N = 2).
+// each worker sends and receives its vector twice a step. One gossip step is one
+// communication round (StepResult::pushes = 1).
 // Staleness: 0 by construction (no server; each gradient is applied to the replica it was
 // computed on). The runner reports the consensus distance (1/N)·Σ‖θ_i − θ̄‖² beside the
 // accuracy of the average θ̄.
 #include "algorithms/builtin_strategies.h"
 #include "algorithms/collective_worker.h"
+#include "core/check.h"
 #include "core/error.h"
 
 namespace asgd::algorithms {
@@ -28,29 +45,30 @@ class DpsgdWorker final : public CollectiveWorker {
   StepResult Step(WorkerEnv& env) override {
     StepResult r;
     r.loss = env.gradient(theta_, grad_);
+    // The update at θ_{k,i} (weight decay too), before θ is mixed.
+    update_.resize(theta_.size());
+    algorithms::Optimizer::Accumulate into;
+    into.applied = update_;
+    into.assign = true;
+    into.skip_params = true;
+    env.optimizer->Step(theta_, grad_, Rate(env), into);
     collective::Collective& c = *env.collective;
     const int n = c.size();
     if (n > 1) {
+      ASGD_CHECK(n >= 3, "dpsgd needs 1 or at least 3 workers");
       const int i = c.rank();
       const int right = (i + 1) % n;
       const int left = (i + n - 1) % n;
       from_left_.resize(theta_.size());
-      // To the right: every rank receives its left neighbour's θ.
-      Chain(c, right, left, from_left_, /*tag=*/0);
-      if (n == 2) {
-        for (std::size_t k = 0; k < theta_.size(); ++k) {
-          theta_[k] = (theta_[k] + from_left_[k]) / 2.0f;
-        }
-      } else {
-        from_right_.resize(theta_.size());
-        Chain(c, left, right, from_right_, /*tag=*/1);  // to the left
-        for (std::size_t k = 0; k < theta_.size(); ++k) {
-          theta_[k] = (from_left_[k] + theta_[k] + from_right_[k]) / 3.0f;
-        }
+      from_right_.resize(theta_.size());
+      Chain(c, right, left, from_left_, /*tag=*/0);   // to the right
+      Chain(c, left, right, from_right_, /*tag=*/1);  // to the left
+      for (std::size_t k = 0; k < theta_.size(); ++k) {
+        theta_[k] = (from_left_[k] + theta_[k] + from_right_[k]) / 3.0f;
       }
       r.pushes = 1;
     }
-    env.optimizer->Step(theta_, grad_, Rate(env));
+    for (std::size_t k = 0; k < theta_.size(); ++k) theta_[k] += update_[k];
     return r;
   }
 
@@ -67,7 +85,7 @@ class DpsgdWorker final : public CollectiveWorker {
     }
   }
 
-  std::vector<float> from_left_, from_right_;
+  std::vector<float> from_left_, from_right_, update_;
 };
 
 }  // namespace
@@ -87,6 +105,12 @@ Strategy DpsgdStrategy() {
   s.worker_rule = [](const StrategyOptions& o) -> std::unique_ptr<WorkerRule> {
     if (o.topology != "ring") {
       throw ConfigError("algorithm.topology", o.topology, "ring (the only topology so far)");
+    }
+    if (o.num_workers == 2) {
+      throw ConfigError("algorithm.workers", "2",
+                        "1 or at least 3 with dpsgd: a ring of 2 has one neighbour, so every "
+                        "step would average the two workers exactly (the complete average "
+                        "local_sgd with window = 1 takes), not D-PSGD's partial mixing");
     }
     return std::make_unique<DpsgdWorker>();
   };

@@ -28,7 +28,7 @@ class LocalSgdWorker final : public CollectiveWorker {
     env.optimizer->Step(theta_, grad_, Rate(env));
     if (++steps_ % h_ == 0) {
       env.collective->Allreduce(theta_, collective::ReduceOp::kMean);
-      r.pushes = 1;
+      r.pushes = 1;  // one communication round: the averaging
     }
     return r;
   }

@@ -93,6 +93,8 @@ Setup MakeSetup(const Config& config, const RoleRequest& request, const std::str
   s.chunk_bytes = ChunkBytes(s.config);
   // Validates the server options before the data is read.
   if (s.strategy->server_rule) (void)s.strategy->server_rule(BuildStrategyOptions(s.config, 0), 0);
+  // A collective's worker rule likewise (dpsgd's workers and topology, local_sgd's window).
+  if (s.strategy->collective) (void)s.strategy->worker_rule(BuildStrategyOptions(s.config, 0));
   s.compression = BuildCompressionOptions(s.config);
   CheckWorkerDevices(s.config, s.workers);  // syntax only: workers resolve their own
 

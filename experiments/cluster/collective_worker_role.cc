@@ -40,6 +40,7 @@
 #include "experiments/run/evaluation.h"
 #include "experiments/run/worker_loop.h"
 #include "models/factory.h"
+#include "sim/delay_model.h"
 #include "transport/checkpoint.h"
 
 namespace asgd::experiments {
@@ -92,6 +93,14 @@ int RunCollectiveWorkerRole(cluster::Setup& s, std::ostream& out) {
   ws.skip_batches = plan.first_step;  // continue this worker's sequence of batches
   auto clock = NewSystemClock();
   ws.clock = clock.get();
+  // The [delay] model as injected sleeps after each gradient (as in the thread runner; the
+  // same seed, so every process agrees on the stragglers).
+  std::unique_ptr<sim::DelayModel> delay;
+  if (HasDelayModel(s.config)) {
+    delay = std::make_unique<sim::DelayModel>(BuildSimOptions(s.config).delay, s.workers,
+                                              DeriveSeed(s.seed, "delay"));
+    ws.after_gradient = InjectedDelay(delay.get(), clock.get(), w);
+  }
   WorkerLoop loop(std::move(ws));
 
   std::atomic<bool> stop{false}, finished{false};
@@ -172,7 +181,8 @@ int RunCollectiveWorkerRole(cluster::Setup& s, std::ostream& out) {
     e.id = b.eval_id;
     e.full = b.final;
     e.samples = b.samples;
-    // Every rank took b.step steps with the same pushes (the strategies push alike).
+    // Every rank took b.step steps with the same pushes (the strategies push alike): the
+    // pushes of all ranks (the coordinator records rounds, these / N).
     e.updates = loop.Snapshot().pushes * s.workers;
     e.loss_sum = r.loss_sum;
     e.correct = r.correct;

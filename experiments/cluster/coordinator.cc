@@ -176,6 +176,9 @@ int64_t Coordinator::Updates() const {
   for (std::size_t w = 0; w < workers_.size(); ++w) n += Total(w).pushes;
   return n;
 }
+int64_t Coordinator::RecordedUpdates() const {
+  return collective_ ? Updates() / s_.workers : Updates();
+}
 int64_t Coordinator::Steps() const {
   int64_t n = 0;
   for (std::size_t w = 0; w < workers_.size(); ++w) n += Total(w).steps;

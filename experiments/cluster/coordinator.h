@@ -89,6 +89,9 @@ class Coordinator {
   WorkerMetrics Total(std::size_t w) const;
   int64_t Samples() const;
   int64_t Updates() const;
+  // What the updates columns and the final line count: Updates(), or for a strategy on a
+  // collective its communication rounds (every rank pushes once in each: Updates() / N).
+  int64_t RecordedUpdates() const;
   int64_t Steps() const;
   bool WorkerLost(std::size_t w) const;
   double Epochs() const;

@@ -27,7 +27,9 @@ void Coordinator::MaybeCheckpoint() {
   const double every_s = c.Double("experiment.checkpoint_every_s");
   if (ckpt_ || paused_ || (every_steps <= 0 && every_s <= 0)) return;
   const int64_t updates = Updates();
-  const bool due = (every_steps > 0 && updates >= last_ckpt_step_ + every_steps) ||
+  // On a collective every_steps counts rounds, each a push of every rank.
+  const int64_t every = every_steps * (collective_ ? s_.workers : 1);
+  const bool due = (every_steps > 0 && updates >= last_ckpt_step_ + every) ||
                    (every_s > 0 && Elapsed() - last_ckpt_s_ >= every_s);
   if (!due || updates == last_ckpt_step_) return;
   Checkpoint request;
@@ -76,7 +78,7 @@ void Coordinator::RequestEval(bool full) {
   p.full = full;
   p.time_s = Elapsed();
   p.samples = Samples();
-  p.updates = Updates();
+  p.updates = RecordedUpdates();
   if (loss_count_ > 0) p.train_loss = loss_sum_ / static_cast<double>(loss_count_);
   loss_sum_ = 0;
   loss_count_ = 0;
@@ -131,7 +133,7 @@ void Coordinator::CollectiveEvaluated(const CollectiveEvaluation& e) {
   p.id = e.id;
   p.time_s = Elapsed();
   p.samples = e.samples;
-  p.updates = e.updates;
+  p.updates = e.updates / s_.workers;  // the pushes of every rank: rounds
   if (loss_count_ > 0) p.train_loss = loss_sum_ / static_cast<double>(loss_count_);
   loss_sum_ = 0;
   loss_count_ = 0;
@@ -489,7 +491,7 @@ int Coordinator::Finish() {
   summary.seed = static_cast<int64_t>(s_.seed);
   summary.epochs = Epochs();
   summary.samples = Samples();
-  summary.updates = Updates();
+  summary.updates = RecordedUpdates();
   summary.wall_time_s = wall;
   summary.staleness = st;
   std::vector<WorkerMetrics> totals;
@@ -527,7 +529,7 @@ int Coordinator::Finish() {
        << summary.updates << (collective_ ? " communication rounds, " : " pushes, ")
        << Fixed(wall, 1) << " s (" << reason << ")\n"
        << "mean staleness: " << Fixed(st.count > 0 ? st.mean : 0.0, 2) << " (max " << st.max
-       << ") over " << st.count << " pushes";
+       << ") over " << st.count << (collective_ ? " worker steps" : " pushes");
   if (summary.dropped_pushes > 0) out_ << "; " << summary.dropped_pushes << " dropped as stale";
   out_ << "\nrun folder: " << run_->path() << std::endl;
   return kExitOk;

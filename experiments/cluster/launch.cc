@@ -150,7 +150,11 @@ int LaunchCommand(const std::vector<std::string>& args, std::ostream& out) {
   // A strategy on a collective: the coordinator and the workers only (the workers are the
   // ranks; the cluster's one ps address is generated but unused).
   const bool collective = name != kPsCheck && algorithms::FindStrategy(name).collective;
-  if (collective) RefuseCollectiveRole(config, "worker");
+  if (collective) {
+    RefuseCollectiveRole(config, "worker");
+    // The worker rule's options (dpsgd's workers and topology, local_sgd's window).
+    (void)algorithms::FindStrategy(name).worker_rule(BuildStrategyOptions(config, 0));
+  }
   if (name == kPsCheck || algorithms::FindStrategy(name).sequential ||
       algorithms::FindStrategy(name).shared_memory) {
     throw ConfigError("algorithm.name", name,

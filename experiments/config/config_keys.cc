@@ -110,8 +110,9 @@ Schema BuildSchema() {
   s.Add(Num("experiment.max_time_s", "0", 0, false, std::nullopt, false,
             "stop after this much wall time; 0 = no limit", "seconds"));
   s.Add(Int("experiment.checkpoint_every_steps", 0, 0, std::nullopt,
-            "save a checkpoint (run folder checkpoints/) every this many parameter updates; "
-            "0 = not by updates; `asgd run CONFIG --resume RUN_DIR` continues from the newest",
+            "save a checkpoint (run folder checkpoints/) every this many parameter updates "
+            "(communication rounds for the strategies on a collective); 0 = not by updates; "
+            "`asgd run CONFIG --resume RUN_DIR` continues from the newest",
             "updates"));
   s.Add(Num("experiment.checkpoint_every_s", "0", 0, false, std::nullopt, false,
             "save a checkpoint every this much training time; 0 = not by time", "seconds"));
@@ -434,7 +435,8 @@ Schema BuildSchema() {
   // to real runs, as injected sleeps.
   for (const sim::OptionKey& k : sim::SimOptionKeys()) {
     std::string doc(k.doc);
-    if (k.key.starts_with("delay.")) doc += "; simulated runs sleep it, thread runs inject it";
+    if (k.key.starts_with("delay."))
+      doc += "; simulated runs sleep it, thread and process runs inject it";
     s.Add(Str(std::string(k.key), std::string(k.default_value), doc));
   }
   return s;

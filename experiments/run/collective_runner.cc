@@ -27,6 +27,7 @@
 #include "experiments/run/evaluation.h"
 #include "experiments/run/worker_loop.h"
 #include "models/factory.h"
+#include "sim/delay_model.h"
 
 namespace asgd::experiments {
 namespace {
@@ -39,13 +40,16 @@ using ::asgd::internal::StrCat;
 struct Shared {
   std::atomic<int64_t> samples{0};
   std::atomic<int64_t> steps{0};
+  // The workers' pushes summed (every rank pushes once per communication round, so the
+  // rounds are pushes / N: Rounds below).
   std::atomic<int64_t> pushes{0};
   std::atomic<bool> stop{false};        // the main thread's wish: the workers vote on it
   std::atomic<bool> hold{false};        // the main thread wants an evaluation
   std::atomic<bool> checkpoint{false};  // the main thread wants a checkpoint (by seconds)
   // experiment.checkpoint_every_steps: the pushes at which the next checkpoint is due (0:
-  // none). The workers read it at their votes, so a checkpoint by steps does not wait for
-  // the main thread to notice (a short run could end before it did).
+  // none; the setting counts rounds, each N pushes). The workers read it at their votes, so a
+  // checkpoint by steps does not wait for the main thread to notice (a short run could end before
+  // it did).
   std::atomic<int64_t> next_checkpoint_push{0};
   std::mutex mu;
   std::condition_variable cv;
@@ -148,6 +152,14 @@ RunResult RunCollective(const Config& config, const RunRequest& request, std::os
   EvalSchedule eval_schedule = EvalSchedule::FromConfig(config, train.num_examples);
   const double lr0 = config.Double("algorithm.learning_rate");
   CollectivePlan plan = CollectivePlan::Make(config, strategy, so, partitions, train.num_examples);
+  // The [delay] model as injected sleeps after each gradient, as in the thread runner of
+  // the parameter server (the same seed: the same stragglers).
+  const sim::SimOptions sim_options = BuildSimOptions(config);  // validates [delay] etc.
+  std::unique_ptr<sim::DelayModel> delay;
+  if (HasDelayModel(config)) {
+    delay =
+        std::make_unique<sim::DelayModel>(sim_options.delay, workers, DeriveSeed(seed, "delay"));
+  }
 
   // A resumed run: the newest valid checkpoint (the workers' average at a round boundary),
   // verified before anything is touched.
@@ -196,6 +208,10 @@ RunResult RunCollective(const Config& config, const RunRequest& request, std::os
            " examples)");
 
   Shared shared;
+  // What the updates columns count for a strategy on a collective: communication rounds
+  // (allreduce_sgd's allreduces, dpsgd's gossip steps, local_sgd's averagings), each of
+  // which every worker takes part in, not the pushes summed over the workers.
+  auto rounds = [&] { return shared.pushes.load() / workers; };
   if (resuming) {
     shared.samples.store(resume.manifest.samples);
     shared.steps.store(resume.manifest.steps);
@@ -227,7 +243,7 @@ RunResult RunCollective(const Config& config, const RunRequest& request, std::os
     row.time_s = t;
     row.epoch = static_cast<double>(samples) / static_cast<double>(train.num_examples);
     row.samples = samples;
-    row.updates = shared.pushes.load();
+    row.updates = rounds();
     row.train_loss = train_loss;
     row.test_loss = r.mean_loss();
     row.test_accuracy = r.accuracy();
@@ -272,6 +288,7 @@ RunResult RunCollective(const Config& config, const RunRequest& request, std::os
     ws.seed = seed;
     ws.skip_batches = plan.first_step;  // a resumed run continues the batches' sequence
     ws.clock = clock.get();
+    if (delay) ws.after_gradient = InjectedDelay(delay.get(), clock.get(), w);
     loops.push_back(std::make_unique<WorkerLoop>(std::move(ws)));
   }
   auto worker_thread = [&](int w) {
@@ -332,7 +349,7 @@ RunResult RunCollective(const Config& config, const RunRequest& request, std::os
     shared.cv.notify_all();
   };
   if (checkpoint_every_steps > 0) {
-    shared.next_checkpoint_push.store(shared.pushes.load() + checkpoint_every_steps);
+    shared.next_checkpoint_push.store(shared.pushes.load() + checkpoint_every_steps * workers);
   }
   std::vector<std::thread> threads;
   for (int w = 0; w < workers; ++w) threads.emplace_back(worker_thread, w);
@@ -371,7 +388,7 @@ RunResult RunCollective(const Config& config, const RunRequest& request, std::os
     }
     if (checkpoint_every_steps > 0) {
       int64_t next = shared.next_checkpoint_push.load();
-      while (next <= shared.pushes.load()) next += checkpoint_every_steps;
+      while (next <= shared.pushes.load()) next += checkpoint_every_steps * workers;
       shared.next_checkpoint_push.store(next);
     }
     last_checkpoint_s = seconds();
@@ -454,7 +471,7 @@ RunResult RunCollective(const Config& config, const RunRequest& request, std::os
   result.final_test_accuracy = recorder.final_test_accuracy();
   result.final_test_loss = recorder.final_test_loss();
   result.best_test_accuracy = recorder.best_test_accuracy();
-  result.updates = shared.pushes.load();
+  result.updates = rounds();
   result.samples = samples;
   result.reason = reason;
   result.status = failed ? "failed" : "completed";
@@ -495,7 +512,7 @@ RunResult RunCollective(const Config& config, const RunRequest& request, std::os
   char line[320];
   std::snprintf(line, sizeof(line),
                 "final test accuracy: %.4f (loss %.4f) after %.2f epochs, %lld communication "
-                "rounds, %.1f s (%s)\nmean staleness: %.2f (max %lld) over %lld updates; "
+                "rounds, %.1f s (%s)\nmean staleness: %.2f (max %lld) over %lld worker steps; "
                 "consensus distance %.3g\n",
                 result.final_test_accuracy, result.final_test_loss, summary.epochs,
                 static_cast<long long>(result.updates), wall, reason.c_str(),

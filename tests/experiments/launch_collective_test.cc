@@ -102,6 +102,51 @@ TEST(Launch, CollectiveStrategiesRunAsProcesses) {
   }
 }
 
+// As processes too, the [delay] model sets the step time (a constant 50 ms: 8 steps per
+// worker cannot take less than 0.4 s of compute nor of training time; lower bounds only,
+// a slow machine adds to them), and the final line and the `updates` columns count
+// communication rounds: 8 allreduces for allreduce_sgd, 4 averagings for local_sgd with
+// H = 2, not the pushes summed over the 3 workers.
+TEST(Launch, CollectiveRunsTakeTheDelayAndCountRounds) {
+  constexpr double kMinimumS = 8 * 0.050;
+  for (const auto& [name, rounds] : std::vector<std::pair<std::string, std::string>>{
+           {"allreduce_sgd", "8"}, {"local_sgd", "4"}}) {
+    SCOPED_TRACE(name);
+    testing::TempDir dir;
+    const std::string config =
+        TrainingConfig(dir, name, "[delay]\ncompute = constant\nmean_ms = 50\n");
+    Subprocess launch({kAsgd, "launch", config, "--set", "experiment.max_steps=24"},
+                      dir.File("launch.log"));
+    const auto status = launch.Wait(kTimeout);
+    ASSERT_TRUE(status.has_value()) << "launch hung:\n" << launch.Output();
+    ASSERT_EQ(*status, 0) << launch.Output();
+    const std::string out = launch.Output();
+    EXPECT_THAT(out, HasSubstr(", " + rounds + " communication rounds, ")) << out;
+    fs::path run;
+    auto s = Summary(dir, &run);
+    EXPECT_EQ(s["steps"], "24");
+    EXPECT_EQ(s["updates"], rounds);
+    EXPECT_GE(std::stod(s["wall_time_s"]), kMinimumS);
+    const auto rows = CsvLines(run, "convergence.csv");
+    ASSERT_GE(rows.size(), 2u);
+    EXPECT_EQ(ParseCsvLine(rows.back()).at(3), rounds) << rows.back();
+    const auto workers = CsvLines(run, "workers.csv");
+    ASSERT_EQ(workers.size(), 4u);
+    const auto header = ParseCsvLine(workers[0]);
+    const auto compute = std::find(header.begin(), header.end(), "compute_time_s");
+    const auto pushes = std::find(header.begin(), header.end(), "pushes");
+    ASSERT_NE(compute, header.end());
+    ASSERT_NE(pushes, header.end());
+    for (std::size_t i = 1; i < workers.size(); ++i) {
+      const auto cells = ParseCsvLine(workers[i]);
+      EXPECT_GE(std::stod(cells.at(static_cast<std::size_t>(compute - header.begin()))), kMinimumS)
+          << workers[i];
+      EXPECT_EQ(cells.at(static_cast<std::size_t>(pushes - header.begin())), rounds) << workers[i];
+    }
+    for (pid_t pid : ChildPids(out)) EXPECT_FALSE(Alive(pid)) << pid;
+  }
+}
+
 // Checkpoints of a run on a collective as processes: rank 0 writes the average at a round
 // boundary, the coordinator the manifest with the boundary's counters. The coordinator
 // killed after one; `launch --resume` starts every rank from it, and the run ends exactly

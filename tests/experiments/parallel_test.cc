@@ -528,7 +528,7 @@ TEST(CollectiveRun, EveryAlgorithmCarriesARunWithManyBoundaries) {
 
 TEST(CollectiveRun, RefusesCurveInOneLine) {
   testing::TempDir dir;
-  const std::string config = std::string(kSynthetic) + "[algorithm]\nname = dpsgd\nworkers = 2\n";
+  const std::string config = std::string(kSynthetic) + "[algorithm]\nname = dpsgd\nworkers = 3\n";
   Outcome curve = RunConfig(dir, config, {"cluster.curve=true"});
   EXPECT_EQ(curve.status, 2);
   EXPECT_THAT(curve.err, HasSubstr("cluster.curve"));
@@ -539,6 +539,24 @@ TEST(CollectiveRun, RefusesCurveInOneLine) {
   const std::string text = err.str();
   EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << text;
   EXPECT_THAT(text, HasSubstr("CURVE does not cover"));
+  EXPECT_THAT(out.str(), ::testing::Not(HasSubstr("pid")));
+}
+
+// dpsgd on a ring of 2 would average the two workers completely every step (not D-PSGD's
+// partial mixing at N >= 3): refused in one line naming algorithm.workers, exit status 2, by
+// `asgd run` and by `asgd launch` before it starts any process.
+TEST(CollectiveRun, DpsgdRefusesTwoWorkersInOneLine) {
+  testing::TempDir dir;
+  const std::string config = std::string(kSynthetic) + "[algorithm]\nname = dpsgd\nworkers = 2\n";
+  Outcome run = RunConfig(dir, config);
+  EXPECT_EQ(run.status, 2);
+  EXPECT_THAT(run.err, HasSubstr("algorithm.workers = '2'"));
+  EXPECT_THAT(run.err, HasSubstr("1 or at least 3 with dpsgd"));
+  std::ostringstream out, err;
+  EXPECT_EQ(Main({"launch", dir.File("run.ini")}, out, err), 2);
+  const std::string text = err.str();
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << text;
+  EXPECT_THAT(text, HasSubstr("algorithm.workers = '2'"));
   EXPECT_THAT(out.str(), ::testing::Not(HasSubstr("pid")));
 }
 
@@ -555,8 +573,9 @@ TEST(CollectiveRun, ResumeContinuesBitForBit) {
     testing::TempDir dir, whole;
     const std::string config = std::string(kSynthetic) + "[algorithm]\nname = " + name +
                                "\nworkers = 3\nwindow = 4\nlearning_rate = 0.1\n";
+    // A checkpoint every 2 communication rounds (taken at the next vote).
     Outcome first =
-        RunConfig(dir, config, {"experiment.epochs=2", "experiment.checkpoint_every_steps=6"});
+        RunConfig(dir, config, {"experiment.epochs=2", "experiment.checkpoint_every_steps=2"});
     ASSERT_EQ(first.status, 0) << first.err;
     const std::string run = RunFolder(dir);
     std::vector<fs::path> saved(fs::directory_iterator(run + "/checkpoints"), {});
@@ -600,6 +619,69 @@ TEST(CollectiveRun, ResumeContinuesBitForBit) {
     };
     EXPECT_EQ(sorted_rows(run + "/staleness.csv"),
               sorted_rows(RunFolder(whole) + "/staleness.csv"));
+  }
+}
+
+// The final line, convergence.csv's and summary.csv's `updates` count communication
+// rounds: the allreduces of allreduce_sgd, dpsgd's gossip steps (one exchange with the
+// neighbours a step), local_sgd's averagings (one every H steps), not the pushes summed
+// over the workers (which counted 24 for 8 allreduces of 3 workers). 8 steps per worker.
+TEST(CollectiveRun, CountsCommunicationRounds) {
+  struct Case {
+    std::string name;
+    int64_t window, rounds;
+  };
+  for (const Case& c :
+       {Case{"allreduce_sgd", 1, 8}, Case{"dpsgd", 1, 8}, Case{"local_sgd", 4, 2}}) {
+    SCOPED_TRACE(c.name);
+    testing::TempDir dir;
+    Outcome o = RunConfig(
+        dir,
+        std::string(kSynthetic) + "[algorithm]\nname = " + c.name +
+            "\nworkers = 3\nlearning_rate = 0.1\nwindow = " + std::to_string(c.window) + "\n",
+        {"experiment.max_steps=24"});
+    ASSERT_EQ(o.status, 0) << o.err << o.out;
+    const std::string rounds = std::to_string(c.rounds);
+    EXPECT_THAT(o.out, HasSubstr(", " + rounds + " communication rounds, ")) << o.out;
+    const auto summary = ReadRows(RunFolder(dir) + "/summary.csv");
+    ASSERT_EQ(summary.size(), 1u);
+    EXPECT_EQ(summary[0].at("steps"), "24");
+    EXPECT_EQ(summary[0].at("updates"), rounds);
+    EXPECT_EQ(ReadRows(RunFolder(dir) + "/convergence.csv").back().at("updates"), rounds);
+    EXPECT_EQ(o.provenance["updates"], rounds);
+    // Each worker took part in every round.
+    for (const auto& row : ReadRows(RunFolder(dir) + "/workers.csv")) {
+      EXPECT_EQ(row.at("pushes"), rounds) << row.at("worker");
+    }
+  }
+}
+
+// The [delay] model applies to the strategies on a collective as to the others: with a
+// constant step time of 50 ms every gradient takes at least 50 ms, so 8 steps per worker
+// cannot take less than 0.4 s of compute nor of training time (lower bounds: a slow
+// machine only adds to them). Without the model the run took a few milliseconds.
+TEST(CollectiveRun, ConstantDelaySetsTheStepTime) {
+  constexpr int64_t kStepsPerWorker = 8;
+  constexpr double kStepS = 0.050;
+  for (const std::string name : {"allreduce_sgd", "dpsgd", "local_sgd"}) {
+    SCOPED_TRACE(name);
+    testing::TempDir dir;
+    Outcome o = RunConfig(
+        dir,
+        std::string(kSynthetic) + "[algorithm]\nname = " + name +
+            "\nworkers = 3\nlearning_rate = 0.1\nwindow = 2\n[delay]\ncompute = constant\n"
+            "mean_ms = 50\n",
+        {"experiment.max_steps=" + std::to_string(3 * kStepsPerWorker)});
+    ASSERT_EQ(o.status, 0) << o.err << o.out;
+    const auto workers = ReadRows(RunFolder(dir) + "/workers.csv");
+    ASSERT_EQ(workers.size(), 3u);
+    for (const auto& row : workers) {
+      EXPECT_EQ(row.at("steps"), std::to_string(kStepsPerWorker));
+      EXPECT_GE(std::stod(row.at("compute_time_s")), kStepsPerWorker * kStepS) << row.at("worker");
+    }
+    const auto summary = ReadRows(RunFolder(dir) + "/summary.csv");
+    ASSERT_EQ(summary.size(), 1u);
+    EXPECT_GE(std::stod(summary[0].at("wall_time_s")), kStepsPerWorker * kStepS);
   }
 }
 
