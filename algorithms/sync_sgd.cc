@@ -23,7 +23,7 @@
 // Staleness: 0 by construction; dropped pushes are what is recorded.
 // Until this change the worker applied the optimizer locally and pushed its update: the
 // same for sgd, but with backups a dropped gradient stayed in that worker's velocity, and
-// Adagrad/Adam scaled by each worker's own statistics (README, "sync_sgd").
+// Adagrad/Adam scaled by each worker's own statistics (docs/strategies.md, "sync_sgd").
 //
 // Compression (compression.name, issue 17): meaningful: the push is one gradient; a round
 // aggregates the decoded pushes.

@@ -275,7 +275,7 @@ def main():
     config = os.path.join(args.out, "soak.ini")
     write_config(args, config)
     # The run's token, inherited by every role: worker 0's stop request must carry it
-    # for the shard servers to obey it (README "Failure and security model").
+    # for the shard servers to obey it (docs/failure-model.md).
     os.environ.setdefault("ASGD_RUN_TOKEN", secrets.token_hex(16))
 
     # Ctrl-C, SIGTERM and SIGHUP end the run through the finally below. Set explicitly:

@@ -17,8 +17,8 @@
 // the values copies them first into a spare buffer (copy-on-write), so a reply always
 // shows the values at the version it reports, and pulls cost no copy on the server.
 //
-// What one peer can make the server hold is bounded (README "Failure and security
-// model" has the formula): reply bytes queued towards it (max_queued_reply_bytes; past it
+// What one peer can make the server hold is bounded (docs/failure-model.md has the
+// formula): reply bytes queued towards it (max_queued_reply_bytes; past it
 // its replies are dropped, never the server's service to others), barrier requests
 // waiting (max_barriers_per_peer, released after barrier_timeout), and requests queued
 // from it (request_hwm x max_payload_bytes). An incomplete multipart message is buffered

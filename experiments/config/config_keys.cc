@@ -337,7 +337,7 @@ Schema BuildSchema() {
              "reaches it can read and change the shard); without it such a server refuses "
              "to start"));
   // The per-peer bounds of a shard server (transport/shard_server.h ServerOptions; the
-  // README's security section has the memory formula they give).
+  // docs/failure-model.md has the memory formula they give).
   s.Add(Int("cluster.max_queued_reply_bytes", 0, 0, std::nullopt,
             "a shard server's budget of unread reply bytes per peer (a pull is charged the "
             "whole shard); past it that peer's replies are dropped, counted and logged; at "
