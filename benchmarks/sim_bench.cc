@@ -37,8 +37,8 @@
 // 1,024 workers. A second baseline runs the same steps of the rule with one worker
 // against a MemoryStore, without the scheduler: `store_ns_per_step` and `store_ratio`
 // (simulated / that) separate the store's and rule's own work per step, which a real run
-// does too, from what simulating adds. (Memory per worker: README "Simulated
-// clusters", measured on the shipped 1,024-worker run.)
+// does too, from what simulating adds. (Memory per worker: docs/simulator.md,
+// measured on the shipped 1,024-worker run.)
 //
 //   sim_bench --benchmark_min_time=0.5 --benchmark_repetitions=3
 #include <chrono>

@@ -376,8 +376,7 @@ Schema BuildSchema() {
   s.Add(Choice("cluster.transport", "inproc", {"inproc", "memory", "sim"},
                "a run in one process: shard servers over ZeroMQ inproc:// (the same code as "
                "across machines), the in-memory store (no sockets), or a simulated cluster "
-               "in virtual time (the [delay], [network] and [sim] keys; README "
-               "\"Simulated clusters\")"));
+               "in virtual time (the [delay], [network] and [sim] keys; docs/simulator.md)"));
   s.Add(Int("cluster.shards", 1, 1, 256,
             "a run in one process over inproc or sim: number of parameter-server shards"));
   s.Add(Bool("cluster.stop_servers", true,
