@@ -100,6 +100,8 @@ std::unique_ptr<Model> NewTorchScriptModelOn(const ModelOptions& options, const 
   TorchScriptOptions torch_options;
   torch_options.file = options.file;
   torch_options.input_shape = options.input_shape;
+  torch_options.bn_batches = options.bn_batches;
+  torch_options.bn_batch_size = options.bn_batch_size;
   return NewTorchScriptModel(torch_options, input);
 #else
   (void)input;

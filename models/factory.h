@@ -61,6 +61,12 @@ struct ModelOptions {
   // dimension (e.g. {3, 32, 32}); its product must be the data's features. Empty: the
   // dataset's example shape. Default: empty.
   std::vector<int64_t> input_shape;
+
+  // torchscript: BatchNorm statistics are recomputed before each evaluation from the first
+  // bn_batches batches of bn_batch_size training examples (TorchScriptOptions). Defaults:
+  // 20 and 64 (experiments/ sets bn_batch_size to algorithm.batch_size).
+  int64_t bn_batches = 20;
+  int64_t bn_batch_size = 64;
 };
 
 // What the model will be fed: the training data's shape (see datasets::Dataset).

@@ -93,6 +93,12 @@ class Model {
   // A new instance with the same configuration (own scratch buffers).
   virtual std::unique_ptr<Model> Clone() const = 0;
 
+  // Recomputes state the model keeps beside its parameters and that an evaluation reads
+  // (the TorchScript model's BatchNorm running statistics) at params, from training
+  // batches of train; call it before evaluating params. Does nothing for models without
+  // such state (every asgd model). Throws InvariantError on a batch that does not match.
+  virtual void Calibrate(std::span<const float> /*params*/, const datasets::Dataset& /*train*/) {}
+
   // True if SaveAs can write the model with given parameters as a file its own framework
   // loads (the TorchScript model: a copy of its .pt). False for asgd's own models.
   virtual bool CanSave() const { return false; }

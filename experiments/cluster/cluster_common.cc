@@ -263,7 +263,7 @@ std::optional<models::EvalResult> CentreEvaluator::Evaluate(bool full) {
     return std::nullopt;
   }
   if (!st.ok()) throw InputError("evaluator: reading the centre: " + st.ToString());
-  return EvaluateOn(*model_, centre_, setup_.data.test,
+  return EvaluateOn(*model_, centre_, setup_.data.test, setup_.data.train,
                     full ? 0
                          : EvalSchedule::FromConfig(setup_.config, setup_.data.train.num_examples)
                                .ScheduledExamples());

@@ -175,8 +175,8 @@ int RunCollectiveWorkerRole(cluster::Setup& s, std::ostream& out) {
   // Rank 0's evaluation of the average at a boundary; the final one goes with its last
   // report (after the loop's final counts).
   auto evaluate = [&](const CollectiveBoundary& b) {
-    const models::EvalResult r =
-        EvaluateOn(*eval_model, b.average, s.data.test, b.final ? 0 : schedule.ScheduledExamples());
+    const models::EvalResult r = EvaluateOn(*eval_model, b.average, s.data.test, s.data.train,
+                                            b.final ? 0 : schedule.ScheduledExamples());
     CollectiveEvaluation e;
     e.id = b.eval_id;
     e.full = b.final;

@@ -100,7 +100,7 @@ void Coordinator::RequestEval(bool full) {
       if (resume_) {
         pending_.reset();  // a resumed run adds no row at its start (as `asgd run`)
       } else {
-        Evaluated(EvaluateOn(*s_.model, s_.Initial(), s_.data.test,
+        Evaluated(EvaluateOn(*s_.model, s_.Initial(), s_.data.test, s_.data.train,
                              full ? 0 : schedule_.ScheduledExamples()),
                   /*consensus_distance=*/0.0);
       }

@@ -186,6 +186,12 @@ Schema BuildSchema() {
                 "torchscript: the shape of one example as the module takes it (e.g. 3,32,32); "
                 "empty = the dataset's (1,28,28 for MNIST)",
                 true));
+  s.Add(Int("model.bn_batches", 20, 1, 1 << 20,
+            "torchscript: before each evaluation, the evaluating instance recomputes every "
+            "BatchNorm's running statistics at the parameters evaluated, as the cumulative "
+            "average over this many training batches (the first ones of the training data, "
+            "of algorithm.batch_size examples each)",
+            "batches"));
   s.Add(IntList("model.hidden", "256,256", 1, "mlp: hidden layer sizes", false));
   s.Add(Choice("model.activation", "relu", {"relu", "tanh", "sigmoid"},
                "mlp and cnn: hidden activation"));

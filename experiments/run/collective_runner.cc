@@ -230,7 +230,7 @@ RunResult RunCollective(const Config& config, const RunRequest& request, std::os
   auto evaluate = [&](std::span<const float> params, double consensus, int64_t samples, bool full) {
     const double t = seconds();
     models::EvalResult r =
-        EvaluateOn(*model, params, test, full ? 0 : eval_schedule.ScheduledExamples());
+        EvaluateOn(*model, params, test, train, full ? 0 : eval_schedule.ScheduledExamples());
     double train_loss = std::nan("");
     {
       std::lock_guard<std::mutex> lock(shared.mu);

@@ -11,16 +11,21 @@
 namespace asgd::experiments {
 
 // Loss sum and correct count of params on the first `limit` examples of ds (all when
-// limit <= 0 or larger than the dataset), evaluated in chunks of `chunk` examples.
+// limit <= 0 or larger than the dataset), evaluated in chunks of `chunk` examples. First
+// model.Calibrate(params, train): a model with BatchNorm statistics recomputes them at
+// params from the training data, so the result depends on params only, not on which
+// instance evaluates (and SaveFinalModel afterwards writes those statistics).
 models::EvalResult EvaluateOn(models::Model& model, std::span<const float> params,
-                              const datasets::Dataset& ds, int64_t limit = 0, int64_t chunk = 1000);
+                              const datasets::Dataset& ds, const datasets::Dataset& train,
+                              int64_t limit = 0, int64_t chunk = 1000);
 
 // The file in the run folder that holds the trained model in its own framework's format,
 // for models that can save themselves (Model::CanSave: the TorchScript model writes a copy
 // of its .pt with the run's parameters, which torch.jit.load reads back).
 inline constexpr const char* kFinalModelFile = "final_model.pt";
 
-// Writes model at params (the final parameters, those the run's last evaluation read) as
+// Writes model at params (the final parameters, those the run's last evaluation read, with
+// the statistics that evaluation computed) as
 // run_dir/final_model.pt when model.CanSave(); does nothing otherwise. Every driver calls it
 // once, after its final evaluation. Throws IoError.
 void SaveFinalModel(const models::Model& model, std::span<const float> params,

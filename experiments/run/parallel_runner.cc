@@ -289,7 +289,7 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
       return;
     }
     models::EvalResult r =
-        EvaluateOn(*model, centre, test, full ? 0 : eval_schedule.ScheduledExamples());
+        EvaluateOn(*model, centre, test, train, full ? 0 : eval_schedule.ScheduledExamples());
     double train_loss = std::nan("");
     {
       std::lock_guard<std::mutex> lock(shared.mu);

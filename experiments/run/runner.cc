@@ -149,7 +149,7 @@ RunResult RunExperiment(const Config& config, const RunRequest& request, std::os
     training.Hold();
     const double t = train_seconds();
     models::EvalResult r =
-        EvaluateOn(*model, params, test, full ? 0 : schedule.ScheduledExamples());
+        EvaluateOn(*model, params, test, train, full ? 0 : schedule.ScheduledExamples());
     ConvergenceRow row;
     row.time_s = t;
     row.epoch = static_cast<double>(samples) / static_cast<double>(train.num_examples);

@@ -142,7 +142,7 @@ RunResult RunSimulated(const Config& config, const RunRequest& request, std::ost
   auto evaluate = [&](bool full) {
     const double t = seconds();
     store.ReadValues(centre);
-    const models::EvalResult r = EvaluateOn(*problem.model, centre, problem.data.test,
+    const models::EvalResult r = EvaluateOn(*problem.model, centre, problem.data.test, train,
                                             full ? 0 : eval_schedule.ScheduledExamples());
     const double train_loss =
         p.loss_count > 0 ? p.loss_sum / static_cast<double>(p.loss_count) : std::nan("");

@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <utility>
 
@@ -53,7 +55,55 @@ struct Shared {
   int classes = 0;
   ParamLayout layout;
   std::vector<float> initial;  // θ₀: the file's parameter values, flat
+  int64_t bn_batches = 20;
+  int64_t bn_batch_size = 64;
 };
+
+// A BatchNorm (a submodule with running_mean and running_var buffers) and its momentum:
+// the factor of its running average, or nullopt for momentum = None (a cumulative
+// average over num_batches_tracked batches).
+struct BatchNormRef {
+  std::string name;
+  torch::jit::Module module;
+  std::optional<double> momentum;
+};
+
+bool HasOwnBuffer(const torch::jit::Module& m, const std::string& name) {
+  for (const auto& b : m.named_buffers(/*recurse=*/false)) {
+    if (b.name == name) return true;
+  }
+  return false;
+}
+
+// The BatchNorms of module. Throws std::runtime_error naming one whose momentum cannot be
+// read (not a scripted module: a traced BatchNorm keeps it inside its graph) or is 0.
+std::vector<BatchNormRef> FindBatchNorms(const torch::jit::Module& module) {
+  std::vector<BatchNormRef> out;
+  for (const auto& sub : module.named_modules()) {
+    const torch::jit::Module& m = sub.value;
+    if (!HasOwnBuffer(m, "running_mean") || !HasOwnBuffer(m, "running_var")) continue;
+    const std::string name = sub.name.empty() ? "(the module)" : sub.name;
+    c10::IValue momentum;
+    if (m.type()->hasConstant("momentum")) {
+      momentum = m.type()->getConstant("momentum");
+    } else if (m.hasattr("momentum")) {
+      momentum = m.attr("momentum");
+    } else {
+      throw std::runtime_error("'" + name +
+                               "' has BatchNorm statistics but no momentum (traced? script it "
+                               "with torch.jit.script)");
+    }
+    BatchNormRef ref{sub.name, m, std::nullopt};
+    if (!momentum.isNone()) {
+      if (!momentum.isDouble() || !(momentum.toDouble() > 0.0)) {
+        throw std::runtime_error("'" + name + "' has a BatchNorm momentum that is not > 0");
+      }
+      ref.momentum = momentum.toDouble();
+    }
+    out.push_back(std::move(ref));
+  }
+  return out;
+}
 
 // Runs once per thread that computes: OpenMP's team size is a per-thread setting, which
 // at::init_num_threads copies from the process-wide at::set_num_threads.
@@ -75,6 +125,7 @@ class TorchScriptModel final : public Model {
       params_.push_back(p);
       params_.back().set_requires_grad(true);
     }
+    batch_norms_ = FindBatchNorms(module_);  // checked by NewTorchScriptModel
     ASGD_CHECK_EQ(static_cast<int64_t>(params_.size()),
                   static_cast<int64_t>(shared_->layout.tensors().size()), "parameter tensors");
   }
@@ -124,6 +175,51 @@ class TorchScriptModel final : public Model {
     return r;
   }
 
+  // Every BatchNorm's running statistics become the cumulative average (momentum = None
+  // semantics: mean of the batch means, mean of the unbiased batch variances) over the
+  // first bn_batches batches of bn_batch_size examples of train, computed at params with
+  // the BatchNorms in train() mode and everything else in eval() mode (dropout off, so
+  // the result is deterministic), without autograd. The module keeps them for Evaluate
+  // and SaveAs. A BatchNorm with a momentum m updates r <- r + m (x - r); setting r to
+  // the average c of the batches before and rescaling the step by 1 / (m k) gives
+  // c_k = c + (x_k - c) / k.
+  void Calibrate(std::span<const float> params, const datasets::Dataset& train) override {
+    if (batch_norms_.empty()) return;
+    InitThisThread();
+    torch::NoGradGuard no_grad;
+    BindParams(params);
+    for (BatchNormRef& bn : batch_norms_) {
+      bn.module.attr("running_mean").toTensor().zero_();
+      bn.module.attr("running_var").toTensor().fill_(1);
+      if (bn.module.hasattr("num_batches_tracked")) {
+        bn.module.attr("num_batches_tracked").toTensor().zero_();
+      }
+    }
+    module_.eval();
+    for (BatchNormRef& bn : batch_norms_) bn.module.train(true);
+    const int64_t b = std::max<int64_t>(1, shared_->bn_batch_size);
+    std::vector<at::Tensor> before(2 * batch_norms_.size());
+    for (int64_t k = 1; k <= shared_->bn_batches && (k - 1) * b < train.num_examples; ++k) {
+      for (std::size_t i = 0; i < batch_norms_.size(); ++i) {
+        before[2 * i] = batch_norms_[i].module.attr("running_mean").toTensor().clone();
+        before[2 * i + 1] = batch_norms_[i].module.attr("running_var").toTensor().clone();
+      }
+      const int64_t begin = (k - 1) * b;
+      Forward(datasets::ContiguousBatch(train, begin, std::min(b, train.num_examples - begin)));
+      for (std::size_t i = 0; i < batch_norms_.size(); ++i) {
+        if (!batch_norms_[i].momentum) continue;  // None: the module averages cumulatively
+        const double scale = 1.0 / (*batch_norms_[i].momentum * static_cast<double>(k));
+        for (int j = 0; j < 2; ++j) {
+          at::Tensor r =
+              batch_norms_[i].module.attr(j == 0 ? "running_mean" : "running_var").toTensor();
+          const at::Tensor& c = before[2 * i + j];
+          r.copy_(c + (r - c) * scale);
+        }
+      }
+    }
+    module_.eval();
+  }
+
   int64_t num_features() const override {
     int64_t n = 1;
     for (int64_t d : shared_->input_shape) n *= d;
@@ -148,6 +244,14 @@ class TorchScriptModel final : public Model {
       p.view({-1}).copy_(
           at::from_blob(const_cast<float*>(params.data()) + offset, {p.numel()}, at::kFloat));
       offset += p.numel();
+    }
+    // This instance's buffers (the statistics its last Calibrate computed), in the same
+    // order in both copies of the file's module.
+    const auto mine = module_.named_buffers();
+    const auto theirs = copy.named_buffers();
+    auto m = mine.begin();
+    for (auto t = theirs.begin(); t != theirs.end() && m != mine.end(); ++t, ++m) {
+      (*t).value.copy_((*m).value);
     }
     std::ostringstream out;
     copy.save(out);
@@ -201,6 +305,7 @@ class TorchScriptModel final : public Model {
   const float* bound_params_ = nullptr;
   float* bound_grad_ = nullptr;
   std::vector<int64_t> labels_;
+  std::vector<BatchNormRef> batch_norms_;  // submodules of module_, this instance's own
 };
 
 [[noreturn]] void Refuse(const std::string& file, const std::string& expected) {
@@ -263,6 +368,8 @@ std::unique_ptr<Model> NewTorchScriptModel(const TorchScriptOptions& options,
   auto s = std::make_shared<Shared>();
   s->file = options.file;
   s->classes = input.num_classes;
+  s->bn_batches = options.bn_batches;
+  s->bn_batch_size = options.bn_batch_size;
   if (options.file.empty()) {
     throw ConfigError(kFileKey, "",
                       "the path of a TorchScript file (torch.jit.save) for "
@@ -300,9 +407,12 @@ std::unique_ptr<Model> NewTorchScriptModel(const TorchScriptOptions& options,
   } catch (const std::exception& e) {
     Refuse(options.file, "a TorchScript module saved by torch.jit.save (" + FirstLine(e) + ")");
   }
-  for (const auto& b : module.named_buffers()) {
-    Refuse(options.file, "a module without buffers (asgd trains parameters only; buffer '" +
-                             b.name + "' holds state such as BatchNorm's running statistics)");
+  // Buffers (BatchNorm's running statistics, of any dtype) are each instance's own, not
+  // in the flat vector; the BatchNorms must let Calibrate recompute them.
+  try {
+    FindBatchNorms(module);
+  } catch (const std::runtime_error& e) {
+    Refuse(options.file, std::string("BatchNorms whose statistics can be recomputed; ") + e.what());
   }
   for (const auto& p : module.named_parameters()) {
     if (p.value.scalar_type() != at::kFloat) {

@@ -25,9 +25,12 @@
 //   - No copy per step: the module's parameters are views of the params buffer passed in
 //     and their .grad views of the grad buffer (re-pointed only when a buffer's address
 //     changes); LossAndGradient zeroes grad and backward() accumulates into it.
-//   - CPU only, float32 only. Modules with buffers that are not parameters (BatchNorm's
-//     running statistics) are refused in one line naming the buffer: which worker's
-//     statistics an evaluation would read has no answer yet.
+//   - CPU only, float32 parameters only. Buffers (BatchNorm's running statistics, any
+//     dtype) are not in the flat vector: each instance keeps its own, which its training
+//     steps update in train() mode. Calibrate recomputes them at the parameters to be
+//     evaluated (the cumulative average over the first bn_batches training batches), so
+//     an evaluation does not depend on which instance's statistics; SaveAs writes this
+//     instance's buffers.
 //
 // Threads: the first model built (in the thread that then starts the workers) sets
 // libtorch's intra-op and inter-op threads to 1 and OpenBLAS's to 1 (LimitTorchThreads),
@@ -56,12 +59,18 @@ struct TorchScriptOptions {
   // {3, 32, 32}; its product must equal the dataset's features. Empty: the dataset's
   // example shape. Default: empty.
   std::vector<int64_t> input_shape;
+  // Calibrate recomputes BatchNorm's running statistics from the first bn_batches batches
+  // of bn_batch_size examples of the training data (in the data's order; fewer when the
+  // data is shorter). Both >= 1. Defaults: 20 and 64.
+  int64_t bn_batches = 20;
+  int64_t bn_batch_size = 64;
 };
 
 // Loads and checks the module against the input: ConfigError naming model.file (or
 // model.input_shape) and what was expected, on one line, for a missing or unreadable
 // file, a file that is not a TorchScript module, a module without parameters, with a
-// parameter that is not float32, with a buffer, whose forward fails on a batch of
+// parameter that is not float32, with a BatchNorm whose momentum cannot be read (traced)
+// or is 0, whose forward fails on a batch of
 // input_shape, or whose output is not [B, num_classes] floats; for sparse input and an
 // input_shape whose product is not the dataset's features.
 std::unique_ptr<Model> NewTorchScriptModel(const TorchScriptOptions& options,

@@ -402,7 +402,7 @@ TEST(TorchScriptModel, RefusesModulesThatDoNotFitTheData) {
   ExpectContains(Refusal(dir.File("image.pt"), Spec({12}, 3)), "forward failed");
 }
 
-TEST(TorchScriptModel, RefusesNonFloatParametersNoParametersAndBuffers) {
+TEST(TorchScriptModel, RefusesNonFloatParametersNoParametersAndTracedBatchNorm) {
   REQUIRE_TORCH_PYTHON();
   ::asgd::testing::TempDir dir;
   Script(dir, std::string(kMlp) + "m = m.double()", dir.File("double.pt"));
@@ -415,11 +415,128 @@ TEST(TorchScriptModel, RefusesNonFloatParametersNoParametersAndBuffers) {
          "m = M()",
          dir.File("empty.pt"));
   ExpectContains(Refusal(dir.File("empty.pt"), Spec({12}, 3)), "a module with parameters");
+  // Buffers are accepted (each instance's own, recomputed before evaluations)...
   Script(dir, "m = torch.nn.Sequential(torch.nn.Linear(12, 3), torch.nn.BatchNorm1d(3))",
          dir.File("bn.pt"));
-  const std::string buffers = Refusal(dir.File("bn.pt"), Spec({12}, 3));
-  ExpectContains(buffers, "bn.pt");
-  ExpectContains(buffers, "buffer '1.running_mean'");
+  EXPECT_EQ(Load(dir.File("bn.pt"), Spec({12}, 3))->layout().size(), 12 * 3 + 3 + 3 + 3);
+  // ... but a traced BatchNorm keeps its momentum inside its graph: its statistics could
+  // not be recomputed.
+  const std::string program = dir.File("trace.py");
+  ::asgd::testing::WriteTestFile(
+      program,
+      "import sys, torch\nm = torch.nn.Sequential(torch.nn.Linear(12, 3), "
+      "torch.nn.BatchNorm1d(3)).eval()\n"
+      "torch.jit.save(torch.jit.trace(m, torch.zeros(2, 12)), sys.argv[1])\n");
+  ASSERT_EQ(
+      std::system((std::string(kPython) + " " + program + " " + dir.File("traced.pt")).c_str()), 0);
+  const std::string traced = Refusal(dir.File("traced.pt"), Spec({12}, 3));
+  ExpectContains(traced, "traced.pt");
+  ExpectContains(traced, "'1' has BatchNorm statistics but no momentum");
+}
+
+// Two BatchNorms (momentum 0.1 and None) between linear layers; data for them.
+constexpr const char* kBatchNorm =
+    "m = torch.nn.Sequential(torch.nn.Linear(12, 4), torch.nn.BatchNorm1d(4), "
+    "torch.nn.Linear(4, 3), torch.nn.BatchNorm1d(3, momentum=None))";
+
+datasets::Dataset AsDataset(const DenseData& d, int classes) {
+  datasets::Dataset ds;
+  ds.num_examples = static_cast<int64_t>(d.labels.size());
+  ds.num_features = d.features;
+  ds.num_classes = classes;
+  ds.example_shape = {d.features};
+  ds.dense.assign(d.x.begin(), d.x.end());
+  ds.labels = d.labels;
+  return ds;
+}
+
+// After Calibrate at params, the running statistics saved with the module are the
+// cumulative averages (mean of batch means, mean of unbiased batch variances) over the
+// first K = 3 batches of B = 5 training examples, recomputed independently in Python from
+// the saved weights; num_batches_tracked is K. Training steps before (which move this
+// instance's statistics) do not matter.
+TEST(TorchScriptModel, CalibrateRecomputesBatchNormStatisticsOnTheFirstBatches) {
+  REQUIRE_TORCH_PYTHON();
+  ::asgd::testing::TempDir dir;
+  Script(dir, kBatchNorm, dir.File("bn.pt"));
+  TorchScriptOptions options;
+  options.file = dir.File("bn.pt");
+  options.bn_batches = 3;
+  options.bn_batch_size = 5;
+  std::unique_ptr<Model> model = NewTorchScriptModel(options, Spec({12}, 3));
+  const DenseData data = MakeBlobs(40, 12, 3, 7);
+  const datasets::Dataset train = AsDataset(data, 3);
+  const std::vector<float> params = PerturbedParams(*model, 3);
+  std::vector<float> grad(params.size());
+  for (int i = 0; i < 3; ++i) model->LossAndGradient(params, data.View(8 * i, 8), grad);
+  model->Calibrate(params, train);
+  model->SaveAs(params, dir.File("calibrated.pt"));
+  {
+    std::ofstream x(dir.File("x.f32"), std::ios::binary);
+    x.write(reinterpret_cast<const char*>(data.x.data()),
+            static_cast<std::streamsize>(data.x.size() * sizeof(float)));
+  }
+  ::asgd::testing::WriteTestFile(dir.File("check.py"), R"(
+import sys, numpy, torch
+sd = torch.jit.load(sys.argv[1]).state_dict()
+x = torch.from_numpy(numpy.fromfile(sys.argv[2], dtype=numpy.float32)).view(-1, 12).double()
+sd = {k: v.double() for k, v in sd.items()}
+K, B = 3, 5
+means = [0, 0]
+vars_ = [0, 0]
+for k in range(K):
+    h = x[k * B:(k + 1) * B] @ sd['0.weight'].T + sd['0.bias']
+    means[0] = means[0] + h.mean(0) / K
+    vars_[0] = vars_[0] + h.var(0, unbiased=True) / K
+    h = (h - h.mean(0)) / torch.sqrt(h.var(0, unbiased=False) + 1e-5) * sd['1.weight'] + sd['1.bias']
+    h = h @ sd['2.weight'].T + sd['2.bias']
+    means[1] = means[1] + h.mean(0) / K
+    vars_[1] = vars_[1] + h.var(0, unbiased=True) / K
+err = 0.0
+for i, name in enumerate(['1', '3']):
+    err = max(err, float((sd[name + '.running_mean'] - means[i]).abs().max()))
+    err = max(err, float(((sd[name + '.running_var'] - vars_[i]) / vars_[i]).abs().max()))
+    assert int(sd[name + '.num_batches_tracked']) == K, sd[name + '.num_batches_tracked']
+print(err)
+)");
+  const std::string command = std::string(kPython) + " " + dir.File("check.py") + " " +
+                              dir.File("calibrated.pt") + " " + dir.File("x.f32") + " > " +
+                              dir.File("err.txt");
+  ASSERT_EQ(std::system(command.c_str()), 0) << command;
+  std::ifstream in(dir.File("err.txt"));
+  double err = -1;
+  in >> err;
+  EXPECT_GE(err, 0.0);
+  EXPECT_LT(err, 1e-5);
+}
+
+// Evaluation reads the statistics Calibrate recomputed at the evaluated parameters, not
+// those an instance's own training left: two instances that trained on different batches
+// evaluate alike after Calibrate (and differently before it).
+TEST(TorchScriptModel, EvaluationAfterCalibrateDoesNotDependOnTheInstance) {
+  REQUIRE_TORCH_PYTHON();
+  ::asgd::testing::TempDir dir;
+  Script(dir, kBatchNorm, dir.File("bn.pt"));
+  std::unique_ptr<Model> a = Load(dir.File("bn.pt"), Spec({12}, 3));
+  std::unique_ptr<Model> b = a->Clone();
+  const DenseData data = MakeBlobs(200, 12, 3, 5);
+  const datasets::Dataset train = AsDataset(data, 3);
+  const std::vector<float> params = PerturbedParams(*a, 4);
+  std::vector<float> grad(params.size());
+  for (int i = 0; i < 5; ++i) a->LossAndGradient(params, data.View(16 * i, 16), grad);
+  b->LossAndGradient(params, data.View(150, 50), grad);
+  const EvalResult before_a = a->Evaluate(params, data.All());
+  const EvalResult before_b = b->Evaluate(params, data.All());
+  EXPECT_NE(before_a.loss_sum, before_b.loss_sum);
+  a->Calibrate(params, train);
+  b->Calibrate(params, train);
+  const EvalResult ra = a->Evaluate(params, data.All());
+  const EvalResult rb = b->Evaluate(params, data.All());
+  EXPECT_EQ(ra.loss_sum, rb.loss_sum);
+  EXPECT_EQ(ra.correct, rb.correct);
+  // Calibrating again at the same params gives the same statistics.
+  a->Calibrate(params, train);
+  EXPECT_EQ(a->Evaluate(params, data.All()).loss_sum, ra.loss_sum);
 }
 
 TEST(TorchScriptModel, NewModelOnBuildsItOnTheCpuOnly) {
