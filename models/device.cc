@@ -3,6 +3,7 @@
 #include <charconv>
 #include <string>
 #include <variant>
+#include <vector>
 
 #include "core/build_config.h"
 #include "core/error.h"
@@ -11,6 +12,12 @@
 #include "models/cuda/factory.h"
 #endif
 #if ASGD_HAVE_TORCH
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <mutex>
+
 #include "models/torch/torchscript_model.h"
 #endif
 
@@ -87,6 +94,45 @@ std::string CudaUnavailableReason() {
 
 namespace {
 
+#if ASGD_HAVE_TORCH
+// The TorchScript backend lives in a module of its own (models/torch/torch_plugin.cc says
+// why), opened once per process: first beside the running binary, then where the build
+// put it.
+using TorchEntry = Model* (*)(const TorchScriptOptions*, const InputSpec*);
+
+TorchEntry TorchModuleEntry() {
+  static std::once_flag once;
+  static TorchEntry entry = nullptr;
+  static std::string error;
+  std::call_once(once, [] {
+    std::vector<std::string> candidates;
+    std::error_code ec;
+    const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+    if (!ec) candidates.push_back((self.parent_path() / "libasgd_torch.so").string());
+    candidates.push_back(ASGD_TORCH_MODULE);
+    for (const std::string& path : candidates) {
+      if (::access(path.c_str(), R_OK) != 0) continue;
+      void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+      if (handle == nullptr) {
+        error = path + ": " + ::dlerror();
+        return;
+      }
+      entry = reinterpret_cast<TorchEntry>(::dlsym(handle, "AsgdNewTorchScriptModel"));
+      if (entry == nullptr) error = path + ": no AsgdNewTorchScriptModel in it";
+      return;
+    }
+    error = "libasgd_torch.so is neither beside this binary nor at " +
+            std::string(ASGD_TORCH_MODULE);
+  });
+  if (entry == nullptr) {
+    throw ConfigError("model.name", "torchscript",
+                      "a loadable TorchScript backend (" + error +
+                          "; rebuild asgd, or keep libasgd_torch.so beside it)");
+  }
+  return entry;
+}
+#endif
+
 // `spec` is the user's text for the device, for the messages.
 // model.name = torchscript: the module of options.file, on the CPU only.
 std::unique_ptr<Model> NewTorchScriptModelOn(const ModelOptions& options, const InputSpec& input,
@@ -102,7 +148,7 @@ std::unique_ptr<Model> NewTorchScriptModelOn(const ModelOptions& options, const 
   torch_options.input_shape = options.input_shape;
   torch_options.bn_batches = options.bn_batches;
   torch_options.bn_batch_size = options.bn_batch_size;
-  return NewTorchScriptModel(torch_options, input);
+  return std::unique_ptr<Model>(TorchModuleEntry()(&torch_options, &input));
 #else
   (void)input;
   throw ConfigError("model.name", options.name,
