@@ -7,7 +7,8 @@ Prints one line per problem, as FILE:LINE: what is wrong, and exits with status 
 is any (0 otherwise; 2 for bad usage). It looks at every text file of the repository
 (the git index when REPO_ROOT is a git checkout, else a walk that skips build trees) for:
 
-  - `../shared`, `DESIGN.md` or `STYLE.md`: notes that live outside the repository;
+  - the notes folder beside a checkout (`..` then `/shared`) and the design and style notes
+    kept there (`DESIGN` or `STYLE` with `.md`): they live outside the repository;
   - `algorithms.md` that is not `docs/algorithms.md` (inside docs/ the sibling file
     `algorithms.md` is meant and allowed);
   - in *.md files, a relative Markdown link whose target does not exist in the
@@ -26,7 +27,7 @@ import unicodedata
 
 # Files the check does not read.
 SKIP_FILES = {
-    # The CI machine's own script: its ../shared/data is where that machine keeps the
+    # The CI machine's own script: the data folder it names is where that machine keeps the
     # reference datasets, not a document reference.
     ".ci/run",
     # This check itself names the patterns it looks for.
