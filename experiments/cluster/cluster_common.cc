@@ -273,4 +273,9 @@ void CentreEvaluator::SaveFinal(const std::string& run_dir) const {
   SaveFinalModel(*model_, centre_, run_dir);
 }
 
+void CentreEvaluator::SaveBest(double accuracy, double best_before,
+                               const std::string& run_dir) const {
+  SaveBestModel(*model_, centre_, accuracy, best_before, run_dir);
+}
+
 }  // namespace asgd::experiments::cluster

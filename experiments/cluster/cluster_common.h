@@ -162,6 +162,8 @@ class CentreEvaluator {
   std::optional<models::EvalResult> Evaluate(bool full);
   // SaveFinalModel (experiments/run/evaluation.h) of the centre the last Evaluate read.
   void SaveFinal(const std::string& run_dir) const;
+  // SaveBestModel of the centre the last Evaluate read, whose accuracy that was.
+  void SaveBest(double accuracy, double best_before, const std::string& run_dir) const;
 
  private:
   const Setup& setup_;

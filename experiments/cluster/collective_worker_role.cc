@@ -105,6 +105,14 @@ int RunCollectiveWorkerRole(cluster::Setup& s, std::ostream& out) {
 
   std::atomic<bool> stop{false}, finished{false};
   std::atomic<int64_t> eval_wanted{0};  // the coordinator's latest EvalOrder id
+  // Rank 0 when the model can save itself: the run's best test accuracy as the
+  // coordinator last told it, or this rank's best evaluation since, whichever is higher.
+  std::atomic<double> best_known{registered.best_above};
+  auto raise_best = [&](double accuracy) {
+    double b = best_known.load();
+    while (accuracy > b && !best_known.compare_exchange_weak(b, accuracy)) {
+    }
+  };
   std::mutex order_mu;
   std::optional<CheckpointOrder> checkpoint_order;  // the latest reply's (guarded)
   int64_t checkpointed = -1;  // the step of the last order written (the training thread's)
@@ -136,6 +144,7 @@ int RunCollectiveWorkerRole(cluster::Setup& s, std::ostream& out) {
     if (reply) {
       if (reply->stop) stop.store(true);
       eval_wanted.store(reply->evaluate ? reply->evaluate->id : 0);
+      if (reply->best_above) raise_best(*reply->best_above);
       std::lock_guard<std::mutex> order_lock(order_mu);
       checkpoint_order = reply->checkpoint;
     }
@@ -188,6 +197,12 @@ int RunCollectiveWorkerRole(cluster::Setup& s, std::ostream& out) {
     e.correct = r.correct;
     e.count = r.count;
     e.consensus_distance = std::isfinite(b.consensus) ? b.consensus : 0.0;
+    // The models, into the coordinator's run folder (shared, as for checkpoints).
+    if (!registered.save_dir.empty()) {
+      SaveBestModel(*eval_model, b.average, r.accuracy(), best_known.load(), registered.save_dir);
+      raise_best(r.accuracy());
+      if (b.final) SaveFinalModel(*eval_model, b.average, registered.save_dir);
+    }
     if (b.final) {
       final_eval = e;
     } else if (!report(false, "", e)) {

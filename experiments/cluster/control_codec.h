@@ -206,6 +206,14 @@ class Fields {
         return Fail(StrCat("\"", key, "\" is ", TypeName(*v), ", expected a number"));
     }
   }
+  bool OptionalDouble(const char* key, std::optional<double>* out) {
+    out->reset();
+    if (!Find(key, false)) return ok();
+    double d = 0;
+    if (!Double(key, &d)) return false;
+    *out = d;
+    return true;
+  }
   bool OptionalBool(const char* key, bool* out) {
     const msgpack::object* v = Find(key, false);
     if (!v) return ok();

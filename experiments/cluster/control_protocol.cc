@@ -337,9 +337,10 @@ ControlError DecodeRequest(std::string_view bytes, ControlRequest* out) {
 namespace {
 
 void PutEvalOrder(Writer& w, const EvalOrder& o) {
-  w.Map("evaluate", 2);
+  w.Map("evaluate", 2 + (o.best_above ? 1u : 0u));
   w.Put("id", o.id);
   w.Put("full", o.full);
+  if (o.best_above) w.Put("best_above", *o.best_above);
 }
 
 void PutCheckpointOrder(Writer& w, const CheckpointOrder& o) {
@@ -353,16 +354,23 @@ bool ReadCheckpointOrder(Fields& c, CheckpointOrder* o) {
 }
 
 bool ReadEvalOrder(Fields& e, EvalOrder* o) {
-  return e.Int("id", 0, kI64Max, &o->id) && e.Bool("full", &o->full);
+  return e.Int("id", 0, kI64Max, &o->id) && e.Bool("full", &o->full) &&
+         e.OptionalDouble("best_above", &o->best_above);
 }
 
 }  // namespace
 
 std::string Encode(const RegisterReply& m) {
   const bool collective = !m.collective_dir.empty();
-  Writer w("register_reply", 1 + (m.restore ? 1u : 0u) + (collective ? 1u : 0u));
+  const bool save = !m.save_dir.empty();
+  Writer w("register_reply",
+           1 + (m.restore ? 1u : 0u) + (collective ? 1u : 0u) + (save ? 2u : 0u));
   w.Put("run_id", m.run_id);
   if (collective) w.Put("collective_dir", m.collective_dir);
+  if (save) {
+    w.Put("save_dir", m.save_dir);
+    w.Put("best_above", m.best_above);
+  }
   if (m.restore) {
     w.Map("restore", 3);
     w.Put("file", m.restore->file);
@@ -373,7 +381,8 @@ std::string Encode(const RegisterReply& m) {
 }
 
 std::string Encode(const WorkerReply& m) {
-  Writer w("worker_reply", 6 + (m.evaluate ? 1u : 0u) + (m.checkpoint ? 1u : 0u));
+  Writer w("worker_reply",
+           6 + (m.evaluate ? 1u : 0u) + (m.checkpoint ? 1u : 0u) + (m.best_above ? 1u : 0u));
   w.Put("start", m.start);
   w.Put("stop", m.stop);
   w.Put("paused", m.paused);
@@ -382,6 +391,7 @@ std::string Encode(const WorkerReply& m) {
   w.Put("step_budget", m.step_budget);
   if (m.evaluate) PutEvalOrder(w, *m.evaluate);
   if (m.checkpoint) PutCheckpointOrder(w, *m.checkpoint);
+  if (m.best_above) w.Put("best_above", *m.best_above);
   return w.Bytes();
 }
 
@@ -409,11 +419,17 @@ std::string Encode(const ErrorReply& m) {
 
 ControlError DecodeReply(std::string_view bytes, RegisterReply* out) {
   return DecodeReplyAs(bytes, "register_reply", out, [](Fields& f, RegisterReply* m) {
-    return f.Str("run_id", &m->run_id) && f.OptionalStr("collective_dir", &m->collective_dir) &&
-           Nested(f, "restore", false, &m->restore, [](Fields& r, RestoreOrder* o) {
-             return r.Str("file", &o->file) && r.Sha256("sha256", &o->sha256) &&
-                    r.Uint("version", &o->version);
-           });
+    std::optional<double> best;
+    const bool ok = f.Str("run_id", &m->run_id) &&
+                    f.OptionalStr("collective_dir", &m->collective_dir) &&
+                    f.OptionalStr("save_dir", &m->save_dir) &&
+                    f.OptionalDouble("best_above", &best) &&
+                    Nested(f, "restore", false, &m->restore, [](Fields& r, RestoreOrder* o) {
+                      return r.Str("file", &o->file) && r.Sha256("sha256", &o->sha256) &&
+                             r.Uint("version", &o->version);
+                    });
+    m->best_above = best.value_or(0.0);
+    return ok;
   });
 }
 
@@ -424,7 +440,8 @@ ControlError DecodeReply(std::string_view bytes, WorkerReply* out) {
            f.Int("sample_budget", 0, kI64Max, &m->sample_budget) &&
            f.Int("step_budget", -1, kI64Max, &m->step_budget) &&
            Nested(f, "evaluate", false, &m->evaluate, ReadEvalOrder) &&
-           Nested(f, "checkpoint", false, &m->checkpoint, ReadCheckpointOrder);
+           Nested(f, "checkpoint", false, &m->checkpoint, ReadCheckpointOrder) &&
+           f.OptionalDouble("best_above", &m->best_above);
   });
 }
 

@@ -166,6 +166,14 @@ struct RegisterReply {
   // A worker of a strategy on a collective: the folder of the file store the ranks meet
   // in ("collective_dir"; "" = not one).
   std::string collective_dir;
+  // The role that evaluates (the evaluator; rank 0 of a collective), when the model can
+  // save itself (models::Model::CanSave): the run folder, where it writes final_model.pt
+  // after the final evaluation and best_model.pt after one above the run's best
+  // ("save_dir"; "" = nothing to write).
+  std::string save_dir;
+  // With save_dir: the run's best test accuracy so far (a resumed run's restored best),
+  // which an evaluation must pass to be written as best_model.pt ("best_above").
+  double best_above = 0;
   bool operator==(const RegisterReply&) const = default;
 };
 
@@ -178,6 +186,9 @@ struct CheckpointOrder {
 struct EvalOrder {
   int64_t id = 0;     // >= 0
   bool full = false;  // the whole test set, else metrics.eval_examples of it
+  // The run's best test accuracy before this evaluation, when the role saves models
+  // (RegisterReply::save_dir): above it, the role writes best_model.pt ("best_above").
+  std::optional<double> best_above;
   bool operator==(const EvalOrder&) const = default;
 };
 
@@ -194,6 +205,10 @@ struct WorkerReply {
   // A strategy on a collective: the checkpoint to take at the next vote (rank 0 writes
   // the average into dir and answers with WorkerReport::saved).
   std::optional<CheckpointOrder> checkpoint;
+  // Rank 0 of a collective that saves models (RegisterReply::save_dir): the run's best
+  // test accuracy so far, which its next evaluation must pass to be written as
+  // best_model.pt ("best_above").
+  std::optional<double> best_above;
   bool operator==(const WorkerReply&) const = default;
 };
 

@@ -267,6 +267,13 @@ std::string Coordinator::Answer(const RegisterRequest& m) {
   ASGD_LOG(kInfo, "coordinator: ", Describe(key), " registered");
   reply.run_id = run_->id();
   if (key.first == "worker") reply.collective_dir = collective_dir_;
+  // The role that evaluates writes the models (the inline evaluator: Finish).
+  const bool evaluates =
+      key.first == "evaluator" || (key.first == "worker" && collective_ && key.second == 0);
+  if (evaluates && s_.model->CanSave()) {
+    reply.save_dir = run_->path();
+    reply.best_above = recorder_->best_test_accuracy();
+  }
   if (paused_ && key.first == "ps" && All("ps", Alive)) {
     const double paused_s = std::chrono::duration<double>(Steady::now() - pause_since_).count();
     paused_total_s_ += paused_s;
@@ -367,10 +374,13 @@ std::string Coordinator::Answer(const WorkerReport& msg) {
   reply.paused = paused_;
   reply.samples = Samples();
   if (collective_ && pending_ && phase_ == Phase::kRunning) {
-    reply.evaluate = EvalOrder{pending_->id, pending_->full};
+    reply.evaluate = Order(*pending_);
   }
   if (collective_ && ckpt_ && phase_ == Phase::kRunning) {
     reply.checkpoint = CheckpointOrder{ckpt_->manifest.step, ckpt_->dir};
+  }
+  if (collective_ && w == 0 && s_.model->CanSave()) {
+    reply.best_above = recorder_->best_test_accuracy();
   }
   return Encode(reply);
 }
@@ -404,6 +414,12 @@ std::string Coordinator::Answer(const PsReport& msg) {
   return Encode(reply);
 }
 
+EvalOrder Coordinator::Order(const PendingEval& p) const {
+  EvalOrder o{p.id, p.full, std::nullopt};
+  if (s_.model->CanSave()) o.best_above = recorder_->best_test_accuracy();
+  return o;
+}
+
 std::string Coordinator::Answer(const EvaluatorReport& msg) {
   Role& role = Reporting({"evaluator", msg.task});
   if (msg.result) {
@@ -417,7 +433,7 @@ std::string Coordinator::Answer(const EvaluatorReport& msg) {
   EvaluatorReply reply;
   reply.stop = phase_ >= Phase::kStoppingShards;
   if (pending_) {
-    reply.evaluate = EvalOrder{pending_->id, pending_->full};
+    reply.evaluate = Order(*pending_);
     pending_->sent = true;
   }
   return Encode(reply);

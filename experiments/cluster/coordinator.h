@@ -103,6 +103,9 @@ class Coordinator {
   std::string Answer(const WorkerReport& m);
   std::string Answer(const PsReport& m);
   std::string Answer(const EvaluatorReport& m);
+  // The order for an evaluation: with the run's best so far when the evaluating role
+  // writes best_model.pt (the model can save itself).
+  EvalOrder Order(const PendingEval& p) const;
 
   // A strategy on a collective (collective_worker_role.cc): rank 0's evaluation of the
   // workers' average; the final one (full) is kept for the end of the run.

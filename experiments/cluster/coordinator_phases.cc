@@ -100,9 +100,12 @@ void Coordinator::RequestEval(bool full) {
       if (resume_) {
         pending_.reset();  // a resumed run adds no row at its start (as `asgd run`)
       } else {
-        Evaluated(EvaluateOn(*s_.model, s_.Initial(), s_.data.test, s_.data.train,
-                             full ? 0 : schedule_.ScheduledExamples()),
-                  /*consensus_distance=*/0.0);
+        const std::vector<float> initial = s_.Initial();
+        const models::EvalResult r = EvaluateOn(*s_.model, initial, s_.data.test, s_.data.train,
+                                                full ? 0 : schedule_.ScheduledExamples());
+        const double best_before = recorder_->best_test_accuracy();
+        Evaluated(r, /*consensus_distance=*/0.0);
+        SaveBestModel(*s_.model, initial, r.accuracy(), best_before, run_->path());
       }
     }
     return;
@@ -110,7 +113,9 @@ void Coordinator::RequestEval(bool full) {
   if (!evaluator_process_) {
     try {
       if (auto r = inline_evaluator_->Evaluate(full)) {
+        const double best_before = recorder_->best_test_accuracy();
         Evaluated(*r);
+        inline_evaluator_->SaveBest(r->accuracy(), best_before, run_->path());
       } else {
         pending_.reset();  // dropped: the next one is asked for as usual
       }

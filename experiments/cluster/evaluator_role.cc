@@ -22,7 +22,7 @@ int RunEvaluatorRole(const Config& config, const RoleRequest& request, std::ostr
   BlockedStopSignals signals;
   auto context = tp::NewContext();
   cluster::CoordinatorLink link(context, s, "evaluator", 0);
-  link.Register();
+  const RegisterReply registered = link.Register();
   cluster::CentreEvaluator evaluator(context, s);
   const tp::Status servers = evaluator.WaitForServers();
   if (!servers.ok()) throw InputError("evaluator: the shard servers: " + servers.ToString());
@@ -43,8 +43,18 @@ int RunEvaluatorRole(const Config& config, const RoleRequest& request, std::ostr
     if (reply->evaluate) {
       const int64_t id = reply->evaluate->id;
       if (id != done_id) {
-        const std::optional<models::EvalResult> r = evaluator.Evaluate(reply->evaluate->full);
+        const EvalOrder& order = *reply->evaluate;
+        const std::optional<models::EvalResult> r = evaluator.Evaluate(order.full);
         if (!r) continue;  // a shard is down: the coordinator asks again
+        // The models, into the coordinator's run folder (a file system the roles share,
+        // as for checkpoints): the best so far, and the final one (the full evaluation
+        // after the workers stopped).
+        if (!registered.save_dir.empty()) {
+          if (order.best_above) {
+            evaluator.SaveBest(r->accuracy(), *order.best_above, registered.save_dir);
+          }
+          if (order.full) evaluator.SaveFinal(registered.save_dir);
+        }
         report.result = EvalResultMessage{id, r->loss_sum, r->correct, r->count};
         done_id = id;
         ++evaluations;

@@ -250,7 +250,9 @@ RunResult RunCollective(const Config& config, const RunRequest& request, std::os
     row.eval_examples = r.count;
     row.learning_rate = lr0 * alg::LearningRateScale(schedule, row.epoch);
     row.consensus_distance = consensus;
+    const double best_before = recorder.best_test_accuracy();
     if (recorder.Convergence(row) && stop.stop_at_target()) shared.stop.store(true);
+    SaveBestModel(*model, params, r.accuracy(), best_before, run.path());
     ProgressState ps;
     ps.epoch = row.epoch;
     ps.target_epochs = config.Double("experiment.epochs");

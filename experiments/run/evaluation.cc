@@ -22,4 +22,11 @@ void SaveFinalModel(const models::Model& model, std::span<const float> params,
   if (model.CanSave()) model.SaveAs(params, run_dir + "/" + kFinalModelFile);
 }
 
+void SaveBestModel(const models::Model& model, std::span<const float> params, double accuracy,
+                   double best_before, const std::string& run_dir) {
+  if (model.CanSave() && accuracy > best_before) {
+    model.SaveAs(params, run_dir + "/" + kBestModelFile);
+  }
+}
+
 }  // namespace asgd::experiments

@@ -23,6 +23,9 @@ models::EvalResult EvaluateOn(models::Model& model, std::span<const float> param
 // for models that can save themselves (Model::CanSave: the TorchScript model writes a copy
 // of its .pt with the run's parameters, which torch.jit.load reads back).
 inline constexpr const char* kFinalModelFile = "final_model.pt";
+// Likewise the parameters of the run's best evaluation (the highest test accuracy in
+// convergence.csv, summary.csv's best_test_accuracy; the earliest of equals).
+inline constexpr const char* kBestModelFile = "best_model.pt";
 
 // Writes model at params (the final parameters, those the run's last evaluation read, with
 // the statistics that evaluation computed) as
@@ -30,5 +33,13 @@ inline constexpr const char* kFinalModelFile = "final_model.pt";
 // once, after its final evaluation. Throws IoError.
 void SaveFinalModel(const models::Model& model, std::span<const float> params,
                     const std::string& run_dir);
+
+// Writes model at params (those an evaluation just read, with the statistics it computed)
+// as run_dir/best_model.pt when model.CanSave() and that evaluation's accuracy is above
+// best_before, the run's best test accuracy before it (RunRecorder::best_test_accuracy
+// read before recording the row: 0 at a fresh start, the restored best on a resume).
+// Throws IoError.
+void SaveBestModel(const models::Model& model, std::span<const float> params, double accuracy,
+                   double best_before, const std::string& run_dir);
 
 }  // namespace asgd::experiments

@@ -303,7 +303,9 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
         {t, samples, shared.pushes.load(), train_loss, lr0 * lr_scale_at(samples)}, r,
         train.num_examples);
     if (ef_residual) row.ef_residual_norm = ResidualNorm(compressing_clients);
+    const double best_before = recorder.best_test_accuracy();
     if (recorder.Convergence(row) && stop.stop_at_target()) shared.stop.store(true);
+    SaveBestModel(*model, centre, r.accuracy(), best_before, run.path());
     progress.Evaluated(MakeProgressState(row, config.Double("experiment.epochs")), r.mean_loss());
     release();
   };

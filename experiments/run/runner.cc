@@ -160,7 +160,9 @@ RunResult RunExperiment(const Config& config, const RunRequest& request, std::os
     row.test_accuracy = r.accuracy();
     row.eval_examples = r.count;
     row.learning_rate = lr;
+    const double best_before = recorder.best_test_accuracy();
     recorder.Convergence(row);
+    SaveBestModel(*model, params, r.accuracy(), best_before, run.path());
     progress.Evaluated(progress_state(r.accuracy()), r.mean_loss());
     loss_sum = 0;
     loss_count = 0;

@@ -151,6 +151,8 @@ RunResult RunSimulated(const Config& config, const RunRequest& request, std::ost
     ConvergenceRow row = MakeConvergenceRow(
         {t, p.samples, p.pushes, train_loss, lr0 * lr_scale_at(p.samples)}, r, train.num_examples);
     if (ef_residual) row.ef_residual_norm = ResidualNorm(compressing_clients);
+    const double best_before = recorder.best_test_accuracy();
+    SaveBestModel(*problem.model, centre, r.accuracy(), best_before, run.path());
     if (recorder.Convergence(row) && stop.stop_at_target() && !p.stop) {
       p.stop = true;
       p.reason = stop.TargetReason();

@@ -120,22 +120,32 @@ TEST(ControlProtocol, NanLossSurvives) {
 }
 
 TEST(ControlProtocol, RepliesRoundTrip) {
-  RegisterReply r{"20260101-000000-run", std::nullopt, ""};
+  RegisterReply r{"20260101-000000-run", std::nullopt, "", "", 0.0};
   EXPECT_EQ(RoundTripReply(r), r);
   r.restore = RestoreOrder{"ckpt/step-10/shard-0.ckpt", std::string(64, 'f'), 9};
   EXPECT_EQ(RoundTripReply(r), r);
   r.collective_dir = "runs/20260101-000000-run/rendezvous";
   EXPECT_EQ(RoundTripReply(r), r);
-  WorkerReply w{true, false, true, 1000, 64, -1, std::nullopt, std::nullopt};
+  // The role that evaluates a model that can save itself: where, and the best so far.
+  r.save_dir = "runs/20260101-000000-run";
+  r.best_above = 0.8125;
+  EXPECT_EQ(RoundTripReply(r), r);
+  WorkerReply w{true, false, true, 1000, 64, -1, std::nullopt, std::nullopt, std::nullopt};
   EXPECT_EQ(RoundTripReply(w), w);
-  w.evaluate = EvalOrder{5, false};
+  w.evaluate = EvalOrder{5, false, std::nullopt};
   w.checkpoint = CheckpointOrder{300, "runs/r/checkpoints/step-000000000300"};
+  EXPECT_EQ(RoundTripReply(w), w);
+  w.best_above = 0.5;
   EXPECT_EQ(RoundTripReply(w), w);
   PsReply p{true, false, 3, std::nullopt};
   EXPECT_EQ(RoundTripReply(p), p);
   p.checkpoint = CheckpointOrder{100, "checkpoints/step-100"};
   EXPECT_EQ(RoundTripReply(p), p);
-  EvaluatorReply e{false, EvalOrder{4, true}};
+  EvaluatorReply e{false, EvalOrder{4, true, std::nullopt}};
+  EXPECT_EQ(RoundTripReply(e), e);
+  e.evaluate->best_above = 0.0;  // a fresh run: any accuracy is the best so far
+  EXPECT_EQ(RoundTripReply(e), e);
+  e.evaluate->best_above = 0.97;
   EXPECT_EQ(RoundTripReply(e), e);
 }
 

@@ -152,37 +152,12 @@ std::vector<std::string> Strategies() {
 INSTANTIATE_TEST_SUITE_P(Every, TorchScriptStrategies, ::testing::ValuesIn(Strategies()),
                          [](const auto& param_info) { return param_info.param; });
 
-// `asgd launch`: the parameter server, the workers and the evaluator as processes, each
-// loading the module from the file the config names (relative to the config's folder).
-TEST_F(TorchScriptRun, DownpourAsProcessesLearns) {
-  REQUIRE_TORCH();
-  using namespace launch_test;  // NOLINT: the helpers of launch_test_util.h
-  testing::TempDir dir;
-  fs::copy_file(dir_->File("mlp.pt"), dir.File("mlp.pt"));
-  const std::string config =
-      TrainingConfig(dir, "downpour", "[model]\nname = torchscript\nfile = mlp.pt\n");
-  // TrainingConfig's [model] comes first; the second section's keys would be duplicates.
-  std::string text = ReadFile(config);
-  const std::string mlp = "[model]\nname = mlp\nhidden = 16\n";
-  ASSERT_NE(text.find(mlp), std::string::npos) << text;
-  text.replace(text.find(mlp), mlp.size(), "");
-  testing::WriteTestFile(config, text);
-  Subprocess launch({kAsgd, "launch", config}, dir.File("launch.log"));
-  const auto status = launch.Wait(kTimeout);
-  ASSERT_TRUE(status.has_value()) << "launch hung:\n" << launch.Output();
-  EXPECT_EQ(*status, 0) << launch.Output();
-  auto s = Summary(dir);
-  EXPECT_EQ(s["status"], "completed");
-  EXPECT_EQ(s["model"], "torchscript");
-  EXPECT_GE(std::stod(s["final_test_accuracy"]), 0.85);
-  for (pid_t pid : ChildPids(launch.Output())) EXPECT_FALSE(Alive(pid)) << pid;
-}
-
-// The accuracy of the run's final_model.pt on the run's test set, evaluated by
-// torch.jit.load in Python in eval() mode; the test examples shaped as `view`.
-double PythonAccuracy(const std::string& folder, const Outcome& o,
-                      const std::string& view = "-1, 16") {
-  const Config config = Config::FromFile(folder + "/run.ini", {}, ExperimentSchema());
+// The accuracy of `model` (a .pt a run wrote) on the test set of the run configured by
+// `config`, evaluated by torch.jit.load in Python in eval() mode, the test examples shaped
+// as `view`; scratch files go to `folder`.
+double PythonAccuracy(const std::string& config_path, const std::string& folder,
+                      const std::string& model, const std::string& view = "-1, 16") {
+  const Config config = Config::FromFile(config_path, {}, ExperimentSchema());
   const datasets::TrainTest data = datasets::LoadDataset(BuildDataOptions(config, {}));
   const datasets::Dataset& test = data.test;
   {
@@ -201,15 +176,101 @@ double PythonAccuracy(const std::string& folder, const Outcome& o,
           "y = torch.from_numpy(numpy.fromfile(sys.argv[3], dtype=numpy.int32)).long()\n"
           "with torch.no_grad():\n    correct = int((m(x).argmax(1) == y).sum())\n"
           "print(correct, len(y))\n");
-  const std::string command = std::string(kPython) + " " + folder + "/eval.py " + o.run_dir +
-                              "/final_model.pt " + folder + "/x.f32 " + folder + "/y.i32 > " +
-                              folder + "/eval.txt";
+  const std::string command = std::string(kPython) + " " + folder + "/eval.py " + model + " " +
+                              folder + "/x.f32 " + folder + "/y.i32 > " + folder + "/eval.txt";
   EXPECT_EQ(std::system(command.c_str()), 0) << command;
   std::ifstream in(folder + "/eval.txt");
   int64_t correct = -1, count = -1;
   in >> correct >> count;
   EXPECT_EQ(count, test.num_examples);
   return static_cast<double>(correct) / static_cast<double>(count);
+}
+
+// The same for the final_model.pt of a run of RunTs in folder.
+double PythonAccuracy(const std::string& folder, const Outcome& o,
+                      const std::string& view = "-1, 16") {
+  return PythonAccuracy(folder + "/run.ini", folder, o.run_dir + "/final_model.pt", view);
+}
+
+// The highest test accuracy of a run's convergence.csv, and the first row that has it.
+double BestAccuracy(const std::string& run_dir) {
+  std::ifstream in(run_dir + "/convergence.csv");
+  std::string line;
+  std::getline(in, line);
+  const std::vector<std::string> names = ParseCsvLine(line);
+  const auto column = std::find(names.begin(), names.end(), "test_accuracy") - names.begin();
+  double best = -1;
+  while (std::getline(in, line)) {
+    best = std::max(best, std::stod(ParseCsvLine(line)[static_cast<std::size_t>(column)]));
+  }
+  return best;
+}
+
+// A config for `asgd launch` of `algorithm` on the scripted MLP (copied beside it).
+std::string LaunchConfig(const testing::TempDir& dir, const std::string& algorithm,
+                         const std::string& model_file) {
+  using namespace launch_test;  // NOLINT: the helpers of launch_test_util.h
+  fs::copy_file(model_file, dir.File("mlp.pt"));
+  const std::string config =
+      TrainingConfig(dir, algorithm, "[model]\nname = torchscript\nfile = mlp.pt\n");
+  // TrainingConfig's [model] comes first; the second section's keys would be duplicates.
+  std::string text = ReadFile(config);
+  const std::string mlp = "[model]\nname = mlp\nhidden = 16\n";
+  EXPECT_NE(text.find(mlp), std::string::npos) << text;
+  if (text.find(mlp) != std::string::npos) text.replace(text.find(mlp), mlp.size(), "");
+  testing::WriteTestFile(config, text);
+  return config;
+}
+
+// `asgd launch`: the parameter server, the workers and the evaluator as processes, each
+// loading the module from the file the config names (relative to the config's folder). The
+// evaluator process writes final_model.pt and best_model.pt into the coordinator's run
+// folder; Python evaluates them to the final and the best accuracy the run reported.
+TEST_F(TorchScriptRun, DownpourAsProcessesLearnsAndTheEvaluatorWritesTheModels) {
+  REQUIRE_TORCH();
+  using namespace launch_test;  // NOLINT: the helpers of launch_test_util.h
+  testing::TempDir dir;
+  const std::string config = LaunchConfig(dir, "downpour", dir_->File("mlp.pt"));
+  Subprocess launch({kAsgd, "launch", config}, dir.File("launch.log"));
+  const auto status = launch.Wait(kTimeout);
+  ASSERT_TRUE(status.has_value()) << "launch hung:\n" << launch.Output();
+  EXPECT_EQ(*status, 0) << launch.Output();
+  EXPECT_THAT(launch.Output(), HasSubstr("evaluator"));  // a process of its own
+  fs::path run;
+  auto s = Summary(dir, &run);
+  EXPECT_EQ(s["status"], "completed");
+  EXPECT_EQ(s["model"], "torchscript");
+  EXPECT_GE(std::stod(s["final_test_accuracy"]), 0.85);
+  for (pid_t pid : ChildPids(launch.Output())) EXPECT_FALSE(Alive(pid)) << pid;
+  ASSERT_TRUE(fs::exists(run / "final_model.pt")) << run;
+  ASSERT_TRUE(fs::exists(run / "best_model.pt")) << run;
+  EXPECT_NEAR(PythonAccuracy(config, dir.path(), (run / "final_model.pt").string()),
+              std::stod(s["final_test_accuracy"]), 0.5 / 600.0);
+  EXPECT_NEAR(PythonAccuracy(config, dir.path(), (run / "best_model.pt").string()),
+              BestAccuracy(run.string()), 0.5 / 600.0);
+}
+
+// A strategy on a collective as processes: rank 0 evaluates the workers' average and
+// writes the models into the coordinator's run folder.
+TEST_F(TorchScriptRun, AllreduceAsProcessesWritesTheModelsFromRankZero) {
+  REQUIRE_TORCH();
+  using namespace launch_test;  // NOLINT: the helpers of launch_test_util.h
+  testing::TempDir dir;
+  const std::string config = LaunchConfig(dir, "allreduce_sgd", dir_->File("mlp.pt"));
+  Subprocess launch({kAsgd, "launch", config}, dir.File("launch.log"));
+  const auto status = launch.Wait(kTimeout);
+  ASSERT_TRUE(status.has_value()) << "launch hung:\n" << launch.Output();
+  EXPECT_EQ(*status, 0) << launch.Output();
+  fs::path run;
+  auto s = Summary(dir, &run);
+  EXPECT_EQ(s["status"], "completed");
+  for (pid_t pid : ChildPids(launch.Output())) EXPECT_FALSE(Alive(pid)) << pid;
+  ASSERT_TRUE(fs::exists(run / "final_model.pt")) << run;
+  ASSERT_TRUE(fs::exists(run / "best_model.pt")) << run;
+  EXPECT_NEAR(PythonAccuracy(config, dir.path(), (run / "final_model.pt").string()),
+              std::stod(s["final_test_accuracy"]), 0.5 / 600.0);
+  EXPECT_NEAR(PythonAccuracy(config, dir.path(), (run / "best_model.pt").string()),
+              BestAccuracy(run.string()), 0.5 / 600.0);
 }
 
 // A module with BatchNorm trains with 2 worker threads (each keeps its own statistics),
@@ -240,6 +301,28 @@ TEST_F(TorchScriptRun, FinalModelEvaluatesInPythonToTheReportedAccuracy) {
   EXPECT_NEAR(PythonAccuracy(folder, o), reported, 0.5 / 600.0);
   // Training moved the parameters: the file is not the one the run started from.
   EXPECT_NE(ReadFile(o.run_dir + "/final_model.pt"), ReadFile(dir_->File("mlp.pt")));
+}
+
+// best_model.pt holds the parameters of the run's best evaluation: Python evaluates it to
+// the highest test accuracy of convergence.csv, for the sequential, threaded, collective
+// and simulated drivers.
+TEST_F(TorchScriptRun, BestModelEvaluatesInPythonToTheBestAccuracy) {
+  REQUIRE_TORCH();
+  for (const std::string run : {"sgd", "downpour", "allreduce_sgd", "sim"}) {
+    SCOPED_TRACE(run);
+    const std::string folder = dir_->File("best_" + run);
+    const std::string name = run == "sim" ? "async_sgd" : run;
+    // A high rate and short evaluations apart, so that the accuracy moves between them.
+    const Outcome o = RunTs(folder, "[algorithm]\nname = " + name + "\nworkers = " +
+                                        (run == "sgd" ? "1" : "2") +
+                                        "\nlearning_rate = 0.5\n[metrics]\n"
+                                        "eval_every_epochs = 0.25\n" +
+                                        (run == "sim" ? "[cluster]\ntransport = sim\n" : ""));
+    ASSERT_EQ(o.status, 0) << o.err << o.out;
+    ASSERT_TRUE(fs::exists(o.run_dir + "/best_model.pt")) << o.run_dir;
+    EXPECT_NEAR(PythonAccuracy(folder + "/run.ini", folder, o.run_dir + "/best_model.pt"),
+                BestAccuracy(o.run_dir), 0.5 / 600.0);
+  }
 }
 
 // A model file that is not there: one line naming it, exit status 2, no run folder. In a

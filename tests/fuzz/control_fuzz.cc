@@ -169,10 +169,18 @@ fuzz::Seeds MakeSeeds() {
   add("register_reply_restore", 1,
       Encode(RegisterReply{"20261124-run", RestoreOrder{"run/checkpoints/step-100/shard-0.ckpt",
                                                         std::string(64, 'e'), 20}}));
+  RegisterReply saving{"20261124-run", std::nullopt};
+  saving.save_dir = "run";
+  saving.best_above = 0.75;
+  add("register_reply_save", 1, Encode(saving));
   add("worker_reply", 2, Encode(WorkerReply{true, false, false, 6400, 128, -1}));
+  WorkerReply rank0{true, false, false, 6400, 128, -1};
+  rank0.best_above = 0.5;
+  add("worker_reply_best", 2, Encode(rank0));
   add("ps_reply", 3,
       Encode(PsReply{false, false, 2, CheckpointOrder{100, "run/checkpoints/step-100"}}));
   add("evaluator_reply", 4, Encode(EvaluatorReply{false, EvalOrder{3, true}}));
+  add("evaluator_reply_best", 4, Encode(EvaluatorReply{false, EvalOrder{3, false, 0.9}}));
   add("error_reply", 2, Encode(ErrorReply{"no worker 7 in this cluster"}));
   return seeds;
 }
