@@ -28,6 +28,11 @@ class AllreduceWorker final : public CollectiveWorker {
     r.pushes = 1;  // one communication round: the allreduce
     return r;
   }
+
+ protected:
+  void BindBuffers(collective::Collective& c) override {
+    c.Bind(grad_, collective::ReduceOp::kMean);
+  }
 };
 
 }  // namespace

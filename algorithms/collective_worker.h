@@ -31,11 +31,17 @@ class CollectiveWorker : public WorkerRule {
     theta_.assign(env.initial.size(), 0.0f);
     if (env.collective->rank() == 0) theta_.assign(env.initial.begin(), env.initial.end());
     env.collective->Allreduce(theta_, collective::ReduceOp::kSum);
+    BindBuffers(*env.collective);
     return Status::Ok();
   }
   std::span<const float> local_params() const override { return theta_; }
 
  protected:
+  // Binds (Collective::Bind) the vectors this strategy allreduces every round, so that
+  // gloo's ring_chunked and halving_doubling run on them in place; every rank calls it at
+  // the same point of Start. theta_ and grad_ keep their storage from here on.
+  virtual void BindBuffers(collective::Collective& /*collective*/) {}
+
   // The local step's rate: η·schedule.
   static float Rate(const WorkerEnv& env) {
     return static_cast<float>(env.options.learning_rate * env.learning_rate_scale);

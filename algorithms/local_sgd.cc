@@ -33,6 +33,11 @@ class LocalSgdWorker final : public CollectiveWorker {
     return r;
   }
 
+ protected:
+  void BindBuffers(collective::Collective& c) override {
+    c.Bind(theta_, collective::ReduceOp::kMean);
+  }
+
  private:
   int64_t h_;
   int64_t steps_ = 0;

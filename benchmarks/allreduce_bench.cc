@@ -3,13 +3,18 @@
 // same iteration.
 //
 //   BM_Allreduce/<algorithm>/<bytes>/ranks:<N>
-//       Each iteration runs one allreduce (sum) through asgd::collective::Collective and one
+//       Each iteration runs one allreduce (sum) through asgd::collective::Collective, on a
+//       vector bound to it (Collective::Bind, as the strategies bind the vectors they
+//       allreduce every round), and one
 //       through gloo directly on a second, separately connected set of gloo contexts
 //       (ring: gloo::allreduce with the ring algorithm; ring_chunked and halving_doubling:
 //       the gloo algorithm object built once, then run()), alternating which goes first.
 //       Rank 0 runs the benchmark loop and times both; ranks 1..N-1 run the same sequence
 //       on their own threads. The iteration count is fixed per size so the peers know it;
 //       one untimed warm-up iteration precedes it.
+//   BM_AllreduceUnbound/<algorithm>/<bytes>/ranks:<N>   (ring_chunked, halving_doubling)
+//       The same without the binding: asgd copies the vector into the buffer of its
+//       cached gloo algorithm object and the result out.
 //
 // Counters (rank 0's view; nccl-tests' definitions):
 //   algbw       vector bytes / time of one allreduce through asgd, GB/s
@@ -56,7 +61,7 @@ struct Rank {
   std::unique_ptr<gloo::Algorithm> gloo_algorithm;  // ring_chunked, halving_doubling
 };
 
-std::vector<Rank> ConnectRanks(Algorithm algorithm, int size, std::size_t count) {
+std::vector<Rank> ConnectRanks(Algorithm algorithm, int size, std::size_t count, bool bind) {
   std::vector<Rank> ranks(size);
   auto rendezvous = asgd::collective::NewInMemoryRendezvous();
   gloo::rendezvous::HashStore store;
@@ -78,6 +83,7 @@ std::vector<Rank> ConnectRanks(Algorithm algorithm, int size, std::size_t count)
       context->connectFullMesh(store, device);
       ranks[r].gloo = context;
       ranks[r].ours_data.assign(count, 0.0f);
+      if (bind) ranks[r].ours->Bind(ranks[r].ours_data);
       ranks[r].gloo_data.assign(count, 0.0f);
       const std::vector<float*> ptrs{ranks[r].gloo_data.data()};
       const int n = static_cast<int>(count);
@@ -125,9 +131,10 @@ std::pair<double, double> Step(Rank& rank, int64_t iteration) {
   return {time(ours), g};
 }
 
-void BM_Allreduce(benchmark::State& state, Algorithm algorithm, std::size_t bytes, int size) {
+void BM_Allreduce(benchmark::State& state, Algorithm algorithm, std::size_t bytes, int size,
+                  bool bind) {
   const int64_t iterations = static_cast<int64_t>(state.max_iterations);
-  std::vector<Rank> ranks = ConnectRanks(algorithm, size, bytes / sizeof(float));
+  std::vector<Rank> ranks = ConnectRanks(algorithm, size, bytes / sizeof(float), bind);
 
   std::vector<std::thread> peers;
   for (int r = 1; r < size; ++r) {
@@ -176,13 +183,16 @@ int main(int argc, char** argv) {
     for (int size : {2, 4}) {
       for (std::size_t bytes = 4 << 10; bytes <= (64u << 20); bytes *= 4) {
         const auto iterations = std::clamp<int64_t>((int64_t{256} << 20) / int64_t(bytes), 5, 400);
-        const std::string name = "BM_Allreduce/" +
-                                 std::string(asgd::collective::AlgorithmName(algorithm)) + "/" +
-                                 std::to_string(bytes) + "/ranks:" + std::to_string(size);
-        benchmark::RegisterBenchmark(name.c_str(), BM_Allreduce, algorithm, bytes, size)
-            ->Iterations(iterations)
-            ->UseManualTime()
-            ->Unit(benchmark::kMillisecond);
+        for (bool bind : {true, false}) {
+          if (!bind && algorithm == Algorithm::kRing) continue;  // nothing to bind
+          const std::string name = std::string(bind ? "BM_Allreduce/" : "BM_AllreduceUnbound/") +
+                                   std::string(asgd::collective::AlgorithmName(algorithm)) + "/" +
+                                   std::to_string(bytes) + "/ranks:" + std::to_string(size);
+          benchmark::RegisterBenchmark(name.c_str(), BM_Allreduce, algorithm, bytes, size, bind)
+              ->Iterations(iterations)
+              ->UseManualTime()
+              ->Unit(benchmark::kMillisecond);
+        }
       }
     }
   }

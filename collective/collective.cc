@@ -170,6 +170,12 @@ void Collective::Allreduce(std::span<float> data, ReduceOp op) {
   counters_->allreduces.fetch_add(1, std::memory_order_relaxed);
 }
 
+void Collective::Bind(std::span<float> data, ReduceOp op) {
+  if (size_ > 1 && !data.empty()) DoBind(data, op == ReduceOp::kMax ? ReduceOp::kMax : ReduceOp::kSum);
+}
+
+void Collective::DoBind(std::span<float> /*data*/, ReduceOp /*op*/) {}
+
 void Collective::Broadcast(std::span<float> data, int root) {
   CheckPeer(root, "broadcast root");
   if (size_ > 1 && !data.empty()) counters_->Add(DoBroadcast(data, root));

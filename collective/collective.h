@@ -170,6 +170,18 @@ class Collective {
   // N into binary blocks); ring_chunked and halving_doubling take at most 2^31-1 floats
   // (gloo's int count), more is a CollectiveError. Throws CollectiveError.
   void Allreduce(std::span<float> data, ReduceOp op = ReduceOp::kSum);
+  // Lets later Allreduce calls on exactly this span (the same address and length) with
+  // this op run in place. Without a binding, ring_chunked and halving_doubling run through
+  // a gloo algorithm object built on a buffer of the collective's own (gloo registers the
+  // vector with the transport when it builds one, once per length), and each call copies
+  // the caller's vector in and the result out; bound, the object is built on `data`
+  // itself and a call costs what gloo called directly costs. ring needs nothing (gloo's
+  // function API takes any buffer). Binding the same address, length and op again
+  // rebuilds the object. gloo touches `data` only inside an Allreduce: it may move or be
+  // freed between calls, and a later Allreduce of it then simply copies. Every rank binds
+  // spans of the same lengths and ops in the same order, as for any collective call
+  // (each binding takes the context's next slots). Throws CollectiveError.
+  void Bind(std::span<float> data, ReduceOp op = ReduceOp::kSum);
   // Every rank's `data` becomes root's. REQUIRES 0 <= root < size (else ConfigError).
   // Known cost: gloo grows a TCP pair's send buffer to the largest message it sent, and
   // after the root broadcast a large vector (1 MiB) the ring allreduces on its pairs
@@ -198,6 +210,8 @@ class Collective {
   // and return the payload moved (the public methods add it to the counters).
   // `op` is kSum or kMax (kMean is a sum that Allreduce then divides).
   virtual Traffic DoAllreduce(std::span<float> data, ReduceOp op) = 0;
+  // `op` as for DoAllreduce. The default does nothing (an implementation without copies).
+  virtual void DoBind(std::span<float> data, ReduceOp op);
   virtual Traffic DoBroadcast(std::span<float> data, int root) = 0;
   virtual void DoBarrier() = 0;
   virtual void DoSend(int peer, std::span<const float> data, uint32_t tag) = 0;

@@ -86,6 +86,8 @@ class GlooCollective final : public Collective {
                                                     : static_cast<Reduce>(&gloo::sum<float>));
         opts.setTimeout(timeout_);
         gloo::allreduce(opts);
+      } else if (gloo::Algorithm* bound = Bound(data, op)) {
+        bound->run();
       } else {
         CacheEntry& entry = CachedAlgorithm(data.size(), op);
         std::copy(data.begin(), data.end(), entry.buffer.begin());
@@ -94,6 +96,24 @@ class GlooCollective final : public Collective {
       }
     });
     return ExpectedAllreduceBytes(algorithm(), rank(), size(), data.size());
+  }
+
+  void DoBind(std::span<float> data, ReduceOp op) override {
+    if (algorithm() == Algorithm::kRing) return;
+    auto what = [&] {
+      return "bind (" + std::string(AlgorithmName(algorithm())) + ", " +
+             std::to_string(data.size()) + " floats)";
+    };
+    Guard(what, [&] {
+      if (data.size() > static_cast<std::size_t>(std::numeric_limits<int>::max())) {
+        throw gloo::InvalidOperationException(
+            "gloo's ring_chunked and halving_doubling take at most 2^31-1 floats");
+      }
+      std::erase_if(bound_, [&](const BoundEntry& e) {
+        return e.data == data.data() && e.count == data.size() && e.op == op;
+      });
+      bound_.push_back(BoundEntry{data.data(), data.size(), op, NewAlgorithm(data.data(), data.size(), op)});
+    });
   }
 
   Traffic DoBroadcast(std::span<float> data, int root) override {
@@ -190,25 +210,48 @@ class GlooCollective final : public Collective {
     entry.count = count;
     entry.op = op;
     entry.buffer.assign(count, 0.0f);
-    const std::vector<float*> ptrs{entry.buffer.data()};
+    entry.algorithm = NewAlgorithm(entry.buffer.data(), count, op);
+    cache_.push_back(std::move(entry));
+    return cache_.back();
+  }
+
+  // gloo's algorithm object (ring_chunked or halving_doubling) on `count` floats at `data`.
+  std::unique_ptr<gloo::Algorithm> NewAlgorithm(float* data, std::size_t count, ReduceOp op) {
+    const std::vector<float*> ptrs{data};
     const int n = static_cast<int>(count);
     const gloo::ReductionFunction<float>* fn = op == ReduceOp::kMax
                                                    ? gloo::ReductionFunction<float>::max
                                                    : gloo::ReductionFunction<float>::sum;
     if (algorithm() == Algorithm::kRingChunked) {
-      entry.algorithm =
-          std::make_unique<gloo::AllreduceRingChunked<float>>(context_, ptrs, n, fn);
-    } else {
-      entry.algorithm =
-          std::make_unique<gloo::AllreduceHalvingDoubling<float>>(context_, ptrs, n, fn);
+      return std::make_unique<gloo::AllreduceRingChunked<float>>(context_, ptrs, n, fn);
     }
-    cache_.push_back(std::move(entry));
-    return cache_.back();
+    return std::make_unique<gloo::AllreduceHalvingDoubling<float>>(context_, ptrs, n, fn);
+  }
+
+  // A span bound by Bind: gloo's algorithm object on the caller's own vector. gloo reads
+  // and writes that vector only inside run() (its receives land in the object's own
+  // scratch), so the entry may outlive the vector; it is used only for a call on the same
+  // address, length and op, which is then that memory.
+  struct BoundEntry {
+    float* data = nullptr;
+    std::size_t count = 0;
+    ReduceOp op = ReduceOp::kSum;
+    std::unique_ptr<gloo::Algorithm> algorithm;
+  };
+
+  gloo::Algorithm* Bound(std::span<float> data, ReduceOp op) {
+    for (BoundEntry& e : bound_) {
+      if (e.data == data.data() && e.count == data.size() && e.op == op) {
+        return e.algorithm.get();
+      }
+    }
+    return nullptr;
   }
 
   const std::chrono::milliseconds timeout_;
   std::shared_ptr<gloo::Context> context_;
   std::deque<CacheEntry> cache_;
+  std::vector<BoundEntry> bound_;
   std::exception_ptr failed_;
 };
 

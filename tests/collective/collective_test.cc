@@ -138,6 +138,49 @@ TEST_P(AllreduceTest, FreshVectorsAtDifferentAddressesOnEachRank) {
   });
 }
 
+// A bound vector (Collective::Bind) is reduced in place, round after round, and equals
+// what the unbound path gives; a vector of the same length that is not the bound one, a
+// bound vector used with another op, and a rebinding after the vector moved still meet
+// their peers with the right sums.
+TEST_P(AllreduceTest, BoundVectorsReduceInPlaceAndOthersStillWork) {
+  const auto [algorithm, size] = GetParam();
+  RunRanks(size, algorithm, [&](Collective& c) {
+    constexpr std::size_t kN = 3001;
+    const float ranks_sum = static_cast<float>(size * (size + 1) / 2);
+    std::vector<float> bound(kN), other(kN);
+    c.Bind(bound, ReduceOp::kMean);
+    c.Bind(other, ReduceOp::kSum);  // a second binding of the same length
+    for (int round = 0; round < 3; ++round) {
+      for (std::size_t i = 0; i < kN; ++i) {
+        bound[i] = static_cast<float>(static_cast<int>(i % 7) + size * c.rank());
+      }
+      const float* where = bound.data();
+      c.Allreduce(bound, ReduceOp::kMean);
+      ASSERT_EQ(bound.data(), where);
+      for (std::size_t i = 0; i < kN; ++i) {
+        ASSERT_EQ(bound[i], static_cast<float>(static_cast<int>(i % 7) + size * (size - 1) / 2))
+            << "round " << round << " element " << i;
+      }
+      std::fill(other.begin(), other.end(), static_cast<float>(c.rank() + 1));
+      c.Allreduce(other, ReduceOp::kSum);
+      ASSERT_EQ(other.front(), ranks_sum);
+      ASSERT_EQ(other.back(), ranks_sum);
+      // The bound vector with an op it was not bound for, and a fresh vector of its length.
+      std::fill(bound.begin(), bound.end(), static_cast<float>(c.rank()));
+      c.Allreduce(bound, ReduceOp::kMax);
+      ASSERT_EQ(bound[kN / 2], static_cast<float>(size - 1));
+      std::vector<float> fresh(kN, 1.0f);
+      c.Allreduce(fresh, ReduceOp::kMean);
+      ASSERT_EQ(fresh[kN - 1], 1.0f);
+    }
+    // The vector moves (a reallocation): bound again at its new address.
+    bound = std::vector<float>(kN, static_cast<float>(c.rank() + 1));
+    c.Bind(bound, ReduceOp::kSum);
+    c.Allreduce(bound, ReduceOp::kSum);
+    ASSERT_EQ(bound[kN - 1], ranks_sum);
+  });
+}
+
 std::string ParamName(const ::testing::TestParamInfo<std::tuple<Algorithm, int>>& info) {
   return std::string(AlgorithmName(std::get<0>(info.param))) + "_" +
          std::to_string(std::get<1>(info.param));
