@@ -24,6 +24,7 @@
 #include "experiments/config/config_keys.h"
 #include "experiments/config/setup.h"
 #include "tests/experiments/launch_test_util.h"
+#include "tests/support/python_torch.h"
 #include "tests/support/test_util.h"
 
 namespace asgd::experiments {
@@ -32,13 +33,8 @@ namespace {
 using ::testing::HasSubstr;
 namespace fs = std::filesystem;
 
-constexpr const char* kPython = "/usr/bin/python3";
-
-bool PythonHasTorch() {
-  static const bool ok =
-      std::system((std::string(kPython) + " -c 'import torch' >/dev/null 2>&1").c_str()) == 0;
-  return ok;
-}
+using testing::kPython;
+using testing::PythonHasTorch;
 
 #define REQUIRE_TORCH()                                                            \
   do {                                                                             \

@@ -24,6 +24,7 @@
 #include "models/mlp.h"
 #include "models/torch/torchscript_model.h"
 #include "tests/models/test_data.h"
+#include "tests/support/python_torch.h"
 #include "tests/support/test_util.h"
 
 namespace asgd::models {
@@ -37,13 +38,8 @@ using testing::PerturbedParams;
 using testing::RelativeError;
 using testing::SmallCnn;
 
-constexpr const char* kPython = "/usr/bin/python3";
-
-bool PythonHasTorch() {
-  static const bool ok =
-      std::system((std::string(kPython) + " -c 'import torch' >/dev/null 2>&1").c_str()) == 0;
-  return ok;
-}
+using testing::kPython;
+using testing::PythonHasTorch;
 
 #define REQUIRE_TORCH_PYTHON()                                                   \
   do {                                                                           \
