@@ -19,8 +19,8 @@ Strategy EasgdStrategy() {
   s.name = "easgd";
   s.supports_compression = true;
   s.description = "synchronous elastic averaging: all workers exchange every W steps";
-  s.keys = ReadKeys(kOptimizerKeys | kScheduleKeys,
-                    {"algorithm.window", "algorithm.elastic_alpha"});
+  s.keys = ReadKeys(kOptimizerKeys | kScheduleKeys, {"algorithm.window"});
+  s.settings = {ElasticAlphaSetting()};
   s.synchronous = true;
   s.worker_rule = [](const StrategyOptions& o) -> std::unique_ptr<WorkerRule> {
     ElasticWorker::Mode mode;

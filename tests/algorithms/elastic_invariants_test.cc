@@ -59,7 +59,7 @@ TEST(Elastic, ExchangesConserveTheSumOfWorkersAndCentre) {
     SCOPED_TRACE(name);
     std::vector<std::unique_ptr<Quadratic>> data;  // per-worker data
     StrategyOptions so = Options(0.05, 3);
-    so.elastic_alpha = 0.2;
+    so.settings.Set("elastic_alpha", 0.2);
     Harness h(name, 3, so);
     GradientLog log;
     for (int w = 0; w < 3; ++w) {
@@ -85,7 +85,7 @@ TEST(Elastic, SynchronousExchangeContractsBy1MinusAlphaMinusBeta) {
   constexpr int kWorkers = 3;
   constexpr double kAlpha = 0.1, kEta = 0.5;
   StrategyOptions so = Options(kEta, 1);
-  so.elastic_alpha = kAlpha;
+  so.settings.Set("elastic_alpha", kAlpha);
   Harness h("easgd", kWorkers, so);
   for (int w = 0; w < kWorkers; ++w) {
     auto first = std::make_shared<bool>(true);
@@ -120,7 +120,7 @@ TEST(Elastic, AsynchronousExchangeContractsBy1MinusTwoAlpha) {
   for (double alpha : {0.1, 0.5, 1.0}) {
     SCOPED_TRACE(alpha);
     StrategyOptions so = Options(0.5, 1);
-    so.elastic_alpha = alpha;
+    so.settings.Set("elastic_alpha", alpha);
     Harness h("aeasgd", 1, so);
     auto first = std::make_shared<bool>(true);
     h.gradients[0] = [first](std::span<const float>, std::span<float> g) {
@@ -146,7 +146,7 @@ TEST(Elastic, AsynchronousExchangeContractsBy1MinusTwoAlpha) {
 TEST(Elastic, SynchronousExchangeWithOppositeOffsetsContractsBy1MinusAlpha) {
   constexpr double kAlpha = 0.2, kEta = 0.5;
   StrategyOptions so = Options(kEta, 1);
-  so.elastic_alpha = kAlpha;
+  so.settings.Set("elastic_alpha", kAlpha);
   Harness h("easgd", 2, so);
   for (int w = 0; w < 2; ++w) {
     auto first = std::make_shared<bool>(true);
@@ -180,7 +180,7 @@ TEST(Elastic, IdenticalDataKeepsWorkersIdenticalAndElasticTermsAtZeroAtTheOptimu
   constexpr int kWorkers = 3;
   constexpr double kAlpha = 0.1, kEta = 0.2;
   StrategyOptions so = Options(kEta, 1);
-  so.elastic_alpha = kAlpha;
+  so.settings.Set("elastic_alpha", kAlpha);
   {
     const Quadratic q(kDim);
     Harness at_optimum("easgd", kWorkers, so, "sgd", q.c);
@@ -217,7 +217,7 @@ TEST(Elastic, EamsgdExchangesConserveTheSumOfWorkersAndCentre) {
   constexpr int kWorkers = 3, kSteps = 31;
   constexpr double kEta = 0.05, kDelta = 0.5;
   StrategyOptions so = Options(kEta, 3);
-  so.elastic_alpha = 0.2;
+  so.settings.Set("elastic_alpha", 0.2);
   so.worker_momentum = kDelta;
   Harness h("aeamsgd", kWorkers, so);
   std::vector<std::unique_ptr<Quadratic>> data;
@@ -267,7 +267,7 @@ TEST(Elastic, AeasgdOneWorkerWithAlphaZeroIsSgd) {
 // aeamsgd: EAMSGD with δ = 0 is AEASGD (local SGD), bit for bit.
 TEST(Elastic, EamsgdWithoutMomentumIsAeasgd) {
   StrategyOptions so = Options(0.1, 2);
-  so.elastic_alpha = 0.3;
+  so.settings.Set("elastic_alpha", 0.3);
   so.worker_momentum = 0.0;
   ExpectEquivalent("aeamsgd", so, "aeasgd", so, 3, 12);
 }
