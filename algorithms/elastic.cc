@@ -52,7 +52,8 @@ std::unique_ptr<transport::ServerRule> NewElasticRule(double alpha) {
 Setting ElasticAlphaSetting() {
   return DoubleSetting("elastic_alpha", "0", 0, false, 1, false,
                        "the moving rate α = ηρ of the elastic exchange; 0 = the paper's "
-                       "β/workers with β = 0.9 (Zhang et al. 2015)");
+                       "β/workers with β = 0.9 (Zhang et al. 2015); easgd refuses "
+                       "α·(workers + 1) >= 2, where its exchange stops contracting");
 }
 
 double ElasticAlpha(const StrategyOptions& o) {

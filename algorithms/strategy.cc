@@ -217,6 +217,12 @@ const Strategy& FindStrategy(const std::string& name) {
   return it->second;
 }
 
+const Strategy* TryFindStrategy(const std::string& name) {
+  const auto& r = Registry();
+  auto it = r.find(name);
+  return it == r.end() ? nullptr : &it->second;
+}
+
 const Setting* FindSetting(std::string_view name) {
   for (const Strategy* s : Strategies()) {
     for (const Setting& setting : s->settings) {

@@ -298,6 +298,10 @@ struct Strategy {
   // included (the registry adds them); a config that sets any other algorithm.* key is
   // told it is ignored.
   std::vector<std::string> keys;
+  // Checks of a config with this strategy that involve several keys (easgd's stability
+  // condition on elastic_alpha and workers): throws ConfigError naming a key, the value
+  // and what was expected. Empty = none.
+  std::function<void(const StrategyOptions&)> check;
   std::function<std::unique_ptr<WorkerRule>(const StrategyOptions&)> worker_rule;
   // Per shard; shard = 0 for the in-memory store.
   std::function<std::unique_ptr<transport::ServerRule>(const StrategyOptions&, uint32_t shard)>
@@ -322,6 +326,8 @@ std::vector<std::string> AllStrategyKeys();
 
 // The registry. Throws ConfigError("algorithm.name", name, "one of ...") if unknown.
 const Strategy& FindStrategy(const std::string& name);
+// The registered strategy of that name (an alias included), or nullptr.
+const Strategy* TryFindStrategy(const std::string& name);
 // Registered names (aliases included, the sequential baseline sgd too), sorted.
 std::vector<std::string> StrategyNames();
 // Each registered strategy once (aliases left out), by name.

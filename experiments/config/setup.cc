@@ -147,6 +147,10 @@ algorithms::StrategyOptions BuildStrategyOptions(const Config& config, int64_t t
                       config.Raw("algorithm.worker_learning_rates"),
                       internal::StrCat("one rate per worker (", workers, "), or empty"));
   }
+  // The strategy's own checks (easgd's stability condition).
+  const algorithms::Strategy* strategy =
+      algorithms::TryFindStrategy(config.String("algorithm.name"));
+  if (strategy != nullptr && strategy->check) strategy->check(so);
   return so;
 }
 

@@ -36,8 +36,8 @@ algorithms::OptimizerOptions BuildOptimizerOptions(const Config& config);
 
 // The options of the distributed strategy named by algorithm.name, with the checks that
 // involve several keys: every strategy setting's own (Setting::check, e.g. at most
-// algorithm.workers) and one worker_learning_rates entry per worker: ConfigError naming
-// the key.
+// algorithm.workers), one worker_learning_rates entry per worker, and the named strategy's
+// (Strategy::check, e.g. easgd's stability condition): ConfigError naming the key.
 // StrategyOptions::settings holds every declared setting's value (algorithms/settings.h).
 // train_examples: the training set's size, from which a server that follows the schedule
 // (sync_sgd, dc_asgd, staleness_aware) knows the epochs it has applied; 0 when only

@@ -114,6 +114,51 @@ TEST(Elastic, SynchronousExchangeContractsBy1MinusAlphaMinusBeta) {
   }
 }
 
+// The same symmetric mode past the stability condition: with α(n + 1) > 2 the factor
+// 1 − α(n + 1) is below −1 and the offset grows at every exchange (the workers and the
+// centre swing apart). easgd's registry check refuses exactly these moving rates:
+// α(n + 1) >= 2, and accepts the default 0.9/n.
+TEST(Elastic, SynchronousExchangePastTheStabilityConditionGrowsTheOffset) {
+  constexpr int kWorkers = 3;
+  constexpr double kAlpha = 0.6, kEta = 0.5;  // α(n + 1) = 2.4: factor −1.4
+  StrategyOptions so = Options(kEta, 1);
+  so.settings.Set("elastic_alpha", kAlpha);
+  Harness h("easgd", kWorkers, so);
+  for (int w = 0; w < kWorkers; ++w) {
+    auto first = std::make_shared<bool>(true);
+    h.gradients[static_cast<std::size_t>(w)] = [first](std::span<const float>, std::span<float> g) {
+      std::fill(g.begin(), g.end(), *first ? 1.0f : 0.0f);
+      *first = false;
+      return 0.0f;
+    };
+  }
+  constexpr int kSteps = 6;
+  h.RunThreads(kSteps);
+  const double factor = 1.0 - kAlpha * (kWorkers + 1);
+  const double d = -kEta * std::pow(factor, kSteps - 1);
+  for (int i = 0; i < kDim; ++i) {
+    const auto k = static_cast<std::size_t>(i);
+    const double x = h.local(0)[k] - kInit[k], c = h.store->values()[k] - kInit[k];
+    EXPECT_NEAR(x - c, d, 1e-4) << i;
+    EXPECT_GT(std::abs(x - c), 5 * kEta) << i;  // 1.4⁵ ≈ 5.4 times the first offset
+  }
+
+  const Strategy& easgd = FindStrategy("easgd");
+  ASSERT_TRUE(easgd.check);
+  so.num_workers = kWorkers;  // as the harness ran it
+  EXPECT_THROW(easgd.check(so), ConfigError);
+  StrategyOptions edge;
+  edge.num_workers = kWorkers;
+  edge.settings.Set("elastic_alpha", 0.5);  // α(n + 1) = 2: factor −1, no contraction
+  EXPECT_THROW(easgd.check(edge), ConfigError);
+  edge.settings.Set("elastic_alpha", 0.49);
+  EXPECT_NO_THROW(easgd.check(edge));
+  edge.settings.Set("elastic_alpha", 0);  // the paper's β = 0.9: α = 0.9/n
+  EXPECT_NO_THROW(easgd.check(edge));
+  edge.num_workers = 1;
+  EXPECT_NO_THROW(easgd.check(edge));  // α = 0.9, α(n + 1) = 1.8
+}
+
 // aeasgd: one asynchronous worker, zero gradients after the first step: the offset
 // contracts by 1 − 2α per exchange; α = 0.5 meets at the midpoint at once; α = 1 swaps.
 TEST(Elastic, AsynchronousExchangeContractsBy1MinusTwoAlpha) {
