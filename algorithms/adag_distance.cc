@@ -67,15 +67,16 @@ Strategy AdagDistanceStrategy() {
   s.name = "adag_distance";
   s.supports_compression = true;
   s.description = "ADAG (Hermans): AGN pushes damped by 1/(D²/γ + 1), D the centre's drift";
-  s.keys = ReadKeys(kOptimizerKeys | kScheduleKeys,
-                    {"algorithm.window", "algorithm.fetch_window", "algorithm.adag_gamma"});
+  s.keys = ReadKeys(kOptimizerKeys | kScheduleKeys, {"algorithm.window", "algorithm.fetch_window"});
+  s.settings = {DoubleSetting("adag_gamma", "1e-4", 0, true, std::nullopt, false,
+                              "γ of the damping 1/(D²/γ + 1) (Hermans' experiments: 1e-4)")};
   s.worker_rule = [](const StrategyOptions&) -> std::unique_ptr<WorkerRule> {
     WindowedWorker::Mode mode;
     mode.normalise = true;
     return std::make_unique<WindowedWorker>(mode);
   };
   s.server_rule = [](const StrategyOptions& o, uint32_t) -> std::unique_ptr<transport::ServerRule> {
-    return std::make_unique<DistanceRule>(o.adag_gamma);
+    return std::make_unique<DistanceRule>(o.settings.Double("adag_gamma"));
   };
   return s;
 }

@@ -15,8 +15,8 @@ Strategy AeamsgdStrategy() {
   Strategy s;
   s.name = "aeamsgd";
   s.description = "asynchronous elastic averaging with Nesterov momentum";
-  s.keys = ReadKeys(kScheduleKeys,
-                    {"algorithm.window", "algorithm.momentum", "algorithm.elastic_alpha"});
+  s.keys = ReadKeys(kScheduleKeys, {"algorithm.window", "algorithm.momentum"});
+  s.settings = {ElasticAlphaSetting()};
   s.worker_rule = [](const StrategyOptions& o) -> std::unique_ptr<WorkerRule> {
     ElasticWorker::Mode mode;
     mode.nesterov = true;

@@ -17,8 +17,8 @@ Strategy AeasgdStrategy() {
   Strategy s;
   s.name = "aeasgd";
   s.description = "asynchronous elastic averaging: exchange with the centre every W steps";
-  s.keys = ReadKeys(kOptimizerKeys | kScheduleKeys,
-                    {"algorithm.window", "algorithm.elastic_alpha"});
+  s.keys = ReadKeys(kOptimizerKeys | kScheduleKeys, {"algorithm.window"});
+  s.settings = {ElasticAlphaSetting()};
   s.worker_rule = [](const StrategyOptions&) -> std::unique_ptr<WorkerRule> {
     return std::make_unique<ElasticWorker>(ElasticWorker::Mode{});
   };

@@ -80,13 +80,16 @@ Strategy DcAsgdStrategy() {
   s.name = "dc_asgd";
   s.supports_compression = true;
   s.description = "delay-compensated async SGD: g + λ·g⊙g⊙(w − w_bak) applied at the server";
-  s.keys = ReadKeys(kCommonKeys, {"algorithm.dc_lambda", "algorithm.lr_decay"});
+  s.keys = ReadKeys(kCommonKeys, {"algorithm.lr_decay"});
+  s.settings = {
+      DoubleSetting("dc_lambda", "0.04", 0, false, std::nullopt, false,
+                    "λ of the delay compensation g + λ·g⊙g⊙(w − w_bak) (MXNet's default 0.04)")};
   s.worker_rule = [](const StrategyOptions&) -> std::unique_ptr<WorkerRule> {
     return std::make_unique<GradientWorker>();
   };
   s.server_rule = [](const StrategyOptions& o, uint32_t) -> std::unique_ptr<transport::ServerRule> {
-    return std::make_unique<DcRule>(o.worker.learning_rate, o.dc_lambda, o.schedule.decay,
-                                    o.epochs_per_batch);
+    return std::make_unique<DcRule>(o.worker.learning_rate, o.settings.Double("dc_lambda"),
+                                    o.schedule.decay, o.epochs_per_batch);
   };
   return s;
 }

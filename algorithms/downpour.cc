@@ -102,16 +102,21 @@ Strategy DownpourStrategy() {
   s.name = "downpour";
   s.supports_compression = true;
   s.description = "DOWNPOUR: push the window's update every n_push steps, fetch every n_fetch";
-  s.keys = ReadKeys(kOptimizerKeys | kScheduleKeys,
-                    {"algorithm.window", "algorithm.fetch_window", "algorithm.server_optimizer",
-                     "algorithm.server_learning_rate"});
+  s.keys = ReadKeys(kOptimizerKeys | kScheduleKeys, {"algorithm.window", "algorithm.fetch_window"});
+  s.settings = {
+      ChoiceSetting("server_optimizer", "add", {"add", "adagrad"},
+                    "what the server does with a push: add it, or (DistBelief) treat it as "
+                    "summed gradients and take an Adagrad step"),
+      DoubleSetting("server_learning_rate", "0.01", 0, true, std::nullopt, false,
+                    "the server's learning rate γ with server_optimizer = adagrad")};
   s.worker_rule = [](const StrategyOptions& o) -> std::unique_ptr<WorkerRule> {
     WindowedWorker::Mode mode;
-    mode.push_gradients = o.server_optimizer == "adagrad";
+    mode.push_gradients = o.settings.String("server_optimizer") == "adagrad";
     return std::make_unique<WindowedWorker>(mode);
   };
   s.server_rule = [](const StrategyOptions& o, uint32_t) -> std::unique_ptr<transport::ServerRule> {
-    if (o.server_optimizer == "adagrad") {
+    const std::string& server_optimizer = o.settings.String("server_optimizer");
+    if (server_optimizer == "adagrad") {
       // Δ/√A has no ε: A must stay positive where Δ = 0 (see the header).
       if (!(o.server_initial_accumulator > 0)) {
         throw ConfigError("algorithm.initial_accumulator",
@@ -119,10 +124,11 @@ Strategy DownpourStrategy() {
                           "> 0 with downpour's server_optimizer = adagrad (no ε: a zero "
                           "gradient would give 0/0)");
       }
-      return std::make_unique<AdagradRule>(o.server_learning_rate, o.server_initial_accumulator);
+      return std::make_unique<AdagradRule>(o.settings.Double("server_learning_rate"),
+                                           o.server_initial_accumulator);
     }
-    if (o.server_optimizer != "add") {
-      throw ConfigError("algorithm.server_optimizer", o.server_optimizer, "add or adagrad");
+    if (server_optimizer != "add") {
+      throw ConfigError("algorithm.server_optimizer", server_optimizer, "add or adagrad");
     }
     return transport::NewAddRule();
   };

@@ -100,11 +100,15 @@ Strategy DpsgdStrategy() {
   s.collective = true;
   s.can_simulate = false;
   // Not linear_scaling: a gossip step applies one worker's gradient, not an aggregate.
-  s.keys = ReadKeys(kOptimizerKeys, {"algorithm.lr_decay", "algorithm.topology"});
+  s.keys = ReadKeys(kOptimizerKeys, {"algorithm.lr_decay"});
+  s.settings = {ChoiceSetting("topology", "ring", {"ring"},
+                              "the communication graph; ring = each worker averages its "
+                              "parameters with its two neighbours' (Lian et al. 2017)")};
   s.steps_per_round = [](const StrategyOptions&) -> int64_t { return 1; };
   s.worker_rule = [](const StrategyOptions& o) -> std::unique_ptr<WorkerRule> {
-    if (o.topology != "ring") {
-      throw ConfigError("algorithm.topology", o.topology, "ring (the only topology so far)");
+    if (o.settings.String("topology") != "ring") {
+      throw ConfigError("algorithm.topology", o.settings.String("topology"),
+                        "ring (the only topology so far)");
     }
     if (o.num_workers == 2) {
       throw ConfigError("algorithm.workers", "2",

@@ -11,6 +11,8 @@
 #include "algorithms/builtin_strategies.h"
 #include "algorithms/elastic.h"
 #include "algorithms/sync_rule.h"
+#include "core/check.h"
+#include "core/error.h"
 
 namespace asgd::algorithms {
 
@@ -19,9 +21,24 @@ Strategy EasgdStrategy() {
   s.name = "easgd";
   s.supports_compression = true;
   s.description = "synchronous elastic averaging: all workers exchange every W steps";
-  s.keys = ReadKeys(kOptimizerKeys | kScheduleKeys,
-                    {"algorithm.window", "algorithm.elastic_alpha"});
+  s.keys = ReadKeys(kOptimizerKeys | kScheduleKeys, {"algorithm.window"});
+  s.settings = {ElasticAlphaSetting()};
   s.synchronous = true;
+  // With zero gradients all n workers' distances d = x_i − x̃ to the centre, when equal,
+  // become d − αd − nαd = d·(1 − α(n + 1)) per exchange (each moves by α, the centre by
+  // β = nα; docs/algorithms.md#easgd): the exchange contracts only for α(n + 1) < 2, past
+  // which the workers and the centre swing apart ever further.
+  s.check = [](const StrategyOptions& o) {
+    const double alpha = ElasticAlpha(o);
+    const double growth = alpha * (o.num_workers + 1);
+    if (growth < 2) return;
+    throw ConfigError(
+        "algorithm.elastic_alpha", o.settings.Raw("elastic_alpha"),
+        internal::StrCat("elastic_alpha·(algorithm.workers + 1) < 2 with easgd (the stability "
+                         "condition of synchronous elastic averaging; here ",
+                         alpha, "·(", o.num_workers, " + 1) = ", growth,
+                         "): below ", 2.0 / (o.num_workers + 1), ", or 0 = 0.9/workers"));
+  };
   s.worker_rule = [](const StrategyOptions& o) -> std::unique_ptr<WorkerRule> {
     ElasticWorker::Mode mode;
     mode.synchronous = true;

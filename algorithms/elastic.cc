@@ -49,6 +49,18 @@ std::unique_ptr<transport::ServerRule> NewElasticRule(double alpha) {
   return std::make_unique<ElasticRule>(alpha);
 }
 
+Setting ElasticAlphaSetting() {
+  return DoubleSetting("elastic_alpha", "0", 0, false, 1, false,
+                       "the moving rate α = ηρ of the elastic exchange; 0 = the paper's "
+                       "β/workers with β = 0.9 (Zhang et al. 2015); easgd refuses "
+                       "α·(workers + 1) >= 2, where its exchange stops contracting");
+}
+
+double ElasticAlpha(const StrategyOptions& o) {
+  const double alpha = o.settings.Double("elastic_alpha");
+  return alpha > 0 ? alpha : 0.9 / o.num_workers;
+}
+
 Status ElasticWorker::Start(WorkerEnv& env) {
   ASGD_CHECK(env.ps != nullptr && env.optimizer != nullptr && env.gradient, "incomplete env");
   const auto n = static_cast<std::size_t>(env.ps->size());

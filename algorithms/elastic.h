@@ -52,4 +52,10 @@ class ElasticWorker final : public WorkerRule {
 // aeasgd's server: on a push-pull of x, E = α(x − x̃); x̃ ← x̃ + E; reply E.
 std::unique_ptr<transport::ServerRule> NewElasticRule(double alpha);
 
+// algorithm.elastic_alpha, the moving rate α = ηρ of easgd, aeasgd and aeamsgd (declared by
+// each); 0 = the paper's β/n with β = 0.9.
+Setting ElasticAlphaSetting();
+// α: elastic_alpha, or 0.9 / workers (Zhang et al. 2015, β = 0.9).
+double ElasticAlpha(const StrategyOptions& o);
+
 }  // namespace asgd::algorithms

@@ -15,6 +15,10 @@ HogwildStore::AddMode HogwildStore::ParseAddMode(const std::string& name) {
   throw ConfigError("algorithm.hogwild_add", name, "atomic or racy");
 }
 
+HogwildStore::AddMode HogwildStore::AddModeOf(const StrategyOptions& o) {
+  return ParseAddMode(o.settings.String("hogwild_add"));
+}
+
 HogwildStore::HogwildStore(std::span<const float> initial, const Clock* clock,
                            transport::StalenessSink* sink, AddMode mode)
     : n_(initial.size()),
@@ -318,7 +322,12 @@ Strategy HogwildStrategy() {
   Strategy s;
   s.name = "hogwild";
   s.description = "Hogwild!: lock-free threads adding into one shared vector";
-  s.keys = ReadKeys(kOptimizerKeys | kScheduleKeys, {"algorithm.hogwild_add"});
+  s.keys = ReadKeys(kOptimizerKeys | kScheduleKeys);
+  s.settings = {ChoiceSetting(
+      "hogwild_add", "atomic", {"atomic", "racy"},
+      "add to the shared vector with per-element atomic read-modify-writes (nothing lost) or "
+      "plain relaxed loads and stores (concurrent adds to one coordinate may overwrite each "
+      "other, as the paper allows; much cheaper on dense models)")};
   s.shared_memory = true;
   s.can_simulate = false;
   s.supports_sparse = true;

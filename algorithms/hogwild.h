@@ -68,6 +68,8 @@ class HogwildStore {
   enum class AddMode { kAtomic, kRacy };
   // Parses algorithm.hogwild_add ("atomic" or "racy"); ConfigError otherwise.
   static AddMode ParseAddMode(const std::string& name);
+  // The mode hogwild's setting algorithm.hogwild_add asks for.
+  static AddMode AddModeOf(const StrategyOptions& o);
 
   HogwildStore(std::span<const float> initial, const Clock* clock, transport::StalenessSink* sink,
                AddMode mode = AddMode::kAtomic);

@@ -28,9 +28,8 @@ Strategy SagnStrategy() {
   s.supports_compression = true;
   s.description = "synchronous AGN: mean of N window-normalised pushes per round";
   s.rounds = true;
-  s.keys = ReadKeys(kOptimizerKeys | kScheduleKeys,
-                    {"algorithm.window", "algorithm.replicas_to_aggregate",
-                     "algorithm.aggregation"});
+  s.keys = ReadKeys(kOptimizerKeys | kScheduleKeys, {"algorithm.window"});
+  s.settings = {ReplicasSetting(), AggregationSetting()};
   s.synchronous = true;
   s.worker_rule = [](const StrategyOptions&) -> std::unique_ptr<WorkerRule> {
     WindowedWorker::Mode mode;
@@ -39,8 +38,8 @@ Strategy SagnStrategy() {
     return std::make_unique<WindowedWorker>(mode);
   };
   s.server_rule = [](const StrategyOptions& o, uint32_t) -> std::unique_ptr<transport::ServerRule> {
-    return std::make_unique<SyncRule>(Replicas(o), SyncRule::FromAggregation(o.aggregation),
-                                      "sagn");
+    const SyncRule::Combine combine = SyncRule::FromAggregation(o.settings.String("aggregation"));
+    return std::make_unique<SyncRule>(Replicas(o), combine, "sagn");
   };
   return s;
 }

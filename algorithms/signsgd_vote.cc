@@ -90,11 +90,15 @@ Strategy SignSgdVoteStrategy() {
       "steps θ − η·sign(Σ signs) per round of N (Bernstein et al. 2018, 2019)";
   s.supports_compression = true;
   s.compressors = {"sign"};
-  s.keys = ReadKeys(kCommonKeys, {"algorithm.lr_decay", "algorithm.replicas_to_aggregate",
-                                  "algorithm.sign_momentum"});
+  s.keys = ReadKeys(kCommonKeys, {"algorithm.lr_decay"});
+  s.settings = {
+      ReplicasSetting(),
+      DoubleSetting("sign_momentum", "0", 0, false, 1, true,
+                    "β of the momentum m ← β·m + (1 − β)·g whose sign each worker pushes "
+                    "(Signum; Bernstein et al. use 0.9); 0 = the gradient's sign (signSGD)")};
   s.synchronous = true;
   s.worker_rule = [](const StrategyOptions& o) -> std::unique_ptr<WorkerRule> {
-    return std::make_unique<SignVoteWorker>(o.sign_momentum);
+    return std::make_unique<SignVoteWorker>(o.settings.Double("sign_momentum"));
   };
   s.server_rule = [](const StrategyOptions& o, uint32_t) -> std::unique_ptr<transport::ServerRule> {
     SyncRule::ServerStep step;  // plain sgd: θ − lr·vote

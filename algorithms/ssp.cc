@@ -139,13 +139,17 @@ Strategy SspStrategy() {
   s.supports_compression = true;
   s.description = "stale synchronous parallel: at most S clocks ahead of the slowest worker";
   s.clocks = true;
-  s.keys = ReadKeys(kOptimizerKeys | kScheduleKeys, {"algorithm.ssp_bound"});
+  s.keys = ReadKeys(kOptimizerKeys | kScheduleKeys);
+  s.settings = {IntSetting("ssp_bound", 3, 0, 1000000,
+                           "the staleness bound S: no worker runs more than S clocks ahead of "
+                           "the slowest (0 = BSP)",
+                           "clocks")};
   s.synchronous = true;
   s.worker_rule = [](const StrategyOptions&) -> std::unique_ptr<WorkerRule> {
     return std::make_unique<SspWorker>();
   };
   s.server_rule = [](const StrategyOptions& o, uint32_t) -> std::unique_ptr<transport::ServerRule> {
-    return std::make_unique<SspRule>(o.num_workers, o.ssp_bound);
+    return std::make_unique<SspRule>(o.num_workers, static_cast<int>(o.settings.Int("ssp_bound")));
   };
   return s;
 }

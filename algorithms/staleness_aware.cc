@@ -108,12 +108,21 @@ Strategy StalenessAwareStrategy() {
   s.name = "staleness_aware";
   s.supports_compression = true;
   s.description = "staleness-aware async SGD: rate α₀/(s + 1), n-softsync aggregation";
-  s.keys = ReadKeys(kCommonKeys, {"algorithm.softsync", "algorithm.lr_decay"});
+  s.keys = ReadKeys(kCommonKeys, {"algorithm.lr_decay"});
+  Setting softsync = IntSetting("softsync", 0, 0, 1024,
+                                "n of n-softsync, the server updates after max(1, workers/n) "
+                                "gradients; 0 = workers (an update per gradient)");
+  softsync.check = [](const StrategyOptions& o) -> std::string {
+    if (o.settings.Int("softsync") <= o.num_workers) return "";
+    return internal::StrCat("at most algorithm.workers (", o.num_workers, "); 0 = workers");
+  };
+  s.settings = {softsync};
   s.worker_rule = [](const StrategyOptions&) -> std::unique_ptr<WorkerRule> {
     return std::make_unique<GradientWorker>();
   };
   s.server_rule = [](const StrategyOptions& o, uint32_t) -> std::unique_ptr<transport::ServerRule> {
-    const int n = o.softsync > 0 ? o.softsync : o.num_workers;
+    const auto softsync_n = static_cast<int>(o.settings.Int("softsync"));
+    const int n = softsync_n > 0 ? softsync_n : o.num_workers;
     return std::make_unique<SoftsyncRule>(std::max(1, o.num_workers / n), o.worker.learning_rate,
                                           o.schedule.decay, o.epochs_per_batch);
   };

@@ -23,6 +23,35 @@ Strategy SgdStrategy() {
   return s;
 }
 
+bool SameDeclaration(const Setting& a, const Setting& b) {
+  return a.type == b.type && a.default_value == b.default_value && a.help == b.help &&
+         a.unit == b.unit && a.choices == b.choices && a.min == b.min && a.max == b.max &&
+         a.min_exclusive == b.min_exclusive && a.max_exclusive == b.max_exclusive &&
+         static_cast<bool>(a.check) == static_cast<bool>(b.check);
+}
+
+// Each setting is declared once per strategy, under a name that is no central key's
+// (ReadKeys' groups), and alike by every strategy that shares it.
+void CheckSettings(const std::map<std::string, Strategy>& strategies) {
+  const std::vector<std::string> central = ReadKeys(kOptimizerKeys | kScheduleKeys);
+  std::map<std::string, const Setting*> seen;
+  for (const auto& [name, strategy] : strategies) {
+    std::vector<std::string> own;
+    for (const Setting& setting : strategy.settings) {
+      ASGD_CHECK(!setting.name.empty() && setting.name.find('.') == std::string::npos,
+                 name, ": setting '", setting.name, "' is not a key under [algorithm]");
+      ASGD_CHECK(std::find(own.begin(), own.end(), setting.name) == own.end(), name,
+                 " declares the setting ", setting.name, " twice");
+      own.push_back(setting.name);
+      ASGD_CHECK(!std::binary_search(central.begin(), central.end(), "algorithm." + setting.name),
+                 name, ": algorithm.", setting.name, " is a central key, not a setting");
+      auto [it, first] = seen.emplace(setting.name, &setting);
+      ASGD_CHECK(first || SameDeclaration(*it->second, setting), "the setting ", setting.name,
+                 " is declared differently by ", name, " and another strategy");
+    }
+  }
+}
+
 const std::map<std::string, Strategy>& Registry() {
   static const auto* registry = [] {
     auto* m = new std::map<std::string, Strategy>();
@@ -32,8 +61,13 @@ const std::map<std::string, Strategy>& Registry() {
           EasgdStrategy(), AeasgdStrategy(), AeamsgdStrategy(), StalenessAwareStrategy(),
           SspStrategy(), ModelAveragingStrategy(), DcAsgdStrategy(), AllreduceSgdStrategy(),
           LocalSgdStrategy(), DpsgdStrategy(), SignSgdVoteStrategy()}) {
+      // A strategy reads its settings' keys.
+      for (const Setting& setting : s.settings) s.keys.push_back("algorithm." + setting.name);
+      std::sort(s.keys.begin(), s.keys.end());
+      s.keys.erase(std::unique(s.keys.begin(), s.keys.end()), s.keys.end());
       (*m)[s.name] = s;
     }
+    CheckSettings(*m);
     // dist-keras calls AGN "ADAG" (docs/algorithms.md#notation); the alias keeps its configs
     // working.
     (*m)["adag"] = (*m)["agn"];
@@ -181,6 +215,41 @@ const Strategy& FindStrategy(const std::string& name) {
     throw ConfigError("algorithm.name", name, "one of " + Join(StrategyNames(), ", "));
   }
   return it->second;
+}
+
+const Strategy* TryFindStrategy(const std::string& name) {
+  const auto& r = Registry();
+  auto it = r.find(name);
+  return it == r.end() ? nullptr : &it->second;
+}
+
+const Setting* FindSetting(std::string_view name) {
+  for (const Strategy* s : Strategies()) {
+    for (const Setting& setting : s->settings) {
+      if (setting.name == name) return &setting;
+    }
+  }
+  return nullptr;
+}
+
+std::vector<const Setting*> AllSettings() {
+  std::vector<const Setting*> all;
+  for (const Strategy* s : Strategies()) {
+    for (const Setting& setting : s->settings) {
+      if (FindSetting(setting.name) == &setting) all.push_back(&setting);
+    }
+  }
+  return all;
+}
+
+std::vector<std::string> StrategiesWithSetting(std::string_view name) {
+  std::vector<std::string> names;
+  for (const Strategy* s : Strategies()) {
+    for (const Setting& setting : s->settings) {
+      if (setting.name == name) names.push_back(s->name);
+    }
+  }
+  return names;
 }
 
 std::vector<std::string> StrategyNames() {

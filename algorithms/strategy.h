@@ -25,6 +25,7 @@
 
 #include "algorithms/optimizer.h"
 #include "algorithms/schedule.h"
+#include "algorithms/settings.h"
 #include "compression/compressor.h"
 #include "core/clock.h"
 #include "core/param_layout.h"
@@ -227,34 +228,13 @@ class WorkerRule {
 struct StrategyOptions {
   WorkerOptions worker;
   int num_workers = 1;
-  // Synchronous rounds (sync_sgd, sagn): N, the pushes a round applies; 0 = every worker.
-  // With N < workers the slowest workers' pushes of each round are dropped (backups).
-  int replicas_to_aggregate = 0;
-  // sync_sgd, sagn: "mean" (TensorFlow's SyncReplicasOptimizer) or "sum" of a round's
-  // pushes.
-  std::string aggregation = "mean";
-  // Elastic averaging: moving rate α = ηρ; 0 = the paper's β/n with β = 0.9.
-  double elastic_alpha = 0.0;
-  // dc_asgd: λ of the delay compensation g + λ·g⊙g⊙(w − w_bak). MXNet's default 0.04.
-  double dc_lambda = 0.04;
-  // adag_distance: γ of the damping 1/(D²/γ + 1). Hermans' experiments: 1e-4.
-  double adag_gamma = 1e-4;
-  // staleness_aware: n of n-softsync; an update averages c = max(1, workers / n) pushes.
-  int softsync = 0;  // 0 = workers (update on every push)
-  // ssp: the staleness bound S in clocks (0 = BSP).
-  int ssp_bound = 3;
+  // The strategies' own settings (Strategy::settings): every registered strategy's, as
+  // the config gives them or their defaults; the rules read theirs by name
+  // (settings.Double(name), settings.Int(name), settings.String(name)).
+  SettingValues settings;
   // aeamsgd: the Nesterov momentum δ of the local step (algorithm.momentum).
   double worker_momentum = 0.9;
-  // signsgd_vote: β of the momentum whose sign the worker pushes (Signum); 0 = signSGD.
-  double sign_momentum = 0.0;
-  // hogwild: how the shared vector is added to, "atomic" or "racy" (hogwild.h).
-  std::string hogwild_add = "atomic";
-  // dpsgd: the communication graph; "ring" (each worker averages with its two neighbours).
-  std::string topology = "ring";
-  // downpour: "add" or "adagrad" (DistBelief's server-side Adagrad).
-  std::string server_optimizer = "add";
-  // Server-side Adagrad's learning rate γ and initial accumulator (DistBelief form).
-  double server_learning_rate = 0.01;
+  // downpour's server-side Adagrad: the initial accumulator (algorithm.initial_accumulator).
   double server_initial_accumulator = 0.1;
   // Servers that follow the run's schedule: sync_sgd applies the wrapped optimizer once
   // per round (TensorFlow's SyncReplicasOptimizer) with these options and the schedule at
@@ -308,23 +288,25 @@ struct Strategy {
   // False for the sequential baseline, for hogwild (shared memory, no messages) and for
   // the strategies on a collective (no ParamClient; an α-β collective model is to come).
   bool can_simulate = true;
-  // The `algorithm.*` config keys the strategy reads (ReadKeys); a config that sets any
-  // other algorithm.* key is told it is ignored.
+  // The strategy's own settings (settings.h): each is the config key algorithm.<name>,
+  // with its type, default, range and help; the config table and StrategyOptions::settings
+  // are made from them. A setting several strategies share (elastic_alpha,
+  // replicas_to_aggregate, ...) is declared alike by each, from one function beside the
+  // rule they share.
+  std::vector<Setting> settings;
+  // The `algorithm.*` config keys the strategy reads (ReadKeys), its settings' keys
+  // included (the registry adds them); a config that sets any other algorithm.* key is
+  // told it is ignored.
   std::vector<std::string> keys;
+  // Checks of a config with this strategy that involve several keys (easgd's stability
+  // condition on elastic_alpha and workers): throws ConfigError naming a key, the value
+  // and what was expected. Empty = none.
+  std::function<void(const StrategyOptions&)> check;
   std::function<std::unique_ptr<WorkerRule>(const StrategyOptions&)> worker_rule;
   // Per shard; shard = 0 for the in-memory store.
   std::function<std::unique_ptr<transport::ServerRule>(const StrategyOptions&, uint32_t shard)>
       server_rule;
 };
-
-// N for synchronous rounds: replicas_to_aggregate, or every worker.
-inline int Replicas(const StrategyOptions& o) {
-  return o.replicas_to_aggregate > 0 ? o.replicas_to_aggregate : o.num_workers;
-}
-// α for elastic averaging: elastic_alpha, or 0.9 / workers (Zhang et al. 2015, β = 0.9).
-inline double ElasticAlpha(const StrategyOptions& o) {
-  return o.elastic_alpha > 0 ? o.elastic_alpha : 0.9 / o.num_workers;
-}
 
 // Groups of algorithm.* keys for Strategy::keys.
 enum KeyGroup : unsigned {
@@ -344,6 +326,8 @@ std::vector<std::string> AllStrategyKeys();
 
 // The registry. Throws ConfigError("algorithm.name", name, "one of ...") if unknown.
 const Strategy& FindStrategy(const std::string& name);
+// The registered strategy of that name (an alias included), or nullptr.
+const Strategy* TryFindStrategy(const std::string& name);
 // Registered names (aliases included, the sequential baseline sgd too), sorted.
 std::vector<std::string> StrategyNames();
 // Each registered strategy once (aliases left out), by name.

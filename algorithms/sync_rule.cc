@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "algorithms/finite_apply.h"
+#include "algorithms/strategy.h"
 #include "core/check.h"
 #include "core/error.h"
 
@@ -31,6 +32,29 @@ SyncRule::SyncRule(int replicas_to_aggregate, Combine combine, std::string name,
              "a sign vote is applied by an sgd server step");
   // Validates the optimizer options now (ConfigError naming the key), not at Start.
   if (step_) (void)NewOptimizer(step_->optimizer, 1);
+}
+
+Setting ReplicasSetting() {
+  Setting s = IntSetting(
+      "replicas_to_aggregate", 0, 0, 1024,
+      "N, the fresh pushes one round applies; with N < workers the slowest workers' pushes of "
+      "each round are dropped and counted (backup workers); 0 = every worker");
+  s.check = [](const StrategyOptions& o) -> std::string {
+    if (o.settings.Int("replicas_to_aggregate") <= o.num_workers) return "";
+    return internal::StrCat("at most algorithm.workers (", o.num_workers, "); 0 = all");
+  };
+  return s;
+}
+
+Setting AggregationSetting() {
+  return ChoiceSetting("aggregation", "mean", {"mean", "sum"},
+                       "combine a round's pushes by their mean (TensorFlow's "
+                       "SyncReplicasOptimizer) or their sum");
+}
+
+int Replicas(const StrategyOptions& o) {
+  const auto n = static_cast<int>(o.settings.Int("replicas_to_aggregate"));
+  return n > 0 ? n : o.num_workers;
 }
 
 SyncRule::Combine SyncRule::FromAggregation(const std::string& aggregation) {

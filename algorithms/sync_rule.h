@@ -47,6 +47,18 @@
 
 namespace asgd::algorithms {
 
+struct Setting;          // settings.h
+struct StrategyOptions;  // strategy.h
+
+// The settings of the strategies on rounds (sync_sgd, sagn, signsgd_vote), declared by each:
+// algorithm.replicas_to_aggregate, N, the fresh pushes one round applies (0 = every
+// worker; at most algorithm.workers), and algorithm.aggregation (sync_sgd, sagn: "mean",
+// TensorFlow's SyncReplicasOptimizer, or "sum" of a round's pushes).
+Setting ReplicasSetting();
+Setting AggregationSetting();
+// N for synchronous rounds: replicas_to_aggregate, or every worker.
+int Replicas(const StrategyOptions& o);
+
 class SyncRule final : public transport::ServerRule {
  public:
   enum class Combine { kMeanAdd, kSumAdd, kMeanReplace, kSignVote };

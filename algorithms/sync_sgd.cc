@@ -76,8 +76,8 @@ Strategy SyncSgdStrategy() {
   s.description = "synchronous SGD: the optimizer applied on the server to the mean of the first "
                   "N fresh gradients per round (backup workers)";
   s.rounds = true;
-  s.keys = ReadKeys(kOptimizerKeys | kScheduleKeys,
-                    {"algorithm.replicas_to_aggregate", "algorithm.aggregation"});
+  s.keys = ReadKeys(kOptimizerKeys | kScheduleKeys);
+  s.settings = {ReplicasSetting(), AggregationSetting()};
   s.synchronous = true;
   s.worker_rule = [](const StrategyOptions& o) -> std::unique_ptr<WorkerRule> {
     return std::make_unique<GradientPushWorker>(o.worker.learning_rate);
@@ -88,8 +88,8 @@ Strategy SyncSgdStrategy() {
     step.learning_rate = o.worker.learning_rate;
     step.schedule = o.schedule;
     step.epochs_per_round = static_cast<double>(Replicas(o)) * o.epochs_per_batch;
-    return std::make_unique<SyncRule>(Replicas(o), SyncRule::FromAggregation(o.aggregation),
-                                      "sync_sgd", step);
+    const SyncRule::Combine combine = SyncRule::FromAggregation(o.settings.String("aggregation"));
+    return std::make_unique<SyncRule>(Replicas(o), combine, "sync_sgd", step);
   };
   return s;
 }

@@ -1,7 +1,8 @@
 // Experiment configuration: INI files with documented, typed, validated keys.
 //
 // Every key asgd understands is declared once in a Schema (experiments/config/config_keys.cc)
-// with its type, default, unit, allowed range and a one-line description; the schema is
+// with its type, default, unit, allowed range and a one-line description; a strategy's own
+// [algorithm] keys come from its registry entry (algorithms/settings.h). The schema is
 // what `asgd run --help-config` prints and what a run's resolved config.ini lists.
 //
 // A Config is parsed from an INI file with Boost.Program_options, then command-line

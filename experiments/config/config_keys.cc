@@ -1,9 +1,12 @@
 // Every key, its default and its meaning. Defaults are the values a researcher gets
-// without asking; where they come from the literature the comment says so.
+// without asking; where they come from the literature the comment says so. A strategy's
+// own [algorithm] keys are declared in its registry entry (Strategy::settings,
+// algorithms/settings.h) and added here from the registry.
 #include "experiments/config/config_keys.h"
 
 #include "algorithms/strategy.h"
 #include "compression/compressor.h"
+#include "core/strings.h"
 #include "sim/options.h"
 
 namespace asgd::experiments {
@@ -87,6 +90,33 @@ KeySpec IntList(std::string name, std::string def, double min, std::string doc, 
   k.min = min;
   k.doc = std::move(doc);
   k.allow_empty = allow_empty;
+  return k;
+}
+
+// The config table's entry of a strategy's setting: algorithm.<name>, its help led by the
+// strategies that read it.
+KeySpec SettingKey(const algorithms::Setting& setting) {
+  KeySpec k;
+  k.name = "algorithm." + setting.name;
+  switch (setting.type) {
+    case algorithms::SettingType::kInt:
+      k.type = KeyType::kInt;
+      break;
+    case algorithms::SettingType::kDouble:
+      k.type = KeyType::kDouble;
+      break;
+    case algorithms::SettingType::kChoice:
+      k.type = KeyType::kChoice;
+      break;
+  }
+  k.default_value = setting.default_value;
+  k.doc = Join(algorithms::StrategiesWithSetting(setting.name), ", ") + ": " + setting.help;
+  k.unit = setting.unit;
+  k.choices = setting.choices;
+  k.min = setting.min;
+  k.max = setting.max;
+  k.min_exclusive = setting.min_exclusive;
+  k.max_exclusive = setting.max_exclusive;
   return k;
 }
 
@@ -254,43 +284,8 @@ Schema BuildSchema() {
             "(DOWNPOUR's n_fetch); 0 = the window (a push and a fetch on the same step are one "
             "atomic push-pull; another value splits them)",
             "steps"));
-  s.Add(Choice("algorithm.hogwild_add", "atomic", {"atomic", "racy"},
-               "hogwild: add to the shared vector with per-element atomic read-modify-writes "
-               "(nothing lost) or plain relaxed loads and stores (concurrent adds to one "
-               "coordinate may overwrite each other, as the paper allows; much cheaper on "
-               "dense models)"));
-  s.Add(Choice("algorithm.server_optimizer", "add", {"add", "adagrad"},
-               "downpour: what the server does with a push: add it, or (DistBelief) treat it "
-               "as summed gradients and take an Adagrad step"));
-  s.Add(Num("algorithm.server_learning_rate", "0.01", 0, true, std::nullopt, false,
-            "downpour with server_optimizer = adagrad: the server's learning rate γ"));
-  s.Add(Int("algorithm.replicas_to_aggregate", 0, 0, 1024,
-            "sync_sgd, sagn, signsgd_vote: N, the fresh pushes one round applies; with N < workers the "
-            "slowest workers' pushes of each round are dropped and counted (backup workers); "
-            "0 = every worker"));
-  s.Add(Choice("algorithm.aggregation", "mean", {"mean", "sum"},
-               "sync_sgd, sagn: combine a round's pushes by their mean (TensorFlow's "
-               "SyncReplicasOptimizer) or their sum"));
-  s.Add(Num("algorithm.elastic_alpha", "0", 0, false, 1, false,
-            "easgd, aeasgd, aeamsgd: the moving rate α = ηρ of the elastic exchange; 0 = the "
-            "paper's β/workers with β = 0.9 (Zhang et al. 2015)"));
-  s.Add(Num("algorithm.dc_lambda", "0.04", 0, false, std::nullopt, false,
-            "dc_asgd: λ of the delay compensation g + λ·g⊙g⊙(w − w_bak) (MXNet's default 0.04)"));
-  s.Add(Num("algorithm.sign_momentum", "0", 0, false, 1, true,
-            "signsgd_vote: β of the momentum m ← β·m + (1 − β)·g whose sign each worker pushes "
-            "(Signum; Bernstein et al. use 0.9); 0 = the gradient's sign (signSGD)"));
-  s.Add(Num("algorithm.adag_gamma", "1e-4", 0, true, std::nullopt, false,
-            "adag_distance: γ of the damping 1/(D²/γ + 1) (Hermans' experiments: 1e-4)"));
-  s.Add(Int("algorithm.softsync", 0, 0, 1024,
-            "staleness_aware: n of n-softsync, the server updates after max(1, workers/n) "
-            "gradients; 0 = workers (an update per gradient)"));
-  s.Add(Int("algorithm.ssp_bound", 3, 0, 1000000,
-            "ssp: the staleness bound S: no worker runs more than S clocks ahead of the "
-            "slowest (0 = BSP)",
-            "clocks"));
-  s.Add(Choice("algorithm.topology", "ring", {"ring"},
-               "dpsgd: the communication graph; ring = each worker averages its parameters "
-               "with its two neighbours' (Lian et al. 2017)"));
+  // The strategies' own settings, as their registry entries declare them (Strategy::settings).
+  for (const algorithms::Setting* setting : algorithms::AllSettings()) s.Add(SettingKey(*setting));
   s.Add(Int("algorithm.check_pushes", 20, 1, 1000000,
             "ps_check: pushes each worker makes before the sum is verified", "pushes"));
   s.Add(Num("algorithm.check_seconds", "0", 0, false, std::nullopt, false,

@@ -120,28 +120,20 @@ algorithms::StrategyOptions BuildStrategyOptions(const Config& config, int64_t t
   so.worker.fetch_window = config.Int("algorithm.fetch_window") > 0
                                ? config.Int("algorithm.fetch_window")
                                : so.worker.window;
-  so.replicas_to_aggregate = static_cast<int>(config.Int("algorithm.replicas_to_aggregate"));
-  if (so.replicas_to_aggregate > workers) {
-    throw ConfigError("algorithm.replicas_to_aggregate",
-                      config.Raw("algorithm.replicas_to_aggregate"),
-                      internal::StrCat("at most algorithm.workers (", workers, "); 0 = all"));
+  // The strategies' own settings (every strategy's: a run reads its own), then their checks
+  // against the other options.
+  for (const algorithms::Setting* setting : algorithms::AllSettings()) {
+    so.settings.Set(setting->name, config.Raw("algorithm." + setting->name));
   }
-  so.aggregation = config.String("algorithm.aggregation");
-  so.elastic_alpha = config.Double("algorithm.elastic_alpha");
-  so.dc_lambda = config.Double("algorithm.dc_lambda");
-  so.adag_gamma = config.Double("algorithm.adag_gamma");
-  so.softsync = static_cast<int>(config.Int("algorithm.softsync"));
-  if (so.softsync > workers) {
-    throw ConfigError("algorithm.softsync", config.Raw("algorithm.softsync"),
-                      internal::StrCat("at most algorithm.workers (", workers, "); 0 = workers"));
+  for (const algorithms::Setting* setting : algorithms::AllSettings()) {
+    if (!setting->check) continue;
+    const std::string expected = setting->check(so);
+    if (!expected.empty()) {
+      const std::string key = "algorithm." + setting->name;
+      throw ConfigError(key, config.Raw(key), expected);
+    }
   }
-  so.ssp_bound = static_cast<int>(config.Int("algorithm.ssp_bound"));
   so.worker_momentum = config.Double("algorithm.momentum");
-  so.sign_momentum = config.Double("algorithm.sign_momentum");
-  so.topology = config.String("algorithm.topology");
-  so.server_optimizer = config.String("algorithm.server_optimizer");
-  so.hogwild_add = config.String("algorithm.hogwild_add");
-  so.server_learning_rate = config.Double("algorithm.server_learning_rate");
   so.server_initial_accumulator = config.Double("algorithm.initial_accumulator");
   so.optimizer = BuildOptimizerOptions(config);
   so.schedule = BuildScheduleOptions(config);
@@ -155,6 +147,10 @@ algorithms::StrategyOptions BuildStrategyOptions(const Config& config, int64_t t
                       config.Raw("algorithm.worker_learning_rates"),
                       internal::StrCat("one rate per worker (", workers, "), or empty"));
   }
+  // The strategy's own checks (easgd's stability condition).
+  const algorithms::Strategy* strategy =
+      algorithms::TryFindStrategy(config.String("algorithm.name"));
+  if (strategy != nullptr && strategy->check) strategy->check(so);
   return so;
 }
 

@@ -35,10 +35,13 @@ models::InputSpec InputSpecFor(const datasets::Dataset& train);
 algorithms::OptimizerOptions BuildOptimizerOptions(const Config& config);
 
 // The options of the distributed strategy named by algorithm.name, with the checks that
-// involve several keys (replicas_to_aggregate <= workers, one worker_learning_rates entry
-// per worker, softsync <= workers): ConfigError naming the key. train_examples: the
-// training set's size, from which a server that follows the schedule (sync_sgd, dc_asgd,
-// staleness_aware) knows the epochs it has applied; 0 when only validating a config.
+// involve several keys: every strategy setting's own (Setting::check, e.g. at most
+// algorithm.workers), one worker_learning_rates entry per worker, and the named strategy's
+// (Strategy::check, e.g. easgd's stability condition): ConfigError naming the key.
+// StrategyOptions::settings holds every declared setting's value (algorithms/settings.h).
+// train_examples: the training set's size, from which a server that follows the schedule
+// (sync_sgd, dc_asgd, staleness_aware) knows the epochs it has applied; 0 when only
+// validating a config.
 algorithms::StrategyOptions BuildStrategyOptions(const Config& config, int64_t train_examples);
 // The learning-rate schedule: algorithm.lr_decay, and with algorithm.linear_scaling the
 // factor k (the mini-batches one update aggregates) and algorithm.warmup_epochs.

@@ -173,7 +173,7 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
   }
   if (strategy.shared_memory) {
     hogwild = std::make_unique<alg::HogwildStore>(initial, clock.get(), &staleness,
-                                                  alg::HogwildStore::ParseAddMode(so.hogwild_add));
+                                                  alg::HogwildStore::AddModeOf(so));
     if (resuming) hogwild->RestoreVersion(resume.shards[0].version);
     store_description =
         sparse ? "one shared vector (lock-free, sparse updates)" : "one shared vector (lock-free)";

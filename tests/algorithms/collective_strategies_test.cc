@@ -403,7 +403,7 @@ INSTANTIATE_TEST_SUITE_P(Workers, DpsgdRing, ::testing::Values(1, 3, 4, 5));
 
 TEST(CollectiveStrategies, BadKeysAreConfigErrors) {
   StrategyOptions so = testing::Options(0.1, 1);
-  so.topology = "torus";
+  so.settings.Set("topology", "torus");
   EXPECT_THROW(FindStrategy("dpsgd").worker_rule(so), ConfigError);
   so = testing::Options(0.1, 1);
   so.worker.window = 0;

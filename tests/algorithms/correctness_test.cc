@@ -5,6 +5,7 @@
 #include <cmath>
 #include <vector>
 
+#include "algorithms/elastic.h"
 #include "core/error.h"
 #include "tests/algorithms/strategy_harness.h"
 
@@ -18,7 +19,7 @@ using namespace ::asgd::algorithms::testing;  // NOLINT: the fixtures of this su
 // A₀ ≤ 0 (a ConfigError, exit 2); with A₀ > 0 those coordinates stay where they are.
 TEST(Downpour, ServerAdagradRefusesANonPositiveAccumulator) {
   StrategyOptions so = Options(0.1, 2);
-  so.server_optimizer = "adagrad";
+  so.settings.Set("server_optimizer", "adagrad");
   for (double a0 : {0.0, -0.1}) {
     so.server_initial_accumulator = a0;
     EXPECT_THROW(FindStrategy("downpour").server_rule(so, 0), ConfigError) << a0;
@@ -29,8 +30,8 @@ TEST(Downpour, ServerAdagradRefusesANonPositiveAccumulator) {
 
 TEST(Downpour, ServerAdagradLeavesZeroGradientCoordinatesUnchanged) {
   StrategyOptions so = Options(0.1, 2);
-  so.server_optimizer = "adagrad";
-  so.server_learning_rate = 0.05;
+  so.settings.Set("server_optimizer", "adagrad");
+  so.settings.Set("server_learning_rate", 0.05);
   so.server_initial_accumulator = 1e-30;  // tiny but positive
   Harness h("downpour", 2, so);
   // Coordinates 0 and 3 never see a gradient (a border pixel).
@@ -87,7 +88,7 @@ TEST(StalenessAware, UpdateIsTheMeanOfCScaledGradientsWhenCIsBetweenOneAndLambda
   constexpr int kWorkers = 4;
   constexpr double kAlpha = 0.2;
   StrategyOptions so = Options(kAlpha, 1);
-  so.softsync = 2;
+  so.settings.Set("softsync", 2);
   so.num_workers = kWorkers;
   transport::MemoryStalenessSink sink;
   MemoryStore store(kInit, FindStrategy("staleness_aware").server_rule(so, 0), nullptr, &sink);
@@ -135,7 +136,7 @@ TEST(StalenessAware, UpdateIsTheMeanOfCScaledGradientsWhenCIsBetweenOneAndLambda
 // the one a momentum optimizer has after that step, not zero.
 TEST(Sagn, ADroppedWindowKeepsTheWorkersOptimizerState) {
   StrategyOptions so = Options(0.1, 1);
-  so.replicas_to_aggregate = 1;
+  so.settings.Set("replicas_to_aggregate", 1);
   Harness h("sagn", 2, so, "momentum");
   h.Run(1);
   ASSERT_EQ(h.store->version(), 1u);
@@ -162,7 +163,7 @@ TEST(Aeasgd, ExchangeEveryTauStepsAtTheCurrentParametersBeforeTheLocalStep) {
   constexpr int kWorkers = 2, kTau = 3, kSteps = 10;
   constexpr float kLr = 0.1f, kAlpha = 0.3f;
   StrategyOptions so = Options(kLr, kTau);
-  so.elastic_alpha = kAlpha;
+  so.settings.Set("elastic_alpha", kAlpha);
   Harness h("aeasgd", kWorkers, so);
   h.Run(kSteps);
   std::vector<std::vector<float>> x(kWorkers, kInit);

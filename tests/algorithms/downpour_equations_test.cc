@@ -122,8 +122,8 @@ TEST(DownpourEquations, TwoWorkersFetchEveryStepInsideTheWindow) {
 // −24, A = 169 + 576 = 745, θ̃ = 8 − 12/13 + 24/√745.
 TEST(DownpourEquations, TwoWorkersServerAdagrad) {
   StrategyOptions so = testing::Options(0.5, 2, 2);
-  so.server_optimizer = "adagrad";
-  so.server_learning_rate = 1.0;
+  so.settings.Set("server_optimizer", "adagrad");
+  so.settings.Set("server_learning_rate", 1.0);
   so.server_initial_accumulator = 25.0;
   auto h = TwoWorkers(so);
   h->Run(1);

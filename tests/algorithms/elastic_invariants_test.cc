@@ -59,7 +59,7 @@ TEST(Elastic, ExchangesConserveTheSumOfWorkersAndCentre) {
     SCOPED_TRACE(name);
     std::vector<std::unique_ptr<Quadratic>> data;  // per-worker data
     StrategyOptions so = Options(0.05, 3);
-    so.elastic_alpha = 0.2;
+    so.settings.Set("elastic_alpha", 0.2);
     Harness h(name, 3, so);
     GradientLog log;
     for (int w = 0; w < 3; ++w) {
@@ -85,7 +85,7 @@ TEST(Elastic, SynchronousExchangeContractsBy1MinusAlphaMinusBeta) {
   constexpr int kWorkers = 3;
   constexpr double kAlpha = 0.1, kEta = 0.5;
   StrategyOptions so = Options(kEta, 1);
-  so.elastic_alpha = kAlpha;
+  so.settings.Set("elastic_alpha", kAlpha);
   Harness h("easgd", kWorkers, so);
   for (int w = 0; w < kWorkers; ++w) {
     auto first = std::make_shared<bool>(true);
@@ -114,13 +114,58 @@ TEST(Elastic, SynchronousExchangeContractsBy1MinusAlphaMinusBeta) {
   }
 }
 
+// The same symmetric mode past the stability condition: with α(n + 1) > 2 the factor
+// 1 − α(n + 1) is below −1 and the offset grows at every exchange (the workers and the
+// centre swing apart). easgd's registry check refuses exactly these moving rates:
+// α(n + 1) >= 2, and accepts the default 0.9/n.
+TEST(Elastic, SynchronousExchangePastTheStabilityConditionGrowsTheOffset) {
+  constexpr int kWorkers = 3;
+  constexpr double kAlpha = 0.6, kEta = 0.5;  // α(n + 1) = 2.4: factor −1.4
+  StrategyOptions so = Options(kEta, 1);
+  so.settings.Set("elastic_alpha", kAlpha);
+  Harness h("easgd", kWorkers, so);
+  for (int w = 0; w < kWorkers; ++w) {
+    auto first = std::make_shared<bool>(true);
+    h.gradients[static_cast<std::size_t>(w)] = [first](std::span<const float>, std::span<float> g) {
+      std::fill(g.begin(), g.end(), *first ? 1.0f : 0.0f);
+      *first = false;
+      return 0.0f;
+    };
+  }
+  constexpr int kSteps = 6;
+  h.RunThreads(kSteps);
+  const double factor = 1.0 - kAlpha * (kWorkers + 1);
+  const double d = -kEta * std::pow(factor, kSteps - 1);
+  for (int i = 0; i < kDim; ++i) {
+    const auto k = static_cast<std::size_t>(i);
+    const double x = h.local(0)[k] - kInit[k], c = h.store->values()[k] - kInit[k];
+    EXPECT_NEAR(x - c, d, 1e-4) << i;
+    EXPECT_GT(std::abs(x - c), 5 * kEta) << i;  // 1.4⁵ ≈ 5.4 times the first offset
+  }
+
+  const Strategy& easgd = FindStrategy("easgd");
+  ASSERT_TRUE(easgd.check);
+  so.num_workers = kWorkers;  // as the harness ran it
+  EXPECT_THROW(easgd.check(so), ConfigError);
+  StrategyOptions edge;
+  edge.num_workers = kWorkers;
+  edge.settings.Set("elastic_alpha", 0.5);  // α(n + 1) = 2: factor −1, no contraction
+  EXPECT_THROW(easgd.check(edge), ConfigError);
+  edge.settings.Set("elastic_alpha", 0.49);
+  EXPECT_NO_THROW(easgd.check(edge));
+  edge.settings.Set("elastic_alpha", 0);  // the paper's β = 0.9: α = 0.9/n
+  EXPECT_NO_THROW(easgd.check(edge));
+  edge.num_workers = 1;
+  EXPECT_NO_THROW(easgd.check(edge));  // α = 0.9, α(n + 1) = 1.8
+}
+
 // aeasgd: one asynchronous worker, zero gradients after the first step: the offset
 // contracts by 1 − 2α per exchange; α = 0.5 meets at the midpoint at once; α = 1 swaps.
 TEST(Elastic, AsynchronousExchangeContractsBy1MinusTwoAlpha) {
   for (double alpha : {0.1, 0.5, 1.0}) {
     SCOPED_TRACE(alpha);
     StrategyOptions so = Options(0.5, 1);
-    so.elastic_alpha = alpha;
+    so.settings.Set("elastic_alpha", alpha);
     Harness h("aeasgd", 1, so);
     auto first = std::make_shared<bool>(true);
     h.gradients[0] = [first](std::span<const float>, std::span<float> g) {
@@ -146,7 +191,7 @@ TEST(Elastic, AsynchronousExchangeContractsBy1MinusTwoAlpha) {
 TEST(Elastic, SynchronousExchangeWithOppositeOffsetsContractsBy1MinusAlpha) {
   constexpr double kAlpha = 0.2, kEta = 0.5;
   StrategyOptions so = Options(kEta, 1);
-  so.elastic_alpha = kAlpha;
+  so.settings.Set("elastic_alpha", kAlpha);
   Harness h("easgd", 2, so);
   for (int w = 0; w < 2; ++w) {
     auto first = std::make_shared<bool>(true);
@@ -180,7 +225,7 @@ TEST(Elastic, IdenticalDataKeepsWorkersIdenticalAndElasticTermsAtZeroAtTheOptimu
   constexpr int kWorkers = 3;
   constexpr double kAlpha = 0.1, kEta = 0.2;
   StrategyOptions so = Options(kEta, 1);
-  so.elastic_alpha = kAlpha;
+  so.settings.Set("elastic_alpha", kAlpha);
   {
     const Quadratic q(kDim);
     Harness at_optimum("easgd", kWorkers, so, "sgd", q.c);
@@ -217,7 +262,7 @@ TEST(Elastic, EamsgdExchangesConserveTheSumOfWorkersAndCentre) {
   constexpr int kWorkers = 3, kSteps = 31;
   constexpr double kEta = 0.05, kDelta = 0.5;
   StrategyOptions so = Options(kEta, 3);
-  so.elastic_alpha = 0.2;
+  so.settings.Set("elastic_alpha", 0.2);
   so.worker_momentum = kDelta;
   Harness h("aeamsgd", kWorkers, so);
   std::vector<std::unique_ptr<Quadratic>> data;
@@ -267,7 +312,7 @@ TEST(Elastic, AeasgdOneWorkerWithAlphaZeroIsSgd) {
 // aeamsgd: EAMSGD with δ = 0 is AEASGD (local SGD), bit for bit.
 TEST(Elastic, EamsgdWithoutMomentumIsAeasgd) {
   StrategyOptions so = Options(0.1, 2);
-  so.elastic_alpha = 0.3;
+  so.settings.Set("elastic_alpha", 0.3);
   so.worker_momentum = 0.0;
   ExpectEquivalent("aeamsgd", so, "aeasgd", so, 3, 12);
 }

@@ -95,7 +95,7 @@ TEST(SyncSgd, SumAggregationIsMeanWithTheRateTimesN) {
   const LeastSquares ls(64);
   constexpr int kWorkers = 4;
   StrategyOptions sum = Options(0.05, 1);
-  sum.aggregation = "sum";
+  sum.settings.Set("aggregation", "sum");
   Harness a("sync_sgd", kWorkers, sum);
   Harness b("sync_sgd", kWorkers, Options(0.2, 1));
   for (int w = 0; w < kWorkers; ++w) {
@@ -106,7 +106,7 @@ TEST(SyncSgd, SumAggregationIsMeanWithTheRateTimesN) {
   b.RunThreads(20);
   ExpectNear(a.store->values(), b.store->values(), 1e-5, "sum vs mean×N");
   StrategyOptions bad = sum;
-  bad.aggregation = "median";
+  bad.settings.Set("aggregation", "median");
   EXPECT_THROW(FindStrategy("sync_sgd").server_rule(bad, 0), ConfigError);
 }
 
@@ -138,7 +138,7 @@ TEST(SyncSgd, BackupWorkersDropTheSlowestPushOfEveryRound) {
   const LeastSquares ls(64);
   constexpr int kRounds = 12;
   StrategyOptions so = Options(0.1, 1);
-  so.replicas_to_aggregate = 3;
+  so.settings.Set("replicas_to_aggregate", 3);
   Harness h("sync_sgd", 4, so);
   Harness ref("sync_sgd", 3, Options(0.1, 1));
   MemoryStore* store = h.store.get();
@@ -239,9 +239,9 @@ TEST(Sagn, RoundAppliesTheMeanOfWindowAverages) {
 TEST(Ssp, BoundZeroIsBsp) {
   const LeastSquares ls(64);
   StrategyOptions ssp = Options(0.05, 1);
-  ssp.ssp_bound = 0;
+  ssp.settings.Set("ssp_bound", 0);
   StrategyOptions bsp = Options(0.05, 1);
-  bsp.aggregation = "sum";
+  bsp.settings.Set("aggregation", "sum");
   Harness a("ssp", 3, ssp);
   Harness b("sync_sgd", 3, bsp);
   for (int w = 0; w < 3; ++w) {
@@ -261,7 +261,7 @@ TEST(Ssp, BoundZeroIsBsp) {
 TEST(Ssp, NoWorkerRunsMoreThanSClocksAhead) {
   constexpr int kWorkers = 3, kBound = 2, kSteps = 30;
   StrategyOptions so = Options(0.01, 1);
-  so.ssp_bound = kBound;
+  so.settings.Set("ssp_bound", kBound);
   Harness h("ssp", kWorkers, so);
   std::mutex mu;
   std::map<uint32_t, int> applied;  // pushes per worker in the store, from the records
@@ -297,11 +297,11 @@ TEST(Ssp, NoWorkerRunsMoreThanSClocksAhead) {
 // dc_asgd: λ = 0 is asynchronous SGD; one worker is SGD for any λ (w = w_bak).
 TEST(DcAsgd, LambdaZeroIsAsyncSgdAndOneWorkerIsSgd) {
   StrategyOptions zero = Options(0.1, 1);
-  zero.dc_lambda = 0.0;
+  zero.settings.Set("dc_lambda", 0.0);
   ExpectEquivalent("dc_asgd", zero, "async_sgd", Options(0.1, 1), 3, 10);
 
   StrategyOptions big = Options(0.1, 1);
-  big.dc_lambda = 5.0;
+  big.settings.Set("dc_lambda", 5.0);
   Harness one("dc_asgd", 1, big);
   one.Run(20);
   EXPECT_EQ(one.store->values(), Sequential(one.q, "sgd", 0.1, 20));
@@ -317,7 +317,7 @@ TEST(DcAsgd, CompensatesTheDelayedGradientTowardsTheCurrentOne) {
   q.Fn()(kInit, g0);
   const double lambda = q.h[0] / (g0[0] * g0[0]);  // exact for coordinate 0
   StrategyOptions so = Options(kEta, 1);
-  so.dc_lambda = lambda;
+  so.settings.Set("dc_lambda", lambda);
   Harness h("dc_asgd", 2, so);
   h.Run(1);  // worker 0 pushes g(w0) at w0; worker 1 pushes g(w0) at w1 = w0 − ηg0
   const auto got = h.store->values();
@@ -339,13 +339,13 @@ TEST(DcAsgd, CompensatesTheDelayedGradientTowardsTheCurrentOne) {
 TEST(AdagDistance, OneWorkerOrHugeGammaIsAgnAndDampingIsInZeroOne) {
   ExpectEquivalent("adag_distance", Options(0.1, 3), "agn", Options(0.1, 3), 1, 12, "momentum");
   StrategyOptions huge = Options(0.1, 2);
-  huge.adag_gamma = 1e30;
+  huge.settings.Set("adag_gamma", 1e30);
   ExpectEquivalent("adag_distance", huge, "agn", Options(0.1, 2), 3, 10);
 
   // Two workers, round robin, window 1: worker 1's push comes after worker 0's moved
   // the centre by D = Δ0, so it is applied as f ⊙ Δ1 with f = 1/(D²/γ + 1).
   StrategyOptions so = Options(0.1, 1);
-  so.adag_gamma = 0.01;
+  so.settings.Set("adag_gamma", 0.01);
   Harness h("adag_distance", 2, so);
   h.Run(1);
   std::vector<float> g(kDim);
@@ -392,7 +392,7 @@ TEST(StalenessAware, RateIsAlphaOverStalenessPlusOne) {
 TEST(StalenessAware, OneSoftsyncWithFreshGradientsIsSyncSgd) {
   constexpr int kWorkers = 3, kRounds = 10;
   StrategyOptions so = Options(0.2, 1);
-  so.softsync = 1;
+  so.settings.Set("softsync", 1);
   so.num_workers = kWorkers;
   transport::MemoryStalenessSink sink;
   MemoryStore store(kInit, FindStrategy("staleness_aware").server_rule(so, 0), nullptr, &sink);

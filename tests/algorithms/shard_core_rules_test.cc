@@ -48,7 +48,7 @@ struct Host {
     StrategyOptions o;
     o.num_workers = 1;
     const std::size_t slash = name.find('/');
-    if (slash != std::string::npos) o.server_optimizer = name.substr(slash + 1);
+    if (slash != std::string::npos) o.settings.Set("server_optimizer", name.substr(slash + 1));
     ShardCore::Options co;
     co.clock = clock.get();
     co.staleness_sink = &sink;

@@ -69,7 +69,7 @@ TEST(SignSgdVote, SignumPushesTheSignOfTheMomentum) {
   for (const double beta : {0.5, 0.0}) {
     SCOPED_TRACE(beta);
     StrategyOptions so = testing::Options(kRate, 1);
-    so.sign_momentum = beta;
+    so.settings.Set("sign_momentum", beta);
     Harness h("signsgd_vote", 1, so);
     auto step = std::make_shared<int>(0);
     h.gradients = {[step](std::span<const float>, std::span<float> g) {

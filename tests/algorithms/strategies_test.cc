@@ -264,8 +264,8 @@ TEST(Strategies, OldestVersionIsThePulledOneWithoutFetchesInsideTheWindow) {
 // DistBelief's server-side Adagrad, one push: θ̃ ← θ̃ − γ·g/√(A0 + g²).
 TEST(Strategies, DownpourServerAdagradMatchesItsFormula) {
   StrategyOptions so = Options(0.01, 1);
-  so.server_optimizer = "adagrad";
-  so.server_learning_rate = 0.5;
+  so.settings.Set("server_optimizer", "adagrad");
+  so.settings.Set("server_learning_rate", 0.5);
   so.server_initial_accumulator = 0.1;
   Harness h("downpour", 1, so);
   h.Run(1);
@@ -277,7 +277,7 @@ TEST(Strategies, DownpourServerAdagradMatchesItsFormula) {
         << i;
   }
   StrategyOptions bad = so;
-  bad.server_optimizer = "rmsprop";
+  bad.settings.Set("server_optimizer", "rmsprop");
   EXPECT_THROW(FindStrategy("downpour").server_rule(bad, 0), ConfigError);
 }
 
@@ -319,6 +319,47 @@ TEST(Strategies, EveryEntryHasRulesAndConsistentTraits) {
   }
   EXPECT_EQ(sequential, 1);
   EXPECT_EQ(FindStrategy("adag").name, "agn");  // an alias resolves to its strategy
+}
+
+// A strategy's own settings (Strategy::settings): the registry adds their keys to what the
+// strategy reads, a shared setting is one declaration, and StrategyOptions holds each at
+// its declared default until set.
+TEST(Strategies, SettingsAreTheStrategysKeysWithTheirDefaults) {
+  std::vector<std::string> seen;
+  for (const Strategy* s : Strategies()) {
+    SCOPED_TRACE(s->name);
+    for (const Setting& setting : s->settings) {
+      EXPECT_TRUE(std::binary_search(s->keys.begin(), s->keys.end(), "algorithm." + setting.name))
+          << setting.name;
+      ASSERT_NE(FindSetting(setting.name), nullptr);
+      EXPECT_EQ(FindSetting(setting.name)->default_value, setting.default_value);
+      const std::vector<std::string> readers = StrategiesWithSetting(setting.name);
+      EXPECT_NE(std::find(readers.begin(), readers.end(), s->name), readers.end());
+      EXPECT_FALSE(setting.help.empty()) << setting.name;
+      seen.push_back(setting.name);
+    }
+  }
+  std::sort(seen.begin(), seen.end());
+  seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
+  EXPECT_EQ(AllSettings().size(), seen.size());  // once each
+  EXPECT_EQ(StrategiesWithSetting("elastic_alpha"),
+            (std::vector<std::string>{"aeamsgd", "aeasgd", "easgd"}));
+
+  StrategyOptions o;
+  EXPECT_EQ(o.settings.Double("sign_momentum"), 0.0);
+  EXPECT_EQ(o.settings.Int("ssp_bound"), 3);
+  EXPECT_EQ(o.settings.String("server_optimizer"), "add");
+  EXPECT_EQ(o.settings.Raw("adag_gamma"), "1e-4");
+  o.settings.Set("sign_momentum", 0.9);
+  o.settings.Set("ssp_bound", 0);
+  o.settings.Set("elastic_alpha", 0.3f);  // a float reads back as the same double
+  EXPECT_EQ(o.settings.Double("sign_momentum"), 0.9);
+  EXPECT_EQ(o.settings.Int("ssp_bound"), 0);
+  EXPECT_EQ(o.settings.Double("elastic_alpha"), static_cast<double>(0.3f));
+  // A name no strategy declares, or the wrong type, is a bug in the caller.
+  EXPECT_THROW(o.settings.Set("ssp_bund", 1), InvariantError);
+  EXPECT_THROW((void)o.settings.Double("no_such_setting"), InvariantError);
+  EXPECT_THROW((void)o.settings.Int("sign_momentum"), InvariantError);
 }
 
 TEST(Strategies, UnknownNameListsTheKnownOnes) {

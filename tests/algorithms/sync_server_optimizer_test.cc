@@ -45,7 +45,7 @@ class CountReleases final : public transport::ReplySink {
 StrategyOptions SyncOptions(const std::string& optimizer) {
   StrategyOptions o;
   o.num_workers = kWorkers;
-  o.replicas_to_aggregate = kReplicas;
+  o.settings.Set("replicas_to_aggregate", kReplicas);
   o.worker.learning_rate = kRate;
   o.optimizer.name = optimizer;
   o.optimizer.momentum = 0.9;

@@ -156,6 +156,38 @@ TEST(Config, ValuesAConfigFileCannotHoldAreRefused) {
   EXPECT_EQ(back.String("experiment.name"), "run");
 }
 
+// Synchronous elastic averaging with zero gradients moves every worker's distance to the
+// centre d = x_i - x̃ to d·(1 - α(n + 1)) per exchange when all workers sit on the same side
+// (docs/algorithms.md#easgd): it contracts only for α(n + 1) < 2 (β = nα, so α + β < 2).
+// A moving rate past it diverged; it is refused in one line naming the keys and the
+// condition. The default α = 0.9/n gives α(n + 1) <= 1.8.
+TEST(Config, EasgdMovingRatePastTheStabilityConditionIsRefused) {
+  auto error_of = [](const std::string& algorithm) -> std::string {
+    try {
+      (void)BuildStrategyOptions(
+          Config::FromString("[algorithm]\n" + algorithm, {}, ExperimentSchema()), 0);
+    } catch (const ConfigError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  // n = 4: α(n + 1) = 2 at α = 0.4 (factor -1: the distance oscillates, never shrinks).
+  const std::string msg = error_of("name = easgd\nworkers = 4\nelastic_alpha = 0.4\n");
+  EXPECT_THAT(msg, AllOf(HasSubstr("algorithm.elastic_alpha = '0.4'"),
+                         HasSubstr("algorithm.workers"), HasSubstr("< 2")));
+  EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  EXPECT_THAT(error_of("name = easgd\nworkers = 2\nelastic_alpha = 0.9\n"),
+              HasSubstr("algorithm.elastic_alpha = '0.9'"));
+  EXPECT_THAT(error_of("name = easgd\nworkers = 1\nelastic_alpha = 1\n"),
+              HasSubstr("algorithm.elastic_alpha = '1'"));
+  // Just inside, and the defaults.
+  EXPECT_EQ(error_of("name = easgd\nworkers = 4\nelastic_alpha = 0.39\n"), "");
+  EXPECT_EQ(error_of("name = easgd\nworkers = 1\n"), "");
+  EXPECT_EQ(error_of("name = easgd\nworkers = 64\n"), "");
+  // The asynchronous variants exchange one worker at a time (d·(1 - 2α)): not this bound.
+  EXPECT_EQ(error_of("name = aeasgd\nworkers = 4\nelastic_alpha = 0.5\n"), "");
+}
+
 TEST(Config, ResolvedIniParsesBackToTheSameValues) {
   Config c = Config::FromString("[algorithm]\nlearning_rate = 0.25\n[model]\nname = softmax\n",
                                 {"experiment.seed=7"}, ExperimentSchema());

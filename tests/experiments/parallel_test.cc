@@ -212,6 +212,8 @@ TEST(Parallel, BadStrategyOptionsAreConfigErrors) {
                 "algorithm.worker_learning_rates = '0.1,0.2': expected one rate per worker (3)"},
            Case{"name = staleness_aware\nworkers = 2\nsoftsync = 3\n", "algorithm.softsync"},
            Case{"name = aeasgd\nworkers = 2\nelastic_alpha = 1.5\n", "algorithm.elastic_alpha"},
+           Case{"name = easgd\nworkers = 4\nelastic_alpha = 0.5\n",
+                "algorithm.elastic_alpha = '0.5': expected"},
            Case{"name = sync_sgd\nworkers = 2\naggregation = median\n", "algorithm.aggregation"},
        }) {
     testing::TempDir dir;

@@ -148,8 +148,8 @@ class ZmqSynchronous : public ::testing::TestWithParam<std::tuple<std::string, s
 TEST_P(ZmqSynchronous, EqualsTheInMemoryStore) {
   const auto& [name, scheme] = GetParam();
   alg::StrategyOptions so = alg::testing::Options(0.1, 2);
-  so.ssp_bound = 0;
-  so.elastic_alpha = 0.2;
+  so.settings.Set("ssp_bound", 0);
+  so.settings.Set("elastic_alpha", 0.2);
   constexpr int kWorkers = 3, kSteps = 12;
   ZmqRun run(name, scheme, kWorkers, so, kSteps, /*shifted=*/true);
   const auto want = MemoryResult(name, kWorkers, so, kSteps);
@@ -186,9 +186,9 @@ class ZmqAsynchronous : public ::testing::TestWithParam<std::tuple<std::string, 
 TEST_P(ZmqAsynchronous, ConvergeAndRecordEveryPush) {
   const auto& [name, scheme] = GetParam();
   alg::StrategyOptions so = alg::testing::Options(0.05, 2);
-  so.elastic_alpha = 0.2;
-  so.dc_lambda = 0.04;
-  so.adag_gamma = 1.0;
+  so.settings.Set("elastic_alpha", 0.2);
+  so.settings.Set("dc_lambda", 0.04);
+  so.settings.Set("adag_gamma", 1.0);
   constexpr int kWorkers = 4, kSteps = 60;
   ZmqRun run(name, scheme, kWorkers, so, kSteps, /*shifted=*/false);
   const auto got = run.Values();
@@ -223,7 +223,7 @@ INSTANTIATE_TEST_SUITE_P(Strategies, ZmqAsynchronous,
 // pushes per shard; whatever the timing, pushes are either in a round or dropped.
 TEST(ZmqBackupWorkers, EveryPushIsAppliedInARoundOrDropped) {
   alg::StrategyOptions so = alg::testing::Options(0.05, 1);
-  so.replicas_to_aggregate = 3;
+  so.settings.Set("replicas_to_aggregate", 3);
   constexpr int kWorkers = 4;
   // Once two workers took their 20 steps the other two can never fill a round of 3:
   // they are let go by Close(), as a run's end does.
@@ -327,10 +327,10 @@ TEST_P(CheckpointRestore, ContinuesBitForBit) {
   const alg::Strategy& strategy = alg::FindStrategy(name);
   alg::StrategyOptions so = alg::testing::Options(0.05, 2);
   so.num_workers = 2;
-  so.softsync = 1;  // staleness_aware: an update sums both workers' pushes
-  so.dc_lambda = 0.5;
-  so.adag_gamma = 1.0;
-  so.server_optimizer = "adagrad";
+  so.settings.Set("softsync", 1);  // staleness_aware: an update sums both workers' pushes
+  so.settings.Set("dc_lambda", 0.5);
+  so.settings.Set("adag_gamma", 1.0);
+  so.settings.Set("server_optimizer", "adagrad");
   auto context = tp::NewContext();
   tp::PlacementOptions po;
   po.policy = tp::PlacementPolicy::kEvenSplit;

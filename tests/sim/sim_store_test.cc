@@ -207,7 +207,7 @@ TEST(SyncSgd, StragglerSlowsRoundsKFoldUnlessOneBackup) {
   const Duration base = milliseconds(2);
   auto run = [&](int replicas, bool straggler) {
     StrategyOptions so = Options();
-    so.replicas_to_aggregate = replicas;
+    so.settings.Set("replicas_to_aggregate", replicas);
     auto c = std::make_unique<Cluster>("sync_sgd", kWorkers, so);
     c->compute.assign(kWorkers, base);
     if (straggler) c->compute[kWorkers - 1] = kSlow * base;
@@ -231,7 +231,7 @@ TEST(SyncSgd, StragglerSlowsRoundsKFoldUnlessOneBackup) {
 TEST(Ssp, BoundHoldsAtEveryStep) {
   constexpr int kWorkers = 4, kBound = 2, kSteps = 20;
   StrategyOptions so = Options();
-  so.ssp_bound = kBound;
+  so.settings.Set("ssp_bound", kBound);
   Cluster c("ssp", kWorkers, so, sim::NetworkPreset("dc_10gbe"));
   c.compute = {milliseconds(1), milliseconds(1), milliseconds(2), milliseconds(7)};
   int violations = 0, checks = 0;
