@@ -63,11 +63,11 @@
 
 #include "algorithms/strategy.h"
 #include "compression/compressor.h"
+#include "ps/placement.h"
+#include "ps/shard_core.h"
+#include "ps/staleness.h"
 #include "sim/network_model.h"
 #include "sim/scheduler.h"
-#include "transport/placement.h"
-#include "transport/shard_core.h"
-#include "transport/staleness.h"
 
 namespace asgd::algorithms {
 

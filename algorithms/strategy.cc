@@ -7,7 +7,7 @@
 #include "core/check.h"
 #include "core/error.h"
 #include "core/strings.h"
-#include "transport/placement.h"
+#include "ps/placement.h"
 
 namespace asgd::algorithms {
 namespace {

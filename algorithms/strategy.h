@@ -9,7 +9,7 @@
 // Rules see spans and step metadata only: no sockets, no Eigen types, no wall clock (time
 // comes from the injected Clock).
 //
-// Server rules are transport::ServerRule objects (transport/server_rule.h, an interface
+// Server rules are transport::ServerRule objects (ps/server_rule.h, an interface
 // header), so the same rule object runs inside a ShardServer or the in-memory store.
 //
 // Thread safety: a WorkerRule and its WorkerEnv belong to one worker thread.
@@ -28,11 +28,11 @@
 #include "compression/compressor.h"
 #include "core/clock.h"
 #include "core/param_layout.h"
-#include "transport/server_rule.h"
-#include "transport/status.h"
+#include "ps/server_rule.h"
+#include "ps/status.h"
 
 namespace asgd::transport {
-class Placement;  // transport/placement.h
+class Placement;  // ps/placement.h
 }
 
 namespace asgd::collective {
@@ -112,7 +112,7 @@ class ParamClient {
   // The next Push or PushPull then carries, besides the version(s) of the last pull (the
   // newest parameters its gradients were computed on), the version(s) pulled when this
   // was called (the oldest), so that a window with pulls inside it (DOWNPOUR with
-  // n_fetch < n_push) is recorded with both (transport/staleness.h). The mark is used up
+  // n_fetch < n_push) is recorded with both (ps/staleness.h). The mark is used up
   // by that push; without one a push's oldest version is its newest. Clients without
   // versions (hogwild's shared vector) ignore it.
   void MarkWindowStart() { DoMarkWindowStart(); }

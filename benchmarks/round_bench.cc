@@ -39,8 +39,8 @@
 #include "collective/collective.h"
 #include "core/param_layout.h"
 #include "experiments/run/ps_param_client.h"
+#include "ps/placement.h"
 #include "transport/context.h"
-#include "transport/placement.h"
 #include "transport/ps_client.h"
 #include "transport/shard_server.h"
 

@@ -56,9 +56,9 @@
 #include "benchmarks/mlp_problem.h"
 #include "core/rng.h"
 #include "datasets/sampler.h"
+#include "ps/placement.h"
 #include "sim/network_model.h"
 #include "sim/scheduler.h"
-#include "transport/placement.h"
 
 namespace asgd::sim {
 namespace {

@@ -44,13 +44,13 @@
 #include <vector>
 
 #include "core/clock.h"
+#include "ps/placement.h"
+#include "ps/server_rule.h"
+#include "ps/shard_core.h"  // ShardSnapshot
+#include "ps/staleness.h"
+#include "ps/status.h"
 #include "transport/context.h"
 #include "transport/curve.h"
-#include "transport/placement.h"
-#include "transport/server_rule.h"
-#include "transport/shard_core.h"  // ShardSnapshot
-#include "transport/staleness.h"
-#include "transport/status.h"
 
 namespace asgd::transport {
 

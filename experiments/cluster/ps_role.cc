@@ -13,7 +13,7 @@
 #include "experiments/config/setup.h"
 #include "experiments/config/signals.h"
 #include "experiments/record/checkpoint.h"
-#include "transport/checkpoint.h"
+#include "ps/checkpoint.h"
 #include "transport/shard_server.h"
 
 namespace asgd::experiments {

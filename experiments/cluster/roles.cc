@@ -24,8 +24,8 @@
 #include "experiments/config/setup.h"
 #include "experiments/config/signals.h"
 #include "models/factory.h"
+#include "ps/placement.h"
 #include "transport/context.h"
-#include "transport/placement.h"
 #include "transport/ps_client.h"
 #include "transport/shard_server.h"
 

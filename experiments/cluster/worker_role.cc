@@ -128,7 +128,7 @@ int RunTrainingWorkerRole(const Config& config, const RoleRequest& request, std:
   };
   // A request that timed out (a shard died), or a chunked push whose first chunks went to
   // the dead shard and whose rest reached its restarted successor (refused whole, nothing
-  // applied: transport/message.h, "Chunked pushes"): wait while the coordinator pauses the
+  // applied: ps/message.h, "Chunked pushes"): wait while the coordinator pauses the
   // run for the shard's restart, then go on from a fresh read of the centre. The push is
   // not sent again (it may have been applied when it timed out).
   hooks.recover = [&](const alg::Status& st) {

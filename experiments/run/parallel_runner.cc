@@ -32,9 +32,9 @@
 #include "experiments/run/ps_param_client.h"
 #include "experiments/run/worker_loop.h"
 #include "models/factory.h"
+#include "ps/placement.h"
 #include "sim/delay_model.h"
 #include "transport/context.h"
-#include "transport/placement.h"
 #include "transport/ps_client.h"
 #include "transport/shard_server.h"
 

@@ -25,12 +25,12 @@
 #include "experiments/run/evaluation.h"
 #include "experiments/run/problem.h"
 #include "experiments/run/worker_loop.h"
+#include "ps/placement.h"
 #include "sim/core_pool.h"
 #include "sim/delay_model.h"
 #include "sim/network_model.h"
 #include "sim/options.h"
 #include "sim/scheduler.h"
-#include "transport/placement.h"
 
 namespace asgd::experiments {
 namespace {

@@ -19,10 +19,10 @@
 
 #include "core/param_layout.h"
 #include "experiments/run/ps_param_client.h"
+#include "ps/checkpoint.h"
+#include "ps/placement.h"
 #include "tests/algorithms/strategy_harness.h"
-#include "transport/checkpoint.h"
 #include "transport/context.h"
-#include "transport/placement.h"
 #include "transport/shard_server.h"
 
 namespace asgd::experiments {

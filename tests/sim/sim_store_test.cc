@@ -17,11 +17,11 @@
 #include "algorithms/strategy.h"
 #include "compression/compressor.h"
 #include "core/rng.h"
+#include "ps/placement.h"
+#include "ps/staleness.h"
 #include "sim/network_model.h"
 #include "sim/scheduler.h"
 #include "tests/algorithms/strategy_harness.h"
-#include "transport/placement.h"
-#include "transport/staleness.h"
 
 namespace asgd::algorithms {
 namespace {

@@ -1,4 +1,4 @@
-#include "transport/shard_core.h"
+#include "ps/shard_core.h"
 
 #include <algorithm>
 #include <cstring>

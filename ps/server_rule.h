@@ -61,7 +61,7 @@
 
 #include "core/clock.h"
 #include "core/error.h"
-#include "transport/message.h"
+#include "ps/message.h"
 
 namespace asgd::transport {
 

@@ -1,7 +1,7 @@
-// Shard checkpoint files (transport/checkpoint.h): a saved shard comes back bit for bit,
+// Shard checkpoint files (ps/checkpoint.h): a saved shard comes back bit for bit,
 // and a file that was truncated, altered, or is of another format is refused with a
 // DataError naming the file, before any of its values are used.
-#include "transport/checkpoint.h"
+#include "ps/checkpoint.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-#include "transport/message.h"
+#include "ps/message.h"
 
 #include <msgpack.hpp>
 

@@ -14,7 +14,7 @@
 #include <gtest/gtest.h>
 #include <msgpack.hpp>
 
-#include "transport/message.h"
+#include "ps/message.h"
 
 namespace asgd::transport::codec_test {
 

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "core/thread_annotations.h"
-#include "transport/message.h"
+#include "ps/message.h"
 
 namespace asgd::transport {
 

@@ -1,4 +1,4 @@
-#include "transport/server_rule.h"
+#include "ps/server_rule.h"
 
 #include <algorithm>
 #include <bit>

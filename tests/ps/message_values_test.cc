@@ -1,4 +1,4 @@
-// The wire codec's checks of values (transport/message.h), after message_test.cc's round
+// The wire codec's checks of values (ps/message.h), after message_test.cc's round
 // trips and shapes: versions, ops, roles, dtypes, flags, payload sizes and limits, offsets
 // and counts, the payload frames, the shard's range, DecodeMessage, and enum names. Each
 // rejection has the right ErrorCode and a one-line reason naming the field.
@@ -12,8 +12,8 @@
 #include <gtest/gtest.h>
 
 #include "core/error.h"
-#include "tests/transport/codec_test_util.h"
-#include "transport/message.h"
+#include "ps/message.h"
+#include "tests/ps/codec_test_util.h"
 
 namespace asgd::transport {
 namespace {

@@ -1,4 +1,4 @@
-#include "transport/status.h"
+#include "ps/status.h"
 
 namespace asgd::transport {
 

@@ -111,7 +111,7 @@
 #include <string_view>
 
 #include "compression/compressor.h"
-#include "transport/status.h"
+#include "ps/status.h"
 
 namespace asgd::transport {
 

@@ -35,10 +35,10 @@
 #include <vector>
 
 #include "core/clock.h"
-#include "transport/message.h"
-#include "transport/server_rule.h"
-#include "transport/staleness.h"
-#include "transport/status.h"
+#include "ps/message.h"
+#include "ps/server_rule.h"
+#include "ps/staleness.h"
+#include "ps/status.h"
 
 namespace asgd::transport {
 

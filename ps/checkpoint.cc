@@ -1,4 +1,4 @@
-#include "transport/checkpoint.h"
+#include "ps/checkpoint.h"
 
 #include <array>
 #include <cstring>

@@ -1,8 +1,8 @@
-// The wire codec (transport/message.h): what one peer encodes, the other decodes field
+// The wire codec (ps/message.h): what one peer encodes, the other decodes field
 // for field; and every malformed, inconsistent or hostile header is rejected with the
 // right ErrorCode and a one-line reason naming the field, before a payload byte is
 // trusted (docs/architecture.md#wire-protocol).
-#include "transport/message.h"
+#include "ps/message.h"
 
 #include <cstddef>
 #include <cstring>
@@ -17,7 +17,7 @@
 #include <msgpack.hpp>
 
 #include "core/error.h"
-#include "tests/transport/codec_test_util.h"
+#include "tests/ps/codec_test_util.h"
 
 namespace asgd::transport {
 namespace {

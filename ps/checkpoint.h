@@ -22,7 +22,7 @@
 #include <string>
 #include <string_view>
 
-#include "transport/shard_core.h"
+#include "ps/shard_core.h"
 
 namespace asgd::transport {
 

@@ -1,4 +1,4 @@
-#include "transport/placement.h"
+#include "ps/placement.h"
 
 #include <algorithm>
 #include <cstring>

@@ -1,8 +1,8 @@
-// Placement policies (transport/placement.h): which shard owns which elements of the flat
+// Placement policies (ps/placement.h): which shard owns which elements of the flat
 // vector. Every policy must cover every element exactly once (else pushes are lost or
 // applied twice), and each must place tensors the way its TensorFlow namesake does, so
 // users get the load balance they expect.
-#include "transport/placement.h"
+#include "ps/placement.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
