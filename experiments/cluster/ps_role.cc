@@ -13,6 +13,7 @@
 #include "experiments/config/setup.h"
 #include "experiments/config/signals.h"
 #include "experiments/record/checkpoint.h"
+#include "experiments/run/server_bounds.h"
 #include "ps/checkpoint.h"
 #include "transport/shard_server.h"
 

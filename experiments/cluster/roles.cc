@@ -23,6 +23,7 @@
 #include "experiments/config/config_keys.h"
 #include "experiments/config/setup.h"
 #include "experiments/config/signals.h"
+#include "experiments/run/server_bounds.h"
 #include "models/factory.h"
 #include "ps/placement.h"
 #include "transport/context.h"

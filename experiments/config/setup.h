@@ -15,7 +15,6 @@
 #include "models/device.h"
 #include "models/factory.h"
 #include "sim/options.h"
-#include "transport/shard_server.h"
 
 namespace asgd::experiments {
 
@@ -43,12 +42,6 @@ algorithms::StrategyOptions BuildStrategyOptions(const Config& config, int64_t t
 // The learning-rate schedule: algorithm.lr_decay, and with algorithm.linear_scaling the
 // factor k (the mini-batches one update aggregates) and algorithm.warmup_epochs.
 algorithms::ScheduleOptions BuildScheduleOptions(const Config& config);
-// A shard server's per-peer bounds (issue 22): cluster.max_queued_reply_bytes,
-// cluster.barrier_timeout_s and cluster.max_barriers_per_peer into `options` (the
-// server checks the budget against its shard's size when it starts), and the size of
-// its reply chunks, cluster.chunk_bytes (ChunkBytes). Every role that serves a shard
-// (ps_check's, the training ps, the one-process runner's) calls it.
-void ApplyServerBounds(const Config& config, transport::ServerOptions* options);
 // cluster.chunk_bytes, for transport::ClientOptions::chunk_bytes: 0 (never chunk) or at
 // least kMinChunkBytes, else ConfigError naming the key. Every role that builds a
 // client's options (the training worker and evaluator, ps_check's worker, the

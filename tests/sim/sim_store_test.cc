@@ -1,7 +1,7 @@
-// The simulated store and client (algorithms/sim_store.h) under the real worker and
+// The simulated store and client (sim/sim_store.h) under the real worker and
 // server rules: closed forms of virtual time and staleness, the SSP bound at every step,
 // and equivalence with the MemoryStore (issue 13, validation).
-#include "algorithms/sim_store.h"
+#include "sim/sim_store.h"
 
 #include <algorithm>
 #include <functional>
@@ -26,6 +26,8 @@
 namespace asgd::algorithms {
 namespace {
 
+using sim::SimParamClient;
+using sim::SimStore;
 using std::chrono::milliseconds;
 using testing::kDim;
 using testing::kInit;

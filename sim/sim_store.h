@@ -61,15 +61,15 @@
 #include <span>
 #include <vector>
 
-#include "algorithms/strategy.h"
 #include "compression/compressor.h"
+#include "ps/param_client.h"
 #include "ps/placement.h"
 #include "ps/shard_core.h"
 #include "ps/staleness.h"
 #include "sim/network_model.h"
 #include "sim/scheduler.h"
 
-namespace asgd::algorithms {
+namespace asgd::sim {
 
 class SimStore {
  public:
@@ -111,7 +111,7 @@ class SimStore {
   // last pulled; oldest[s]: its window mark, for pushes. On success a read fills out and
   // *reply_versions (per shard, the version read). Suspends the calling task.
   struct Call;
-  Status Request(Call& call);
+  transport::Status Request(Call& call);
 
   // The parameter elements shard s touches to serve a request of op (the server time's
   // unit, see the header comment).
@@ -170,7 +170,7 @@ struct SimStore::Call {
   std::span<const uint64_t> versions;               // per shard
   std::span<const std::optional<uint64_t>> oldest;  // per shard (pushes)
   std::vector<uint64_t>* reply_versions = nullptr;  // per shard
-  Status status;
+  transport::Status status;
   bool dropped = false;
   sim::Completion* done = nullptr;
   sim::TaskId task = sim::kNoTask;
@@ -179,7 +179,7 @@ struct SimStore::Call {
 
 // A simulated worker's client: SimStore::Request per call, versions kept per shard (as
 // the ZeroMQ client does).
-class SimParamClient final : public ParamClient {
+class SimParamClient final : public transport::ParamClient {
  public:
   // store is not owned. REQUIRES: worker < the network model's workers.
   SimParamClient(SimStore* store, uint32_t worker);
@@ -187,21 +187,22 @@ class SimParamClient final : public ParamClient {
   int64_t dropped_pushes() const override { return dropped_; }
   const std::vector<uint64_t>& pulled_versions() const { return pulled_; }
   // One part per shard of the store's placement, as the ZeroMQ client splits a push.
-  std::vector<PushPart> PushParts() const override;
+  std::vector<transport::PushPart> PushParts() const override;
   bool TakesEncodedPushes() const override { return true; }
 
  protected:
-  Status DoPull(std::span<float> out) override;
-  Status DoPush(std::span<const float> update, int64_t step) override;
-  Status DoPushPull(std::span<const float> update, std::span<float> out, int64_t step) override;
-  Status DoPushEncoded(std::span<const compression::Encoded> parts, std::span<float> out,
-                       int64_t step) override;
-  Status DoSendClock(int64_t clock) override;
+  transport::Status DoPull(std::span<float> out) override;
+  transport::Status DoPush(std::span<const float> update, int64_t step) override;
+  transport::Status DoPushPull(std::span<const float> update, std::span<float> out,
+                               int64_t step) override;
+  transport::Status DoPushEncoded(std::span<const compression::Encoded> parts, std::span<float> out,
+                                  int64_t step) override;
+  transport::Status DoSendClock(int64_t clock) override;
   void DoMarkWindowStart() override;
 
  private:
-  Status Send(transport::Op op, int64_t step, std::span<const float> update, std::span<float> out,
-              std::span<const compression::Encoded> encoded = {});
+  transport::Status Send(transport::Op op, int64_t step, std::span<const float> update,
+                         std::span<float> out, std::span<const compression::Encoded> encoded = {});
 
   SimStore* store_;
   uint32_t worker_;
@@ -213,4 +214,4 @@ class SimParamClient final : public ParamClient {
   int64_t dropped_ = 0;
 };
 
-}  // namespace asgd::algorithms
+}  // namespace asgd::sim

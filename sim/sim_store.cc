@@ -1,4 +1,4 @@
-#include "algorithms/sim_store.h"
+#include "sim/sim_store.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,12 +8,15 @@
 #include "core/error.h"
 #include "core/strings.h"
 
-namespace asgd::algorithms {
+namespace asgd::sim {
 
 using ::asgd::internal::StrCat;
 using transport::ErrorCode;
 using transport::Op;
 using transport::PushOutcome;
+using transport::PushPart;
+using transport::PushPartsOf;
+using transport::Status;
 using transport::StatusCode;
 
 namespace {
@@ -341,4 +344,4 @@ void SimParamClient::DoMarkWindowStart() {
   for (std::size_t s = 0; s < window_.size(); ++s) window_[s] = pulled_[s];
 }
 
-}  // namespace asgd::algorithms
+}  // namespace asgd::sim
