@@ -44,7 +44,7 @@ algorithms::StrategyOptions BuildStrategyOptions(const Config& config, int64_t t
 algorithms::ScheduleOptions BuildScheduleOptions(const Config& config);
 // cluster.chunk_bytes, for transport::ClientOptions::chunk_bytes: 0 (never chunk) or at
 // least kMinChunkBytes, else ConfigError naming the key. Every role that builds a
-// client's options (the training worker and evaluator, ps_check's worker, the
+// client's options (the training worker and evaluator, ps-check's worker, the
 // one-process runner's clients) takes it from here.
 inline constexpr int64_t kMinChunkBytes = 65536;
 int64_t ChunkBytes(const Config& config);
@@ -56,7 +56,7 @@ int64_t ChunkBytes(const Config& config);
 compression::CompressionOptions BuildCompressionOptions(const Config& config);
 
 // The algorithm.* keys the config sets (file or --set) that its strategy does not read
-// (Strategy::keys), sorted; empty for ps_check, which is not a strategy.
+// (Strategy::keys), sorted.
 std::vector<std::string> IgnoredAlgorithmKeys(const Config& config);
 // Worker w's base learning rate: algorithm.worker_learning_rates[w], or learning_rate.
 double WorkerLearningRate(const Config& config, int worker);

@@ -1,5 +1,5 @@
 // The [cluster] keys of a ZeroMQ shard server, for every driver and role that serves a
-// shard (the one-process runner's shards, the training ps, ps_check's ps). Here rather
+// shard (the one-process runner's shards, the training ps, ps-check's ps). Here rather
 // than in config/setup.h so that experiments/config (and what links it without the
 // transport: experiments/record) does not link ZeroMQ.
 #pragma once
