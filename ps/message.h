@@ -6,7 +6,7 @@
 //   frame 0      header: one MessagePack array (below)
 //   frame 1..n   payload: raw little-endian float32 bytes, n = header.frames
 //
-// Payload frames are sent zero-copy from the caller's buffer (see zero_copy.h). A push
+// Payload frames are sent zero-copy from the caller's buffer (see transport/zero_copy.h). A push
 // of a shard that owns several non-contiguous ranges of the flat vector sends one frame
 // per range, each pointing straight into the caller's flat buffer; the receiver treats
 // the frames as one run of `count` elements in shard-local order, starting at the

@@ -8,10 +8,10 @@
 // Start-once semantics, Snapshot/Restore of values plus rule state, and
 // OnTick/OnMembership forwarding. It is the ShardContext the rule sees.
 //
-// Hosts are thin adapters: the ZeroMQ ShardServer (shard_server.h) and the in-process
-// MemoryStore (algorithms/memory_store.h) decode a request, call Push/Pull/PushPull/
-// Clock here, and encode what comes back. The core never blocks and includes no
-// ZeroMQ header.
+// Hosts are thin adapters: the ZeroMQ ShardServer (transport/shard_server.h), the
+// in-process MemoryStore (algorithms/memory_store.h) and the simulated store
+// (sim/sim_store.h) decode a request, call Push/Pull/PushPull/Clock here, and encode what
+// comes back. The core never blocks and includes no ZeroMQ header.
 //
 // Two things stay with the host, through small interfaces it implements:
 //   - ValueStorage: where the values live. The ZeroMQ server keeps copy-on-write blocks
