@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "core/check.h"
-#include "transport/server_rule.h"
+#include "ps/server_rule.h"
 
 namespace asgd::algorithms {
 

@@ -57,7 +57,7 @@
 
 #include "algorithms/strategy.h"
 #include "core/clock.h"
-#include "transport/staleness.h"
+#include "ps/staleness.h"
 
 namespace asgd::algorithms {
 

@@ -43,7 +43,7 @@
 
 #include "algorithms/optimizer.h"
 #include "algorithms/schedule.h"
-#include "transport/server_rule.h"
+#include "ps/server_rule.h"
 
 namespace asgd::algorithms {
 

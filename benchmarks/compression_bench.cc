@@ -36,10 +36,10 @@
 #include "compression/compressor.h"
 #include "core/param_layout.h"
 #include "core/rng.h"
+#include "ps/placement.h"
+#include "ps/server_rule.h"
 #include "transport/context.h"
-#include "transport/placement.h"
 #include "transport/ps_client.h"
-#include "transport/server_rule.h"
 #include "transport/shard_server.h"
 
 namespace asgd::compression {

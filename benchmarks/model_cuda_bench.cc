@@ -50,10 +50,10 @@
 #include "models/cuda/factory.h"
 #include "models/cuda/gemm.h"
 #include "models/device.h"
+#include "ps/placement.h"
+#include "ps/server_rule.h"
 #include "transport/context.h"
-#include "transport/placement.h"
 #include "transport/ps_client.h"
-#include "transport/server_rule.h"
 #include "transport/shard_server.h"
 
 namespace asgd::models::cuda {

@@ -38,10 +38,10 @@
 #include "algorithms/strategy.h"
 #include "collective/collective.h"
 #include "core/param_layout.h"
-#include "experiments/run/ps_param_client.h"
+#include "ps/placement.h"
 #include "transport/context.h"
-#include "transport/placement.h"
 #include "transport/ps_client.h"
+#include "transport/ps_param_client.h"
 #include "transport/shard_server.h"
 
 namespace {
@@ -82,7 +82,7 @@ void BM_Round(benchmark::State& state, int64_t count, int workers) {
     threads.emplace_back([&, w] {
       tp::ClientOptions co;
       co.id = static_cast<uint32_t>(w);
-      asgd::experiments::PsParamClient client(
+      asgd::transport::PsParamClient client(
           std::make_unique<tp::PsClient>(context, tp::Endpoints(servers), placement, co));
       col::CollectiveOptions cop;
       cop.rank = w;

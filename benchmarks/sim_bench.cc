@@ -51,14 +51,14 @@
 
 #include "algorithms/memory_store.h"
 #include "algorithms/optimizer.h"
-#include "algorithms/sim_store.h"
 #include "algorithms/strategy.h"
 #include "benchmarks/mlp_problem.h"
 #include "core/rng.h"
 #include "datasets/sampler.h"
+#include "ps/placement.h"
 #include "sim/network_model.h"
 #include "sim/scheduler.h"
-#include "transport/placement.h"
+#include "sim/sim_store.h"
 
 namespace asgd::sim {
 namespace {
@@ -243,12 +243,11 @@ void BM_SimMnistMlp(benchmark::State& state) {
     {
       Scheduler sched;
       NetworkModel net(NetworkOptions{}, workers, 1);
-      algorithms::SimStore store(&sched, &net, transport::Placement::FromRanges(n, {{Range{0, n}}}),
-                                 initial, [&](uint32_t s) { return strategy.server_rule(so, s); });
-      std::vector<std::unique_ptr<algorithms::SimParamClient>> clients;
+      sim::SimStore store(&sched, &net, transport::Placement::FromRanges(n, {{Range{0, n}}}),
+                          initial, [&](uint32_t s) { return strategy.server_rule(so, s); });
+      std::vector<std::unique_ptr<sim::SimParamClient>> clients;
       for (int w = 0; w < workers; ++w) {
-        clients.push_back(
-            std::make_unique<algorithms::SimParamClient>(&store, static_cast<uint32_t>(w)));
+        clients.push_back(std::make_unique<sim::SimParamClient>(&store, static_cast<uint32_t>(w)));
         sched.Spawn("w", [&, w] {
           auto model = mlp.model->Clone();
           datasets::SamplerOptions sopt;

@@ -4,11 +4,11 @@
     benchmarks/soak.py                                  # 8 workers, 2 shards, 600 s, tcp
     benchmarks/soak.py --seconds 60 --out /tmp/soak     # a shake-out run
 
-Runs `asgd ps` (one process per shard) and `asgd worker` (one per worker) with
-algorithm.name = ps_check and algorithm.check_seconds = --seconds: the workers push as fast
+Runs `asgd ps-check ps` (one process per shard) and `asgd ps-check worker` (one per worker)
+with check.seconds = --seconds: the workers push as fast
 as they can (4 pushes in flight each) for that long from a common start, meet at a barrier,
 and each pulls the parameters and checks them exactly, including every shard's count of
-every worker's pushes (experiments/cluster/roles.cc explains the values pushed). Meanwhile this
+every worker's pushes (experiments/cluster/ps_check.cc explains the values pushed). Meanwhile this
 script samples every process's resident memory (VmRSS of /proc/PID/status) and the machine's
 load, and the processes print their push counts every --report-every seconds.
 
@@ -58,7 +58,7 @@ def parse_args():
     p.add_argument("--base-port", type=int, default=0,
                    help="tcp: shard i listens on base-port + i (default: free ports)")
     p.add_argument("--report-every", type=float, default=5,
-                   help="seconds between progress lines (algorithm.check_report_every_s; 5)")
+                   help="seconds between progress lines (check.report_every_s; 5)")
     p.add_argument("--rss-every", type=float, default=5, help="seconds between RSS samples (5)")
     p.add_argument("--warmup", type=float, default=30,
                    help="seconds of pushing before the RSS baseline is taken (30)")
@@ -104,10 +104,9 @@ synthetic_train = 16
 synthetic_test = 16
 [model]
 name = softmax
-[algorithm]
-name = ps_check
-check_seconds = {args.seconds:g}
-check_report_every_s = {args.report_every:g}
+[check]
+seconds = {args.seconds:g}
+report_every_s = {args.report_every:g}
 [cluster]
 placement = even
 ps = {ps}
@@ -292,11 +291,13 @@ def main():
     try:
         for i in range(args.shards):
             log = os.path.join(logs, f"ps-{i}.log")
-            p = procs.start("ps", i, [args.asgd, "ps", "--config", config, "--task", str(i)], log)
+            p = procs.start("ps", i, [args.asgd, "ps-check", "ps", "--config", config,
+                                      "--task", str(i)], log)
             if not wait_for_line(log, "serving", p, 60):
                 raise RuntimeError(f"ps {i} did not start: see {log}")
         for i in range(args.workers):
-            procs.start("worker", i, [args.asgd, "worker", "--config", config, "--task", str(i)],
+            procs.start("worker", i, [args.asgd, "ps-check", "worker", "--config", config,
+                                      "--task", str(i)],
                         os.path.join(logs, f"worker-{i}.log"))
         print(f"soak: {args.shards} ps and {args.workers} workers started "
               f"({', '.join(str(p.pid) for _, _, p, _ in procs.procs)}); "

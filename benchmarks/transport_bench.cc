@@ -59,10 +59,10 @@
 #include <zmq.hpp>
 
 #include "core/param_layout.h"
+#include "ps/placement.h"
+#include "ps/server_rule.h"
 #include "transport/context.h"
-#include "transport/placement.h"
 #include "transport/ps_client.h"
-#include "transport/server_rule.h"
 #include "transport/shard_server.h"
 
 namespace asgd::transport {

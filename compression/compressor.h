@@ -67,7 +67,7 @@
 
 namespace asgd::compression {
 
-// On the wire in the header's optional `encoding` field (transport/message.h). kDense is
+// On the wire in the header's optional `encoding` field (ps/message.h). kDense is
 // never sent: a dense push leaves the field out.
 enum class Encoding : uint8_t {
   kDense = 0,

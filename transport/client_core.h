@@ -11,8 +11,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "ps/placement.h"
 #include "transport/endpoint.h"
-#include "transport/placement.h"
 #include "transport/ps_client.h"
 #include "transport/zero_copy.h"
 #include "transport/zmq_util.h"

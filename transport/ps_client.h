@@ -39,12 +39,12 @@
 #include <vector>
 
 #include "core/clock.h"
+#include "ps/message.h"
+#include "ps/placement.h"
+#include "ps/status.h"
 #include "transport/cluster_spec.h"
 #include "transport/context.h"
 #include "transport/curve.h"
-#include "transport/message.h"
-#include "transport/placement.h"
-#include "transport/status.h"
 
 namespace asgd::transport {
 

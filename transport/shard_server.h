@@ -44,13 +44,13 @@
 #include <vector>
 
 #include "core/clock.h"
+#include "ps/placement.h"
+#include "ps/server_rule.h"
+#include "ps/shard_core.h"  // ShardSnapshot
+#include "ps/staleness.h"
+#include "ps/status.h"
 #include "transport/context.h"
 #include "transport/curve.h"
-#include "transport/placement.h"
-#include "transport/server_rule.h"
-#include "transport/shard_core.h"  // ShardSnapshot
-#include "transport/staleness.h"
-#include "transport/status.h"
 
 namespace asgd::transport {
 
@@ -69,7 +69,7 @@ struct ServerOptions {
   // Reject pushes holding NaN or Inf with kNonFinite (unless the rule checks itself,
   // ServerRule::ChecksNonFinite). Default true.
   bool reject_non_finite = true;
-  // Whether a stop request from a peer may stop the server (ps_check's worker 0 stopping
+  // Whether a stop request from a peer may stop the server (`asgd ps-check`'s worker 0 stopping
   // the shards). Even then a stop is obeyed only from an inproc:// peer (this process) or
   // when it carries stop_token; any other is refused with kUnknownOp and counted in
   // stops_refused, so that no peer that merely reaches the address can stop a shard.

@@ -20,8 +20,8 @@
 
 #include "core/aligned.h"
 #include "core/thread_annotations.h"
+#include "ps/shard_core.h"
 #include "transport/endpoint.h"
-#include "transport/shard_core.h"
 #include "transport/shard_server.h"
 #include "transport/zap_handler.h"
 #include "transport/zmq_util.h"

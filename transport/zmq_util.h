@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "transport/message.h"
+#include "ps/message.h"
 #include "transport/zero_copy.h"
 
 #if defined(__SANITIZE_THREAD__)

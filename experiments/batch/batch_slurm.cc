@@ -268,8 +268,8 @@ void PlanSrunRuns(std::vector<BatchRun>& runs) {
   for (auto& r : runs) {
     const Config c = LoadRunConfig(r.config_path, r.overrides);
     const std::string name = c.String("algorithm.name");
-    const algorithms::Strategy* s = name == kPsCheck ? nullptr : &algorithms::FindStrategy(name);
-    if (s == nullptr || s->sequential || s->shared_memory) {
+    const algorithms::Strategy* s = &algorithms::FindStrategy(name);
+    if (s->sequential || s->shared_memory) {
       throw ConfigError("algorithm.name", name,
                         "a strategy over the parameter server for --srun (sgd and hogwild run in "
                         "one process: leave --srun out)");

@@ -16,6 +16,7 @@
 #include "experiments/cluster/cluster_run.h"
 #include "experiments/cluster/keys.h"
 #include "experiments/cluster/launch.h"
+#include "experiments/cluster/ps_check.h"
 #include "experiments/cluster/roles.h"
 #include "experiments/config/command_line.h"
 #include "experiments/config/config_keys.h"
@@ -51,6 +52,9 @@ constexpr const char* kUsage =
     "                     workers, evaluator) over tcp or ipc; one run folder\n"
     "  coordinator|ps|worker|evaluator --config C [--task I] [--set ...]\n"
     "                     one role of a run placed by hand ([cluster] or TF_CONFIG)\n"
+    "  ps-check ps|worker --config C [--task I] [--set ...]\n"
+    "                     check a deployed parameter server: workers push small\n"
+    "                     integers and verify the shards' sum exactly ([check])\n"
     "  task --config C [--set ...]\n"
     "                     the role of this rank under SLURM (srun) or Open MPI (mpirun)\n"
     "  keys generate DIR [--clients N] [--force]\n"
@@ -129,8 +133,11 @@ int RunCommand(const std::vector<std::string>& args, std::ostream& out, std::ost
   return result.exit_status;
 }
 
-// `asgd coordinator|ps|worker|evaluator`: one role of a multi-process run.
-int RoleCommand(const std::string& role, const std::vector<std::string>& args, std::ostream& out) {
+// `asgd coordinator|ps|worker|evaluator`: one role of a multi-process run; with check,
+// `asgd ps-check ps|worker`: one process of the check of a deployed parameter server.
+int RoleCommand(const std::string& role, const std::vector<std::string>& args, std::ostream& out,
+                bool check = false) {
+  const std::string command = check ? "ps-check " + role : role;
   po::options_description desc("Options");
   const std::string task_doc =
       "this process's index among the " + role + " tasks (default: TF_CONFIG's task.index)";
@@ -145,20 +152,36 @@ int RoleCommand(const std::string& role, const std::vector<std::string>& args, s
   }
   po::positional_options_description pos;
   pos.add("config", 1);
-  auto vm = Parse(args, desc, pos, role);
+  auto vm = Parse(args, desc, pos, command);
   std::string usage;
-  if (role == "ps") {
+  if (check && role == "ps") {
+    usage =
+        "usage: asgd ps-check ps --config CONFIG --task I [--set section.key=value ...]\n\n"
+        "Serves shard I of a check of the parameter server (an additive rule, no\n"
+        "training, no coordinator) on the address [cluster] ps lists at position I (or\n"
+        "TF_CONFIG's cluster.ps), until worker 0 of `asgd ps-check worker` stops it, or\n"
+        "SIGINT/SIGTERM. With check.seconds > 0, prints the pushes applied so far every\n"
+        "check.report_every_s.";
+  } else if (check) {
+    usage =
+        "usage: asgd ps-check worker --config CONFIG --task I [--set section.key=value ...]\n\n"
+        "Worker I of a check of the parameter server: pushes check.pushes vectors of\n"
+        "small integers to the shards of [cluster] ps (or TF_CONFIG), meets the other\n"
+        "workers at a barrier, pulls, and verifies the sum exactly (with check.seconds\n"
+        "> 0: pushes for that long, then verifies the sum and every shard's count of\n"
+        "every worker's pushes). Worker 0 then stops the servers. Exit 0 when exact, 1\n"
+        "on a mismatch, 2 when a server does not answer or answers with an error.";
+  } else if (role == "ps") {
     usage =
         "usage: asgd ps --config CONFIG --task I [--set section.key=value ...]\n\n"
         "Serves shard I of the parameter vector on the address [cluster] ps lists at\n"
         "position I (or TF_CONFIG's cluster.ps), bound to [cluster] bind_host, until\n"
-        "the coordinator (ps_check: worker 0) stops it, or SIGINT/SIGTERM.";
+        "the coordinator stops it, or SIGINT/SIGTERM.";
   } else if (role == "worker") {
     usage =
         "usage: asgd worker --config CONFIG --task I [--set section.key=value ...]\n\n"
         "Runs worker I against the shard servers of [cluster] ps (or TF_CONFIG),\n"
-        "reporting to [cluster] coordinator. With algorithm.name = ps_check, pushes\n"
-        "small integers and verifies the servers' sum exactly (exit 1 on a mismatch).";
+        "reporting to [cluster] coordinator.";
   } else if (role == "coordinator") {
     usage =
         "usage: asgd coordinator --config CONFIG [--set section.key=value ...]\n\n"
@@ -175,7 +198,7 @@ int RoleCommand(const std::string& role, const std::vector<std::string>& args, s
     return kExitOk;
   }
   if (!vm.count("config")) {
-    throw InputError("asgd " + role + ": missing --config (see `asgd " + role + " --help`)");
+    throw InputError("asgd " + command + ": missing --config (see `asgd " + command + " --help`)");
   }
   const std::string path = vm["config"].as<std::string>();
   std::vector<std::string> overrides;
@@ -196,11 +219,41 @@ int RoleCommand(const std::string& role, const std::vector<std::string>& args, s
   request.name = config.String("experiment.name").empty() ? ConfigStem(path)
                                                           : config.String("experiment.name");
   request.command_line = {"asgd", role};
+  if (check) request.command_line = {"asgd", "ps-check", role};
   request.command_line.insert(request.command_line.end(), args.begin(), args.end());
   if (vm.count("resume")) request.resume_dir = vm["resume"].as<std::string>();
+  if (check) {
+    return role == "ps" ? RunPsCheckServer(config, request, out)
+                        : RunPsCheckWorker(config, request, out);
+  }
   if (role == "coordinator") return RunCoordinatorRole(config, request, out);
   if (role == "evaluator") return RunEvaluatorRole(config, request, out);
   return role == "ps" ? RunPsRole(config, request, out) : RunWorkerRole(config, request, out);
+}
+
+// `asgd ps-check ps|worker ...`: the process of the check named by the first argument.
+int PsCheckCommand(const std::vector<std::string>& args, std::ostream& out) {
+  const std::string usage =
+      "usage: asgd ps-check ps --config CONFIG --task I [--set section.key=value ...]\n"
+      "       asgd ps-check worker --config CONFIG --task I [--set section.key=value ...]\n\n"
+      "Checks a deployed parameter server, without training: one `ps` process per shard\n"
+      "serves it with an additive rule, one `worker` process per worker pushes small\n"
+      "integers and verifies the shards' sum exactly; worker 0 then stops the servers.\n"
+      "The processes are placed as a training run's are ([cluster] ps and worker, or\n"
+      "TF_CONFIG; --task), the parameter count comes from [model] and [data], and the\n"
+      "[check] keys say how much to push (`asgd run --help-config`).\n"
+      "`asgd ps-check ps --help` and `asgd ps-check worker --help` describe each process.\n";
+  if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+    out << usage;
+    return args.empty() ? kExitBadInput : kExitOk;
+  }
+  const std::string& role = args[0];
+  if (role != "ps" && role != "worker") {
+    throw InputError("asgd ps-check: unknown process " + QuoteForMessage(role) +
+                     ": expected ps or worker (see `asgd ps-check --help`)");
+  }
+  return RoleCommand(role, std::vector<std::string>(args.begin() + 1, args.end()), out,
+                     /*check=*/true);
 }
 
 std::string DefaultDataDir() {
@@ -281,9 +334,10 @@ int Dispatch(const std::vector<std::string>& args, std::ostream& out, std::ostre
       command == "evaluator") {
     return RoleCommand(command, rest, out);
   }
+  if (command == "ps-check") return PsCheckCommand(rest, out);
   std::string guess = ClosestMatch(
       command, {"run", "compare", "sweep", "suite", "data", "ps", "worker", "coordinator",
-                "evaluator", "launch", "task", "keys", "version", "help"});
+                "evaluator", "ps-check", "launch", "task", "keys", "version", "help"});
   throw InputError("asgd: unknown command " + QuoteForMessage(command) +
                    (guess.empty() ? "" : " (did you mean " + guess + "?)") +
                    "; run `asgd help` for the list");

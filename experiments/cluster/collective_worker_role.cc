@@ -40,8 +40,8 @@
 #include "experiments/run/evaluation.h"
 #include "experiments/run/worker_loop.h"
 #include "models/factory.h"
+#include "ps/checkpoint.h"
 #include "sim/delay_model.h"
-#include "transport/checkpoint.h"
 
 namespace asgd::experiments {
 

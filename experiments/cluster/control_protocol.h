@@ -30,7 +30,7 @@
 #include <vector>
 
 #include "experiments/record/metrics.h"
-#include "transport/staleness.h"
+#include "ps/staleness.h"
 
 namespace asgd::experiments {
 

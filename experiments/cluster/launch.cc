@@ -149,17 +149,16 @@ int LaunchCommand(const std::vector<std::string>& args, std::ostream& out) {
   // Before any process starts, as the other refusals.
   // A strategy on a collective: the coordinator and the workers only (the workers are the
   // ranks; the cluster's one ps address is generated but unused).
-  const bool collective = name != kPsCheck && algorithms::FindStrategy(name).collective;
+  const bool collective = algorithms::FindStrategy(name).collective;
   if (collective) {
     RefuseCollectiveRole(config, "worker");
     // The worker rule's options (dpsgd's workers and topology, local_sgd's window).
     (void)algorithms::FindStrategy(name).worker_rule(BuildStrategyOptions(config, 0));
   }
-  if (name == kPsCheck || algorithms::FindStrategy(name).sequential ||
-      algorithms::FindStrategy(name).shared_memory) {
+  if (algorithms::FindStrategy(name).sequential || algorithms::FindStrategy(name).shared_memory) {
     throw ConfigError("algorithm.name", name,
                       "a strategy over the parameter server for `asgd launch` (sgd and hogwild "
-                      "run in one process with `asgd run`; ps_check with `asgd ps`/`asgd worker`)");
+                      "run in one process with `asgd run`)");
   }
   const int workers = static_cast<int>(config.Int("algorithm.workers"));
   const int shards = collective ? 1 : static_cast<int>(config.Int("cluster.shards"));
@@ -348,7 +347,7 @@ int TaskCommand(const std::vector<std::string>& args, std::ostream& out) {
   }
   // A strategy on a collective has no shards: rank 0 is the coordinator, the rest workers.
   const std::string name = config.String("algorithm.name");
-  const bool collective = name != kPsCheck && algorithms::FindStrategy(name).collective;
+  const bool collective = algorithms::FindStrategy(name).collective;
   const transport::ClusterSpec spec = ClusterForRanks(
       hosts, info->rank, collective ? 0 : static_cast<int>(config.Int("cluster.shards")),
       static_cast<int>(config.Int("cluster.base_port")));

@@ -29,7 +29,7 @@ int TaskCommand(const std::vector<std::string>& args, std::ostream& out);
 // The run's secret token: what a stop request must carry for a shard server to obey it
 // (transport::ServerOptions::stop_token). launch makes one per run (or keeps the one in
 // its own environment) and hands it to every role in the environment variable below;
-// roles started by hand (ps_check's `asgd ps` and `asgd worker`, a soak) share one the
+// roles started by hand (`asgd ps-check ps` and `asgd ps-check worker`, a soak) share one the
 // same way. Never logged, never written to a file of the run.
 inline constexpr const char* kRunTokenVariable = "ASGD_RUN_TOKEN";
 // This process's token: the variable's value, or empty when it is unset.

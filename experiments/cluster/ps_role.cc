@@ -13,7 +13,8 @@
 #include "experiments/config/setup.h"
 #include "experiments/config/signals.h"
 #include "experiments/record/checkpoint.h"
-#include "transport/checkpoint.h"
+#include "experiments/run/server_bounds.h"
+#include "ps/checkpoint.h"
 #include "transport/shard_server.h"
 
 namespace asgd::experiments {

@@ -1,11 +1,9 @@
 // The entry points of `asgd ps` and `asgd worker` (docs/architecture.md#roles-and-processes),
-// and the cluster every
-// role of a multi-process run resolves. With algorithm.name = ps_check, the ps and worker
-// roles here are a self-contained check of the parameter server (below); with a training
-// strategy they are the roles of a training run with a coordinator (cluster_run.h), to
-// which RunPsRole and RunWorkerRole hand over. The cluster comes from the config's
-// [cluster] section or, when cluster.ps is empty, from a TF_CONFIG JSON text in
-// TensorFlow's format, so an existing cluster manager can place the processes.
+// and the cluster every role of a multi-process run resolves (`asgd ps-check` too,
+// ps_check.h). The ps and worker roles are those of a training run with a coordinator
+// (cluster_run.h), to which RunPsRole and RunWorkerRole hand over. The cluster comes from
+// the config's [cluster] section or, when cluster.ps is empty, from a TF_CONFIG JSON text
+// in TensorFlow's format, so an existing cluster manager can place the processes.
 //
 // Every process derives the parameter layout from the config's [model] and [data]
 // sections, and the placement from cluster.placement, so all of them agree on which
@@ -44,30 +42,11 @@ struct RoleRequest {
 transport::ClusterSpec ResolveCluster(const Config& config, const RoleRequest& request,
                                       const std::string& role);
 
-// `asgd ps`. With a training strategy: RunTrainingPsRole (cluster_run.h). With
-// algorithm.name = ps_check: serves one shard with an additive rule until a worker stops
-// the servers, or SIGINT/SIGTERM; with check_seconds > 0, also prints the pushes applied
-// so far every algorithm.check_report_every_s. Returns the exit status (ps_check: 0 once
-// the server stopped, whichever way). Throws InputError/ConfigError for bad
-// configuration.
+// `asgd ps`: a training run's shard server, RunTrainingPsRole (cluster_run.h). Returns
+// the exit status. Throws InputError/ConfigError for bad configuration.
 int RunPsRole(const Config& config, const RoleRequest& request, std::ostream& out);
 
-// `asgd worker`. With a training strategy: RunTrainingWorkerRole (cluster_run.h). With
-// algorithm.name = ps_check, each worker pushes algorithm.check_pushes deltas of small integers
-// (several in flight), all workers meet at a barrier, and each pulls the parameters and compares
-// them, element for element, with the initial values plus every worker's pushes;
-// float32 addition of small integers is exact, so any difference is a lost, repeated
-// or misplaced push. With algorithm.check_seconds > 0 (a soak), the workers instead push
-// as fast as they can for that long from a common start, print their pushes so far every
-// algorithm.check_report_every_s, and then check the sum and every shard's count of every
-// worker's pushes exactly (roles.cc explains the values pushed). Returns 0 when exact, 1
-// on a mismatch (one line naming the first differing element or count), 2 when a server
-// does not answer or answers with an error (ps_check).
+// `asgd worker`: a training run's worker, RunTrainingWorkerRole (cluster_run.h).
 int RunWorkerRole(const Config& config, const RoleRequest& request, std::ostream& out);
-
-// The ps_check values: initial parameters and worker w's push number step, as small
-// integers derived from seed. Exposed for tests.
-std::vector<float> PsCheckInitial(int64_t n, uint64_t seed);
-std::vector<float> PsCheckDelta(int64_t n, uint64_t seed, int worker, int64_t step);
 
 }  // namespace asgd::experiments

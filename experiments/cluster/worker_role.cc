@@ -17,9 +17,9 @@
 #include "experiments/config/setup.h"
 #include "experiments/config/signals.h"
 #include "experiments/record/run_core.h"
-#include "experiments/run/ps_param_client.h"
 #include "experiments/run/worker_loop.h"
 #include "models/factory.h"
+#include "transport/ps_param_client.h"
 
 namespace asgd::experiments {
 
@@ -44,8 +44,8 @@ int RunTrainingWorkerRole(const Config& config, const RoleRequest& request, std:
   co.timeout = s.timeout;
   co.curve = s.curve;
   co.chunk_bytes = s.chunk_bytes;
-  auto ps_client =
-      std::make_unique<PsParamClient>(tp::PsClient::FromCluster(context, s.spec, s.placement, co));
+  auto ps_client = std::make_unique<tp::PsParamClient>(
+      tp::PsClient::FromCluster(context, s.spec, s.placement, co));
   const tp::Status servers = ps_client->client().WaitForServers(s.timeout);
   if (!servers.ok())
     throw InputError(StrCat("worker ", w, ": the shard servers: ", servers.ToString()));
@@ -128,7 +128,7 @@ int RunTrainingWorkerRole(const Config& config, const RoleRequest& request, std:
   };
   // A request that timed out (a shard died), or a chunked push whose first chunks went to
   // the dead shard and whose rest reached its restarted successor (refused whole, nothing
-  // applied: transport/message.h, "Chunked pushes"): wait while the coordinator pauses the
+  // applied: ps/message.h, "Chunked pushes"): wait while the coordinator pauses the
   // run for the shard's restart, then go on from a fresh read of the centre. The push is
   // not sent again (it may have been applied when it timed out).
   hooks.recover = [&](const alg::Status& st) {

@@ -155,7 +155,15 @@ std::string ValidateValue(const KeySpec& spec, std::string_view raw) {
       break;
     }
   }
-  if (!ok) return spec.Expectation();
+  if (!ok) {
+    // A choice's validator may say more than "one of ..." about a value that is not one
+    // (algorithm.name = ps_check, a command now).
+    if (spec.type == KeyType::kChoice && spec.validator) {
+      std::string why = spec.validator(v);
+      if (!why.empty()) return why;
+    }
+    return spec.Expectation();
+  }
   if (spec.validator) return spec.validator(v);
   return "";
 }

@@ -51,7 +51,9 @@ struct KeySpec {
   bool min_exclusive = false;
   bool max_exclusive = false;
   bool allow_empty = false;  // lists and strings: empty value allowed
-  // Extra check on the raw text; returns "" if fine, else what was expected.
+  // Extra check on the raw text; returns "" if fine, else what was expected. A kChoice
+  // key's validator is also asked about a value outside its choices, and its answer, if
+  // not empty, replaces "one of ..." (a value that names something else now).
   std::function<std::string(std::string_view)> validator;
 
   std::string section() const;  // "algorithm"

@@ -238,13 +238,18 @@ Schema BuildSchema() {
             false));
 
   // [algorithm]
-  std::vector<std::string> names = algorithms::StrategyNames();
-  names.push_back(kPsCheck);
-  s.Add(Choice("algorithm.name", "sgd", names,
-               "the training strategy (sgd = the sequential baseline; adag = agn, dist-keras's "
-               "name; README.md lists each with its source); ps_check is not training but a "
-               "check of a deployed parameter server: workers push small integers and verify "
-               "the sum exactly"));
+  {
+    KeySpec name = Choice("algorithm.name", "sgd", algorithms::StrategyNames(),
+                          "the training strategy (sgd = the sequential baseline; adag = agn, "
+                          "dist-keras's name; README.md lists each with its source)");
+    // The check of a deployed parameter server was once this key's value; it is a command.
+    name.validator = [](std::string_view v) -> std::string {
+      return v == "ps_check" ? "a training strategy (ps_check is a command of its own now: "
+                               "`asgd ps-check ps|worker --config CONFIG`, keys in [check])"
+                             : "";
+    };
+    s.Add(std::move(name));
+  }
   s.Add(Choice("algorithm.optimizer", "sgd", {"sgd", "momentum", "nesterov", "adagrad", "adam"},
                "local optimizer used by each worker's steps"));
   s.Add(Num("algorithm.learning_rate", "0.05", 0, true, std::nullopt, false,
@@ -286,16 +291,18 @@ Schema BuildSchema() {
             "steps"));
   // The strategies' own settings, as their registry entries declare them (Strategy::settings).
   for (const algorithms::Setting* setting : algorithms::AllSettings()) s.Add(SettingKey(*setting));
-  s.Add(Int("algorithm.check_pushes", 20, 1, 1000000,
-            "ps_check: pushes each worker makes before the sum is verified", "pushes"));
-  s.Add(Num("algorithm.check_seconds", "0", 0, false, std::nullopt, false,
-            "ps_check: 0 = each worker makes check_pushes pushes; > 0 = the workers push as "
-            "fast as they can for this long (from a common start), then verify the sum and "
+
+  // [check]: `asgd ps-check`, a check of a deployed parameter server (no training).
+  s.Add(Int("check.pushes", 20, 1, 1000000,
+            "asgd ps-check: pushes each worker makes before the sum is verified", "pushes"));
+  s.Add(Num("check.seconds", "0", 0, false, std::nullopt, false,
+            "asgd ps-check: 0 = each worker makes check.pushes pushes; > 0 = the workers push "
+            "as fast as they can for this long (from a common start), then verify the sum and "
             "every shard's count of every worker's pushes exactly (a soak test)",
             "seconds"));
-  s.Add(Num("algorithm.check_report_every_s", "5", 0, true, std::nullopt, false,
-            "ps_check with check_seconds > 0: each worker prints its pushes so far and each "
-            "shard the pushes it applied, at every multiple of this on the wall clock (so "
+  s.Add(Num("check.report_every_s", "5", 0, true, std::nullopt, false,
+            "asgd ps-check with check.seconds > 0: each worker prints its pushes so far and "
+            "each shard the pushes it applied, at every multiple of this on the wall clock (so "
             "the lines of all processes fall into the same intervals)",
             "seconds"));
 

@@ -8,8 +8,4 @@ namespace asgd::experiments {
 
 const Schema& ExperimentSchema();
 
-// algorithm.name of the deployed parameter server's check (`asgd ps`/`asgd worker`): a
-// transport workload, not a strategy, so it is not in the strategy registry.
-inline constexpr const char* kPsCheck = "ps_check";
-
 }  // namespace asgd::experiments

@@ -194,18 +194,16 @@ compression::CompressionOptions BuildCompressionOptions(const Config& config) {
   compression::NewCompressor(o);  // its checks, naming the key
   if (o.name == "none") return o;
   const std::string algorithm = config.String("algorithm.name");
-  if (algorithm != kPsCheck) {
-    const algorithms::Strategy& strategy = algorithms::FindStrategy(algorithm);
-    const std::vector<std::string>& only = strategy.compressors;
-    if (strategy.supports_compression && !only.empty() &&
-        std::find(only.begin(), only.end(), o.name) == only.end()) {
-      std::string names = "none";
-      for (const std::string& n : only) names += " or " + n;
-      throw ConfigError("compression.name", o.name,
-                        internal::StrCat(names, " with algorithm.name = ", algorithm));
-    }
+  const algorithms::Strategy& strategy = algorithms::FindStrategy(algorithm);
+  const std::vector<std::string>& only = strategy.compressors;
+  if (strategy.supports_compression && !only.empty() &&
+      std::find(only.begin(), only.end(), o.name) == only.end()) {
+    std::string names = "none";
+    for (const std::string& n : only) names += " or " + n;
+    throw ConfigError("compression.name", o.name,
+                      internal::StrCat(names, " with algorithm.name = ", algorithm));
   }
-  if (algorithm == kPsCheck || !algorithms::FindStrategy(algorithm).supports_compression) {
+  if (!strategy.supports_compression) {
     std::string compressible;
     for (const algorithms::Strategy* s : algorithms::Strategies()) {
       if (s->supports_compression) compressible += (compressible.empty() ? "" : ", ") + s->name;
@@ -217,15 +215,6 @@ compression::CompressionOptions BuildCompressionOptions(const Config& config) {
                                        compressible));
   }
   return o;
-}
-
-void ApplyServerBounds(const Config& config, transport::ServerOptions* options) {
-  options->max_queued_reply_bytes =
-      static_cast<uint64_t>(config.Int("cluster.max_queued_reply_bytes"));
-  options->barrier_timeout =
-      std::chrono::milliseconds(std::llround(config.Double("cluster.barrier_timeout_s") * 1000.0));
-  options->max_barriers_per_peer = static_cast<int>(config.Int("cluster.max_barriers_per_peer"));
-  options->reply_chunk_bytes = ChunkBytes(config);
 }
 
 int64_t ChunkBytes(const Config& config) {
@@ -241,11 +230,9 @@ int64_t ChunkBytes(const Config& config) {
 
 std::vector<std::string> IgnoredAlgorithmKeys(const Config& config) {
   const std::string name = config.String("algorithm.name");
-  if (name == kPsCheck) return {};
   const std::vector<std::string>& reads = algorithms::FindStrategy(name).keys;
   std::vector<std::string> ignored;
-  // Keys only a strategy reads; the others of [algorithm] (ps_check's) are not a
-  // strategy's business.
+  // Keys only a strategy reads.
   for (const std::string& key : algorithms::AllStrategyKeys()) {
     if (config.IsExplicit(key) && !std::binary_search(reads.begin(), reads.end(), key)) {
       ignored.push_back(key);

@@ -15,7 +15,6 @@
 #include "models/device.h"
 #include "models/factory.h"
 #include "sim/options.h"
-#include "transport/shard_server.h"
 
 namespace asgd::experiments {
 
@@ -46,15 +45,9 @@ algorithms::StrategyOptions BuildStrategyOptions(const Config& config, int64_t t
 // The learning-rate schedule: algorithm.lr_decay, and with algorithm.linear_scaling the
 // factor k (the mini-batches one update aggregates) and algorithm.warmup_epochs.
 algorithms::ScheduleOptions BuildScheduleOptions(const Config& config);
-// A shard server's per-peer bounds (issue 22): cluster.max_queued_reply_bytes,
-// cluster.barrier_timeout_s and cluster.max_barriers_per_peer into `options` (the
-// server checks the budget against its shard's size when it starts), and the size of
-// its reply chunks, cluster.chunk_bytes (ChunkBytes). Every role that serves a shard
-// (ps_check's, the training ps, the one-process runner's) calls it.
-void ApplyServerBounds(const Config& config, transport::ServerOptions* options);
 // cluster.chunk_bytes, for transport::ClientOptions::chunk_bytes: 0 (never chunk) or at
 // least kMinChunkBytes, else ConfigError naming the key. Every role that builds a
-// client's options (the training worker and evaluator, ps_check's worker, the
+// client's options (the training worker and evaluator, ps-check's worker, the
 // one-process runner's clients) takes it from here.
 inline constexpr int64_t kMinChunkBytes = 65536;
 int64_t ChunkBytes(const Config& config);
@@ -66,7 +59,7 @@ int64_t ChunkBytes(const Config& config);
 compression::CompressionOptions BuildCompressionOptions(const Config& config);
 
 // The algorithm.* keys the config sets (file or --set) that its strategy does not read
-// (Strategy::keys), sorted; empty for ps_check, which is not a strategy.
+// (Strategy::keys), sorted.
 std::vector<std::string> IgnoredAlgorithmKeys(const Config& config);
 // Worker w's base learning rate: algorithm.worker_learning_rates[w], or learning_rate.
 double WorkerLearningRate(const Config& config, int worker);

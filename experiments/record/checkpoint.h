@@ -1,6 +1,6 @@
 // A run's checkpoints (issue: checkpoints and resume). In the run folder:
 //
-//   checkpoints/step-000000012345/shard-0.ckpt ...   one file per shard (transport/checkpoint.h:
+//   checkpoints/step-000000012345/shard-0.ckpt ...   one file per shard (ps/checkpoint.h:
 //                                                    values, version, the rule's state)
 //   checkpoints/step-000000012345/manifest.json      written last
 //
@@ -25,8 +25,8 @@
 #include "experiments/config/config.h"
 #include "experiments/record/metrics.h"
 #include "experiments/record/run_core.h"
-#include "transport/checkpoint.h"
-#include "transport/shard_core.h"
+#include "ps/checkpoint.h"
+#include "ps/shard_core.h"
 
 namespace asgd::experiments {
 

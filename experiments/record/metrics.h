@@ -18,7 +18,7 @@
 
 #include "core/thread_annotations.h"
 #include "experiments/record/csv.h"
-#include "transport/staleness.h"
+#include "ps/staleness.h"
 
 namespace asgd::experiments {
 

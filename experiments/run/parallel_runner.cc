@@ -29,13 +29,14 @@
 #include "experiments/record/run_dir.h"
 #include "experiments/run/evaluation.h"
 #include "experiments/run/problem.h"
-#include "experiments/run/ps_param_client.h"
+#include "experiments/run/server_bounds.h"
 #include "experiments/run/worker_loop.h"
 #include "models/factory.h"
+#include "ps/placement.h"
 #include "sim/delay_model.h"
 #include "transport/context.h"
-#include "transport/placement.h"
 #include "transport/ps_client.h"
+#include "transport/ps_param_client.h"
 #include "transport/shard_server.h"
 
 namespace asgd::experiments {
@@ -219,7 +220,7 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
     co.timeout = std::chrono::milliseconds(
         static_cast<int64_t>(config.Double("cluster.timeout_s") * 1000.0));
     co.chunk_bytes = chunk_bytes;
-    return std::make_unique<PsParamClient>(
+    return std::make_unique<tp::PsParamClient>(
         std::make_unique<tp::PsClient>(context, tp::Endpoints(servers), placement, co));
   };
   // Synchronous strategies hold workers in rounds: at the end the store is closed, so

@@ -45,11 +45,6 @@ RunResult RunExperiment(const Config& config, const RunRequest& request, std::os
   SetLogLevel(level);
 
   const auto seed = static_cast<uint64_t>(config.Int("experiment.seed"));
-  if (config.String("algorithm.name") == kPsCheck) {
-    throw ConfigError("algorithm.name", kPsCheck,
-                      "a training strategy for `asgd run`; ps_check runs as processes: "
-                      "`asgd ps` and `asgd worker`");
-  }
   (void)BuildCompressionOptions(config);  // refuses what cannot be compressed (sgd)
   // A simulated run refuses the strategies it cannot simulate (the collective ones too).
   if (config.String("cluster.transport") == "sim") return RunSimulated(config, request, out);

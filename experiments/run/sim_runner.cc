@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "algorithms/schedule.h"
-#include "algorithms/sim_store.h"
 #include "algorithms/strategy.h"
 #include "core/aligned.h"
 #include "core/check.h"
@@ -25,12 +24,13 @@
 #include "experiments/run/evaluation.h"
 #include "experiments/run/problem.h"
 #include "experiments/run/worker_loop.h"
+#include "ps/placement.h"
 #include "sim/core_pool.h"
 #include "sim/delay_model.h"
 #include "sim/network_model.h"
 #include "sim/options.h"
 #include "sim/scheduler.h"
-#include "transport/placement.h"
+#include "sim/sim_store.h"
 
 namespace asgd::experiments {
 namespace {
@@ -116,7 +116,7 @@ RunResult RunSimulated(const Config& config, const RunRequest& request, std::ost
   sim::NetworkModel network(sim_options.network, workers, num_shards);
   sim::DelayModel delay(sim_options.delay, workers, DeriveSeed(problem.seed, "delay"));
   sim::CorePool cores(sim_options.cores);
-  alg::SimStore store(
+  sim::SimStore store(
       &sched, &network, placement, initial,
       [&](uint32_t s) { return strategy.server_rule(problem.strategy_options, s); }, &staleness);
   const Clock& clock = store.clock();
@@ -176,7 +176,7 @@ RunResult RunSimulated(const Config& config, const RunRequest& request, std::ost
     loops.push_back(std::make_unique<WorkerLoop>(std::move(ws)));
     const alg::CompressingClient* compressing = nullptr;
     clients.push_back(
-        CompressPushes(std::make_unique<alg::SimParamClient>(&store, static_cast<uint32_t>(w)),
+        CompressPushes(std::make_unique<sim::SimParamClient>(&store, static_cast<uint32_t>(w)),
                        compression, problem.seed, w, &compressing));
     compressing_clients.push_back(compressing);
   }

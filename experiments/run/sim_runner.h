@@ -2,7 +2,7 @@
 // cluster.shards shard servers in one OS thread, in virtual time. Each worker is a task
 // of a sim::Scheduler running the real worker loop (WorkerLoop, the strategy's worker
 // rule) against a SimParamClient; the shards are a SimStore running the strategy's real
-// server rules (algorithms/sim_store.h). Gradients are computed for real on real data;
+// server rules (sim/sim_store.h). Gradients are computed for real on real data;
 // only time is simulated: after each gradient the worker sleeps the step time of the
 // delay model ([delay]: measured CPU time x scale, constant, or a distribution, with
 // stragglers and pauses), and every store call travels the network model ([network]).

@@ -10,8 +10,8 @@
 #include "core/check.h"
 #include "core/rng.h"
 #include "datasets/sampler.h"
+#include "ps/status.h"
 #include "sim/delay_model.h"
-#include "transport/status.h"
 
 namespace asgd::experiments {
 

@@ -11,8 +11,8 @@
 
 #include "algorithms/memory_store.h"
 #include "core/rng.h"
+#include "ps/server_rule.h"
 #include "tests/algorithms/strategy_harness.h"
-#include "transport/server_rule.h"
 
 namespace asgd::algorithms {
 namespace {

@@ -11,8 +11,8 @@
 
 #include "algorithms/strategy.h"
 #include "core/clock.h"
-#include "transport/shard_core.h"
-#include "transport/staleness.h"
+#include "ps/shard_core.h"
+#include "ps/staleness.h"
 
 namespace asgd::algorithms {
 namespace {

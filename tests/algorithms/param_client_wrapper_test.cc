@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "algorithms/memory_store.h"
-#include "transport/server_rule.h"
+#include "ps/server_rule.h"
 
 namespace asgd::algorithms {
 namespace {

@@ -21,7 +21,7 @@
 #include "algorithms/memory_store.h"
 #include "algorithms/optimizer.h"
 #include "algorithms/strategy.h"
-#include "transport/staleness.h"
+#include "ps/staleness.h"
 
 namespace asgd::algorithms::testing {
 

@@ -17,7 +17,7 @@
 #include "algorithms/strategy.h"
 #include "core/clock.h"
 #include "core/error.h"
-#include "transport/shard_core.h"
+#include "ps/shard_core.h"
 
 namespace asgd::algorithms {
 namespace {

@@ -53,7 +53,8 @@ std::string SyntheticConfig(const testing::TempDir& dir, const std::string& extr
 
 TEST(Cli, HelpAndVersionSucceed) {
   for (const auto& args : std::vector<std::vector<std::string>>{
-           {"--help"}, {"help"}, {"run", "--help"}, {"data", "--help"}, {"version"}}) {
+           {"--help"}, {"help"}, {"run", "--help"}, {"data", "--help"}, {"ps-check", "--help"},
+           {"version"}}) {
     CliResult r = RunCli(args);
     EXPECT_EQ(r.status, kExitOk) << args[0];
     EXPECT_FALSE(r.out.empty());
@@ -62,6 +63,43 @@ TEST(Cli, HelpAndVersionSucceed) {
   CliResult keys = RunCli({"run", "--help-config"});
   EXPECT_EQ(keys.status, kExitOk);
   EXPECT_THAT(keys.out, AllOf(HasSubstr("learning_rate"), HasSubstr("[algorithm]")));
+}
+
+// `asgd ps-check` is a command with its own help; algorithm.name = ps_check, what it was
+// before, is refused by every command that reads a config, in one line naming it.
+TEST(Cli, PsCheckIsACommandAndNoLongerAnAlgorithmName) {
+  CliResult r = RunCli({"ps-check", "--help"});
+  EXPECT_EQ(r.status, kExitOk) << r.err;
+  EXPECT_THAT(r.out, AllOf(HasSubstr("asgd ps-check ps"), HasSubstr("asgd ps-check worker"),
+                           HasSubstr("[check]")));
+  for (const std::string role : {"ps", "worker"}) {
+    r = RunCli({"ps-check", role, "--help"});
+    EXPECT_EQ(r.status, kExitOk) << r.err;
+    EXPECT_THAT(r.out, AllOf(HasSubstr("usage: asgd ps-check " + role), HasSubstr("--task")));
+  }
+  r = RunCli({"ps-check"});
+  EXPECT_EQ(r.status, kExitBadInput);
+  r = RunCli({"ps-check", "coordinator", "--config", "x.ini"});
+  EXPECT_EQ(r.status, kExitBadInput);
+  EXPECT_TRUE(OneLine(r.err)) << r.err;
+  EXPECT_THAT(r.err, AllOf(HasSubstr("coordinator"), HasSubstr("ps or worker")));
+  r = RunCli({"ps-check", "ps"});
+  EXPECT_EQ(r.status, kExitBadInput);
+  EXPECT_THAT(r.err, HasSubstr("asgd ps-check ps --help"));
+
+  testing::TempDir dir;
+  const std::string path = SyntheticConfig(dir);
+  for (const auto& command : std::vector<std::vector<std::string>>{
+           {"run", path}, {"launch", path}, {"ps", "--config", path, "--task", "0"},
+           {"worker", "--config", path, "--task", "0"}}) {
+    std::vector<std::string> args = command;
+    args.insert(args.end(), {"--set", "algorithm.name=ps_check"});
+    r = RunCli(args);
+    EXPECT_EQ(r.status, kExitBadInput) << command[0];
+    EXPECT_TRUE(OneLine(r.err)) << r.err;
+    EXPECT_THAT(r.err, AllOf(HasSubstr("algorithm.name"), HasSubstr("asgd ps-check")));
+  }
+  EXPECT_FALSE(fs::exists(dir.File("runs")));
 }
 
 TEST(Cli, UnknownCommandAndOptionAreBadInput) {

@@ -54,7 +54,7 @@ TEST(Config, EveryStrategyReadsSchemaKeysAndIsAChoice) {
 }
 
 // A key the chosen strategy does not read is reported (the issue's known cases), a key it
-// reads or a key left at its default is not, and ps_check (not a strategy) reports none.
+// reads or a key left at its default is not.
 TEST(Config, IgnoredAlgorithmKeysAreTheSetKeysTheStrategyDoesNotRead) {
   auto ignored = [](const std::string& ini) {
     return IgnoredAlgorithmKeys(Config::FromString(ini, {}, ExperimentSchema()));
@@ -70,8 +70,31 @@ TEST(Config, IgnoredAlgorithmKeysAreTheSetKeysTheStrategyDoesNotRead) {
   EXPECT_EQ(ignored("[algorithm]\nname = aeamsgd\nweight_decay = 0.1\nmomentum = 0.5\n"),
             V{"algorithm.weight_decay"});
   EXPECT_EQ(ignored("[algorithm]\nname = sgd\nlearning_rate = 0.1\n"), V{});
-  EXPECT_EQ(ignored("[algorithm]\nname = ps_check\nwindow = 3\n"), V{});
   EXPECT_EQ(ignored("[algorithm]\nname = adag\nssp_bound = 2\n"), V{"algorithm.ssp_bound"});
+}
+
+// Every value algorithm.name takes is a strategy of the registry (issue 32: ps_check, the
+// check of a deployed parameter server, is the command `asgd ps-check`); the old value is
+// refused in one line that names the command.
+TEST(Config, AlgorithmNameIsAStrategyAndPsCheckPointsToItsCommand) {
+  const KeySpec* name = ExperimentSchema().Find("algorithm.name");
+  ASSERT_NE(name, nullptr);
+  EXPECT_EQ(name->choices, algorithms::StrategyNames());
+  try {
+    (void)Config::FromString("[algorithm]\nname = ps_check\n", {}, ExperimentSchema());
+    ADD_FAILURE() << "algorithm.name = ps_check was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key(), "algorithm.name");
+    EXPECT_THAT(e.what(), HasSubstr("asgd ps-check"));
+    EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
+  }
+  // Any other stranger still gets the list of strategies.
+  try {
+    (void)Config::FromString("[algorithm]\nname = sgdd\n", {}, ExperimentSchema());
+    ADD_FAILURE() << "algorithm.name = sgdd was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_THAT(e.what(), AllOf(HasSubstr("one of"), HasSubstr("async_sgd")));
+  }
 }
 
 TEST(Config, ReadsTypedValuesAndOverridesWin) {

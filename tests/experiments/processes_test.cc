@@ -44,7 +44,7 @@ std::string CheckConfig(const testing::TempDir& dir, const std::string& cluster)
                          "[experiment]\nseed = 3\nlog_level = warning\n"
                          "[data]\ndataset = synthetic\nsynthetic_features = 20\n"
                          "synthetic_classes = 3\n[model]\nname = mlp\nhidden = 40,24\n"
-                         "[algorithm]\nname = ps_check\ncheck_pushes = 25\n"
+                         "[check]\npushes = 25\n"
                          "[cluster]\n" +
                              cluster);
   return path;
@@ -60,14 +60,14 @@ void RunCluster(const testing::TempDir& dir, const std::string& config,
                 const std::vector<std::vector<std::string>>& worker_env, bool pass_task) {
   std::vector<std::unique_ptr<Subprocess>> ps, workers;
   for (int i = 0; i < 2; ++i) {
-    std::vector<std::string> argv = {kAsgd, "ps", "--config", config};
+    std::vector<std::string> argv = {kAsgd, "ps-check", "ps", "--config", config};
     if (pass_task) argv.insert(argv.end(), {"--task", std::to_string(i)});
     std::vector<std::string> env = {kToken};
     if (!ps_env.empty()) env.push_back(ps_env[static_cast<std::size_t>(i)]);
     ps.push_back(std::make_unique<Subprocess>(argv, dir.File("ps" + std::to_string(i)), env));
   }
   for (int i = 0; i < 3; ++i) {
-    std::vector<std::string> argv = {kAsgd, "worker", "--config", config};
+    std::vector<std::string> argv = {kAsgd, "ps-check", "worker", "--config", config};
     if (pass_task) argv.insert(argv.end(), {"--task", std::to_string(i)});
     std::vector<std::string> env;
     if (!worker_env.empty()) env = worker_env[static_cast<std::size_t>(i)];
@@ -128,7 +128,7 @@ std::pair<int64_t, int> SumMatches(const std::string& text, const std::string& p
   return {sum, matches};
 }
 
-// ps_check's timed mode (what benchmarks/soak.py runs for 10 minutes): 2 workers push to
+// ps-check's timed mode (what benchmarks/soak.py runs for 10 minutes): 2 workers push to
 // 2 shards over tcp for 2 s. The sum is exact, every shard counted every worker's pushes
 // exactly (checked by the workers), each shard's pushes applied equal the workers' pushes
 // summed, and both sides printed progress lines.
@@ -139,10 +139,11 @@ TEST(Processes, TimedCheckOverTcpCountsEveryPushOnBothSides) {
       dir,
       ::asgd::internal::StrCat("placement = even\nps = 127.0.0.1:", port, ",127.0.0.1:", port + 1,
                                "\nworker = 127.0.0.1:", port + 2, ",127.0.0.1:", port + 3, "\n"));
-  const std::vector<std::string> timed = {"--set", "algorithm.check_seconds=2", "--set",
-                                          "algorithm.check_report_every_s=0.5"};
+  const std::vector<std::string> timed = {"--set", "check.seconds=2", "--set",
+                                          "check.report_every_s=0.5"};
   auto start = [&](const std::string& role, int i) {
-    std::vector<std::string> argv = {kAsgd, role, "--config", config, "--task", std::to_string(i)};
+    std::vector<std::string> argv = {kAsgd,    "ps-check",       role, "--config", config,
+                                     "--task", std::to_string(i)};
     argv.insert(argv.end(), timed.begin(), timed.end());
     return std::make_unique<Subprocess>(argv, dir.File(role + std::to_string(i)),
                                         std::vector<std::string>{kToken});
@@ -178,7 +179,7 @@ TEST(Processes, TimedCheckOverTcpCountsEveryPushOnBothSides) {
 
 // Issue 22 item 6: a shard server on every interface (bind_host = *) without CURVE
 // refuses to start, in one line naming the key that would allow it, exit 2 — both the
-// standalone ps_check server and a training run's shard.
+// standalone `asgd ps-check ps` server and a training run's shard.
 TEST(Processes, PlainTcpOnEveryInterfaceIsRefusedUnlessAllowed) {
   testing::TempDir dir;
   const int port = BasePort(1) + 7;
@@ -186,11 +187,12 @@ TEST(Processes, PlainTcpOnEveryInterfaceIsRefusedUnlessAllowed) {
       CheckConfig(dir, ::asgd::internal::StrCat("bind_host = *\nps = 127.0.0.1:", port,
                                                 "\nworker = 127.0.0.1:", port + 1,
                                                 "\ncoordinator = 127.0.0.1:", port + 2, "\n"));
-  for (const std::string algorithm : {"ps_check", "async_sgd"}) {
-    SCOPED_TRACE(algorithm);
-    Subprocess ps(
-        {kAsgd, "ps", "--config", config, "--task", "0", "--set", "algorithm.name=" + algorithm},
-        dir.File("ps-" + algorithm));
+  for (const bool check : {true, false}) {
+    SCOPED_TRACE(check ? "ps-check ps" : "ps");
+    std::vector<std::string> argv = {kAsgd, "ps", "--config", config, "--task", "0"};
+    if (check) argv.insert(argv.begin() + 1, "ps-check");
+    if (!check) argv.insert(argv.end(), {"--set", "algorithm.name=async_sgd"});
+    Subprocess ps(argv, dir.File(check ? "ps-check" : "ps"));
     const auto status = ps.Wait(kProcessTimeout);
     ASSERT_TRUE(status.has_value());
     EXPECT_EQ(*status, 2);
@@ -207,9 +209,9 @@ TEST(Processes, WorkerWithoutServersIsOneLineAndExitTwo) {
   const std::string config = CheckConfig(
       dir,
       ::asgd::internal::StrCat("ps = 127.0.0.1:", port, "\nworker = 127.0.0.1:", port + 1, "\n"));
-  Subprocess worker(
-      {kAsgd, "worker", "--config", config, "--set", "cluster.timeout_s=0.5", "--task", "0"},
-      dir.File("worker"));
+  Subprocess worker({kAsgd, "ps-check", "worker", "--config", config, "--set",
+                     "cluster.timeout_s=0.5", "--task", "0"},
+                    dir.File("worker"));
   const auto status = worker.Wait(kProcessTimeout);
   ASSERT_TRUE(status.has_value());
   EXPECT_EQ(*status, 2);
@@ -223,7 +225,7 @@ TEST(Processes, PsStopsCleanlyOnSigterm) {
   testing::TempDir dir;
   const std::string config = CheckConfig(
       dir, "ps = ipc://" + dir.File("ps.sock") + "\nworker = ipc://" + dir.File("w.sock") + "\n");
-  Subprocess ps({kAsgd, "ps", "--config", config, "--task", "0"}, dir.File("ps"));
+  Subprocess ps({kAsgd, "ps-check", "ps", "--config", config, "--task", "0"}, dir.File("ps"));
   for (int i = 0; i < 500 && ps.Output().find("serving") == std::string::npos; ++i) {
     std::this_thread::sleep_for(20ms);
   }
@@ -254,17 +256,17 @@ int64_t BoundsCounter(const std::string& text, const std::string& key) {
   return std::stoll(text.substr(at + key.size() + 2));
 }
 
-// Issue 22 item 6: ps_check's worker 0 stops its servers with the run's token; a worker
+// Issue 22 item 6: ps-check's worker 0 stops its servers with the run's token; a worker
 // with another token cannot stop them (its stop is refused and it says so, exit 2), and
 // the server serves on until SIGTERM.
 TEST(Processes, StopWithoutTheRunsTokenIsRefused) {
   testing::TempDir dir;
   const std::string config = CheckConfig(
       dir, "ps = ipc://" + dir.File("ps.sock") + "\nworker = ipc://" + dir.File("w.sock") + "\n");
-  Subprocess ps({kAsgd, "ps", "--config", config, "--task", "0"}, dir.File("ps"),
+  Subprocess ps({kAsgd, "ps-check", "ps", "--config", config, "--task", "0"}, dir.File("ps"),
                 {"ASGD_RUN_TOKEN=the-servers-token"});
-  Subprocess worker({kAsgd, "worker", "--config", config, "--task", "0"}, dir.File("worker"),
-                    {"ASGD_RUN_TOKEN=another-token"});
+  Subprocess worker({kAsgd, "ps-check", "worker", "--config", config, "--task", "0"},
+                    dir.File("worker"), {"ASGD_RUN_TOKEN=another-token"});
   const auto worker_status = worker.Wait(kProcessTimeout);
   ASSERT_TRUE(worker_status.has_value()) << worker.Output();
   EXPECT_EQ(*worker_status, 2) << worker.Output();
@@ -282,7 +284,7 @@ TEST(Processes, StopWithoutTheRunsTokenIsRefused) {
 }
 
 // Issue 22, against both `ps` roles (tests/transport/bounds_test.cc covers the
-// ShardServer itself): the shard of an async_sgd run (with its coordinator) and ps_check's
+// ShardServer itself): the shard of an async_sgd run (with its coordinator) and ps-check's
 // standalone shard, each with a raw ZeroMQ peer as the hostile client. The shard binds
 // every interface (bind_host = *) with cluster.allow_plain_remote = true: the key lets a
 // plain server start off loopback (PlainTcpOnEveryInterfaceIsRefusedUnlessAllowed shows
@@ -292,8 +294,9 @@ TEST(Processes, StopWithoutTheRunsTokenIsRefused) {
 // (shard unchanged), a stop without the run's token is refused, and pull replies the
 // peer never reads stay within cluster.max_queued_reply_bytes (counted, RSS bounded); the
 // ps role's last line reports those counters.
-void CheckPsRefusesAndBoundsWhatAPeerSends(const std::string& algorithm, int port) {
-  SCOPED_TRACE(algorithm);
+// training: an async_sgd run's ps (`asgd ps`); else `asgd ps-check ps`.
+void CheckPsRefusesAndBoundsWhatAPeerSends(bool training, int port) {
+  SCOPED_TRACE(training ? "asgd ps" : "asgd ps-check ps");
   testing::TempDir dir;
   constexpr int64_t kBudget = 64 << 10;
   const std::string config = dir.File("train.ini");
@@ -302,20 +305,21 @@ void CheckPsRefusesAndBoundsWhatAPeerSends(const std::string& algorithm, int por
                   "[experiment]\nname = bounds\nlog_level = warning\nout_dir = ", dir.File("runs"),
                   "\n[data]\ndataset = synthetic\nsynthetic_train = 500\nsynthetic_test = 100\n"
                   "synthetic_classes = 3\nsynthetic_features = 16\n[model]\nname = mlp\n"
-                  "hidden = 256\n[algorithm]\nname = ",
-                  algorithm, "\nworkers = 1\n[cluster]\ncoordinator = 127.0.0.1:", port,
-                  "\nps = 127.0.0.1:", port + 1, "\nworker = 127.0.0.1:", port + 2,
+                  "hidden = 256\n[algorithm]\nname = async_sgd\nworkers = 1\n"
+                  "[cluster]\ncoordinator = 127.0.0.1:",
+                  port, "\nps = 127.0.0.1:", port + 1, "\nworker = 127.0.0.1:", port + 2,
                   "\ntimeout_s = 30\nbind_host = *\nallow_plain_remote = true\n"
                   "max_queued_reply_bytes = ",
                   kBudget, "\n"));
   const std::vector<std::string> env = {"ASGD_RUN_TOKEN=the-runs-token"};
-  // The training ps registers with the coordinator before it serves; ps_check's has none.
-  const bool training = algorithm != "ps_check";
+  // The training ps registers with the coordinator before it serves; ps-check's has none.
   std::optional<Subprocess> coordinator;
   if (training)
     coordinator.emplace(std::vector<std::string>{kAsgd, "coordinator", "--config", config},
                         dir.File("coordinator"), env);
-  Subprocess ps({kAsgd, "ps", "--config", config, "--task", "0"}, dir.File("ps"), env);
+  std::vector<std::string> ps_argv = {kAsgd, "ps", "--config", config, "--task", "0"};
+  if (!training) ps_argv.insert(ps_argv.begin() + 1, "ps-check");
+  Subprocess ps(ps_argv, dir.File("ps"), env);
   for (int i = 0; i < 500 && ps.Output().find("serving") == std::string::npos; ++i) {
     std::this_thread::sleep_for(20ms);
   }
@@ -402,11 +406,11 @@ void CheckPsRefusesAndBoundsWhatAPeerSends(const std::string& algorithm, int por
 }
 
 TEST(Processes, TrainingPsRefusesAndBoundsWhatAPeerSends) {
-  CheckPsRefusesAndBoundsWhatAPeerSends("async_sgd", BasePort(1) + 20);
+  CheckPsRefusesAndBoundsWhatAPeerSends(/*training=*/true, BasePort(1) + 20);
 }
 
 TEST(Processes, PsCheckPsRefusesAndBoundsWhatAPeerSends) {
-  CheckPsRefusesAndBoundsWhatAPeerSends("ps_check", BasePort(1) + 25);
+  CheckPsRefusesAndBoundsWhatAPeerSends(/*training=*/false, BasePort(1) + 25);
 }
 
 // A worker whose model differs from the servers' learns it when it registers.
@@ -414,10 +418,10 @@ TEST(Processes, MismatchedModelIsDetectedAtRegistration) {
   testing::TempDir dir;
   const std::string config = CheckConfig(
       dir, "ps = ipc://" + dir.File("ps.sock") + "\nworker = ipc://" + dir.File("w.sock") + "\n");
-  Subprocess ps({kAsgd, "ps", "--config", config, "--task", "0"}, dir.File("ps"));
-  Subprocess worker(
-      {kAsgd, "worker", "--config", config, "--task", "0", "--set", "model.hidden=40,25"},
-      dir.File("worker"));
+  Subprocess ps({kAsgd, "ps-check", "ps", "--config", config, "--task", "0"}, dir.File("ps"));
+  Subprocess worker({kAsgd, "ps-check", "worker", "--config", config, "--task", "0", "--set",
+                     "model.hidden=40,25"},
+                    dir.File("worker"));
   const auto status = worker.Wait(kProcessTimeout);
   ASSERT_TRUE(status.has_value());
   EXPECT_EQ(*status, 2) << worker.Output();

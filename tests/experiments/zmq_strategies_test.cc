@@ -18,11 +18,11 @@
 #include <gtest/gtest.h>
 
 #include "core/param_layout.h"
-#include "experiments/run/ps_param_client.h"
+#include "ps/checkpoint.h"
+#include "ps/placement.h"
 #include "tests/algorithms/strategy_harness.h"
-#include "transport/checkpoint.h"
 #include "transport/context.h"
-#include "transport/placement.h"
+#include "transport/ps_param_client.h"
 #include "transport/shard_server.h"
 
 namespace asgd::experiments {
@@ -83,7 +83,7 @@ struct ZmqRun {
         tp::ClientOptions co;
         co.id = static_cast<uint32_t>(w);
         co.timeout = std::chrono::seconds(20);
-        PsParamClient client(
+        tp::PsParamClient client(
             std::make_unique<tp::PsClient>(context, tp::Endpoints(servers), placement, co));
         auto optimizer = alg::testing::MakeOptimizer("sgd");
         alg::WorkerEnv env;
@@ -246,7 +246,7 @@ TEST(ZmqBackupWorkers, EveryPushIsAppliedInARoundOrDropped) {
       tp::ClientOptions co;
       co.id = static_cast<uint32_t>(w);
       co.timeout = std::chrono::seconds(20);
-      PsParamClient client(
+      tp::PsParamClient client(
           std::make_unique<tp::PsClient>(context, tp::Endpoints(servers), placement, co));
       const Quadratic q(kDim, static_cast<float>(w));
       auto opt = alg::testing::MakeOptimizer("sgd");
@@ -346,7 +346,7 @@ TEST_P(CheckpointRestore, ContinuesBitForBit) {
   };
   struct Worker {
     std::unique_ptr<Quadratic> data;
-    std::unique_ptr<PsParamClient> client;  // kept across the restart: it reconnects
+    std::unique_ptr<tp::PsParamClient> client;  // kept across the restart: it reconnects
     std::unique_ptr<alg::Optimizer> optimizer = alg::testing::MakeOptimizer("sgd");
     std::unique_ptr<alg::WorkerRule> rule;
     alg::WorkerEnv env;
@@ -360,7 +360,7 @@ TEST_P(CheckpointRestore, ContinuesBitForBit) {
       tp::ClientOptions co;
       co.id = static_cast<uint32_t>(i);
       co.timeout = std::chrono::seconds(20);
-      w->client = std::make_unique<PsParamClient>(
+      w->client = std::make_unique<tp::PsParamClient>(
           std::make_unique<tp::PsClient>(context, tp::Endpoints(servers), placement, co));
       w->rule = strategy.worker_rule(so);
       w->env.worker = i;

@@ -1,4 +1,4 @@
-// libFuzzer target over the shard-checkpoint decoder (transport/checkpoint.h).
+// libFuzzer target over the shard-checkpoint decoder (ps/checkpoint.h).
 // DecodeShardCheckpoint must never crash, read outside the bytes or allocate more than
 // they hold, and may throw only DataError (one line naming the file); a checkpoint it
 // accepts must encode back to exactly the bytes it came from.
@@ -22,8 +22,8 @@
 
 #include "core/error.h"
 #include "core/sha256.h"
+#include "ps/checkpoint.h"
 #include "tests/fuzz/fuzz_util.h"
-#include "transport/checkpoint.h"
 
 namespace asgd::transport {
 namespace {

@@ -1,4 +1,4 @@
-// libFuzzer target over the wire decoder (transport/message.h). DecodeHeader and
+// libFuzzer target over the wire decoder (ps/message.h). DecodeHeader and
 // DecodeMessage must never crash, throw or read outside a frame, and whatever they accept
 // must satisfy what message.h promises: every field in range, the lengths consistent with
 // each other and with the frames, the range inside the shard, and a header that survives
@@ -33,7 +33,7 @@
 
 #include "compression/compressor.h"
 #include "core/rng.h"
-#include "transport/message.h"
+#include "ps/message.h"
 
 namespace asgd::transport {
 namespace {

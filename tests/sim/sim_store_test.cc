@@ -1,7 +1,7 @@
-// The simulated store and client (algorithms/sim_store.h) under the real worker and
+// The simulated store and client (sim/sim_store.h) under the real worker and
 // server rules: closed forms of virtual time and staleness, the SSP bound at every step,
 // and equivalence with the MemoryStore (issue 13, validation).
-#include "algorithms/sim_store.h"
+#include "sim/sim_store.h"
 
 #include <algorithm>
 #include <functional>
@@ -17,15 +17,17 @@
 #include "algorithms/strategy.h"
 #include "compression/compressor.h"
 #include "core/rng.h"
+#include "ps/placement.h"
+#include "ps/staleness.h"
 #include "sim/network_model.h"
 #include "sim/scheduler.h"
 #include "tests/algorithms/strategy_harness.h"
-#include "transport/placement.h"
-#include "transport/staleness.h"
 
 namespace asgd::algorithms {
 namespace {
 
+using sim::SimParamClient;
+using sim::SimStore;
 using std::chrono::milliseconds;
 using testing::kDim;
 using testing::kInit;

@@ -11,7 +11,7 @@
 #include <gtest/gtest.h>
 #include <zmq.hpp>
 
-#include "transport/message.h"
+#include "ps/message.h"
 #include "transport/zmq_util.h"
 
 namespace asgd::testing {

@@ -20,9 +20,9 @@
 
 #include "core/error.h"
 #include "core/param_layout.h"
+#include "ps/message.h"
 #include "tests/support/raw_peer.h"
 #include "transport/curve.h"
-#include "transport/message.h"
 #include "transport/ps_client.h"
 #include "transport/shard_server.h"
 #include "transport/zmq_util.h"

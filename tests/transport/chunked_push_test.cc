@@ -20,12 +20,12 @@
 
 #include "core/check.h"
 #include "core/param_layout.h"
-#include "transport/message.h"
-#include "transport/placement.h"
+#include "ps/message.h"
+#include "ps/placement.h"
+#include "tests/transport/chunk_test_util.h"
 #include "transport/ps_client.h"
 #include "transport/shard_server.h"
 #include "transport/zmq_util.h"
-#include "tests/transport/chunk_test_util.h"
 
 namespace asgd::transport {
 namespace {

@@ -19,9 +19,9 @@
 
 #include "core/error.h"
 #include "core/param_layout.h"
+#include "ps/message.h"
+#include "ps/placement.h"
 #include "tests/transport/chunk_test_util.h"
-#include "transport/message.h"
-#include "transport/placement.h"
 #include "transport/ps_client.h"
 #include "transport/shard_server.h"
 #include "transport/zmq_util.h"

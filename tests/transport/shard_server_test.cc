@@ -23,7 +23,7 @@
 #include "compression/compressor.h"
 #include "core/check.h"
 #include "core/rng.h"
-#include "transport/message.h"
+#include "ps/message.h"
 #include "transport/zmq_util.h"
 
 namespace asgd::transport {
