@@ -33,8 +33,8 @@ namespace {
 using ::testing::HasSubstr;
 namespace fs = std::filesystem;
 
-using testing::kPython;
-using testing::PythonHasTorch;
+using ::asgd::testing::kPython;
+using ::asgd::testing::PythonHasTorch;
 
 #define REQUIRE_TORCH()                                                            \
   do {                                                                             \

@@ -38,8 +38,8 @@ using testing::PerturbedParams;
 using testing::RelativeError;
 using testing::SmallCnn;
 
-using testing::kPython;
-using testing::PythonHasTorch;
+using ::asgd::testing::kPython;
+using ::asgd::testing::PythonHasTorch;
 
 #define REQUIRE_TORCH_PYTHON()                                                   \
   do {                                                                           \
