@@ -76,6 +76,11 @@ std::string UnknownKeyMessage(std::string_view name, const Schema& schema) {
 
 }  // namespace
 
+void Schema::Retire(RetiredKey key) {
+  ASGD_CHECK(Find(key.name) == nullptr, "a retired key that is a key");
+  retired_.push_back(std::move(key));
+}
+
 std::string KeySpec::section() const { return name.substr(0, name.find('.')); }
 std::string KeySpec::key() const { return name.substr(name.find('.') + 1); }
 
@@ -236,6 +241,9 @@ Config Config::FromString(std::string_view ini, const std::vector<std::string>& 
   for (const auto& k : schema.keys()) {
     desc.add_options()(k.name.c_str(), po::value<std::string>());
   }
+  for (const auto& r : schema.retired()) {
+    desc.add_options()(r.name.c_str(), po::value<std::string>());
+  }
   po::variables_map vm;
   std::istringstream in{std::string(ini)};
   try {
@@ -251,7 +259,15 @@ Config Config::FromString(std::string_view ini, const std::vector<std::string>& 
     throw ConfigError(source + ": " + ForMessage(e.what()));
   }
   for (const auto& [name, value] : vm) {
-    cfg.Set(name, value.as<std::string>());
+    const auto retired =
+        std::find_if(schema.retired().begin(), schema.retired().end(),
+                     [&](const Schema::RetiredKey& r) { return r.name == name; });
+    if (retired == schema.retired().end()) {
+      cfg.Set(name, value.as<std::string>());
+    } else if (Trim(value.as<std::string>()) != retired->old_default) {
+      throw ConfigError(name, value.as<std::string>(),
+                        "no such key any more (" + retired->instead + ")");
+    }
   }
   for (const auto& o : overrides) cfg.ApplyOverride(o);
   return cfg;

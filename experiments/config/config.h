@@ -74,8 +74,21 @@ class Schema {
   // Every key with default, type/unit and description, grouped by section.
   std::string Help() const;
 
+  // A key an earlier asgd had and this one dropped. A config that gives it its old default
+  // (as every config.ini an earlier run wrote does) loads as if it were absent, so old run
+  // folders still rerun and resume; any other value is a ConfigError naming `instead`,
+  // what replaced it. REQUIRES: name not a key of the schema.
+  struct RetiredKey {
+    std::string name;
+    std::string old_default;
+    std::string instead;
+  };
+  void Retire(RetiredKey key);
+  const std::vector<RetiredKey>& retired() const { return retired_; }
+
  private:
   std::vector<KeySpec> keys_;
+  std::vector<RetiredKey> retired_;
   std::map<std::string, std::size_t, std::less<>> index_;
 };
 

@@ -4,6 +4,9 @@
 // algorithms/settings.h) and added here from the registry.
 #include "experiments/config/config_keys.h"
 
+#include <string>
+#include <tuple>
+
 #include "algorithms/strategy.h"
 #include "compression/compressor.h"
 #include "core/strings.h"
@@ -305,6 +308,18 @@ Schema BuildSchema() {
             "each shard the pushes it applied, at every multiple of this on the wall clock (so "
             "the lines of all processes fall into the same intervals)",
             "seconds"));
+  // What [check] replaced: the config.ini of every run before it lists them at these
+  // defaults.
+  for (const auto& [old, now, value] :
+       {std::tuple{"algorithm.check_pushes", "check.pushes", "20"},
+        std::tuple{"algorithm.check_seconds", "check.seconds", "0"},
+        std::tuple{"algorithm.check_report_every_s", "check.report_every_s", "5"}}) {
+    s.Retire({old, value, std::string("asgd ps-check reads ") + now});
+  }
+  // The simulated server's cost per byte became a cost per element it touches.
+  s.Retire({"network.server_ns_per_byte", "(preset)",
+            "the simulated server is charged per element it reads or writes: "
+            "network.server_ns_per_element"});
 
   // [cluster]
   s.Add(Str("cluster.ps", "",

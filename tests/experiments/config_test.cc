@@ -97,6 +97,33 @@ TEST(Config, AlgorithmNameIsAStrategyAndPsCheckPointsToItsCommand) {
   }
 }
 
+// The config.ini of a run made before [check] lists the retired algorithm.check_* keys at
+// their defaults: it still loads (an old run folder reruns and resumes). A value other than
+// the old default is an error naming what replaced the key.
+TEST(Config, RetiredKeysAtTheirOldDefaultsLoadAndOthersAreRefused) {
+  const Config c = Config::FromString(
+      "[algorithm]\nname = downpour\ncheck_pushes = 20\ncheck_seconds = 0\n"
+      "check_report_every_s = 5\n",
+      {}, ExperimentSchema());
+  EXPECT_EQ(c.String("algorithm.name"), "downpour");
+  EXPECT_EQ(ExperimentSchema().Find("algorithm.check_pushes"), nullptr);
+  (void)Config::FromString("[network]\nserver_ns_per_byte = (preset)\n", {}, ExperimentSchema());
+  try {
+    (void)Config::FromString("[network]\nserver_ns_per_byte = 3\n", {}, ExperimentSchema());
+    ADD_FAILURE() << "server_ns_per_byte = 3 was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("network.server_ns_per_element"));
+  }
+  try {
+    (void)Config::FromString("[algorithm]\ncheck_seconds = 600\n", {}, ExperimentSchema());
+    ADD_FAILURE() << "a retired key with a value of its own was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key(), "algorithm.check_seconds");
+    EXPECT_THAT(e.what(), HasSubstr("check.seconds"));
+    EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
+  }
+}
+
 TEST(Config, ReadsTypedValuesAndOverridesWin) {
   Config c = Config::FromString(
       "[algorithm]\nlearning_rate = 0.5\nbatch_size = 32\n[model]\nhidden = 10,20\n"
