@@ -8,8 +8,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gmock/gmock.h>
@@ -218,55 +220,52 @@ std::string LaunchConfig(const testing::TempDir& dir, const std::string& algorit
   return config;
 }
 
-// `asgd launch`: the parameter server, the workers and the evaluator as processes, each
-// loading the module from the file the config names (relative to the config's folder). The
-// evaluator process writes final_model.pt and best_model.pt into the coordinator's run
-// folder; Python evaluates them to the final and the best accuracy the run reported.
-TEST_F(TorchScriptRun, DownpourAsProcessesLearnsAndTheEvaluatorWritesTheModels) {
-  REQUIRE_TORCH();
+// Launches `algorithm` on the scripted MLP as processes and checks the run: completed, no
+// process left, and final_model.pt and best_model.pt in the coordinator's run folder, which
+// Python evaluates to the final and the best accuracy the run reported. Returns launch's
+// output and the summary row.
+std::pair<std::string, std::map<std::string, std::string>> LaunchAndCheckTheModels(
+    const std::string& algorithm, const std::string& model_file) {
   using namespace launch_test;  // NOLINT: the helpers of launch_test_util.h
   testing::TempDir dir;
-  const std::string config = LaunchConfig(dir, "downpour", dir_->File("mlp.pt"));
+  const std::string config = LaunchConfig(dir, algorithm, model_file);
   Subprocess launch({kAsgd, "launch", config}, dir.File("launch.log"));
   const auto status = launch.Wait(kTimeout);
-  ASSERT_TRUE(status.has_value()) << "launch hung:\n" << launch.Output();
+  EXPECT_TRUE(status.has_value()) << "launch hung:\n" << launch.Output();
+  if (!status.has_value()) return {launch.Output(), {}};
   EXPECT_EQ(*status, 0) << launch.Output();
-  EXPECT_THAT(launch.Output(), HasSubstr("evaluator"));  // a process of its own
   fs::path run;
   auto s = Summary(dir, &run);
   EXPECT_EQ(s["status"], "completed");
-  EXPECT_EQ(s["model"], "torchscript");
-  EXPECT_GE(std::stod(s["final_test_accuracy"]), 0.85);
   for (pid_t pid : ChildPids(launch.Output())) EXPECT_FALSE(Alive(pid)) << pid;
-  ASSERT_TRUE(fs::exists(run / "final_model.pt")) << run;
-  ASSERT_TRUE(fs::exists(run / "best_model.pt")) << run;
+  for (const char* file : {"final_model.pt", "best_model.pt"}) {
+    EXPECT_TRUE(fs::exists(run / file)) << run << "/" << file;
+    if (!fs::exists(run / file)) return {launch.Output(), s};
+  }
   EXPECT_NEAR(PythonAccuracy(config, dir.path(), (run / "final_model.pt").string()),
               std::stod(s["final_test_accuracy"]), 0.5 / 600.0);
   EXPECT_NEAR(PythonAccuracy(config, dir.path(), (run / "best_model.pt").string()),
               BestAccuracy(run.string()), 0.5 / 600.0);
+  return {launch.Output(), s};
+}
+
+// `asgd launch`: the parameter server, the workers and the evaluator as processes, each
+// loading the module from the file the config names (relative to the config's folder). The
+// evaluator process writes final_model.pt and best_model.pt into the coordinator's run
+// folder.
+TEST_F(TorchScriptRun, DownpourAsProcessesLearnsAndTheEvaluatorWritesTheModels) {
+  REQUIRE_TORCH();
+  auto [output, s] = LaunchAndCheckTheModels("downpour", dir_->File("mlp.pt"));
+  EXPECT_THAT(output, HasSubstr("evaluator"));  // a process of its own
+  EXPECT_EQ(s["model"], "torchscript");
+  EXPECT_GE(std::stod(s["final_test_accuracy"]), 0.85);
 }
 
 // A strategy on a collective as processes: rank 0 evaluates the workers' average and
 // writes the models into the coordinator's run folder.
 TEST_F(TorchScriptRun, AllreduceAsProcessesWritesTheModelsFromRankZero) {
   REQUIRE_TORCH();
-  using namespace launch_test;  // NOLINT: the helpers of launch_test_util.h
-  testing::TempDir dir;
-  const std::string config = LaunchConfig(dir, "allreduce_sgd", dir_->File("mlp.pt"));
-  Subprocess launch({kAsgd, "launch", config}, dir.File("launch.log"));
-  const auto status = launch.Wait(kTimeout);
-  ASSERT_TRUE(status.has_value()) << "launch hung:\n" << launch.Output();
-  EXPECT_EQ(*status, 0) << launch.Output();
-  fs::path run;
-  auto s = Summary(dir, &run);
-  EXPECT_EQ(s["status"], "completed");
-  for (pid_t pid : ChildPids(launch.Output())) EXPECT_FALSE(Alive(pid)) << pid;
-  ASSERT_TRUE(fs::exists(run / "final_model.pt")) << run;
-  ASSERT_TRUE(fs::exists(run / "best_model.pt")) << run;
-  EXPECT_NEAR(PythonAccuracy(config, dir.path(), (run / "final_model.pt").string()),
-              std::stod(s["final_test_accuracy"]), 0.5 / 600.0);
-  EXPECT_NEAR(PythonAccuracy(config, dir.path(), (run / "best_model.pt").string()),
-              BestAccuracy(run.string()), 0.5 / 600.0);
+  (void)LaunchAndCheckTheModels("allreduce_sgd", dir_->File("mlp.pt"));
 }
 
 // A module with BatchNorm trains with 2 worker threads (each keeps its own statistics),
