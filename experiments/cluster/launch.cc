@@ -9,6 +9,7 @@
 #include <optional>
 #include <ostream>
 #include <random>
+#include <set>
 
 #include <netinet/in.h>
 #include <poll.h>
@@ -177,13 +178,20 @@ int LaunchCommand(const std::vector<std::string>& args, std::ostream& out) {
     evaluator = !config.String("cluster.evaluator").empty();
   } else {
     std::function<std::string(const std::string&)> address;
+    std::vector<int> ports;
     if (config.String("cluster.launch_transport") == "ipc") {
       char dir[] = "/tmp/asgd-launch-XXXXXX";
       if (::mkdtemp(dir) == nullptr) throw IoError(std::string("mkdtemp: ") + std::strerror(errno));
       ipc_dir = dir;
       address = [&](const std::string& role) { return "ipc://" + ipc_dir + "/" + role; };
     } else {
-      address = [](const std::string&) { return StrCat("127.0.0.1:", FreePort()); };
+      // Distinct ports for the shards, the workers, the coordinator and the evaluator.
+      ports = DistinctFreePorts(shards + workers + 2);
+      address = [&ports](const std::string&) {
+        const int port = ports.back();
+        ports.pop_back();
+        return StrCat("127.0.0.1:", port);
+      };
     }
     std::string ps, worker;
     for (int i = 0; i < shards; ++i) {
@@ -372,6 +380,19 @@ int TaskCommand(const std::vector<std::string>& args, std::ostream& out) {
   if (spec.task_type == "coordinator") return RunCoordinatorRole(config, request, out);
   if (spec.task_type == "ps") return RunTrainingPsRole(config, request, out);
   return RunTrainingWorkerRole(config, request, out);
+}
+
+std::vector<int> DistinctFreePorts(int n) {
+  std::set<int> seen;
+  std::vector<int> ports;
+  for (int attempt = 0; static_cast<int>(ports.size()) < n; ++attempt) {
+    if (attempt >= 100 + 10 * n) {
+      throw IoError(StrCat("cannot find ", n, " distinct free ports on 127.0.0.1"));
+    }
+    const int port = FreePort();
+    if (seen.insert(port).second) ports.push_back(port);
+  }
+  return ports;
 }
 
 }  // namespace asgd::experiments

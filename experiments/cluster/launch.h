@@ -37,4 +37,9 @@ std::string RunTokenFromEnvironment();
 // 128 random bits as 32 hex digits.
 std::string NewRunToken();
 
+// n distinct tcp ports on 127.0.0.1 that were free when picked, for the roles of a launch on
+// one machine. The kernel may hand out one port again for a bind to port 0 once the probe
+// socket is closed; two roles of one run never get the same one. Throws IoError.
+std::vector<int> DistinctFreePorts(int n);
+
 }  // namespace asgd::experiments

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -19,6 +20,7 @@
 
 #include "core/file_util.h"
 #include "experiments/cluster/control_protocol.h"
+#include "experiments/cluster/launch.h"
 #include "experiments/record/csv.h"
 #include "tests/experiments/launch_test_util.h"
 #include "tests/support/subprocess.h"
@@ -31,6 +33,16 @@ namespace {
 
 using ::testing::HasSubstr;
 using namespace launch_test;  // NOLINT: the helpers of launch_test_util.h
+
+// The ports of a launch's roles are distinct even when the kernel hands one out again for
+// a bind to port 0 (it did: the evaluator got ps 1's port, and the run failed). 500 ports
+// picked one after the other by bind-to-0 held a repeat in 20 of 20 trials on Linux.
+TEST(Launch, RolesGetDistinctPorts) {
+  const std::vector<int> ports = DistinctFreePorts(500);
+  ASSERT_EQ(ports.size(), 500u);
+  EXPECT_EQ(std::set<int>(ports.begin(), ports.end()).size(), ports.size());
+  for (int port : ports) EXPECT_GT(port, 0);
+}
 
 TEST(Launch, SyncSgdOverTcpMatchesTheInProcessRunExactly) {
   testing::TempDir dir;
