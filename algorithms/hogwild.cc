@@ -20,9 +20,10 @@ HogwildStore::AddMode HogwildStore::AddModeOf(const StrategyOptions& o) {
 }
 
 HogwildStore::HogwildStore(std::span<const float> initial, const Clock* clock,
-                           transport::StalenessSink* sink, AddMode mode)
+                           transport::StalenessSink* sink, AddMode mode, bool sparse)
     : n_(initial.size()),
       mode_(mode),
+      sparse_(sparse),
       // Cache-line aligned, so a block of the passes below is whole lines and the vector
       // shares no line with anything else.
       values_(new (std::align_val_t{kCacheLine}) float[initial.size()]),
@@ -47,11 +48,11 @@ inline void AddOne(float& value, float u, HogwildStore::AddMode mode) {
 
 std::vector<float> HogwildStore::values() const {
   std::vector<float> out(n_);
-  Read(out);
+  Copy(out);
   return out;
 }
 
-void HogwildStore::Read(std::span<float> out) const {
+void HogwildStore::Copy(std::span<float> out) const {
   ASGD_CHECK_EQ(out.size(), n_, "hogwild read size");
   for (std::size_t i = 0; i < n_; ++i) {
     out[i] = std::atomic_ref<float>(values_[i]).load(std::memory_order_relaxed);
@@ -169,6 +170,46 @@ uint64_t HogwildStore::Add(std::span<const float> update) {
   return version_.fetch_add(1, std::memory_order_acq_rel);
 }
 
+std::string HogwildStore::Describe() const {
+  return sparse_ ? "one shared vector (lock-free, sparse updates)" : "one shared vector (lock-free)";
+}
+
+std::unique_ptr<transport::ParamClient> HogwildStore::NewClient(uint32_t id, transport::Role) {
+  return std::make_unique<HogwildClient>(this, id);
+}
+
+std::vector<transport::ShardSnapshot> HogwildStore::Snapshot(
+    const std::function<void()>& while_held) {
+  if (while_held) while_held();
+  transport::ShardSnapshot snap;
+  snap.version = version();
+  snap.values = values();
+  return {std::move(snap)};
+}
+
+void HogwildStore::Restore(const std::vector<transport::ShardSnapshot>& snapshots,
+                           const std::string& source) {
+  if (snapshots.size() != 1) {
+    throw DataError(source, internal::StrCat("holds ", snapshots.size(),
+                                             " shards, the shared vector is one"));
+  }
+  const auto& v = snapshots[0].values;
+  if (v.size() != n_) {
+    throw DataError(source,
+                    internal::StrCat("holds ", v.size(), " parameters, the model has ", n_));
+  }
+  std::copy(v.begin(), v.end(), values_.get());
+  RestoreVersion(snapshots[0].version);
+}
+
+transport::StoreStats HogwildStore::stats() const {
+  transport::StoreStats s;
+  s.pushes_applied = version();
+  s.records = static_cast<uint64_t>(records());
+  s.staleness_sum = static_cast<uint64_t>(staleness_sum());
+  return s;
+}
+
 void HogwildStore::Record(uint32_t worker, int64_t step, uint64_t pulled, uint64_t applied) {
   const auto s = static_cast<int64_t>(applied - pulled);
   records_.fetch_add(1, std::memory_order_relaxed);
@@ -187,7 +228,7 @@ void HogwildStore::Record(uint32_t worker, int64_t step, uint64_t pulled, uint64
 
 Status HogwildClient::DoPull(std::span<float> out) {
   pulled_ = store_->version();
-  store_->Read(out);
+  store_->Copy(out);
   return Status::Ok();
 }
 

@@ -57,11 +57,12 @@
 
 #include "algorithms/strategy.h"
 #include "core/clock.h"
+#include "ps/param_store.h"
 #include "ps/staleness.h"
 
 namespace asgd::algorithms {
 
-class HogwildStore {
+class HogwildStore final : public transport::ParamStore {
  public:
   static constexpr std::size_t kCacheLine = 64;
 
@@ -72,16 +73,17 @@ class HogwildStore {
   static AddMode AddModeOf(const StrategyOptions& o);
 
   HogwildStore(std::span<const float> initial, const Clock* clock, transport::StalenessSink* sink,
-               AddMode mode = AddMode::kAtomic);
+               AddMode mode = AddMode::kAtomic, bool sparse = false);
   AddMode mode() const { return mode_; }
-  int64_t size() const { return static_cast<int64_t>(n_); }
+  int64_t size() const override { return static_cast<int64_t>(n_); }
   // A copy (relaxed loads: a consistent snapshot only when no thread writes).
   std::vector<float> values() const;
   uint64_t version() const { return version_.load(std::memory_order_acquire); }
   // A resumed run's version (the checkpoint's); call before any worker runs.
   void RestoreVersion(uint64_t version) { version_.store(version, std::memory_order_release); }
 
-  void Read(std::span<float> out) const;
+  // out = the values (relaxed loads, element by element).
+  void Copy(std::span<float> out) const;
   // values += update and out = the values each element was left at by this add (the
   // add's own result: other threads' adds to the element before it are in it, later ones
   // are not), in one pass over the vector: the push and the pull of a worker step
@@ -100,6 +102,26 @@ class HogwildStore {
   int64_t records() const { return records_.load(); }
   int64_t staleness_sum() const { return staleness_sum_.load(); }
 
+  // ParamStore: "one shared vector (lock-free[, sparse updates])", transport "shared", no
+  // server (ps_shards 0), one snapshot: the vector copied after while_held ran (workers may
+  // write meanwhile: Hogwild's own racy view). Close does nothing (no rule holds a worker).
+  std::string Describe() const override;
+  std::string transport() const override { return "shared"; }
+  int ps_shards() const override { return 0; }
+  int snapshot_count() const override { return 1; }
+  std::unique_ptr<transport::ParamClient> NewClient(uint32_t id, transport::Role role) override;
+  transport::Status Read(std::span<float> out) override {
+    Copy(out);
+    return transport::Status::Ok();
+  }
+  std::vector<transport::ShardSnapshot> Snapshot(
+      const std::function<void()>& while_held = {}) override;
+  void Restore(const std::vector<transport::ShardSnapshot>& snapshots,
+               const std::string& source) override;
+  void Close() override {}
+  // Pushes (the version), staleness records and their sum; no rule: nothing dropped.
+  transport::StoreStats stats() const override;
+
  private:
   struct AlignedDelete {
     void operator()(float* p) const { ::operator delete[](p, std::align_val_t{kCacheLine}); }
@@ -109,6 +131,7 @@ class HogwildStore {
   // the counters' writes do not evict them from the other cores.
   std::size_t n_;
   AddMode mode_;
+  bool sparse_;
   std::unique_ptr<float[], AlignedDelete> values_;
   const Clock* clock_;
   transport::StalenessSink* sink_;

@@ -72,16 +72,47 @@ class MemoryStore::Replies final : public transport::ReplySink {
   std::map<uint64_t, Held> held_;
 };
 
-transport::ShardSnapshot MemoryStore::Snapshot(const std::function<void()>& while_held) const {
+transport::ShardSnapshot MemoryStore::SnapshotShard(
+    const std::function<void()>& while_held) const {
   std::lock_guard<std::mutex> lock(mu_);
   transport::ShardSnapshot s = core_->Snapshot();
   if (while_held) while_held();
   return s;
 }
 
-void MemoryStore::Restore(const transport::ShardSnapshot& snapshot) {
+void MemoryStore::RestoreShard(const transport::ShardSnapshot& snapshot) {
   std::lock_guard<std::mutex> lock(mu_);
   core_->Restore(snapshot);
+}
+
+std::unique_ptr<transport::ParamClient> MemoryStore::NewClient(uint32_t id, transport::Role) {
+  return std::make_unique<MemoryClient>(this, id);
+}
+
+transport::Status MemoryStore::Read(std::span<float> out) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto v = core_->values();
+  ASGD_CHECK_EQ(out.size(), v.size(), "MemoryStore::Read into a buffer of another size");
+  std::copy(v.begin(), v.end(), out.begin());
+  return transport::Status::Ok();
+}
+
+std::vector<transport::ShardSnapshot> MemoryStore::Snapshot(
+    const std::function<void()>& while_held) {
+  return {SnapshotShard(while_held)};
+}
+
+void MemoryStore::Restore(const std::vector<transport::ShardSnapshot>& snapshots,
+                          const std::string& source) {
+  if (snapshots.size() != 1) {
+    throw DataError(source, internal::StrCat("holds ", snapshots.size(),
+                                             " shards, the in-memory store has 1"));
+  }
+  if (snapshots[0].values.size() != size_) {
+    throw DataError(source, internal::StrCat("holds ", snapshots[0].values.size(),
+                                             " parameters, the model has ", size_));
+  }
+  RestoreShard(snapshots[0]);
 }
 
 MemoryStore::MemoryStore(std::vector<float> initial, std::unique_ptr<transport::ServerRule> rule,
@@ -119,18 +150,9 @@ uint64_t MemoryStore::version() const {
   return core_->version();
 }
 
-MemoryStore::Stats MemoryStore::stats() const {
+transport::StoreStats MemoryStore::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
-  const transport::ShardCoreStats c = core_->stats();
-  Stats s;
-  s.applied = c.pushes_applied;
-  s.accepted = c.pushes_accepted;
-  s.dropped = c.pushes_dropped;
-  s.records = c.records;
-  s.rejected = c.rejected;
-  s.staleness_sum = static_cast<int64_t>(c.staleness_sum);
-  s.staleness_max = static_cast<int64_t>(c.staleness_max);
-  return s;
+  return core_->stats();
 }
 
 void MemoryStore::Shutdown() {

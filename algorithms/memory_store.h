@@ -28,42 +28,51 @@
 
 #include "algorithms/strategy.h"
 #include "core/clock.h"
+#include "ps/param_store.h"
 #include "ps/shard_core.h"
 #include "ps/staleness.h"
 
 namespace asgd::algorithms {
 
-class MemoryStore {
+class MemoryStore final : public transport::ParamStore {
  public:
   // clock and sink are not owned and may be null (then: a system clock; records are
   // only counted). REQUIRES: rule != nullptr.
   MemoryStore(std::vector<float> initial, std::unique_ptr<transport::ServerRule> rule,
               const Clock* clock = nullptr, transport::StalenessSink* sink = nullptr);
-  ~MemoryStore();
+  ~MemoryStore() override;
   MemoryStore(const MemoryStore&) = delete;
   MemoryStore& operator=(const MemoryStore&) = delete;
 
-  int64_t size() const { return static_cast<int64_t>(size_); }
+  int64_t size() const override { return static_cast<int64_t>(size_); }
   // A copy of the values and the version, read atomically.
   std::vector<float> values() const;
   uint64_t version() const;
-  // Pushes applied, accepted and dropped; staleness records of the applied and accepted
-  // ones, and their staleness.
-  struct Stats {
-    uint64_t applied = 0, accepted = 0, dropped = 0, records = 0, rejected = 0;
-    int64_t staleness_sum = 0, staleness_max = 0;
-  };
-  Stats stats() const;
+  // The shard's counts (ShardCore's).
+  transport::StoreStats stats() const override;
   // Fails every held request (kShuttingDown) and every later one.
   void Shutdown();
+
+  // ParamStore: "the in-memory store", transport "memory", one shard.
+  std::string Describe() const override { return "the in-memory store"; }
+  std::string transport() const override { return "memory"; }
+  int ps_shards() const override { return 1; }
+  int snapshot_count() const override { return 1; }
+  std::unique_ptr<transport::ParamClient> NewClient(uint32_t id, transport::Role role) override;
+  transport::Status Read(std::span<float> out) override;
+  std::vector<transport::ShardSnapshot> Snapshot(
+      const std::function<void()>& while_held = {}) override;
+  void Restore(const std::vector<transport::ShardSnapshot>& snapshots,
+               const std::string& source) override;
+  void Close() override { Shutdown(); }
 
   // Checkpoints, as ShardServer's (shard 0: the whole vector). Snapshot runs while_held
   // (if any) under the store's lock, so that staleness records, which pushes make under
   // the same lock, can be read consistently with the values. Restore replaces values,
   // version and rule state; InvariantError for a snapshot of another size, InputError if
   // the rule cannot read its state (nothing changed then).
-  transport::ShardSnapshot Snapshot(const std::function<void()>& while_held = {}) const;
-  void Restore(const transport::ShardSnapshot& snapshot);
+  transport::ShardSnapshot SnapshotShard(const std::function<void()>& while_held = {}) const;
+  void RestoreShard(const transport::ShardSnapshot& snapshot);
 
   // The requests a MemoryClient makes. `version` is what the client last pulled;
   // `oldest_version` (pushes) what it had pulled when its push window began, if earlier.

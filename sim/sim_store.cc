@@ -129,19 +129,42 @@ uint64_t SimStore::version(int shard) const {
   return shards_.at(static_cast<std::size_t>(shard))->core->version();
 }
 
-SimStore::Stats SimStore::stats() const {
-  Stats s;
-  for (const auto& shard : shards_) {
-    const transport::ShardCoreStats c = shard->core->stats();
-    s.applied += c.pushes_applied;
-    s.accepted += c.pushes_accepted;
-    s.dropped += c.pushes_dropped;
-    s.records += c.records;
-    s.rejected += c.rejected;
-    s.staleness_sum += static_cast<int64_t>(c.staleness_sum);
-    s.staleness_max = std::max(s.staleness_max, static_cast<int64_t>(c.staleness_max));
-  }
+transport::StoreStats SimStore::stats() const {
+  transport::StoreStats s;
+  for (const auto& shard : shards_) transport::Accumulate(s, shard->core->stats());
   return s;
+}
+
+std::string SimStore::Describe() const {
+  return internal::StrCat(num_shards(), " simulated shard", num_shards() > 1 ? "s" : "");
+}
+
+std::unique_ptr<transport::ParamClient> SimStore::NewClient(uint32_t id, transport::Role) {
+  return std::make_unique<SimParamClient>(this, id);
+}
+
+std::vector<transport::ShardSnapshot> SimStore::Snapshot(const std::function<void()>& while_held) {
+  std::vector<transport::ShardSnapshot> snaps;
+  for (const auto& shard : shards_) snaps.push_back(shard->core->Snapshot());
+  if (while_held) while_held();
+  return snaps;
+}
+
+void SimStore::Restore(const std::vector<transport::ShardSnapshot>& snapshots,
+                       const std::string& source) {
+  if (snapshots.size() != shards_.size()) {
+    throw DataError(source, internal::StrCat("holds ", snapshots.size(), " shards, the run has ",
+                                             shards_.size()));
+  }
+  // Every shard checked before any is touched.
+  for (std::size_t s = 0; s < shards_.size(); ++s) {
+    const auto want = static_cast<std::size_t>(placement_.shard_size(static_cast<int>(s)));
+    if (snapshots[s].values.size() != want) {
+      throw DataError(source, internal::StrCat("shard ", s, " holds ", snapshots[s].values.size(),
+                                               " values, the placement gives it ", want));
+    }
+  }
+  for (std::size_t s = 0; s < shards_.size(); ++s) shards_[s]->core->Restore(snapshots[s]);
 }
 
 void SimStore::Shutdown() {

@@ -63,6 +63,7 @@
 
 #include "compression/compressor.h"
 #include "ps/param_client.h"
+#include "ps/param_store.h"
 #include "ps/placement.h"
 #include "ps/shard_core.h"
 #include "ps/staleness.h"
@@ -71,7 +72,7 @@
 
 namespace asgd::sim {
 
-class SimStore {
+class SimStore final : public transport::ParamStore {
  public:
   using RuleFactory = std::function<std::unique_ptr<transport::ServerRule>(uint32_t shard)>;
 
@@ -81,11 +82,11 @@ class SimStore {
   SimStore(sim::Scheduler* sched, sim::NetworkModel* network, transport::Placement placement,
            std::span<const float> initial, const RuleFactory& rules,
            transport::StalenessSink* sink = nullptr);
-  ~SimStore();
+  ~SimStore() override;
   SimStore(const SimStore&) = delete;
   SimStore& operator=(const SimStore&) = delete;
 
-  int64_t size() const { return placement_.total_elements(); }
+  int64_t size() const override { return placement_.total_elements(); }
   int num_shards() const { return placement_.num_shards(); }
   const transport::Placement& placement() const { return placement_; }
   // The virtual clock the shards use (the scheduler's time).
@@ -97,14 +98,28 @@ class SimStore {
   void ReadValues(std::span<float> out) const;
   std::vector<float> values() const;
   uint64_t version(int shard) const;
-  // Summed over shards; as MemoryStore::Stats.
-  struct Stats {
-    uint64_t applied = 0, accepted = 0, dropped = 0, records = 0, rejected = 0;
-    int64_t staleness_sum = 0, staleness_max = 0;
-  };
-  Stats stats() const;
+  // Summed over shards.
+  transport::StoreStats stats() const override;
 
   void Shutdown();
+
+  // ParamStore: "N simulated shards", transport "sim". Read gathers the shards (no
+  // virtual time passes); Snapshot and Restore are the shards' own (no time passes, and
+  // nothing is held: one thread runs the simulation); Close is Shutdown.
+  std::string Describe() const override;
+  std::string transport() const override { return "sim"; }
+  int ps_shards() const override { return num_shards(); }
+  int snapshot_count() const override { return num_shards(); }
+  std::unique_ptr<transport::ParamClient> NewClient(uint32_t id, transport::Role role) override;
+  transport::Status Read(std::span<float> out) override {
+    ReadValues(out);
+    return transport::Status::Ok();
+  }
+  std::vector<transport::ShardSnapshot> Snapshot(
+      const std::function<void()>& while_held = {}) override;
+  void Restore(const std::vector<transport::ShardSnapshot>& snapshots,
+               const std::string& source) override;
+  void Close() override { Shutdown(); }
   bool shut_down() const { return shut_down_; }
 
   // One client call (SimParamClient's). versions[s]: the version of shard s the worker

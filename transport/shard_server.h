@@ -221,6 +221,8 @@ class ShardServer {
   bool serving() const;
 
   ShardStats stats() const;
+  // The shard's ShardCore counts (a ParamStore's StoreStats).
+  ShardCoreStats core_stats() const;
   // Tells the rule the run now has live_workers workers (ServerRule::OnMembership), on
   // the serving thread: returns at once, the rule hears of it shortly after.
   void SetLiveWorkers(int live_workers);

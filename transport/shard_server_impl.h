@@ -203,6 +203,7 @@ class ShardServer::Impl final : public ValueStorage, public ReplySink {
   void Join();
   bool serving() const { return serving_.load(std::memory_order_acquire); }
   ShardStats stats() const;
+  ShardCoreStats core_stats() const { return core_->stats(); }
   ShardSnapshot Snapshot() const;
   std::mutex& state_mutex() const { return mu_; }  // for SnapshotTogether
   ShardSnapshot SnapshotLocked() const ASGD_REQUIRES(mu_);

@@ -510,6 +510,8 @@ void ShardServer::Shutdown() {
 }
 bool ShardServer::serving() const { return impl_->serving(); }
 ShardStats ShardServer::stats() const { return impl_->stats(); }
+
+ShardCoreStats ShardServer::core_stats() const { return impl_->core_stats(); }
 ShardSnapshot ShardServer::Snapshot() const { return impl_->Snapshot(); }
 
 // Every shard's mu_ is held (by `locks`) while SnapshotLocked runs.

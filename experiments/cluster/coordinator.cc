@@ -60,13 +60,13 @@ void Coordinator::OpenRunDir() {
       throw DataError(c.dir, StrCat("holds ", c.manifest.shards.size(), " shards, the run has ",
                                     s_.spec.num_ps()));
     }
-    run_ = std::make_unique<RunDir>(RunDir::Resume(request_.resume_dir, request_.command_line));
-    UpgradeConvergenceCsv(run_->File("convergence.csv"));  // a run of before its last column
-    TruncateCsv(run_->File("convergence.csv"), c.manifest.convergence_rows);
     // Each shard saved itself a little after the checkpoint was asked for: staleness.csv
     // keeps exactly the rows of the pushes the saved shards hold (while every push has
     // its row: below metrics.staleness_rows), else the rows counted at the request.
-    if (c.manifest.staleness_rows < s_.config.Int("metrics.staleness_rows")) {
+    const bool filter = c.manifest.staleness_rows < s_.config.Int("metrics.staleness_rows");
+    run_ = std::make_unique<RunDir>(ReopenRunDir(request_.resume_dir, request_.command_line,
+                                                 c.manifest, /*truncate_staleness=*/!filter));
+    if (filter) {
       std::vector<uint64_t> versions;
       for (const auto& shard : c.manifest.shards) versions.push_back(shard.version);
       const KeptStaleness kept = FilterStalenessCsv(run_->File("staleness.csv"), versions);
@@ -84,9 +84,6 @@ void Coordinator::OpenRunDir() {
           w.pushes = records / s_.spec.num_ps();
         }
       }
-    } else {
-      UpgradeStalenessCsv(run_->File("staleness.csv"));  // a run of before its last columns
-      TruncateCsv(run_->File("staleness.csv"), c.manifest.staleness_rows);
     }
     resume_ = c.manifest;
     last_complete_ = c.manifest;
@@ -115,19 +112,13 @@ void Coordinator::OpenRunDir() {
     }
     collective_dir_ = dir.string();
   }
-  recorder_ = std::make_unique<RunRecorder>(*run_, stop_.target_accuracy(),
-                                            resuming ? resume_->convergence_rows : -1);
-  staleness_file_ = resuming ? run_->OpenAppend("staleness.csv") : run_->Open("staleness.csv");
-  // Buffered, as in the in-process runner: a report's records are written together.
-  staleness_ = std::make_unique<StalenessRecorder>(
-      staleness_file_.get(), s_.config.Int("metrics.staleness_rows"), time_base_,
-      resuming ? resume_->staleness_rows : -1, /*buffered=*/true);
-  if (resume_) {
-    recorder_->RestoreAccount(resume_->best_test_accuracy, resume_->time_to_target_s);
-    for (const auto& [worker, counts] : resume_->staleness_histogram) {
-      for (const auto& [value, count] : counts) staleness_->AddCounts(worker, value, count);
-    }
-  }
+  // Buffered staleness, as in the in-process runner: a report's records are written together.
+  RunRecords records = RunRecords::Open(*run_, stop_.target_accuracy(), /*ef_residual=*/false,
+                                        s_.config.Int("metrics.staleness_rows"),
+                                        resuming ? &*resume_ : nullptr);
+  recorder_ = std::move(records.recorder);
+  staleness_file_ = std::move(records.staleness_file);
+  staleness_ = std::move(records.staleness);
 }
 
 void Coordinator::Expect() {

@@ -24,6 +24,7 @@
 #include "experiments/record/metrics.h"
 #include "experiments/record/run_core.h"
 #include "experiments/record/run_dir.h"
+#include "experiments/record/run_end.h"
 #include "experiments/run/collective_rank.h"
 
 namespace asgd::experiments::cluster {
@@ -156,7 +157,7 @@ class Coordinator {
   std::unique_ptr<transport::ControlServer> server_;
   std::unique_ptr<RunDir> run_;
   std::unique_ptr<RunRecorder> recorder_;  // convergence.csv and the accuracy account
-  std::unique_ptr<std::ofstream> staleness_file_;
+  std::unique_ptr<std::ostream> staleness_file_;
   std::unique_ptr<StalenessRecorder> staleness_;  // buffered: flushed after each ps report
   std::unique_ptr<CentreEvaluator> inline_evaluator_;
   std::map<Key, Role> roles_;

@@ -476,68 +476,49 @@ void Coordinator::Running() {
 int Coordinator::Finish() {
   const bool failed = !failure_.empty();
   if (!failed && inline_evaluator_) inline_evaluator_->SaveFinal(run_->path());
-  const double wall = Elapsed();
-  const StalenessRecorder::Stats st = staleness_->stats();
-  SummaryRow summary = recorder_->Summary();  // best, final, target, time to target
-  summary.run_id = run_->id();
-  summary.algorithm = s_.config.String("algorithm.name");
-  summary.model = s_.config.String("model.name");
-  summary.dataset = s_.config.String("data.dataset");
-  summary.workers = s_.workers;
-  summary.ps_shards = collective_ ? 0 : s_.spec.num_ps();
+  RunEnd end;
+  end.algorithm = s_.config.String("algorithm.name");
+  end.model = s_.config.String("model.name");
+  end.dataset = s_.config.String("data.dataset");
+  end.workers = s_.workers;
+  end.seed = static_cast<int64_t>(s_.seed);
+  end.compression = s_.compression.name +
+                    (s_.compression.name != "none" && s_.compression.error_feedback ? "+ef" : "");
+  end.epochs = Epochs();
+  end.time_s = Elapsed();
+  end.samples = Samples();
+  end.updates = RecordedUpdates();
+  end.reason = failed ? failure_ : reason_;
+  end.failed = failed;
+  end.device = s_.config.String("model.device");
+  std::replace(end.device.begin(), end.device.end(), ',', '+');
+  end.ps_shards = collective_ ? 0 : s_.spec.num_ps();
   const std::string ps0 = s_.spec.PsAddress(0);
-  summary.transport = collective_ ? StrCat("gloo-", s_.config.String("collective.algorithm"))
-                                  : ps0.substr(0, ps0.find(':'));
-  summary.compression =
-      s_.compression.name +
-      (s_.compression.name != "none" && s_.compression.error_feedback ? "+ef" : "");
-  summary.device = s_.config.String("model.device");
-  std::replace(summary.device.begin(), summary.device.end(), ',', '+');
-  summary.seed = static_cast<int64_t>(s_.seed);
-  summary.epochs = Epochs();
-  summary.samples = Samples();
-  summary.updates = RecordedUpdates();
-  summary.wall_time_s = wall;
-  summary.staleness = st;
-  std::vector<WorkerMetrics> totals;
-  for (std::size_t w = 0; w < workers_.size(); ++w) {
-    totals.push_back(Total(w));
-    summary.dropped_pushes += totals.back().dropped_pushes;
-    summary.bytes_pushed += totals.back().bytes_pushed;
-    summary.dense_bytes_pushed += totals.back().dense_bytes_pushed;
-    summary.bytes_pulled += totals.back().bytes_pulled;
+  end.transport = collective_ ? StrCat("gloo-", s_.config.String("collective.algorithm"))
+                              : ps0.substr(0, ps0.find(':'));
+  if (collective_) {
+    end.updates_word = "communication rounds";
+    end.staleness_word = "worker steps";
   }
-  summary.status = failed ? "failed" : "completed";
-  const std::string reason = failed ? failure_ : reason_;
-  staleness_->Flush();
-  RunRecorder::Finish(*run_, summary, totals, staleness_.get(), reason,
-                      {{"lost_workers", std::to_string(lost_workers_)},
-                       {"rejoined_workers", std::to_string(rejoined_workers_)},
-                       {"returned_stragglers", std::to_string(returned_stragglers_)},
-                       {"ps_restarts", std::to_string(ps_restarts_)},
-                       {"lost_updates", std::to_string(lost_updates_)},
-                       {"paused_s", CsvCell(paused_total_s_)}});
+  std::vector<WorkerMetrics> totals;
+  for (std::size_t w = 0; w < workers_.size(); ++w) totals.push_back(Total(w));
+  if (bad_messages_ > 0) {
+    ASGD_LOG(kWarning, "coordinator: refused ", bad_messages_, " malformed messages");
+  }
+  EndRun(*run_, *recorder_, staleness_.get(), end, totals,
+         {{"lost_workers", std::to_string(lost_workers_)},
+          {"rejoined_workers", std::to_string(rejoined_workers_)},
+          {"returned_stragglers", std::to_string(returned_stragglers_)},
+          {"ps_restarts", std::to_string(ps_restarts_)},
+          {"lost_updates", std::to_string(lost_updates_)},
+          {"paused_s", CsvCell(paused_total_s_)}},
+         out_);
   if (!collective_dir_.empty()) {
     // The ranks' file store is of no use once they ended.
     std::error_code ec;
     std::filesystem::remove_all(collective_dir_, ec);
   }
-  if (bad_messages_ > 0) {
-    ASGD_LOG(kWarning, "coordinator: refused ", bad_messages_, " malformed messages");
-  }
-  if (failed) {
-    out_ << "run stopped: " << reason << "\nrun folder: " << run_->path() << std::endl;
-    return kExitBadInput;
-  }
-  out_ << "final test accuracy: " << Fixed(recorder_->final_test_accuracy(), 4) << " (loss "
-       << Fixed(recorder_->final_test_loss(), 4) << ") after " << Fixed(Epochs(), 2) << " epochs, "
-       << summary.updates << (collective_ ? " communication rounds, " : " pushes, ")
-       << Fixed(wall, 1) << " s (" << reason << ")\n"
-       << "mean staleness: " << Fixed(st.count > 0 ? st.mean : 0.0, 2) << " (max " << st.max
-       << ") over " << st.count << (collective_ ? " worker steps" : " pushes");
-  if (summary.dropped_pushes > 0) out_ << "; " << summary.dropped_pushes << " dropped as stale";
-  out_ << "\nrun folder: " << run_->path() << std::endl;
-  return kExitOk;
+  return failed ? kExitBadInput : kExitOk;
 }
 
 }  // namespace asgd::experiments::cluster

@@ -1,6 +1,6 @@
-// What the in-process distributed drivers (worker threads, parallel_runner.cc; a simulated
-// cluster, sim_runner.cc) read and validate before they create the run folder, and the
-// convergence row and progress line of one evaluation: the parts they share.
+// What every in-process driver (sequential, threads, collective, simulated) reads and
+// validates before it creates the run folder, and the convergence row and progress line of
+// one evaluation.
 #pragma once
 
 #include <cstdint>
@@ -19,24 +19,24 @@
 #include "experiments/record/progress.h"
 #include "experiments/record/run_core.h"
 #include "experiments/record/run_dir.h"
+#include "experiments/run/run_plan.h"
 #include "experiments/run/runner.h"
 #include "experiments/run/worker_loop.h"
+#include "models/device.h"
 #include "models/model.h"
 
 namespace asgd::experiments {
 
+// What a run trains: its plan (the config resolved), the data, the model and the options
+// that need the data to be checked.
 struct Problem {
-  uint64_t seed = 0;                               // experiment.seed
-  std::string name;                                // algorithm.name
-  const algorithms::Strategy* strategy = nullptr;  // its registry entry
-  int workers = 1;                                 // algorithm.workers
+  RunPlan plan;
   datasets::TrainTest data;
   std::unique_ptr<models::Model> model;  // the evaluator's, on the CPU
   int64_t n_params = 0;
   algorithms::OptimizerOptions optimizer;        // validated
   algorithms::StrategyOptions strategy_options;  // validated by a server rule
   algorithms::ScheduleOptions schedule;
-  int64_t batch_size = 0;                        // algorithm.batch_size
   std::vector<std::vector<int64_t>> partitions;  // each worker's training examples
 };
 
@@ -44,6 +44,22 @@ struct Problem {
 // partitions the training set over the workers. Throws ConfigError (more workers than
 // training examples, a bad option) or DataError.
 Problem LoadProblem(const Config& config, const RunRequest& request);
+
+// Hogwild's sparse path: a sparse model (logistic regression on LIBSVM data) with plain SGD
+// and no weight decay touches only the batch's coordinates.
+bool UsesSparseUpdates(const Problem& problem);
+
+// Each worker's device (model.device) and, for a worker on a GPU, its model there; a worker
+// on the CPU clones the problem's model (null entry).
+struct WorkerDevices {
+  std::vector<models::Device> devices;
+  std::vector<std::unique_ptr<models::Model>> models;
+  // The model worker w computes on (its GPU model, or the problem's to clone).
+  const models::Model* ModelOf(int w, const Problem& problem) const;
+  std::string Describe() const;  // summary.csv's device column
+};
+// Throws ConfigError (a device this process cannot use).
+WorkerDevices MakeWorkerDevices(const Config& config, const Problem& problem);
 
 // Worker w's setup with the problem's options, data partition, batch size, seed and rate
 // (WorkerLearningRate); the driver sets the clock, and may replace the model (a CUDA
@@ -63,29 +79,5 @@ struct EvaluationPoint {
 ConvergenceRow MakeConvergenceRow(const EvaluationPoint& at, const models::EvalResult& result,
                                   int64_t train_examples);
 ProgressState MakeProgressState(const ConvergenceRow& row, double target_epochs);
-
-// How a finished run ended, and where it ran (summary.csv's columns that differ by driver).
-struct RunEnd {
-  double time_s = 0;  // training time at the end (TrainingClock)
-  int64_t samples = 0, updates = 0;
-  std::string reason;
-  bool failed = false;
-  std::string device = "cpu";
-  int ps_shards = 1;
-  std::string transport;
-  std::string time_model = "wall";
-  // How the time is printed: "%.<time_digits>f <time_unit>".
-  int time_digits = 1;
-  std::string time_unit = "s";
-};
-// The end of an in-process distributed run, after its workers stopped and its last
-// evaluation: writes workers.csv, staleness_histogram.csv, summary.csv and the end of
-// provenance.json (RunRecorder::Finish, with `more`), prints the run's last lines on out
-// ("run stopped: ..." for a failure; else the final accuracy and the staleness), and
-// returns the RunResult. Throws IoError.
-RunResult FinishRun(const Config& config, const Problem& problem, const RunDir& run,
-                    const RunRecorder& recorder, const StalenessRecorder& staleness,
-                    const RunEnd& end, const std::vector<WorkerMetrics>& workers,
-                    const std::map<std::string, std::string>& more, std::ostream& out);
 
 }  // namespace asgd::experiments

@@ -23,38 +23,17 @@
 #include "experiments/run/collective_runner.h"
 #include "experiments/run/evaluation.h"
 #include "experiments/run/parallel_runner.h"
+#include "experiments/run/problem.h"
+#include "experiments/run/run_session.h"
 #include "experiments/run/sim_runner.h"
 #include "models/factory.h"
 
 namespace asgd::experiments {
 namespace {
 
-std::string Fixed(double v, int digits) {
-  std::ostringstream os;
-  os.setf(std::ios::fixed);
-  os.precision(digits);
-  os << v;
-  return os.str();
-}
-
-}  // namespace
-
-RunResult RunExperiment(const Config& config, const RunRequest& request, std::ostream& out) {
-  LogLevel level = LogLevel::kInfo;
-  ParseLogLevel(config.String("experiment.log_level"), &level);
-  SetLogLevel(level);
-
-  const auto seed = static_cast<uint64_t>(config.Int("experiment.seed"));
-  (void)BuildCompressionOptions(config);  // refuses what cannot be compressed (sgd)
-  // A simulated run refuses the strategies it cannot simulate (the collective ones too).
-  if (config.String("cluster.transport") == "sim") return RunSimulated(config, request, out);
-  if (algorithms::FindStrategy(config.String("algorithm.name")).collective) {
-    return RunCollective(config, request, out);
-  }
-  if (!algorithms::FindStrategy(config.String("algorithm.name")).sequential) {
-    return RunParallel(config, request, out);
-  }
-  // The sequential baseline does not checkpoint (its runs are the short references).
+// What the sequential baseline refuses: it does not checkpoint (its runs are the short
+// references) and has one worker. Throws ConfigError.
+void CheckSequential(const Config& config, const RunRequest& request) {
   for (const char* key : {"experiment.checkpoint_every_steps", "experiment.checkpoint_every_s"}) {
     if (config.Double(key) > 0) {
       throw ConfigError(key, config.Raw(key),
@@ -70,179 +49,186 @@ RunResult RunExperiment(const Config& config, const RunRequest& request, std::os
     throw ConfigError("algorithm.workers", config.Raw("algorithm.workers"),
                       "1 for algorithm.name = sgd (the sequential baseline)");
   }
+}
 
+// The sequential baseline: plain mini-batch SGD (or the configured optimizer) on one
+// thread, evaluating between steps; its evaluations are held time.
+class SequentialRun {
+ public:
+  SequentialRun(const Config& config, const Problem& problem, RunSession& session,
+                const Clock* clock, models::Model& trainer)
+      : problem_(problem),
+        session_(session),
+        clock_(clock),
+        trainer_(trainer),
+        optimizer_(algorithms::NewOptimizer(problem.optimizer, problem.n_params)),
+        sampler_(problem.data.train, datasets::AllIndices(problem.data.train.num_examples),
+                 SamplerOptions(config, problem.plan)),
+        params_(static_cast<std::size_t>(problem.n_params)),
+        grad_(static_cast<std::size_t>(problem.n_params)),
+        lr_(problem.plan.learning_rate) {
+    problem.model->Initialize(params_, DeriveSeed(problem.plan.seed, "init"));
+  }
+
+  // Trains until a limit or a non-finite loss; the last row evaluates the whole test set.
+  void Run() {
+    const StopPolicy& stop = session_.stop();
+    EvalSchedule& schedule = session_.eval_schedule();
+    Evaluate(false);
+    int64_t epochs_seen = 0;
+    for (;;) {
+      if (auto why = stop.Check(samples_, updates_, session_.Seconds(),
+                                session_.recorder().time_to_target_s() >= 0)) {
+        reason_ = *why;
+        break;
+      }
+      datasets::BatchView batch = sampler_.Next();
+      const Duration step_start = clock_->Now();
+      const float loss = trainer_.LossAndGradient(params_, batch, grad_);
+      if (!std::isfinite(loss)) {
+        failed_ = true;
+        reason_ = stop.NonFiniteLossReason(loss, updates_ + 1);
+        break;
+      }
+      optimizer_->Step(params_, grad_, static_cast<float>(lr_));
+      compute_ += clock_->Now() - step_start;
+      ++updates_;
+      samples_ += batch.size;
+      loss_sum_ += static_cast<double>(loss) * static_cast<double>(batch.size);
+      loss_count_ += batch.size;
+      if (sampler_.epochs_completed() > epochs_seen) {
+        epochs_seen = sampler_.epochs_completed();
+        lr_ *= problem_.plan.lr_decay;
+      }
+      if (schedule.Due(samples_, session_.Seconds())) {
+        Evaluate(schedule.ScheduledIsFull());
+      } else {
+        session_.progress().Tick(Progressed());
+      }
+    }
+    if (!failed_ && schedule.FinalNeeded(samples_)) Evaluate(true);
+  }
+
+  RunResult Finish(const std::string& device, std::ostream& out) {
+    WorkerMetrics worker;
+    worker.steps = updates_;
+    worker.samples = samples_;
+    worker.active_s = session_.Seconds();
+    worker.compute_s = std::chrono::duration<double>(compute_).count();
+    RunEnd end;
+    end.time_s = session_.Seconds();
+    end.samples = samples_;
+    end.updates = updates_;
+    end.reason = reason_;
+    end.failed = failed_;
+    end.device = device;
+    end.updates_word = "updates";
+    return session_.Finish(*problem_.model, params_, end, {worker}, {}, out);
+  }
+
+ private:
+  static datasets::SamplerOptions SamplerOptions(const Config& config, const RunPlan& plan) {
+    datasets::SamplerOptions o;
+    o.batch_size = plan.batch_size;
+    o.seed = DeriveSeed(plan.seed, "sampler", 0);
+    o.augment = BuildAugmentOptions(config);
+    o.augment.seed = DeriveSeed(plan.seed, "augment", 0);
+    return o;
+  }
+
+  double MeanLoss(double none) const {
+    return loss_count_ ? loss_sum_ / static_cast<double>(loss_count_) : none;
+  }
+
+  // The progress line between evaluations.
+  ProgressState Progressed() const {
+    ProgressState s;
+    s.epoch = static_cast<double>(samples_) / static_cast<double>(problem_.data.train.num_examples);
+    s.target_epochs = problem_.plan.epochs;
+    s.updates = updates_;
+    s.train_loss = MeanLoss(0.0);
+    s.test_accuracy = -1;
+    s.elapsed_s = session_.Seconds();
+    s.updates_per_s = s.elapsed_s > 0 ? static_cast<double>(updates_) / s.elapsed_s : 0.0;
+    return s;
+  }
+
+  // Evaluates the parameters and writes a convergence row.
+  void Evaluate(bool full) {
+    TrainingClock& training = session_.training();
+    training.Hold();
+    const double t = session_.Seconds();
+    EvalInput in;
+    in.samples = samples_;
+    in.updates = updates_;
+    in.train_loss = MeanLoss(std::nan(""));
+    in.learning_rate = lr_;
+    session_.Evaluate(*problem_.model, params_, in, t, full);
+    loss_sum_ = 0;
+    loss_count_ = 0;
+    session_.eval_schedule().Evaluated(samples_, t, full);
+    training.Release();
+  }
+
+  const Problem& problem_;
+  RunSession& session_;
+  const Clock* clock_;
+  models::Model& trainer_;
+  std::unique_ptr<algorithms::Optimizer> optimizer_;
+  datasets::BatchSampler sampler_;
+  AlignedVector<float> params_;
+  AlignedVector<float> grad_;
+  double lr_;
+  int64_t updates_ = 0;
+  int64_t samples_ = 0;
+  Duration compute_{0};  // gradient and optimizer steps
+  double loss_sum_ = 0;  // since the last row
+  int64_t loss_count_ = 0;
+  std::string reason_;
+  bool failed_ = false;
+};
+
+RunResult RunSequential(const Config& config, const RunRequest& request, std::ostream& out) {
+  CheckSequential(config, request);
   // Everything that can fail on bad input fails here, before the run folder exists.
-  datasets::TrainTest data = datasets::LoadDataset(BuildDataOptions(config, request.data_dirs));
-  const datasets::Dataset& train = data.train;
-  const datasets::Dataset& test = data.test;
-  std::unique_ptr<models::Model> model =
-      models::NewModelOn(BuildModelOptions(config), InputSpecFor(train), models::Device{});
+  const Problem problem = LoadProblem(config, request);
   // The gradient's model on model.device (the evaluation stays on the CPU model).
   const models::Device device = WorkerDevice(config, 0, 1);
   std::unique_ptr<models::Model> device_model;
   if (device.is_cuda()) {
-    device_model = models::NewModelOn(BuildModelOptions(config), InputSpecFor(train), device);
+    device_model =
+        models::NewModelOn(BuildModelOptions(config), InputSpecFor(problem.data.train), device);
   }
-  models::Model& trainer = device_model ? *device_model : *model;
-  const int64_t n_params = model->layout().size();
-  std::unique_ptr<algorithms::Optimizer> optimizer =
-      algorithms::NewOptimizer(BuildOptimizerOptions(config), n_params);
-  datasets::SamplerOptions sampler_options;
-  sampler_options.batch_size = config.Int("algorithm.batch_size");
-  sampler_options.seed = DeriveSeed(seed, "sampler", 0);
-  sampler_options.augment = BuildAugmentOptions(config);
-  sampler_options.augment.seed = DeriveSeed(seed, "augment", 0);
-  datasets::BatchSampler sampler(train, datasets::AllIndices(train.num_examples), sampler_options);
-
-  const StopPolicy stop = StopPolicy::FromConfig(config, train.num_examples);
-  EvalSchedule schedule = EvalSchedule::FromConfig(config, train.num_examples);
-
-  RunDir run =
-      RunDir::Create(WithDataStatistics(config, train), request.name, request.command_line);
-  ASGD_LOG(kInfo, "run ", run.id(), ": ", trainer.Describe(), ", ", train.name, " (",
-           train.num_examples, " examples), ", test.name, " (", test.num_examples, ")");
-  RunRecorder recorder(run, stop.target_accuracy());
-
-  AlignedVector<float> params(static_cast<std::size_t>(n_params));
-  AlignedVector<float> grad(static_cast<std::size_t>(n_params));
-  model->Initialize(params, DeriveSeed(seed, "init"));
-
-  Progress progress(Progress::DecideLive(config.String("experiment.progress")), std::cerr);
+  models::Model& trainer = device_model ? *device_model : *problem.model;
   auto clock = NewSystemClock();
-  // time_s is training time (TrainingClock's rule): the baseline evaluates between steps,
-  // and its evaluations are held time.
-  TrainingClock training(clock.get());
-  training.Start();
-  auto train_seconds = [&] { return training.Seconds(); };
+  SessionOptions options;
+  options.clock = clock.get();
+  options.staleness = false;  // one worker: nothing is stale
+  RunSession session(config, request, problem, options);
+  ASGD_LOG(kInfo, "run ", session.run().id(), ": ", trainer.Describe(), ", ",
+           problem.data.train.name, " (", problem.data.train.num_examples, " examples), ",
+           problem.data.test.name, " (", problem.data.test.num_examples, ")");
+  SequentialRun run(config, problem, session, clock.get(), trainer);
+  // time_s is training time (TrainingClock's rule): from here, evaluations taken out.
+  session.training().Start();
+  run.Run();
+  return run.Finish(device.ToString(), out);
+}
 
-  RunResult result;
-  result.run_dir = run.path();
-  double lr = config.Double("algorithm.learning_rate");
-  const double lr_decay = config.Double("algorithm.lr_decay");
-  int64_t updates = 0;
-  int64_t samples = 0;
-  Duration compute{0};  // gradient and optimizer steps
-  double loss_sum = 0;
-  int64_t loss_count = 0;
-  std::string reason;
-  bool failed = false;
+}  // namespace
 
-  auto progress_state = [&](double accuracy) {
-    ProgressState s;
-    s.epoch = static_cast<double>(samples) / static_cast<double>(train.num_examples);
-    s.target_epochs = config.Double("experiment.epochs");
-    s.updates = updates;
-    s.train_loss = loss_count ? loss_sum / static_cast<double>(loss_count) : 0.0;
-    s.test_accuracy = accuracy;
-    s.elapsed_s = train_seconds();
-    s.updates_per_s = s.elapsed_s > 0 ? static_cast<double>(updates) / s.elapsed_s : 0.0;
-    return s;
-  };
+RunResult RunExperiment(const Config& config, const RunRequest& request, std::ostream& out) {
+  LogLevel level = LogLevel::kInfo;
+  ParseLogLevel(config.String("experiment.log_level"), &level);
+  SetLogLevel(level);
 
-  // Evaluates, writes a convergence row and returns the test accuracy.
-  auto evaluate = [&](bool full) {
-    training.Hold();
-    const double t = train_seconds();
-    models::EvalResult r =
-        EvaluateOn(*model, params, test, train, full ? 0 : schedule.ScheduledExamples());
-    ConvergenceRow row;
-    row.time_s = t;
-    row.epoch = static_cast<double>(samples) / static_cast<double>(train.num_examples);
-    row.samples = samples;
-    row.updates = updates;
-    row.train_loss = loss_count ? loss_sum / static_cast<double>(loss_count) : std::nan("");
-    row.test_loss = r.mean_loss();
-    row.test_accuracy = r.accuracy();
-    row.eval_examples = r.count;
-    row.learning_rate = lr;
-    const double best_before = recorder.best_test_accuracy();
-    recorder.Convergence(row);
-    SaveBestModel(*model, params, r.accuracy(), best_before, run.path());
-    progress.Evaluated(progress_state(r.accuracy()), r.mean_loss());
-    loss_sum = 0;
-    loss_count = 0;
-    schedule.Evaluated(samples, t, full);
-    training.Release();
-    return r.accuracy();
-  };
-
-  evaluate(false);
-  int64_t epochs_seen = 0;
-  for (;;) {
-    if (auto why =
-            stop.Check(samples, updates, train_seconds(), recorder.time_to_target_s() >= 0)) {
-      reason = *why;
-      break;
-    }
-    datasets::BatchView batch = sampler.Next();
-    const Duration step_start = clock->Now();
-    const float loss = trainer.LossAndGradient(params, batch, grad);
-    if (!std::isfinite(loss)) {
-      failed = true;
-      reason = stop.NonFiniteLossReason(loss, updates + 1);
-      break;
-    }
-    optimizer->Step(params, grad, static_cast<float>(lr));
-    compute += clock->Now() - step_start;
-    ++updates;
-    samples += batch.size;
-    loss_sum += static_cast<double>(loss) * static_cast<double>(batch.size);
-    loss_count += batch.size;
-    if (sampler.epochs_completed() > epochs_seen) {
-      epochs_seen = sampler.epochs_completed();
-      lr *= lr_decay;
-    }
-    if (schedule.Due(samples, train_seconds())) {
-      evaluate(schedule.ScheduledIsFull());
-    } else {
-      progress.Tick(progress_state(-1));
-    }
-  }
-  // The last row always evaluates the whole test set at the final parameters.
-  if (!failed && schedule.FinalNeeded(samples)) evaluate(true);
-  if (!failed) SaveFinalModel(*model, params, run.path());
-  progress.Done();
-
-  result.wall_time_s = train_seconds();
-  result.final_test_accuracy = recorder.final_test_accuracy();
-  result.final_test_loss = recorder.final_test_loss();
-  result.best_test_accuracy = recorder.best_test_accuracy();
-  result.updates = updates;
-  result.samples = samples;
-  result.reason = reason;
-  result.status = failed ? "failed" : "completed";
-  result.exit_status = failed ? 2 : 0;
-  WorkerMetrics worker;
-  worker.steps = updates;
-  worker.samples = samples;
-  worker.active_s = result.wall_time_s;
-  worker.compute_s = std::chrono::duration<double>(compute).count();
-  SummaryRow summary = recorder.Summary();
-  summary.run_id = run.id();
-  summary.algorithm = "sgd";
-  summary.model = config.String("model.name");
-  summary.device = device.ToString();
-  summary.dataset = config.String("data.dataset");
-  summary.seed = static_cast<int64_t>(seed);
-  summary.epochs = static_cast<double>(samples) / static_cast<double>(train.num_examples);
-  summary.samples = samples;
-  summary.updates = updates;
-  summary.wall_time_s = result.wall_time_s;
-  summary.status = result.status;
-  RunRecorder::Finish(run, summary, {worker}, nullptr, reason);
-
-  if (failed) {
-    ASGD_LOG(kError, reason);
-    out << "run stopped: " << reason << "\nrun folder: " << run.path() << "\n";
-    return result;
-  }
-  out << "final test accuracy: " << Fixed(result.final_test_accuracy, 4) << " (loss "
-      << Fixed(result.final_test_loss, 4) << ") after "
-      << Fixed(static_cast<double>(samples) / static_cast<double>(train.num_examples), 2)
-      << " epochs, " << updates << " updates, " << Fixed(result.wall_time_s, 1) << " s (" << reason
-      << ")\n"
-      << "run folder: " << run.path() << "\n";
-  return result;
+  (void)BuildCompressionOptions(config);  // refuses what cannot be compressed (sgd)
+  // A simulated run refuses the strategies it cannot simulate (the collective ones too).
+  if (config.String("cluster.transport") == "sim") return RunSimulated(config, request, out);
+  const algorithms::Strategy& strategy = algorithms::FindStrategy(config.String("algorithm.name"));
+  if (strategy.collective) return RunCollective(config, request, out);
+  if (!strategy.sequential) return RunParallel(config, request, out);
+  return RunSequential(config, request, out);
 }
 
 }  // namespace asgd::experiments

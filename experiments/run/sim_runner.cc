@@ -21,8 +21,9 @@
 #include "experiments/record/progress.h"
 #include "experiments/record/run_core.h"
 #include "experiments/record/run_dir.h"
-#include "experiments/run/evaluation.h"
+#include "experiments/run/param_stores.h"
 #include "experiments/run/problem.h"
+#include "experiments/run/run_session.h"
 #include "experiments/run/worker_loop.h"
 #include "ps/placement.h"
 #include "sim/core_pool.h"
@@ -71,195 +72,188 @@ void CheckSimulable(const Config& config, const RunRequest& request,
   }
 }
 
-// Progress of all workers (one thread: plain fields).
-struct Progressed {
-  int64_t samples = 0, steps = 0, pushes = 0;
-  double loss_sum = 0;  // since the last convergence row
-  int64_t loss_count = 0;
-  bool stop = false;
-  std::string reason;   // set when a limit stopped the run
-  std::string failure;  // the first worker failure
+// A simulated run: the workers are tasks of one scheduler, on one thread; the run
+// session is told of every step as it happens in virtual time.
+class SimRun {
+ public:
+  SimRun(const Config& config, const Problem& problem, RunSession& session, sim::Scheduler& sched,
+         tp::ParamStore& store)
+      : problem_(problem),
+        session_(session),
+        sched_(sched),
+        clock_(sched),
+        delay_(problem.plan.sim.delay, problem.plan.workers,
+               DeriveSeed(problem.plan.seed, "delay")),
+        cores_(problem.plan.sim.cores),
+        centre_(static_cast<std::size_t>(problem.n_params)) {
+    for (int w = 0; w < problem.plan.workers; ++w) {
+      WorkerSetup ws = MakeWorkerSetup(config, problem, w);
+      ws.clock = &clock_;
+      ws.after_gradient = [this, w](Duration cpu) {
+        const Duration now = sched_.Now();
+        sched_.Sleep(cores_.Run(now, delay_.StepTime(w, cpu)) - now);
+      };
+      loops_.push_back(std::make_unique<WorkerLoop>(std::move(ws)));
+      const alg::CompressingClient* compressing = nullptr;
+      clients_.push_back(
+          CompressPushes(store.NewClient(static_cast<uint32_t>(w), tp::Role::kWorker),
+                         problem.plan.compression, problem.plan.seed, w, &compressing));
+      compressing_.push_back(compressing);
+    }
+  }
+
+  // Evaluates the centre at the current virtual instant (no virtual time passes).
+  void Evaluate(tp::ParamStore& store, bool full) {
+    (void)store.Read(centre_);
+    const double t = session_.Seconds();
+    EvalInput in = session_.CountersAt(session_.counters().samples.load());
+    if (problem_.plan.ef_residual) in.ef_residual_norm = ResidualNorm(compressing_);
+    if (session_.Evaluate(*problem_.model, centre_, in, t, full) &&
+        session_.stop().stop_at_target() && !stopped_) {
+      stopped_ = true;
+      reason_ = session_.stop().TargetReason();
+    }
+    session_.staleness()->Flush();
+  }
+
+  // Runs the workers to the end of the run. Returns the reason it stopped.
+  std::string Run(tp::ParamStore& store) {
+    RunCounters& c = session_.counters();
+    EvalSchedule& schedule = session_.eval_schedule();
+    schedule.SetLastTime(session_.Seconds());
+    WorkerHooks hooks;
+    hooks.before_step = [&](double* lr_scale) {
+      if (LimitReached()) return false;
+      if (!session_.stop().WorkMayContinue(c.samples.load(), c.steps.load())) return false;
+      *lr_scale = session_.LearningRateScaleAt(c.samples.load());
+      return true;
+    };
+    hooks.after_step = [&](const alg::StepResult& r, int64_t batch) {
+      c.AddStep(batch, r.local_steps, r.pushes, r.loss);
+      if (LimitReached()) return;
+      if (schedule.Due(c.samples.load(), session_.Seconds())) {
+        Evaluate(store, false);
+        schedule.Evaluated(c.samples.load(), session_.Seconds(), false);
+      }
+    };
+    // A synchronous worker's request still held when the run ends is answered with
+    // kShuttingDown: the end of its last round, not a failure.
+    hooks.ending = [&] { return stopped_; };
+    for (int w = 0; w < problem_.plan.workers; ++w) {
+      sched_.Spawn(StrCat("worker ", w), [&, w] {
+        const auto i = static_cast<std::size_t>(w);
+        const WorkerOutcome o = loops_[i]->Run(*clients_[i], hooks);
+        if (!o.failure.empty() && failure_.empty()) {
+          failure_ = o.failure;
+          stopped_ = true;
+        }
+      });
+    }
+    sched_.Run();
+    if (sched_.unfinished_tasks() > 0) {
+      // Workers held by a synchronous rule whose peers have stopped: nothing else can
+      // happen, so the run is over; release them as the other drivers do, by closing.
+      stopped_ = true;
+      store.Close();
+      sched_.Run();
+    }
+    ASGD_CHECK_EQ(sched_.unfinished_tasks(), 0, "simulated workers still blocked after shutdown");
+    if (!failure_.empty()) return failure_;
+    if (!reason_.empty()) return reason_;
+    return session_.stop()
+        .Check(c.samples.load(), c.steps.load(), session_.Seconds(), false)
+        .value_or(session_.stop().TargetReason());
+  }
+
+  bool failed() const { return !failure_.empty(); }
+  const sim::CorePool& cores() const { return cores_; }
+  std::span<const float> centre() const { return centre_; }
+  std::vector<WorkerMetrics> Metrics() const {
+    std::vector<WorkerMetrics> metrics;
+    for (const auto& loop : loops_) metrics.push_back(loop->Snapshot());
+    return metrics;
+  }
+
+ private:
+  bool LimitReached() {
+    if (stopped_) return true;
+    const RunCounters& c = session_.counters();
+    if (auto why =
+            session_.stop().Check(c.samples.load(), c.steps.load(), session_.Seconds(), false)) {
+      stopped_ = true;
+      reason_ = *why;
+    }
+    return stopped_;
+  }
+
+  const Problem& problem_;
+  RunSession& session_;
+  sim::Scheduler& sched_;
+  sim::VirtualClock clock_;
+  sim::DelayModel delay_;
+  sim::CorePool cores_;
+  AlignedVector<float> centre_;
+  std::vector<std::unique_ptr<WorkerLoop>> loops_;
+  std::vector<std::unique_ptr<alg::ParamClient>> clients_;
+  std::vector<const alg::CompressingClient*> compressing_;  // null: not compressing
+  bool stopped_ = false;
+  std::string reason_;   // set when a limit or the target stopped the run
+  std::string failure_;  // the first worker failure
 };
 
 }  // namespace
 
 RunResult RunSimulated(const Config& config, const RunRequest& request, std::ostream& out) {
   CheckSimulable(config, request, alg::FindStrategy(config.String("algorithm.name")));
-  const sim::SimOptions sim_options = BuildSimOptions(config);  // validates
   const std::string time_model = "virtual: " + DescribeTimeModel(config);
   const Problem problem = LoadProblem(config, request);
-  const alg::Strategy& strategy = *problem.strategy;
-  const int workers = problem.workers;
-  const int num_shards = static_cast<int>(config.Int("cluster.shards"));
-  const datasets::Dataset& train = problem.data.train;
-  tp::PlacementOptions po;
-  po.policy = tp::ParsePlacementPolicy(config.String("cluster.placement"));
-  tp::Placement placement = tp::Placement::Build(problem.model->layout(), num_shards, po);
-  const StopPolicy stop = StopPolicy::FromConfig(config, train.num_examples);
-  EvalSchedule eval_schedule = EvalSchedule::FromConfig(config, train.num_examples);
-  const double lr0 = config.Double("algorithm.learning_rate");
-  const compression::CompressionOptions compression = BuildCompressionOptions(config);
-  const bool ef_residual = compression.name != "none" && compression.error_feedback;
-
-  RunDir run =
-      RunDir::Create(WithDataStatistics(config, train), request.name, request.command_line);
-  RunRecorder recorder(run, stop.target_accuracy(), -1, ef_residual);
-  auto staleness_file = run.Open("staleness.csv");
-  // Buffered: rows reach the file at evaluations and at the end, not one flush per push.
-  StalenessRecorder staleness(staleness_file.get(), config.Int("metrics.staleness_rows"), 0.0, -1,
-                              /*buffered=*/true);
+  const RunPlan& plan = problem.plan;
+  sim::Scheduler sched(plan.sim.scheduler);
+  sim::NetworkModel network(plan.sim.network, plan.workers, plan.shards);
+  const sim::VirtualClock clock(sched);
+  SessionOptions options;
+  options.clock = &clock;
+  RunSession session(config, request, problem, options);
 
   AlignedVector<float> initial(static_cast<std::size_t>(problem.n_params));
-  problem.model->Initialize(initial, DeriveSeed(problem.seed, "init"));
+  problem.model->Initialize(initial, DeriveSeed(plan.seed, "init"));
+  StoreParts parts;
+  parts.initial = initial;
+  parts.staleness = session.staleness();
+  parts.scheduler = &sched;
+  parts.network = &network;
+  std::unique_ptr<tp::ParamStore> store = NewParamStore(config, problem, parts);
+  session.training().Start();
+  ASGD_LOG(kInfo, "run ", session.run().id(), ": ", plan.name, " with ", plan.workers,
+           " simulated workers and ", store->Describe(), " (", time_model, "), ",
+           problem.model->Describe(), ", ", problem.data.train.name, " (",
+           problem.data.train.num_examples, " examples)");
 
-  sim::Scheduler sched(sim_options.scheduler);
-  sim::NetworkModel network(sim_options.network, workers, num_shards);
-  sim::DelayModel delay(sim_options.delay, workers, DeriveSeed(problem.seed, "delay"));
-  sim::CorePool cores(sim_options.cores);
-  sim::SimStore store(
-      &sched, &network, placement, initial,
-      [&](uint32_t s) { return strategy.server_rule(problem.strategy_options, s); }, &staleness);
-  const Clock& clock = store.clock();
-  TrainingClock training(&clock);
-  training.Start();
-  auto seconds = [&] { return training.Seconds(); };
+  SimRun run(config, problem, session, sched, *store);
+  run.Evaluate(*store, false);  // the initial parameters, at virtual time 0
+  const std::string reason = run.Run(*store);
+  const double end_s = session.Seconds();
+  const bool failed = run.failed();
+  const int64_t samples = session.counters().samples.load();
+  if (!failed && session.eval_schedule().FinalNeeded(samples)) run.Evaluate(*store, true);
 
-  ASGD_LOG(kInfo, "run ", run.id(), ": ", problem.name, " with ", workers,
-           " simulated workers and ", num_shards, " simulated shard", num_shards > 1 ? "s" : "",
-           " (", time_model, "), ", problem.model->Describe(), ", ", train.name, " (",
-           train.num_examples, " examples)");
-
-  Progressed p;
-  auto lr_scale_at = [&](int64_t samples) {
-    return alg::LearningRateScale(
-        problem.schedule, static_cast<double>(samples) / static_cast<double>(train.num_examples));
-  };
-  Progress progress(Progress::DecideLive(config.String("experiment.progress")), std::cerr);
-  AlignedVector<float> centre(static_cast<std::size_t>(problem.n_params));
-  // The workers' compressing clients (null: not compressing), for ef_residual_norm.
-  std::vector<const alg::CompressingClient*> compressing_clients;
-  // Evaluates the centre at the current virtual instant (no virtual time passes).
-  auto evaluate = [&](bool full) {
-    const double t = seconds();
-    store.ReadValues(centre);
-    const models::EvalResult r = EvaluateOn(*problem.model, centre, problem.data.test, train,
-                                            full ? 0 : eval_schedule.ScheduledExamples());
-    const double train_loss =
-        p.loss_count > 0 ? p.loss_sum / static_cast<double>(p.loss_count) : std::nan("");
-    p.loss_sum = 0;
-    p.loss_count = 0;
-    ConvergenceRow row = MakeConvergenceRow(
-        {t, p.samples, p.pushes, train_loss, lr0 * lr_scale_at(p.samples)}, r, train.num_examples);
-    if (ef_residual) row.ef_residual_norm = ResidualNorm(compressing_clients);
-    const double best_before = recorder.best_test_accuracy();
-    SaveBestModel(*problem.model, centre, r.accuracy(), best_before, run.path());
-    if (recorder.Convergence(row) && stop.stop_at_target() && !p.stop) {
-      p.stop = true;
-      p.reason = stop.TargetReason();
-    }
-    progress.Evaluated(MakeProgressState(row, config.Double("experiment.epochs")), r.mean_loss());
-    staleness.Flush();
-  };
-  evaluate(false);  // the initial parameters, at virtual time 0
-  eval_schedule.SetLastTime(seconds());
-
-  // ---- workers: one scheduler task each ---------------------------------------------
-  std::vector<std::unique_ptr<WorkerLoop>> loops;
-  std::vector<std::unique_ptr<alg::ParamClient>> clients;
-  for (int w = 0; w < workers; ++w) {
-    WorkerSetup ws = MakeWorkerSetup(config, problem, w);
-    ws.clock = &clock;
-    ws.after_gradient = [&sched, &delay, &cores, w](Duration cpu) {
-      const Duration now = sched.Now();
-      sched.Sleep(cores.Run(now, delay.StepTime(w, cpu)) - now);
-    };
-    loops.push_back(std::make_unique<WorkerLoop>(std::move(ws)));
-    const alg::CompressingClient* compressing = nullptr;
-    clients.push_back(
-        CompressPushes(std::make_unique<sim::SimParamClient>(&store, static_cast<uint32_t>(w)),
-                       compression, problem.seed, w, &compressing));
-    compressing_clients.push_back(compressing);
-  }
-  auto limit_reached = [&] {
-    if (p.stop) return true;
-    if (auto why = stop.Check(p.samples, p.steps, seconds(), false)) {
-      p.stop = true;
-      p.reason = *why;
-    }
-    return p.stop;
-  };
-  WorkerHooks hooks;
-  hooks.before_step = [&](double* lr_scale) {
-    if (limit_reached()) return false;
-    if (!stop.WorkMayContinue(p.samples, p.steps)) return false;
-    *lr_scale = lr_scale_at(p.samples);
-    return true;
-  };
-  hooks.after_step = [&](const alg::StepResult& r, int64_t batch) {
-    p.samples += batch;
-    p.steps += r.local_steps;
-    p.pushes += r.pushes;
-    p.loss_sum += static_cast<double>(r.loss) * static_cast<double>(batch);
-    p.loss_count += batch;
-    if (limit_reached()) return;
-    if (eval_schedule.Due(p.samples, seconds())) {
-      evaluate(false);
-      eval_schedule.Evaluated(p.samples, seconds(), false);
-    }
-  };
-  // A synchronous worker's request still held when the run ends is answered with
-  // kShuttingDown: the end of its last round, not a failure.
-  hooks.ending = [&] { return p.stop; };
-  for (int w = 0; w < workers; ++w) {
-    sched.Spawn(StrCat("worker ", w), [&, w] {
-      const auto i = static_cast<std::size_t>(w);
-      const WorkerOutcome o = loops[i]->Run(*clients[i], hooks);
-      if (!o.failure.empty() && p.failure.empty()) {
-        p.failure = o.failure;
-        p.stop = true;
-      }
-    });
-  }
-  sched.Run();
-  if (sched.unfinished_tasks() > 0) {
-    // Workers held by a synchronous rule whose peers have stopped: nothing else can
-    // happen, so the run is over; release them as the other drivers do, by closing.
-    p.stop = true;
-    store.Shutdown();
-    sched.Run();
-  }
-  ASGD_CHECK_EQ(sched.unfinished_tasks(), 0, "simulated workers still blocked after shutdown");
-  const double end_s = seconds();
-
-  const bool failed = !p.failure.empty();
-  std::string reason = failed ? p.failure : p.reason;
-  if (reason.empty()) {
-    reason = stop.Check(p.samples, p.steps, end_s, false).value_or(stop.TargetReason());
-  }
-  if (!failed && eval_schedule.FinalNeeded(p.samples)) evaluate(true);
-  if (!failed) SaveFinalModel(*problem.model, centre, run.path());
-  progress.Done();
-  staleness.Flush();
-
-  std::vector<WorkerMetrics> worker_metrics;
-  for (const auto& loop : loops) worker_metrics.push_back(loop->Snapshot());
   RunEnd end;
   end.time_s = end_s;
-  end.samples = p.samples;
-  end.updates = p.pushes;
+  end.samples = samples;
+  end.updates = session.counters().pushes.load();
   end.reason = reason;
   end.failed = failed;
-  end.ps_shards = num_shards;
-  end.transport = "sim";
+  end.ps_shards = store->ps_shards();
+  end.transport = store->transport();
   end.time_model = time_model;
   end.time_digits = 3;
   end.time_unit = "virtual s";
-  return FinishRun(
-      config, problem, run, recorder, staleness, end, worker_metrics,
+  return session.Finish(
+      *problem.model, run.centre(), end, run.Metrics(),
       {{"simulated", "true"},
        {"time_model", time_model},
        {"sim_events", std::to_string(sched.events_run())},
-       {"sim_core_wait_s", CsvCell(std::chrono::duration<double>(cores.waited()).count())}},
+       {"sim_core_wait_s", CsvCell(std::chrono::duration<double>(run.cores().waited()).count())}},
       out);
 }
 

@@ -83,8 +83,8 @@ TEST(SyncSgd, KWorkersOfBatchBAreOneWorkerOfBatchKB) {
   ExpectNear(h.store->values(), LargeBatchSgd(ls, 0.2, kWorkers * kBatch, kSteps), 1e-5, "centre");
   EXPECT_EQ(h.store->version(), static_cast<uint64_t>(kSteps));
   const auto stats = h.store->stats();
-  EXPECT_EQ(stats.accepted, static_cast<uint64_t>(kWorkers * kSteps));
-  EXPECT_EQ(stats.dropped, 0u);
+  EXPECT_EQ(stats.pushes_accepted, static_cast<uint64_t>(kWorkers * kSteps));
+  EXPECT_EQ(stats.pushes_dropped, 0u);
   for (const auto& r : h.sink.records()) EXPECT_EQ(r.staleness, 0);
   // Every worker continues from the centre the round produced.
   for (std::size_t w = 0; w < h.size(); ++w) EXPECT_EQ(h.local(w), h.store->values()) << w;
@@ -149,7 +149,8 @@ TEST(SyncSgd, BackupWorkersDropTheSlowestPushOfEveryRound) {
     auto round = std::make_shared<uint64_t>(0);
     h.gradients[static_cast<std::size_t>(w)] = [store, batches, round, slow_started](
                                                    std::span<const float> p, std::span<float> g) {
-      while (!slow_started->load() || store->stats().dropped < (*round)) std::this_thread::yield();
+      while (!slow_started->load() || store->stats().pushes_dropped < (*round))
+        std::this_thread::yield();
       ++*round;
       return batches(p, g);
     };
@@ -167,8 +168,8 @@ TEST(SyncSgd, BackupWorkersDropTheSlowestPushOfEveryRound) {
   ref.RunThreads(kRounds);
   const auto stats = h.store->stats();
   EXPECT_EQ(h.store->version(), static_cast<uint64_t>(kRounds));
-  EXPECT_EQ(stats.dropped, static_cast<uint64_t>(kRounds));
-  EXPECT_EQ(stats.accepted, static_cast<uint64_t>(3 * kRounds));
+  EXPECT_EQ(stats.pushes_dropped, static_cast<uint64_t>(kRounds));
+  EXPECT_EQ(stats.pushes_accepted, static_cast<uint64_t>(3 * kRounds));
   EXPECT_EQ(h.clients[3]->dropped_pushes(), kRounds);
   for (int w = 0; w < 3; ++w)
     EXPECT_EQ(h.clients[static_cast<std::size_t>(w)]->dropped_pushes(), 0);

@@ -224,8 +224,8 @@ TEST(SyncSgd, StragglerSlowsRoundsKFoldUnlessOneBackup) {
   for (int w = 0; w < kWorkers - 1; ++w) {
     EXPECT_EQ(backup->finished[static_cast<std::size_t>(w)], kSteps * base) << "worker " << w;
   }
-  EXPECT_GT(backup->store->stats().dropped, 0u);
-  EXPECT_EQ(slow->store->stats().dropped, 0u);
+  EXPECT_GT(backup->store->stats().pushes_dropped, 0u);
+  EXPECT_EQ(slow->store->stats().pushes_dropped, 0u);
 }
 
 // SSP (docs/algorithms.md#ssp): when a worker starts iteration c, every worker's pushes of

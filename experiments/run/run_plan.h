@@ -1,0 +1,71 @@
+// The run plan: the config resolved once, into the typed values every driver reads
+// (sequential, threads, collective, simulated). A driver reads its plan, not the config
+// by key: the keys are named here, once, and validated before the run folder exists.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "algorithms/strategy.h"
+#include "collective/collective.h"
+#include "compression/compressor.h"
+#include "experiments/config/config.h"
+#include "ps/placement.h"
+#include "sim/options.h"
+
+namespace asgd::experiments {
+
+// Where a parameter-server strategy's parameters live (ps/param_store.h), by
+// algorithm.name and cluster.transport.
+enum class StoreKind {
+  kNone,          // no store: the sequential baseline, or a strategy on a collective
+  kShared,        // one shared vector (a shared_memory strategy: hogwild)
+  kMemory,        // cluster.transport = memory
+  kShardServers,  // cluster.transport = inproc: ZeroMQ shard servers in this process
+  kSimulated,     // cluster.transport = sim
+};
+
+struct RunPlan {
+  uint64_t seed = 0;                               // experiment.seed
+  std::string name;                                // algorithm.name
+  const algorithms::Strategy* strategy = nullptr;  // its registry entry
+  int workers = 1;                                 // algorithm.workers
+  int64_t batch_size = 0;                          // algorithm.batch_size
+  double learning_rate = 0;                        // algorithm.learning_rate (the base rate)
+  double lr_decay = 1;                             // algorithm.lr_decay (per epoch)
+  double epochs = 1;                               // experiment.epochs (the target)
+  std::string progress;                            // experiment.progress
+  std::string model_name;                          // model.name
+  std::string dataset;                             // data.dataset
+  int64_t staleness_rows = 0;                      // metrics.staleness_rows
+
+  StoreKind store = StoreKind::kNone;
+  std::string transport;                  // cluster.transport
+  int shards = 1;                         // cluster.shards
+  transport::PlacementOptions placement;  // cluster.placement
+  double timeout_s = 0;                   // cluster.timeout_s
+  int64_t chunk_bytes = 0;                // cluster.chunk_bytes (checked)
+
+  int64_t checkpoint_every_steps = 0;  // experiment.checkpoint_every_steps
+  double checkpoint_every_s = 0;       // experiment.checkpoint_every_s
+  int checkpoint_keep = 1;             // experiment.checkpoint_keep
+  std::string config_hash;             // TrainingConfigHash: what a checkpoint must match
+
+  compression::CompressionOptions compression;  // [compression]
+  bool ef_residual = false;  // compressing with error feedback: convergence.csv's column
+  sim::SimOptions sim;       // [sim], [network], [delay] (validated)
+  bool delay = false;        // a [delay] model is set: real runners inject it as sleeps
+  // A strategy on a collective: collective.algorithm and collective.timeout_ms, size the
+  // workers (validated); rank 0 (each rank sets its own).
+  collective::CollectiveOptions collective;
+
+  bool checkpointing() const { return checkpoint_every_steps > 0 || checkpoint_every_s > 0; }
+  // The snapshots a checkpoint of this run holds: 1 for the single-vector stores and for
+  // a collective (the workers' average), cluster.shards for the shard servers.
+  int checkpoint_shards() const;
+
+  // Reads and validates the keys above. Throws ConfigError naming the first bad key.
+  static RunPlan FromConfig(const Config& config);
+};
+
+}  // namespace asgd::experiments
