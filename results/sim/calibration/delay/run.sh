@@ -39,3 +39,5 @@ done
 # The per-push rows (staleness.csv) are left out of the record: the histograms are what
 # the comparison reads.
 rm -f "$OUT"/runs/*/staleness.csv
+# The logs name the data folder as $ASGD_DATA_DIR, not this machine's path.
+[ -z "${ASGD_DATA_DIR:-}" ] || sed -i "s|$ASGD_DATA_DIR|\$ASGD_DATA_DIR|g" "$OUT"/logs/*.log

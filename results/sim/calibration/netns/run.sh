@@ -160,7 +160,11 @@ for i in range(300):
 print(statistics.median(rtt[20:]) * 1e6)
 """], capture_output=True, text=True, check=True, timeout=60).stdout
 finally:
-    srv.wait(timeout=10)
+    try:
+        srv.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        srv.kill()
+        srv.wait()
 print(f"{float(out) / 2:.0f}")
 EOF
 }
@@ -244,3 +248,5 @@ done
 # The per-push rows (staleness.csv) are left out of the record: the histograms are what
 # the comparison reads.
 rm -f "$OUT"/runs/*/staleness.csv
+# The logs name the data folder as $ASGD_DATA_DIR, not this machine's path.
+[ -z "${ASGD_DATA_DIR:-}" ] || sed -i "s|$ASGD_DATA_DIR|\$ASGD_DATA_DIR|g" "$OUT"/logs/*.log
