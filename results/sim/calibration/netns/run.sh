@@ -14,9 +14,11 @@
 # top-level README (build/asgd); about 6 minutes. Environment (defaults in brackets):
 # WORKERS ["2 4 8 16"], STRATEGIES ["async_sgd allreduce_sgd"], RATE_MBIT [100], DELAY_MS
 # [1], OUT [results/sim/calibration/netns], SUFFIX [""] (added to every run's name: a
-# repetition, e.g. SUFFIX=_r2, is paired with its own twin). SIM_ONLY=1 runs only the
-# simulated side (no root needed), with the one-way latency LATENCY_US [54, the record's]:
-# for a strategy the simulator did not accept yet when the real side was recorded.
+# repetition, e.g. SUFFIX=_r2, is paired with its own twin), MONITOR [0] (1: sample the
+# shard's two shaped queues every 20 ms into logs/real_NAME.links.csv; links.py sums them
+# up). SIM_ONLY=1 runs only the simulated side (no root needed), with the one-way latency
+# LATENCY_US [54, the record's]: for a strategy the simulator did not accept yet when the
+# real side was recorded.
 # Every process it starts is ended by its PID and every namespace deleted on exit (the
 # trap), also on failure or Ctrl-C. Servers bind only their namespace's address
 # (10.77.0.x); nothing is bound in the host's namespace.
@@ -169,6 +171,31 @@ print(f"{float(out) / 2:.0f}")
 EOF
 }
 
+# monitor CSV: every 20 ms, the bytes the shard's two tbf queues have sent and their
+# backlog (tc's counters: the shard's transmit, eth0 in its namespace, and its receive, the
+# switch port vp0), until ended by cleanup or until its namespaces are gone.
+monitor() {
+  python3 - "$P" "$1" <<'EOF'
+import json, subprocess, sys, time
+p, out = sys.argv[1], sys.argv[2]
+def tbf(ns, dev):
+    r = subprocess.run(["tc", "-n", ns, "-s", "-j", "qdisc", "show", "dev", dev],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(0)
+    q = [x for x in json.loads(r.stdout) if x["kind"] == "tbf"][0]
+    return q["bytes"], q["backlog"]
+with open(out, "w") as f:
+    f.write("t_s,shard_tx_bytes,shard_tx_backlog,shard_rx_bytes,shard_rx_backlog\n")
+    t0 = time.monotonic()
+    while True:
+        tx, rx = tbf(p + "p0", "eth0"), tbf(p + "sw", "vp0")
+        f.write(f"{time.monotonic() - t0:.4f},{tx[0]},{tx[1]},{rx[0]},{rx[1]}\n")
+        f.flush()
+        time.sleep(0.02)
+EOF
+}
+
 start() {  # start NS LOG CMD...: run CMD in namespace a<pid>NS, output to LOG; PID in LAST
   local ns=${P}$1 log=$2
   shift 2
@@ -205,6 +232,10 @@ real_run() {
     start "w$i" "$log.worker$i.log" "$ASGD" worker --config "$CFG" --task $i "${RUN[@]}" \
       "${CLUSTER[@]}"
   done
+  if [ "${MONITOR:-0}" = 1 ] && [ "$strategy" != allreduce_sgd ]; then
+    monitor "$OUT/logs/real_$name.links.csv" &
+    PIDS+=("$!")
+  fi
   REAL_EXIT=0
   wait "$coordinator" || REAL_EXIT=$?
   # The others end once the coordinator has told them; 20 s, then cleanup ends them by PID.
