@@ -23,6 +23,7 @@
 #include "experiments/run/collective_runner.h"
 #include "experiments/run/evaluation.h"
 #include "experiments/run/parallel_runner.h"
+#include "experiments/run/sim_collective_runner.h"
 #include "experiments/run/sim_runner.h"
 #include "models/factory.h"
 
@@ -46,8 +47,14 @@ RunResult RunExperiment(const Config& config, const RunRequest& request, std::os
 
   const auto seed = static_cast<uint64_t>(config.Int("experiment.seed"));
   (void)BuildCompressionOptions(config);  // refuses what cannot be compressed (sgd)
-  // A simulated run refuses the strategies it cannot simulate (the collective ones too).
-  if (config.String("cluster.transport") == "sim") return RunSimulated(config, request, out);
+  // A simulated run: on a simulated collective for the strategies on a collective; else
+  // on the simulated store, which refuses the strategies it cannot simulate.
+  if (config.String("cluster.transport") == "sim") {
+    if (algorithms::FindStrategy(config.String("algorithm.name")).collective) {
+      return RunSimulatedCollective(config, request, out);
+    }
+    return RunSimulated(config, request, out);
+  }
   if (algorithms::FindStrategy(config.String("algorithm.name")).collective) {
     return RunCollective(config, request, out);
   }
