@@ -111,14 +111,22 @@ GlooResult RunSim(col::Algorithm algorithm, int ranks, const std::vector<Case>& 
 class SimCollectiveVsGloo : public ::testing::TestWithParam<std::tuple<col::Algorithm, int>> {};
 
 // Bit for bit: every rank's vector after the simulated allreduce equals gloo's, for sums,
-// means and maxima, lengths below one chunk, across chunk and segment boundaries and
-// several ring_chunked chunks; and the byte counters are the gloo path's.
+// means and maxima, lengths below one chunk, across chunk and segment boundaries, several
+// ring_chunked chunks and more ring segments than 2N; and the byte counters are the gloo
+// path's.
 TEST_P(SimCollectiveVsGloo, SameBitsAndBytes) {
   const auto [algorithm, ranks] = GetParam();
   const std::vector<Case> cases = {
-      {1, col::ReduceOp::kSum},     {7, col::ReduceOp::kSum},      {1000, col::ReduceOp::kSum},
-      {1000, col::ReduceOp::kMean}, {5003, col::ReduceOp::kSum},   {5003, col::ReduceOp::kMean},
-      {777, col::ReduceOp::kMax},   {300000, col::ReduceOp::kSum},
+      {1, col::ReduceOp::kSum},
+      {7, col::ReduceOp::kSum},
+      {1000, col::ReduceOp::kSum},
+      {1000, col::ReduceOp::kMean},
+      {5003, col::ReduceOp::kSum},
+      {5003, col::ReduceOp::kMean},
+      {777, col::ReduceOp::kMax},
+      {300000, col::ReduceOp::kSum},
+      // 6.4 MB: more than gloo's ring's 2N segments of at most 1 MiB for N <= 3.
+      {1600000, col::ReduceOp::kSum},
   };
   const GlooResult gloo = RunGloo(algorithm, ranks, cases);
   const GlooResult sim = RunSim(algorithm, ranks, cases);
