@@ -45,7 +45,6 @@ Strategy AllreduceSgdStrategy() {
       "every worker's optimizer (Horovod's DistributedOptimizer)";
   s.synchronous = true;
   s.collective = true;
-  s.can_simulate = false;
   s.keys = ReadKeys(kOptimizerKeys,
                     {"algorithm.lr_decay", "algorithm.linear_scaling", "algorithm.warmup_epochs"});
   s.steps_per_round = [](const StrategyOptions&) -> int64_t { return 1; };

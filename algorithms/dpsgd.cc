@@ -98,7 +98,6 @@ Strategy DpsgdStrategy() {
       "with its two ring neighbours' and applies its gradient (Lian et al. 2017)";
   s.synchronous = true;
   s.collective = true;
-  s.can_simulate = false;
   // Not linear_scaling: a gossip step applies one worker's gradient, not an aggregate.
   s.keys = ReadKeys(kOptimizerKeys, {"algorithm.lr_decay"});
   s.settings = {ChoiceSetting("topology", "ring", {"ring"},

@@ -61,7 +61,6 @@ Strategy LocalSgdStrategy() {
       "allreduce (Stich 2019; Lin et al. 2020)";
   s.synchronous = true;
   s.collective = true;
-  s.can_simulate = false;
   s.keys = ReadKeys(kOptimizerKeys, {"algorithm.lr_decay", "algorithm.linear_scaling",
                                      "algorithm.warmup_epochs", "algorithm.window"});
   s.steps_per_round = Period;

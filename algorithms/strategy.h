@@ -187,8 +187,9 @@ struct Strategy {
   bool clocks = false;
   // Runs under the virtual-time cluster simulator (cluster.transport = sim): its workers
   // talk to the store only through a ParamClient, so a simulated client can suspend them.
-  // False for the sequential baseline, for hogwild (shared memory, no messages) and for
-  // the strategies on a collective (no ParamClient; an α-β collective model is to come).
+  // False for the sequential baseline and for hogwild (shared memory, no messages). The
+  // strategies on a collective run on a simulated collective instead of the simulated
+  // store (sim/sim_collective.h).
   bool can_simulate = true;
   // The strategy's own settings (settings.h): each is the config key algorithm.<name>,
   // with its type, default, range and help; the config table and StrategyOptions::settings

@@ -40,10 +40,27 @@
 // does too, from what simulating adds. (Memory per worker: docs/simulator.md,
 // measured on the shipped 1,024-worker run.)
 //
+// BM_SimCollectiveMlp/workers:<n>: the simulated collective (issue 33) — n simulated
+// workers of allreduce_sgd, each a task running the real worker rule on a rank of a
+// SimCollectiveGroup (ring, the dc_10gbe network, a constant 10 ms step time), computing
+// the same real MLP gradients as BM_SimMnistMlp, kMlpSteps in all; every step's gradient
+// is allreduced over the n ranks in gloo's order (the full vector, 268,650 floats, into
+// every rank's copy). `ratio` is simulated / the bare gradients: the same workers'
+// batches (at 1,024 workers a part is 8 examples, so a batch is 8, not kMlpBatch), one
+// model, in a plain loop (the issue's goal: <= 1.1 at 1,024 workers). The reduction
+// itself is work a real run does too (each of N ranks adds and copies its share):
+// `reduce_ns_per_step` times the same allreduces of n vectors without the scheduler
+// (GlooOrderAllreduce directly, the start's and one per step), and `collective_ratio` is
+// simulated / (bare gradients + those reductions): what simulating adds beyond the work
+// of the real rule. `cpu_ratio` and `cpu_collective_ratio` are the same in this thread's
+// CPU time (the whole benchmark runs in one thread), which a loaded machine disturbs less
+// than wall time.
+//
 //   sim_bench --benchmark_min_time=0.5 --benchmark_repetitions=3
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <ctime>
 #include <string>
 
 #include <benchmark/benchmark.h>
@@ -53,11 +70,13 @@
 #include "algorithms/optimizer.h"
 #include "algorithms/strategy.h"
 #include "benchmarks/mlp_problem.h"
+#include "collective/collective.h"
 #include "core/rng.h"
 #include "datasets/sampler.h"
 #include "ps/placement.h"
 #include "sim/network_model.h"
 #include "sim/scheduler.h"
+#include "sim/sim_collective.h"
 #include "sim/sim_store.h"
 
 namespace asgd::sim {
@@ -75,6 +94,13 @@ inline uint64_t Work(uint64_t x) {
 }
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+// This thread's CPU time, seconds.
+double ThreadCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
 
 // Resident set size of this process, KiB (from /proc/self/statm).
 double RssKib() {
@@ -331,6 +357,117 @@ void BM_SimMnistMlp(benchmark::State& state) {
   state.SetItemsProcessed(static_cast<int64_t>(steps));
 }
 BENCHMARK(BM_SimMnistMlp)
+    ->ArgName("workers")
+    ->Arg(16)
+    ->Arg(256)
+    ->Arg(1024)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1);
+
+void BM_SimCollectiveMlp(benchmark::State& state) {
+  const int workers = static_cast<int>(state.range(0));
+  const MlpProblem& mlp = Mlp();
+  const int64_t n = mlp.model->layout().size();
+  const int64_t steps_per_worker = kMlpSteps / workers;
+  const algorithms::Strategy& strategy = algorithms::FindStrategy("allreduce_sgd");
+  algorithms::StrategyOptions so;
+  so.num_workers = workers;
+  so.worker.learning_rate = 0.01;
+  std::vector<float> initial(static_cast<std::size_t>(n));
+  mlp.model->Initialize(initial, 1);
+  double sim_s = 0, bare_s = 0, reduce_s = 0, steps = 0;
+  double sim_cpu = 0, bare_cpu = 0, reduce_cpu = 0;
+  for (auto _ : state) {
+    const double cpu0 = ThreadCpuSeconds();
+    const auto start = Clock::now();
+    {
+      Scheduler sched;
+      SimCollectiveGroup group(&sched, NetworkPreset("dc_10gbe"), workers,
+                               collective::Algorithm::kRing);
+      for (int w = 0; w < workers; ++w) {
+        sched.Spawn("w", [&, w] {
+          auto model = mlp.model->Clone();
+          datasets::SamplerOptions sopt;
+          sopt.batch_size = kMlpBatch;
+          sopt.seed = static_cast<uint64_t>(w);
+          datasets::BatchSampler sampler(mlp.data.train, mlp.Part(w, workers), sopt);
+          auto optimizer = algorithms::NewOptimizer(algorithms::OptimizerOptions{}, n);
+          auto rule = strategy.worker_rule(so);
+          const auto rank = group.Rank(w);
+          algorithms::WorkerEnv env;
+          env.worker = w;
+          env.num_workers = workers;
+          env.collective = rank.get();
+          env.initial = initial;
+          env.optimizer = optimizer.get();
+          env.options = so.worker;
+          env.gradient = [&](std::span<const float> p, std::span<float> g) {
+            const float loss = model->LossAndGradient(p, sampler.Next(), g);
+            sched.Sleep(std::chrono::milliseconds(10));
+            return loss;
+          };
+          if (!rule->Start(env).ok()) std::abort();
+          for (int64_t i = 0; i < steps_per_worker; ++i) {
+            if (!rule->Step(env).status.ok()) std::abort();
+          }
+        });
+      }
+      sched.Run();
+    }
+    const double elapsed = Seconds(Clock::now() - start);
+    const double cpu1 = ThreadCpuSeconds();
+    const auto bare_start = Clock::now();
+    {
+      // Each worker's own batches: a worker's part holds 8,192 / n examples, so at 256 and
+      // 1,024 workers its batches are 32 and 8 examples, not kMlpBatch.
+      auto model = mlp.model->Clone();
+      std::vector<float> grad(static_cast<std::size_t>(n));
+      float sink = 0;
+      for (int w = 0; w < workers; ++w) {
+        datasets::SamplerOptions sopt;
+        sopt.batch_size = kMlpBatch;
+        sopt.seed = static_cast<uint64_t>(w);
+        datasets::BatchSampler sampler(mlp.data.train, mlp.Part(w, workers), sopt);
+        for (int64_t i = 0; i < steps_per_worker; ++i) {
+          sink += model->LossAndGradient(initial, sampler.Next(), grad);
+        }
+      }
+      benchmark::DoNotOptimize(sink);
+    }
+    const double bare = Seconds(Clock::now() - bare_start);
+    const double cpu2 = ThreadCpuSeconds();
+    sim_cpu += cpu1 - cpu0;
+    bare_cpu += cpu2 - cpu1;
+    // The same allreduces without the scheduler: n vectors, the start's and one per step.
+    {
+      std::vector<std::vector<float>> vectors(static_cast<std::size_t>(workers), initial);
+      std::vector<std::span<float>> spans(vectors.begin(), vectors.end());
+      const auto reduce_start = Clock::now();
+      const double cpu3 = ThreadCpuSeconds();
+      for (int64_t i = 0; i <= steps_per_worker; ++i) {
+        GlooOrderAllreduce(collective::Algorithm::kRing, spans, collective::ReduceOp::kSum);
+      }
+      reduce_cpu += ThreadCpuSeconds() - cpu3;
+      reduce_s += Seconds(Clock::now() - reduce_start);
+      benchmark::DoNotOptimize(vectors[0][0]);
+    }
+    state.SetIterationTime(elapsed);
+    sim_s += elapsed;
+    bare_s += bare;
+    steps += static_cast<double>(steps_per_worker * workers);
+  }
+  state.counters["bare_ns_per_step"] = bare_s / steps * 1e9;
+  state.counters["reduce_ns_per_step"] = reduce_s / steps * 1e9;
+  state.counters["ratio"] = sim_s / bare_s;
+  state.counters["collective_ratio"] = sim_s / (bare_s + reduce_s);
+  // The same ratios in this thread's CPU time, which other processes on a loaded machine
+  // disturb less than they disturb wall time.
+  state.counters["cpu_ratio"] = sim_cpu / bare_cpu;
+  state.counters["cpu_collective_ratio"] = sim_cpu / (bare_cpu + reduce_cpu);
+  state.SetItemsProcessed(static_cast<int64_t>(steps));
+}
+BENCHMARK(BM_SimCollectiveMlp)
     ->ArgName("workers")
     ->Arg(16)
     ->Arg(256)

@@ -25,6 +25,7 @@
 #include "experiments/run/parallel_runner.h"
 #include "experiments/run/problem.h"
 #include "experiments/run/run_session.h"
+#include "experiments/run/sim_collective_runner.h"
 #include "experiments/run/sim_runner.h"
 #include "models/factory.h"
 
@@ -223,9 +224,13 @@ RunResult RunExperiment(const Config& config, const RunRequest& request, std::os
   SetLogLevel(level);
 
   (void)BuildCompressionOptions(config);  // refuses what cannot be compressed (sgd)
-  // A simulated run refuses the strategies it cannot simulate (the collective ones too).
-  if (config.String("cluster.transport") == "sim") return RunSimulated(config, request, out);
   const algorithms::Strategy& strategy = algorithms::FindStrategy(config.String("algorithm.name"));
+  // A simulated run: on a simulated collective for the strategies on a collective; else
+  // on the simulated store, which refuses the strategies it cannot simulate.
+  if (config.String("cluster.transport") == "sim") {
+    return strategy.collective ? RunSimulatedCollective(config, request, out)
+                               : RunSimulated(config, request, out);
+  }
   if (strategy.collective) return RunCollective(config, request, out);
   if (!strategy.sequential) return RunParallel(config, request, out);
   return RunSequential(config, request, out);

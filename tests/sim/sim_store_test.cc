@@ -130,10 +130,11 @@ struct Cluster {
 
 std::vector<std::string> AsynchronousStrategies() {
   return testing::StrategiesWhere(
-      [](const Strategy& s) { return s.can_simulate && !s.synchronous; });
+      [](const Strategy& s) { return s.can_simulate && !s.collective && !s.synchronous; });
 }
 std::vector<std::string> SimulableStrategies() {
-  return testing::StrategiesWhere([](const Strategy& s) { return s.can_simulate; });
+  return testing::StrategiesWhere(
+      [](const Strategy& s) { return s.can_simulate && !s.collective; });
 }
 
 StrategyOptions Options() {

@@ -1,0 +1,598 @@
+#include "sim/sim_collective.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <deque>
+#include <limits>
+#include <unordered_map>
+#include <utility>
+
+#include "core/check.h"
+#include "core/error.h"
+
+namespace asgd::sim {
+
+namespace col = ::asgd::collective;
+using ::asgd::internal::StrCat;
+
+namespace {
+
+// gloo's reduction of a received value into the local one: sum(c, a, b) is c = a + b and
+// max is std::max(a, b), with a the local value and b the received one.
+template <col::ReduceOp kOp>
+inline float Combine(float local, float received) {
+  if constexpr (kOp == col::ReduceOp::kMax) {
+    return std::max(local, received);
+  } else {
+    return local + received;
+  }
+}
+
+// acc[i] = Combine(x[i], acc[i]): `x` is the local vector of the rank the partial result
+// `acc` has just reached.
+template <col::ReduceOp kOp>
+void AddInto(float* acc, const float* x, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) acc[i] = Combine<kOp>(x[i], acc[i]);
+}
+
+// local[i] = Combine(local[i], received[i]).
+template <col::ReduceOp kOp>
+void ReduceInto(float* local, const float* received, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) local[i] = Combine<kOp>(local[i], received[i]);
+}
+
+// A chunk [begin, end) that travels the ring from rank `start`, each hop adding the local
+// value of the next rank in direction `step` (+1 or −1), N−1 hops; then every rank gets the
+// result (the allgather copies).
+template <col::ReduceOp kOp>
+void ChainChunk(std::span<const std::span<float>> data, std::size_t begin, std::size_t end,
+                int start, int step, std::vector<float>& acc) {
+  if (begin >= end) return;
+  const int n = static_cast<int>(data.size());
+  const std::size_t len = end - begin;
+  acc.resize(std::max(acc.size(), len));
+  std::memcpy(acc.data(), data[static_cast<std::size_t>(start)].data() + begin,
+              len * sizeof(float));
+  int r = start;
+  for (int hop = 1; hop < n; ++hop) {
+    r = ((r + step) % n + n) % n;
+    AddInto<kOp>(acc.data(), data[static_cast<std::size_t>(r)].data() + begin, len);
+  }
+  for (const std::span<float>& d : data) {
+    std::memcpy(d.data() + begin, acc.data(), len * sizeof(float));
+  }
+}
+
+// gloo::allreduce's ring (allreduce.cc): numSegments = roundUp(max(⌈bytes/1 MiB⌉, 2N), N)
+// segments of roundUp(⌈bytes/numSegments⌉, 4) bytes; chunk c (numSegments/N segments) is
+// sent first by rank c+1 to its left and reduced along the ring down to rank c.
+template <col::ReduceOp kOp>
+void Ring(std::span<const std::span<float>> data) {
+  const uint64_t n = data.size();
+  const uint64_t count = data[0].size();
+  constexpr uint64_t kFloat = sizeof(float);
+  constexpr uint64_t kMaxSegmentBytes = 1024 * 1024;  // gloo's AllreduceOptions default
+  const uint64_t total = count * kFloat;
+  const uint64_t max_segment = kFloat * std::max<uint64_t>(1, kMaxSegmentBytes / kFloat);
+  auto round_up = [](uint64_t v, uint64_t m) { return (v + m - 1) / m * m; };
+  const uint64_t segments = round_up(std::max((total + max_segment - 1) / max_segment, n * 2), n);
+  const uint64_t per_rank = segments / n;
+  const uint64_t segment_bytes = round_up((total + segments - 1) / segments, kFloat);
+  const uint64_t chunk_floats = per_rank * segment_bytes / kFloat;
+  std::vector<float> acc;
+  for (uint64_t c = 0; c < n; ++c) {
+    const std::size_t begin = std::min(c * chunk_floats, count);
+    const std::size_t end = std::min((c + 1) * chunk_floats, count);
+    const int start = static_cast<int>((c + n - 1) % n);  // rank c−1 sends it first ...
+    ChainChunk<kOp>(data, begin, end, start, -1, acc);    // ... to c−2, ..., down to c
+  }
+}
+
+// gloo::AllreduceRingChunked: 2N chunks of max(256, ⌈count/2N⌉) floats; rank r sends its
+// chunks 2r and 2r+1 to the right first, so chunk k is reduced along r = ⌊k/2⌋, ⌊k/2⌋+1,
+// ..., ⌊k/2⌋−1.
+template <col::ReduceOp kOp>
+void RingChunked(std::span<const std::span<float>> data) {
+  const std::size_t n = data.size();
+  const std::size_t count = data[0].size();
+  const std::size_t chunks = 2 * n;
+  const std::size_t chunk = std::max<std::size_t>(256, (count + chunks - 1) / chunks);
+  std::vector<float> acc;
+  for (std::size_t k = 0; k < chunks; ++k) {
+    const std::size_t begin = std::min(k * chunk, count);
+    const std::size_t end = std::min((k + 1) * chunk, count);
+    ChainChunk<kOp>(data, begin, end, static_cast<int>(k / 2), +1, acc);
+  }
+}
+
+// gloo's reverseLastNBits: the last n bits of ctr in reverse order.
+uint32_t ReverseLastBits(uint32_t ctr, uint32_t n) {
+  uint32_t reversed = 0;
+  for (uint32_t bit = 0; bit < n; ++bit) reversed = (reversed << 1) | ((ctr >> bit) & 1u);
+  return reversed;
+}
+
+uint32_t Log2(uint64_t v) { return static_cast<uint32_t>(std::bit_width(v) - 1); }
+
+// One rank's part of gloo::AllreduceHalvingDoubling, as its constructor computes it.
+struct HdRank {
+  uint32_t block_offset = 0, block_size = 0, steps_in_block = 0, rank_in_block = 0;
+  uint32_t smaller_block = 0, larger_block = 0;
+  std::vector<std::size_t> send_offset, recv_offset, send_count, recv_count;
+  std::size_t send_count_to_larger = 0;
+  std::vector<int> larger_dest;  // the ranks of the larger block it sends its parts to
+  int smaller_dest = -1;         // the rank of the smaller block it receives from
+
+  // The part it holds after its reduce-scatter: its offset and length.
+  std::size_t HeldOffset() const { return steps_in_block > 0 ? recv_offset.back() : 0; }
+  std::size_t HeldCount(std::size_t count) const {
+    return steps_in_block > 0 ? recv_count.back() : count;
+  }
+};
+
+HdRank PlanHalvingDoubling(int rank, int size, std::size_t count) {
+  HdRank h;
+  const auto r = static_cast<uint32_t>(rank);
+  const auto n = static_cast<uint32_t>(size);
+  // initBinaryBlocks: the binary blocks of N from the smallest (highest ranks) up.
+  uint32_t offset = n, block = 1, current = 0, previous = 0;
+  do {
+    if ((n & block) != 0) {
+      previous = current;
+      current = block;
+      offset -= block;
+      if (h.block_size != 0) {
+        h.larger_block = current;
+        break;
+      }
+      if (offset <= r) {
+        h.block_offset = offset;
+        h.block_size = current;
+        h.smaller_block = previous;
+      }
+    }
+    block <<= 1;
+  } while (offset != 0);
+  h.steps_in_block = Log2(h.block_size);
+  h.rank_in_block = r % h.block_size;
+
+  const uint32_t steps = Log2(n);
+  const std::size_t chunks = std::size_t{1} << steps;
+  const std::size_t chunk = (count + chunks - 1) / chunks;
+  std::size_t step_chunk = chunk << (steps - 1);
+  std::size_t send_offset = 0, recv_offset = 0;
+  uint32_t bitmask = 1;
+  for (uint32_t i = 0; i < h.steps_in_block; ++i) {
+    const uint32_t dest = r ^ bitmask;
+    const std::size_t so = send_offset + ((dest & bitmask) != 0 ? step_chunk : 0);
+    const std::size_t ro = recv_offset + ((r & bitmask) != 0 ? step_chunk : 0);
+    h.send_offset.push_back(so);
+    h.recv_offset.push_back(ro);
+    h.send_count.push_back(so < count ? std::min(step_chunk, count - so) : 0);
+    h.recv_count.push_back(ro < count ? std::min(step_chunk, count - ro) : 0);
+    if ((r & bitmask) != 0) {
+      send_offset += step_chunk;
+      recv_offset += step_chunk;
+    }
+    bitmask <<= 1;
+    step_chunk >>= 1;
+  }
+  if (h.smaller_block != 0) {
+    h.smaller_dest =
+        static_cast<int>(h.block_offset + h.block_size + h.rank_in_block % h.smaller_block);
+  }
+  if (h.larger_block != 0) {
+    const uint32_t larger_offset = h.block_offset - h.larger_block;
+    const uint32_t parts = h.larger_block / h.block_size;
+    h.send_count_to_larger = step_chunk >> (Log2(parts) - 1);
+    const uint32_t source = ReverseLastBits(h.rank_in_block, h.steps_in_block);
+    for (uint32_t i = 0; i < parts; ++i) {
+      h.larger_dest.push_back(static_cast<int>(
+          larger_offset + ReverseLastBits(source * parts + i, Log2(h.larger_block))));
+    }
+  }
+  return h;
+}
+
+template <col::ReduceOp kOp>
+void HalvingDoubling(std::span<const std::span<float>> data) {
+  const int n = static_cast<int>(data.size());
+  const std::size_t count = data[0].size();
+  std::vector<HdRank> plan;
+  plan.reserve(static_cast<std::size_t>(n));
+  for (int r = 0; r < n; ++r) plan.push_back(PlanHalvingDoubling(r, n, count));
+  auto at = [&](int r, std::size_t offset) {
+    return data[static_cast<std::size_t>(r)].data() + offset;
+  };
+  auto hd = [&](int r) -> const HdRank& { return plan[static_cast<std::size_t>(r)]; };
+  // The blocks' first ranks, largest block (rank 0) first.
+  std::vector<int> blocks;
+  for (int r = 0; r < n; r += static_cast<int>(hd(r).block_size)) blocks.push_back(r);
+
+  // Recursive halving inside each block: at step i partners r and r ^ 2^i exchange the
+  // halves of their current range, each reducing the half it keeps (step by step: a
+  // step's exchange carries what the previous steps reduced).
+  const uint32_t max_steps = hd(0).steps_in_block;  // rank 0's block is the largest
+  for (uint32_t i = 0; i < max_steps; ++i) {
+    for (int r = 0; r < n; ++r) {
+      const HdRank& me = hd(r);
+      if (i >= me.steps_in_block) continue;
+      const int p = r ^ (1 << i);
+      if (p < r) continue;  // the pair is handled from its lower rank
+      const HdRank& peer = hd(p);
+      ASGD_CHECK(
+          me.recv_offset[i] == peer.send_offset[i] && me.recv_count[i] == peer.send_count[i] &&
+          peer.recv_offset[i] == me.send_offset[i] && peer.recv_count[i] == me.send_count[i]);
+      // Disjoint halves: neither reduction reads what the other writes.
+      if (me.recv_offset[i] < count) {
+        ReduceInto<kOp>(at(r, me.recv_offset[i]), at(p, me.recv_offset[i]), me.recv_count[i]);
+      }
+      if (peer.recv_offset[i] < count) {
+        ReduceInto<kOp>(at(p, peer.recv_offset[i]), at(r, peer.recv_offset[i]), peer.recv_count[i]);
+      }
+    }
+  }
+  // The part a rank of a smaller block sends to the i-th rank of the next larger block:
+  // its offset and length (length 0: none).
+  auto part_to_larger = [&](int s, std::size_t i) -> std::pair<std::size_t, std::size_t> {
+    const HdRank& small = hd(s);
+    const std::size_t total = small.HeldCount(count);
+    const std::size_t each = small.send_count_to_larger;
+    if (total == 0 || each * i >= total) return {0, 0};
+    return {small.HeldOffset() + each * i, std::min(each, total - each * i)};
+  };
+  // Up the cascade, smallest block first: each rank of a larger block adds in the part of
+  // its smaller-block partner (which holds its own smaller block's sum already).
+  for (auto b = blocks.rbegin(); b != blocks.rend(); ++b) {
+    const HdRank& first = hd(*b);
+    if (first.smaller_block == 0) continue;
+    for (int r = *b; r < *b + static_cast<int>(first.block_size); ++r) {
+      const HdRank& me = hd(r);
+      const std::size_t items = me.recv_count.back();
+      if (items == 0) continue;
+      const int s = me.smaller_dest;
+      const auto& dests = hd(s).larger_dest;
+      const auto it = std::find(dests.begin(), dests.end(), r);
+      ASGD_CHECK(it != dests.end());
+      const auto [from, len] = part_to_larger(s, static_cast<std::size_t>(it - dests.begin()));
+      ASGD_CHECK(len == items && from == me.recv_offset.back());
+      ReduceInto<kOp>(at(r, me.recv_offset.back()), at(s, from), items);
+    }
+  }
+  // Down the cascade, largest block first: each rank of a smaller block copies the result
+  // of its parts from the larger block's ranks.
+  for (int b : blocks) {
+    const HdRank& first = hd(b);
+    if (first.larger_block == 0) continue;
+    for (int s = b; s < b + static_cast<int>(first.block_size); ++s) {
+      const HdRank& me = hd(s);
+      for (std::size_t i = 0; i < me.larger_dest.size(); ++i) {
+        const auto [to, len] = part_to_larger(s, i);
+        if (len == 0) continue;
+        const int l = me.larger_dest[i];
+        const HdRank& larger = hd(l);
+        ASGD_CHECK(larger.recv_count.back() == len && larger.recv_offset.back() == to);
+        std::memcpy(at(s, to), at(l, larger.recv_offset.back()), len * sizeof(float));
+      }
+    }
+  }
+  // Recursive doubling inside each block, last step first: partners swap the ranges they
+  // reduced.
+  for (uint32_t k = max_steps; k-- > 0;) {
+    for (int r = 0; r < n; ++r) {
+      const HdRank& me = hd(r);
+      if (k >= me.steps_in_block) continue;
+      const int p = r ^ (1 << k);
+      if (p < r) continue;
+      const HdRank& peer = hd(p);
+      if (me.send_offset[k] < count) {
+        std::memcpy(at(r, me.send_offset[k]), at(p, peer.recv_offset[k]),
+                    me.send_count[k] * sizeof(float));
+      }
+      if (peer.send_offset[k] < count) {
+        std::memcpy(at(p, peer.send_offset[k]), at(r, me.recv_offset[k]),
+                    peer.send_count[k] * sizeof(float));
+      }
+    }
+  }
+}
+
+template <col::ReduceOp kOp>
+void Dispatch(col::Algorithm algorithm, std::span<const std::span<float>> data) {
+  switch (algorithm) {
+    case col::Algorithm::kRing:
+      return Ring<kOp>(data);
+    case col::Algorithm::kRingChunked:
+      return RingChunked<kOp>(data);
+    case col::Algorithm::kHalvingDoubling:
+      return HalvingDoubling<kOp>(data);
+  }
+}
+
+}  // namespace
+
+void GlooOrderAllreduce(col::Algorithm algorithm, std::span<const std::span<float>> data,
+                        col::ReduceOp op) {
+  ASGD_CHECK(!data.empty());
+  for (const auto& d : data) ASGD_CHECK_EQ(d.size(), data[0].size(), "allreduce lengths");
+  if (data.size() == 1 || data[0].empty()) return;
+  if (op == col::ReduceOp::kMax) {
+    Dispatch<col::ReduceOp::kMax>(algorithm, data);
+  } else {
+    Dispatch<col::ReduceOp::kSum>(algorithm, data);
+  }
+}
+
+namespace {
+
+Duration TransferTime(int64_t bytes, double rate) {
+  if (std::isinf(rate) || bytes == 0) return Duration::zero();
+  return Duration(
+      static_cast<Duration::rep>(std::llround(static_cast<double>(bytes) / rate * 1e9)));
+}
+
+int64_t CeilDiv(std::size_t a, std::size_t b) { return static_cast<int64_t>((a + b - 1) / b); }
+
+}  // namespace
+
+Duration AllreduceTime(col::Algorithm algorithm, int size, std::size_t count, Duration latency,
+                       double payload_rate) {
+  if (size <= 1 || count == 0) return Duration::zero();
+  const auto n = static_cast<std::size_t>(size);
+  auto step = [&](int64_t floats) {
+    return latency + TransferTime(floats * static_cast<int64_t>(sizeof(float)), payload_rate);
+  };
+  switch (algorithm) {
+    case col::Algorithm::kRing:
+    case col::Algorithm::kRingChunked:
+      return 2 * static_cast<int64_t>(size - 1) * step(CeilDiv(count, n));
+    case col::Algorithm::kHalvingDoubling: {
+      const uint32_t k = Log2(n);
+      Duration t{};
+      for (uint32_t i = 1; i <= k; ++i) t += 2 * step(CeilDiv(count, std::size_t{1} << i));
+      for (uint32_t b = 0; b < k; ++b) {
+        if ((n >> b) & 1u) t += 2 * step(CeilDiv(count, std::size_t{1} << b));
+      }
+      return t;
+    }
+  }
+  return Duration::zero();
+}
+
+// ---- the group ----------------------------------------------------------------------
+
+struct SimCollectiveGroup::Channel {
+  struct Pending {
+    uint32_t tag = 0;
+    int rank = 0;  // the waiting side
+    std::span<const float> out;
+    std::span<float> in;
+  };
+  std::deque<Pending> sends, recvs;  // waiting, oldest first
+};
+
+class SimCollective final : public col::Collective {
+ public:
+  SimCollective(SimCollectiveGroup* group, int rank)
+      : Collective(rank, group->size(), group->algorithm_), group_(group) {}
+
+ protected:
+  col::Traffic DoAllreduce(std::span<float> data, col::ReduceOp op) override {
+    return group_->Allreduce(rank(), data, op);
+  }
+  col::Traffic DoBroadcast(std::span<float> data, int root) override {
+    group_->Broadcast(rank(), data, root);
+    const uint64_t bytes = data.size_bytes();
+    if (rank() == root) return {bytes * static_cast<uint64_t>(size() - 1), 0};
+    return {0, bytes};
+  }
+  void DoBarrier() override { group_->Barrier(rank()); }
+  void DoSend(int peer, std::span<const float> data, uint32_t tag) override {
+    group_->Send(rank(), peer, data, tag);
+  }
+  void DoRecv(int peer, std::span<float> data, uint32_t tag) override {
+    group_->Recv(rank(), peer, data, tag);
+  }
+
+ private:
+  SimCollectiveGroup* group_;
+};
+
+SimCollectiveGroup::SimCollectiveGroup(Scheduler* sched, const NetworkOptions& network, int size,
+                                       col::Algorithm algorithm)
+    : sched_(sched),
+      latency_(network.latency),
+      rate_(network.link_bandwidth * network.goodput),
+      size_(size),
+      algorithm_(algorithm) {
+  network.Validate();
+  ASGD_CHECK(sched != nullptr && size >= 1);
+  const auto n = static_cast<std::size_t>(size);
+  spans_.resize(n);
+  blocked_.assign(n, 0);
+  task_of_.assign(n, kNoTask);
+  tx_free_.assign(n, Duration::zero());
+  rx_free_.assign(n, Duration::zero());
+}
+
+SimCollectiveGroup::~SimCollectiveGroup() = default;
+
+std::unique_ptr<col::Collective> SimCollectiveGroup::Rank(int r) {
+  ASGD_CHECK(r >= 0 && r < size_, "rank ", r, " of ", size_);
+  return std::make_unique<SimCollective>(this, r);
+}
+
+void SimCollectiveGroup::Shutdown() {
+  shut_ = true;
+  for (std::size_t r = 0; r < blocked_.size(); ++r) {
+    if (blocked_[r] != 0 && sched_->IsBlocked(task_of_[r])) sched_->Wake(task_of_[r]);
+  }
+}
+
+void SimCollectiveGroup::ThrowIfShut(int rank, const std::string& what) const {
+  if (shut_) {
+    throw col::CollectiveError(rank, what,
+                               "a peer left the simulated group (it failed or stopped)");
+  }
+}
+
+void SimCollectiveGroup::BlockRank(int rank, const std::string& what) {
+  const auto r = static_cast<std::size_t>(rank);
+  blocked_[r] = 1;
+  task_of_[r] = sched_->Current();
+  sched_->Block();
+  // Still marked: woken by Shutdown, not by the operation's completion.
+  if (blocked_[r] != 0) {
+    blocked_[r] = 0;
+    ThrowIfShut(rank, what);
+  }
+}
+
+void SimCollectiveGroup::Release(int rank, Duration at) {
+  const auto r = static_cast<std::size_t>(rank);
+  blocked_[r] = 0;
+  sched_->WakeAt(task_of_[r], at);
+}
+
+template <typename Complete>
+void SimCollectiveGroup::Meet(int rank, Kind kind, std::size_t count, col::ReduceOp op, int root,
+                              std::span<float> data, const std::string& what,
+                              const Complete& complete) {
+  ThrowIfShut(rank, what);
+  const Duration now = sched_->Now();
+  if (arrived_ == 0) {
+    kind_ = kind;
+    count_ = count;
+    op_ = op;
+    root_ = root;
+    first_arrival_ = now;
+    arrival_sum_ = Duration::zero();
+  } else if (kind_ != kind || count_ != count || op_ != op || root_ != root) {
+    throw col::CollectiveError(
+        rank, what,
+        StrCat("the ranks called different operations (another rank is in an operation of ", count_,
+               " floats; every rank must issue the same sequence of calls)"));
+  }
+  spans_[static_cast<std::size_t>(rank)] = data;
+  arrival_sum_ += now - first_arrival_;
+  if (++arrived_ < size_) {
+    BlockRank(rank, what);
+    return;
+  }
+  // The last rank: the operation runs from here, and every rank resumes at its end.
+  const Duration took = complete();
+  const Duration end = now + took;
+  ++stats_.operations;
+  stats_.time += took;
+  // Every rank waited from its arrival to the last one's.
+  stats_.waited += static_cast<int64_t>(size_) * (now - first_arrival_) - arrival_sum_;
+  arrived_ = 0;
+  kind_ = Kind::kNone;
+  for (int r = 0; r < size_; ++r) {
+    if (r != rank) Release(r, end);
+  }
+  sched_->Sleep(took);
+}
+
+col::Traffic SimCollectiveGroup::Allreduce(int rank, std::span<float> data, col::ReduceOp op) {
+  const std::size_t count = data.size();
+  Meet(rank, Kind::kAllreduce, count, op, 0, data,
+       StrCat("allreduce (", col::AlgorithmName(algorithm_), ", ", count, " floats)"), [&] {
+         GlooOrderAllreduce(algorithm_, spans_, op);
+         return AllreduceTime(algorithm_, size_, count, latency_, rate_);
+       });
+  return col::ExpectedAllreduceBytes(algorithm_, rank, size_, count);
+}
+
+void SimCollectiveGroup::Broadcast(int rank, std::span<float> data, int root) {
+  const std::size_t count = data.size();
+  Meet(rank, Kind::kBroadcast, count, col::ReduceOp::kSum, root, data,
+       StrCat("broadcast (root ", root, ", ", count, " floats)"), [&] {
+         const std::span<float> from = spans_[static_cast<std::size_t>(root)];
+         for (const std::span<float>& to : spans_) {
+           if (to.data() != from.data()) std::copy(from.begin(), from.end(), to.begin());
+         }
+         return latency_ + static_cast<int64_t>(size_ - 1) *
+                               TransferTime(static_cast<int64_t>(from.size_bytes()), rate_);
+       });
+}
+
+void SimCollectiveGroup::Barrier(int rank) {
+  Meet(rank, Kind::kBarrier, 0, col::ReduceOp::kSum, 0, {}, "barrier", [&] {
+    const auto rounds = static_cast<int64_t>(std::bit_width(static_cast<uint32_t>(size_ - 1)));
+    return 2 * rounds * latency_;
+  });
+}
+
+std::pair<Duration, Duration> SimCollectiveGroup::Transfer(int from, int to, int64_t bytes) {
+  Duration& tx = tx_free_[static_cast<std::size_t>(from)];
+  Duration& rx = rx_free_[static_cast<std::size_t>(to)];
+  const Duration start = std::max({sched_->Now(), tx, rx - latency_});
+  const Duration end = start + TransferTime(bytes, rate_);
+  tx = end;
+  rx = end + latency_;
+  return {end, end + latency_};
+}
+
+SimCollectiveGroup::Channel& SimCollectiveGroup::ChannelOf(int from, int to) {
+  const uint64_t key =
+      static_cast<uint64_t>(from) * static_cast<uint64_t>(size_) + static_cast<uint64_t>(to);
+  std::unique_ptr<Channel>& c = channels_[key];
+  if (!c) c = std::make_unique<Channel>();
+  return *c;
+}
+
+namespace {
+
+void CheckLengths(int rank, const std::string& what, std::size_t sent, std::size_t expected) {
+  if (sent != expected) {
+    throw col::CollectiveError(
+        rank, what, StrCat("the message has ", sent, " floats, the receive expects ", expected));
+  }
+}
+
+}  // namespace
+
+void SimCollectiveGroup::Send(int rank, int peer, std::span<const float> data, uint32_t tag) {
+  const std::string what = StrCat("send (to rank ", peer, ", tag ", tag, ")");
+  ThrowIfShut(rank, what);
+  Channel& c = ChannelOf(rank, peer);
+  auto it = std::find_if(c.recvs.begin(), c.recvs.end(),
+                         [&](const Channel::Pending& p) { return p.tag == tag; });
+  if (it == c.recvs.end()) {
+    c.sends.push_back({tag, rank, data, {}});
+    BlockRank(rank, what);  // the receiver copies and wakes us when the bytes have left
+    return;
+  }
+  const Channel::Pending recv = *it;
+  c.recvs.erase(it);
+  CheckLengths(rank, what, data.size(), recv.in.size());
+  std::copy(data.begin(), data.end(), recv.in.begin());
+  const auto [sent, arrived] = Transfer(rank, peer, static_cast<int64_t>(data.size_bytes()));
+  Release(peer, arrived);
+  sched_->Sleep(sent - sched_->Now());
+}
+
+void SimCollectiveGroup::Recv(int rank, int peer, std::span<float> data, uint32_t tag) {
+  const std::string what = StrCat("recv (from rank ", peer, ", tag ", tag, ")");
+  ThrowIfShut(rank, what);
+  Channel& c = ChannelOf(peer, rank);
+  auto it = std::find_if(c.sends.begin(), c.sends.end(),
+                         [&](const Channel::Pending& p) { return p.tag == tag; });
+  if (it == c.sends.end()) {
+    c.recvs.push_back({tag, rank, {}, data});
+    BlockRank(rank, what);  // the sender copies and wakes us when the bytes have arrived
+    return;
+  }
+  const Channel::Pending send = *it;
+  c.sends.erase(it);
+  CheckLengths(rank, what, send.out.size(), data.size());
+  std::copy(send.out.begin(), send.out.end(), data.begin());
+  const auto [sent, arrived] = Transfer(peer, rank, static_cast<int64_t>(send.out.size_bytes()));
+  Release(peer, sent);
+  sched_->Sleep(arrived - sched_->Now());
+}
+
+}  // namespace asgd::sim

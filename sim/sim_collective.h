@@ -1,0 +1,158 @@
+// The collective of a simulated cluster (issue 33): collective::Collective for N ranks that
+// are tasks of one sim::Scheduler, so that the strategies on a collective (allreduce_sgd,
+// local_sgd, dpsgd) run their real worker rules in virtual time.
+//
+// Values. An allreduce gives every rank the bits gloo's algorithm gives it: float addition
+// is not associative, so the group replays, per element, the order in which the chosen
+// gloo algorithm (collective.algorithm) adds the ranks' values:
+//   ring              the vector is cut into N chunks of gloo's segments (its segment
+//                     size and count, 1 MiB at most); chunk c starts at rank c−1 and is
+//                     added to by rank c−2, c−3, ..., c (reduce-scatter to the left);
+//   ring_chunked      2N chunks of max(256, ⌈n/2N⌉) floats; chunk k starts at rank ⌊k/2⌋
+//                     and is added to by ⌊k/2⌋+1, ..., ⌊k/2⌋−1 (to the right);
+//   halving_doubling  gloo's exchanges replayed on the ranks' vectors: recursive halving
+//                     inside each binary block, the cascade of partial sums from the
+//                     smaller blocks to the larger ones and back, the doubling allgather.
+// Each addition is gloo's (the local value plus the received one; kMax takes
+// std::max(local, received)), so the result equals gloo's bit for bit (a test compares
+// them on random vectors). Broadcast copies the root's vector; Send/Recv copy. The byte
+// counters are the gloo path's (ExpectedAllreduceBytes; a broadcast's N−1 copies; a
+// message's bytes).
+//
+// Time. A collective call suspends the calling task until every rank has called it: a
+// straggler holds the round back, as a real synchronous collective does. Then the
+// operation takes the network model's time for its schedule from that instant (all ranks
+// resume together at its end), with latency L and the payload rate r of one worker link
+// (network.link_gbps × network.goodput; the shard NICs play no part):
+//   ring, ring_chunked   2(N−1) steps, each L + ⌈n/N⌉·4 bytes / r (every rank sends
+//                        one chunk to its neighbour in each step, all links at once);
+//   halving_doubling     inside the largest binary block (2^k ranks) 2k steps of
+//                        L + ⌈n/2^i⌉·4 / r (i = 1..k, halving then doubling); for
+//                        N ≠ 2^k each smaller block adds two more steps in a cascade
+//                        (its ranks send their part, n/|block| floats, to the next
+//                        larger block and get the result back through their one link);
+//   broadcast            L + (N−1)·n·4 / r (the root sends the vector to each rank);
+//   barrier              2⌈log₂N⌉·L;
+//   send/recv            a message: the sender's link and the receiver's are booked
+//                        FIFO (start = max(now, sender free, receiver free − L)), it
+//                        arrives at start + bytes / r + L; Send returns when the bytes
+//                        left (start + bytes / r), Recv when they arrived. A Send waits
+//                        for the matching Recv as gloo's does.
+// What this leaves out: gloo's pipelining of two segments and its zero-byte
+// notifications, per-message CPU costs (the reduction's adds, copies), contention with
+// any other traffic (the worker links are idle at the start of a collective, since every
+// rank is in it), and TCP effects (see network_model.h).
+//
+// Failure: Shutdown() (the driver's, when the tasks left can never complete their
+// collective, e.g. a rank failed) makes every blocked call and every later one throw
+// CollectiveError. Ranks that call different operations, or allreduces of different
+// lengths, fail with a CollectiveError naming both.
+//
+// Thread safety: none. The group, its ranks and the scheduler belong to one thread; the
+// calls must come from tasks of that scheduler.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "collective/collective.h"
+#include "core/clock.h"
+#include "sim/network_model.h"
+#include "sim/scheduler.h"
+
+namespace asgd::sim {
+
+// The virtual time one allreduce of `count` floats takes on `size` ranks with `algorithm`
+// over links of the given latency and payload rate (bytes per second; +inf: no transfer
+// time), as the header comment says. 0 for size 1 or count 0.
+Duration AllreduceTime(collective::Algorithm algorithm, int size, std::size_t count,
+                       Duration latency, double payload_rate);
+
+// Reduces the ranks' vectors in place as gloo's `algorithm` does (the header comment),
+// every data[r] ending with the same bits. op is kSum or kMax. REQUIRES: every span of the
+// same length; data.size() >= 1. Exposed for tests and sim_bench.
+void GlooOrderAllreduce(collective::Algorithm algorithm, std::span<const std::span<float>> data,
+                        collective::ReduceOp op);
+
+struct SimCollectiveStats {
+  int64_t operations = 0;  // collective operations completed (allreduce, broadcast, barrier)
+  Duration time{};         // the virtual time they took, summed (from the last arrival)
+  Duration waited{};       // the ranks' time waiting for the last arrival, summed over ranks
+};
+
+class SimCollectiveGroup {
+ public:
+  // sched must outlive the group and its ranks. Validates network (NetworkOptions). The
+  // payload rate is network.link_bandwidth × network.goodput. REQUIRES: size >= 1.
+  SimCollectiveGroup(Scheduler* sched, const NetworkOptions& network, int size,
+                     collective::Algorithm algorithm);
+  ~SimCollectiveGroup();
+  SimCollectiveGroup(const SimCollectiveGroup&) = delete;
+  SimCollectiveGroup& operator=(const SimCollectiveGroup&) = delete;
+
+  // Rank r's handle (one per rank; the group must outlive it). REQUIRES 0 <= r < size.
+  std::unique_ptr<collective::Collective> Rank(int r);
+
+  // Fails every blocked call and every later one (the header comment).
+  void Shutdown();
+
+  int size() const { return size_; }
+  const SimCollectiveStats& stats() const { return stats_; }
+
+ private:
+  friend class SimCollective;
+  enum class Kind { kNone, kAllreduce, kBroadcast, kBarrier };
+  struct Channel;
+
+  collective::Traffic Allreduce(int rank, std::span<float> data, collective::ReduceOp op);
+  void Broadcast(int rank, std::span<float> data, int root);
+  void Barrier(int rank);
+  void Send(int rank, int peer, std::span<const float> data, uint32_t tag);
+  void Recv(int rank, int peer, std::span<float> data, uint32_t tag);
+
+  // Joins the pending operation; the last rank to arrive runs `complete` (which reduces
+  // or copies the ranks' spans and returns the operation's duration); every rank returns
+  // at its end.
+  template <typename Complete>
+  void Meet(int rank, Kind kind, std::size_t count, collective::ReduceOp op, int root,
+            std::span<float> data, const std::string& what, const Complete& complete);
+  // Suspends rank's task until Release(rank) (or Shutdown: then throws CollectiveError).
+  void BlockRank(int rank, const std::string& what);
+  void Release(int rank, Duration at);
+  // A message from `from` to `to` of `bytes` handed over at Now(): books both links and
+  // returns {when the sender is done, when it arrived}.
+  std::pair<Duration, Duration> Transfer(int from, int to, int64_t bytes);
+  void ThrowIfShut(int rank, const std::string& what) const;
+  Channel& ChannelOf(int from, int to);
+
+  Scheduler* sched_;
+  Duration latency_;
+  double rate_;
+  int size_;
+  collective::Algorithm algorithm_;
+  bool shut_ = false;
+  SimCollectiveStats stats_;
+  std::vector<char> blocked_;    // per rank: suspended in BlockRank
+  std::vector<TaskId> task_of_;  // per rank: its task, while blocked
+
+  // The pending collective operation.
+  Kind kind_ = Kind::kNone;
+  std::size_t count_ = 0;
+  collective::ReduceOp op_ = collective::ReduceOp::kSum;
+  int root_ = 0;
+  int arrived_ = 0;
+  Duration first_arrival_{};
+  Duration arrival_sum_{};  // the arrivals' offsets from the first one, summed
+  std::vector<std::span<float>> spans_;
+
+  // Point to point: the waiting sends and receives per (from, to).
+  std::vector<Duration> tx_free_, rx_free_;
+  std::unordered_map<uint64_t, std::unique_ptr<Channel>> channels_;
+};
+
+}  // namespace asgd::sim
