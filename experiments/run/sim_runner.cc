@@ -166,9 +166,12 @@ RunResult RunSimulated(const Config& config, const RunRequest& request, std::ost
   // ---- workers: one scheduler task each ---------------------------------------------
   std::vector<std::unique_ptr<WorkerLoop>> loops;
   std::vector<std::unique_ptr<alg::ParamClient>> clients;
+  // One task runs at a time: the workers share the model's scratch and a gradient.
+  SharedWorkerScratch shared(*problem.model);
   for (int w = 0; w < workers; ++w) {
     WorkerSetup ws = MakeWorkerSetup(config, problem, w);
     ws.clock = &clock;
+    if (sim_options.share_buffers) ws.shared = &shared;
     ws.after_gradient = [&sched, &delay, &cores, w](Duration cpu) {
       const Duration now = sched.Now();
       sched.Sleep(cores.Run(now, delay.StepTime(w, cpu)) - now);
