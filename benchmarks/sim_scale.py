@@ -6,19 +6,27 @@
 Runs async_sgd on the MNIST MLP (784-256-256-10, 269,322 parameters, batch 8, log-normal
 step times around 20 ms, the free network) with cluster.transport = sim for each count
 of workers (default 1, 10, 100, 1,000, 10,000), each as its own `asgd run` child, and
-records per count:
+records per count (the learning rate is 0.05 x min(1, 10 / workers): n workers that all
+start from the same parameters push n gradients before any of them reads the centre
+again, and at 10,000 workers 0.05 diverges):
 
   peak_rss_bytes     the child's peak resident memory (ru_maxrss from wait4)
   bytes_per_worker   (peak_rss_bytes - the 1-worker row's) / (workers - 1)
-  steps              simulated steps (gradients) of the longer run: max(1000, 4 x workers),
-                     so that every worker computes and pushes several times
-  wall_per_step_us   the marginal wall time of a simulated step: the same count run for
-                     S and 2 S steps, (wall(2 S) - wall(S)) / S, which leaves out loading
-                     MNIST, spawning the workers and evaluating
+  steps              simulated steps (gradients) of the longer run: its limit, max(20000,
+                     4 x workers), so that every worker computes and pushes several
+                     times, plus the steps under way when the limit was reached (up to
+                     workers - 1: the workers finish the step they are in)
+  cpu_per_step_us    the marginal CPU time (user + system, the child's rusage) of a
+                     simulated step: the same count run to a limit of S and of 2 S steps,
+                     (cpu(2 S) - cpu(S)) / (steps(2 S) - steps(S)), which leaves out
+                     loading MNIST, spawning the workers and evaluating. CPU time, since
+                     the simulator is one thread and the marginal wall time of a shared
+                     machine is noise (it came out negative under a load average of 10)
+  wall_per_step_us   the longer run's wall time over its steps (start-up included)
   wall_s             the longer run's whole wall time
 
 With --own-up-to N the counts up to N are also run with sim.share_buffers = false (each
-worker owning its model scratch and gradient, as before issue 33) for comparison.
+worker owning its model, gradient and push buffer, as before issue 33) for comparison.
 The MNIST data comes from ASGD_DATA_DIR as for any run. Runs go to a temporary folder.
 """
 import argparse
@@ -43,7 +51,6 @@ name = mlp
 hidden = 256,256
 [algorithm]
 name = async_sgd
-learning_rate = 0.05
 batch_size = 8
 [cluster]
 transport = sim
@@ -79,11 +86,16 @@ def mem_total_gib():
     return 0.0
 
 
+def learning_rate(workers):
+    return 0.05 * min(1.0, 10.0 / workers)
+
+
 def run_once(asgd, config, out_dir, workers, steps, share):
-    """One `asgd run` child: (wall seconds, peak RSS bytes, summary row)."""
+    """One `asgd run` child: (wall seconds, peak RSS bytes, summary row + cpu_s)."""
     runs = os.path.join(out_dir, f"runs-{workers}-{steps}-{share}")
     cmd = [asgd, "run", config,
            "--set", f"algorithm.workers={workers}",
+           "--set", f"algorithm.learning_rate={learning_rate(workers):g}",
            "--set", f"experiment.max_steps={steps}",
            "--set", f"experiment.out_dir={runs}",
            "--set", f"sim.share_buffers={'true' if share else 'false'}"]
@@ -100,6 +112,7 @@ def run_once(asgd, config, out_dir, workers, steps, share):
     (folder,) = os.listdir(runs)
     with open(os.path.join(runs, folder, "summary.csv")) as f:
         summary = next(csv.DictReader(f))
+    summary["cpu_s"] = usage.ru_utime + usage.ru_stime
     return wall, usage.ru_maxrss * 1024, summary
 
 
@@ -129,26 +142,32 @@ def main():
             for n in counts:
                 if not share and n > args.own_up_to:
                     continue
-                s = max(500, 2 * n)
-                wall1, _, _ = run_once(args.asgd, config, tmp, n, s, share)
+                s = max(10000, 2 * n)
+                wall1, _, summary1 = run_once(args.asgd, config, tmp, n, s, share)
                 wall2, rss, summary = run_once(args.asgd, config, tmp, n, 2 * s, share)
                 if n == 1:
                     base[share] = rss
                 per_worker = (rss - base[share]) / (n - 1) if n > 1 else float("nan")
-                per_step_us = (wall2 - wall1) / s * 1e6
+                steps = int(summary["steps"])
+                cpu_us = (summary["cpu_s"] - summary1["cpu_s"]) / (steps - int(summary1["steps"]))
+                cpu_us *= 1e6
+                wall_us = wall2 / steps * 1e6
                 row = {
                     "date": date, "machine": machine, "build": args.build,
                     "workers": n, "share_buffers": "true" if share else "false",
+                    "learning_rate": f"{learning_rate(n):g}",
                     "steps": summary["steps"], "peak_rss_bytes": rss,
                     "bytes_per_worker": "" if n == 1 else f"{per_worker:.0f}",
-                    "wall_per_step_us": f"{per_step_us:.1f}", "wall_s": f"{wall2:.2f}",
+                    "cpu_per_step_us": f"{cpu_us:.1f}", "wall_per_step_us": f"{wall_us:.1f}",
+                    "wall_s": f"{wall2:.2f}", "cpu_s": f"{summary['cpu_s']:.2f}",
                     "virtual_s": summary["wall_time_s"],
                     "final_test_accuracy": summary["final_test_accuracy"],
                 }
                 rows.append(row)
                 print(f"{n:6d} workers share={row['share_buffers']:5s} "
                       f"peak {rss / 2**30:6.2f} GiB  per worker {row['bytes_per_worker']:>8s} B  "
-                      f"{per_step_us:8.1f} us/step  ({wall2:.1f} s)", flush=True)
+                      f"cpu {cpu_us:7.1f} us/step  wall {wall_us:7.1f} us/step  ({wall2:.1f} s)",
+                      flush=True)
     with open(args.out, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
         w.writeheader()
