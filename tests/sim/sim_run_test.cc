@@ -399,7 +399,27 @@ INSTANTIATE_TEST_SUITE_P(
         Refusal{"[algorithm]\nname = async_sgd\n[network]\npreset = lan\n", "network.preset"},
         Refusal{"[algorithm]\nname = async_sgd\n[experiment]\n"
                 "checkpoint_every_steps = 10\n",
-                "experiment.checkpoint_every_steps"}));
+                "experiment.checkpoint_every_steps"},
+        Refusal{"[algorithm]\nname = async_sgd\nworkers = 10001\n", "algorithm.workers"}));
+
+// Up to 10,000 workers may be simulated (their buffers are shared); threads and
+// processes stay at 1,024: one line naming the key and both limits.
+TEST(SimRun, MoreThan1024WorkersOnlyWhenSimulated) {
+  testing::TempDir tmp;
+  const SimRun threads = RunSim(tmp, "threads",
+                                "[algorithm]\nname = async_sgd\nworkers = 1025\n"
+                                "[cluster]\ntransport = memory\n");
+  EXPECT_EQ(threads.status, 2) << threads.out;
+  EXPECT_THAT(threads.err, HasSubstr("algorithm.workers"));
+  EXPECT_THAT(threads.err, HasSubstr("at most 1024 with cluster.transport = memory"));
+  EXPECT_THAT(threads.err, HasSubstr("up to 10000 with sim"));
+  EXPECT_EQ(std::count(threads.err.begin(), threads.err.end(), '\n'), 1) << threads.err;
+  EXPECT_TRUE(threads.dir.empty());
+  const SimRun sim = RunSim(tmp, "sim",
+                            "epochs = 0.02\n[algorithm]\nname = async_sgd\nworkers = 1025\n"
+                            "batch_size = 1\n[cluster]\ntransport = sim\n");
+  EXPECT_EQ(sim.status, 0) << sim.err << sim.out;
+}
 
 // The delay model in a real run (threads): a straggler's injected sleeps show in its
 // compute time.
