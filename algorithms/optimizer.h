@@ -61,7 +61,10 @@ class Optimizer {
   // So a window's first step assigns instead of adding into zeros, and its last step
   // scales (AGN's 1/W) with the same roundings as a separate pass after the add would.
   struct Accumulate {
-    std::span<float> applied;  // REQUIRES: of size(), not overlapping params or grad
+    // REQUIRES: of size(), not overlapping grad; not overlapping params either, unless
+    // it is params itself with skip_params and assign (params are then read only for the
+    // weight decay, in a pass before the update is written).
+    std::span<float> applied;
     bool assign = false;
     float scale = 1.0f;
     // params are read (weight decay) but not written: for a caller that overwrites them

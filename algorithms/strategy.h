@@ -96,6 +96,18 @@ struct WorkerEnv {
   // Collective calls throw collective::CollectiveError (a peer died or timed out).
   collective::Collective* collective = nullptr;
   std::span<const float> initial;
+  // Memory the simulator saves (issue 33; empty / false in real runs, where every
+  // worker keeps its own buffers). A rule may ignore both; results do not change.
+  // - scratch_gradient: a buffer of the model's size, shared by the workers of one
+  //   scheduler thread, for a gradient that the rule consumes before its next `ps` call
+  //   (the runner guarantees that no other worker runs between a `gradient` call and the
+  //   rule's next `ps` call or the end of its Step).
+  // - push_pull_in_place: ps->PushPull(update, out, step) may be given the same span for
+  //   update and out (each shard reads its part of the update before writing its part
+  //   of the reply), so a rule that needs nothing of its parameters after computing its
+  //   push may compute the push into them.
+  std::span<float> scratch_gradient;
+  bool push_pull_in_place = false;
 };
 
 // What one Step did.

@@ -27,6 +27,8 @@
 //
 // Compression (compression.name, issue 17): meaningful: the push is one gradient; a round
 // aggregates the decoded pushes.
+#include <algorithm>
+
 #include "algorithms/builtin_strategies.h"
 #include "algorithms/sync_rule.h"
 
@@ -40,21 +42,31 @@ class GradientPushWorker final : public WorkerRule {
   Status Start(WorkerEnv& env) override {
     const auto n = static_cast<std::size_t>(env.ps->size());
     theta_.assign(n, 0.0f);
-    grad_.assign(n, 0.0f);
+    if (InPlace(env)) {
+      std::vector<float>().swap(grad_);
+    } else {
+      grad_.assign(n, 0.0f);
+    }
     steps_ = 0;
     return env.ps->Pull(theta_);
   }
 
   StepResult Step(WorkerEnv& env) override {
     StepResult r;
-    r.loss = env.gradient(theta_, grad_);
+    // In place (the simulator, WorkerEnv): g goes to the shared scratch, then into θ, which
+    // the push-pull's reply overwrites; the worker then owns θ alone. The same bits.
+    const bool in_place = InPlace(env);
+    const std::span<float> grad = in_place ? env.scratch_gradient : std::span<float>(grad_);
+    r.loss = env.gradient(theta_, grad);
     // This worker's weight: its own rate over the base rate (1 unless
     // worker_learning_rates is set). The schedule is the server's.
     const auto weight = static_cast<float>(env.options.learning_rate / base_rate_);
     if (weight != 1.0f) {
-      for (float& g : grad_) g *= weight;
+      for (float& g : grad) g *= weight;
     }
-    r.status = env.ps->PushPull(grad_, theta_, ++steps_);
+    if (in_place) std::copy(grad.begin(), grad.end(), theta_.begin());
+    r.status = env.ps->PushPull(in_place ? std::span<const float>(theta_) : grad, theta_,
+                                ++steps_);
     r.pushes = 1;
     return r;
   }
@@ -62,6 +74,10 @@ class GradientPushWorker final : public WorkerRule {
   std::span<const float> local_params() const override { return theta_; }
 
  private:
+  static bool InPlace(const WorkerEnv& env) {
+    return env.push_pull_in_place && !env.scratch_gradient.empty();
+  }
+
   double base_rate_;
   std::vector<float> theta_, grad_;
   int64_t steps_ = 0;

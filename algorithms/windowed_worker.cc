@@ -11,9 +11,19 @@ Status WindowedWorker::Start(WorkerEnv& env) {
   ASGD_CHECK(env.ps != nullptr && env.optimizer != nullptr && env.gradient, "incomplete env");
   ASGD_CHECK(env.options.window >= 1 && env.options.fetch_window >= 1, "windows must be >= 1");
   const auto n = static_cast<std::size_t>(env.ps->size());
+  ASGD_CHECK(env.scratch_gradient.empty() || env.scratch_gradient.size() == n,
+             "scratch gradient size");
   theta_.assign(n, 0.0f);
-  grad_.assign(n, 0.0f);
-  accum_.assign(n, 0.0f);
+  if (env.scratch_gradient.empty()) {
+    grad_.assign(n, 0.0f);
+  } else {
+    std::vector<float>().swap(grad_);
+  }
+  if (accumulate_in_theta(env)) {
+    std::vector<float>().swap(accum_);
+  } else {
+    accum_.assign(n, 0.0f);
+  }
   in_window_ = 0;
   steps_ = 0;
   return env.ps->Pull(theta_);
@@ -24,7 +34,11 @@ StepResult WindowedWorker::Step(WorkerEnv& env) {
   // The window's first gradient: its parameters are the oldest the push will hold, which
   // a fetch inside the window (n_fetch < W) makes older than the last pull.
   if (in_window_ == 0) env.ps->MarkWindowStart();
-  r.loss = env.gradient(theta_, grad_);
+  const std::span<float> grad = env.scratch_gradient.empty() ? std::span<float>(grad_)
+                                                             : env.scratch_gradient;
+  const std::span<float> accum =
+      accumulate_in_theta(env) ? std::span<float>(theta_) : std::span<float>(accum_);
+  r.loss = env.gradient(theta_, grad);
   const auto lr = static_cast<float>(env.options.learning_rate * env.learning_rate_scale);
   const int64_t w = window(env);
   const bool first = in_window_ == 0;
@@ -38,20 +52,20 @@ StepResult WindowedWorker::Step(WorkerEnv& env) {
   acc.skip_params = fetch_due;
   if (mode_.push_gradients) {
     if (first) {
-      std::copy(grad_.begin(), grad_.end(), accum_.begin());
+      std::copy(grad.begin(), grad.end(), accum.begin());
     } else {
-      for (std::size_t i = 0; i < grad_.size(); ++i) accum_[i] += grad_[i];
+      for (std::size_t i = 0; i < grad.size(); ++i) accum[i] += grad[i];
     }
   } else {
-    acc.applied = accum_;
+    acc.applied = accum;
     acc.assign = first;
     if (push_due && mode_.normalise) acc.scale = 1.0f / static_cast<float>(w);
   }
-  env.optimizer->Step(theta_, grad_, lr, acc);
+  env.optimizer->Step(theta_, grad, lr, acc);
   ++in_window_;
   ++steps_;
   if (push_due) {
-    r.status = fetch_due ? env.ps->PushPull(accum_, theta_, steps_) : env.ps->Push(accum_, steps_);
+    r.status = fetch_due ? env.ps->PushPull(accum, theta_, steps_) : env.ps->Push(accum, steps_);
     r.pushes = 1;
     in_window_ = 0;
   } else if (fetch_due) {

@@ -25,6 +25,12 @@
 // roundings are those of the equations above, step by step. The step allocates nothing.
 // After a Step whose store call failed, local_params() is unspecified (as with a sharded
 // push-pull that only some shards answered); the runner calls Start again or stops.
+//
+// Memory (the simulator, WorkerEnv): with env.scratch_gradient the gradient lives in the
+// shared buffer (it is consumed by the optimizer before any store call); with
+// env.push_pull_in_place, W = n_fetch = 1 and no push_gradients (async_sgd) a is θ itself: each
+// step's push is a push-pull whose reply overwrites θ, so the update is computed into θ and sent
+// from there. The worker then owns θ alone (and its optimizer's slots); the bits are the same.
 #pragma once
 
 #include <vector>
@@ -55,10 +61,16 @@ class WindowedWorker : public WorkerRule {
     return mode_.fetch_at_push ? env.options.window : env.options.fetch_window;
   }
 
+  // The update is computed into θ and pushed from there (see the header comment).
+  bool accumulate_in_theta(const WorkerEnv& env) const {
+    return env.push_pull_in_place && !mode_.push_gradients && window(env) == 1 &&
+           fetch_window(env) == 1;
+  }
+
   Mode mode_;
-  std::vector<float> theta_, grad_, accum_;
-  int64_t in_window_ = 0;  // local steps since the last push
-  int64_t steps_ = 0;      // local steps since Start
+  std::vector<float> theta_, grad_, accum_;  // grad_, accum_: empty when not used
+  int64_t in_window_ = 0;                    // local steps since the last push
+  int64_t steps_ = 0;                        // local steps since Start
 };
 
 }  // namespace asgd::algorithms

@@ -32,5 +32,6 @@ inline constexpr std::string_view kServerUsPerMessage = "network.server_us_per_m
 
 inline constexpr std::string_view kStackKib = "sim.stack_kib";
 inline constexpr std::string_view kCores = "sim.cores";
+inline constexpr std::string_view kShareBuffers = "sim.share_buffers";
 
 }  // namespace asgd::sim::keys

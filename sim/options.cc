@@ -3,6 +3,7 @@
 #include <array>
 #include <chrono>
 #include <cmath>
+#include <optional>
 
 #include "core/error.h"
 #include "core/strings.h"
@@ -50,6 +51,9 @@ constexpr std::array kKeys = {
     OptionKey{keys::kCores, "0",
               "cores the workers' steps share, first come first served (a real run's host: "
               "calibration); 0 = every worker has a machine of its own"},
+    OptionKey{keys::kShareBuffers, "true",
+              "the simulated workers share the model's scratch and a gradient buffer (one "
+              "worker runs at a time; the same results); false: each worker owns its own"},
 };
 
 double Number(std::string_view key, std::string_view value) {
@@ -130,6 +134,10 @@ void ApplySimOption(SimOptions* o, std::string_view key, std::string_view value)
       throw ConfigError(std::string(key), std::string(value), "a whole number of cores >= 0");
     }
     o->cores = static_cast<int>(n);
+  } else if (key == keys::kShareBuffers) {
+    const std::optional<bool> b = ParseBool(value);
+    if (!b) throw ConfigError(std::string(key), std::string(value), "true or false");
+    o->share_buffers = *b;
   } else {
     std::vector<std::string> known;
     for (const OptionKey& k : kKeys) known.emplace_back(k.key);

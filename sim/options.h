@@ -35,6 +35,12 @@ struct SimOptions {
   // sim.cores: the cores the workers' steps share, first come first served
   // (sim/core_pool.h); 0 = every worker has a machine of its own. Default 0. >= 0.
   int cores = 0;
+  // sim.share_buffers: the simulated workers of a scheduler share the model's scratch and
+  // a gradient buffer, and async_sgd's worker pushes from its parameters
+  // (experiments/run/worker_loop.h: SharedWorkerScratch). The same results either way;
+  // false gives every worker its own buffers (the memory of a thread per worker).
+  // Default true.
+  bool share_buffers = true;
 
   // Validates the parts (sim.cores too).
   void Validate() const;

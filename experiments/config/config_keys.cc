@@ -282,7 +282,9 @@ Schema BuildSchema() {
             "L2 coefficient λ added to the gradient as λ·θ"));
   s.Add(Int("algorithm.batch_size", 64, 1, 1 << 20, "mini-batch size of each worker step",
             "examples"));
-  s.Add(Int("algorithm.workers", 1, 1, 1024, "number of workers"));
+  s.Add(Int("algorithm.workers", 1, 1, kMaxSimWorkers,
+            "number of workers (at most " + std::to_string(kMaxRealWorkers) +
+                " unless cluster.transport = sim)"));
   s.Add(Int("algorithm.window", 1, 1, 1000000,
             "communication window W: local steps per push (DOWNPOUR n_push, AGN λ, DynSGD; "
             "local_sgd's H, local steps per parameter average)",

@@ -8,4 +8,10 @@ namespace asgd::experiments {
 
 const Schema& ExperimentSchema();
 
+// algorithm.workers: at most kMaxSimWorkers simulated workers (cluster.transport = sim,
+// which shares their scratch: experiments/run/worker_loop.h), at most kMaxRealWorkers
+// threads or processes.
+inline constexpr int kMaxSimWorkers = 10000;
+inline constexpr int kMaxRealWorkers = 1024;
+
 }  // namespace asgd::experiments

@@ -114,6 +114,12 @@ algorithms::OptimizerOptions BuildOptimizerOptions(const Config& config) {
 algorithms::StrategyOptions BuildStrategyOptions(const Config& config, int64_t train_examples) {
   algorithms::StrategyOptions so;
   const int workers = static_cast<int>(config.Int("algorithm.workers"));
+  if (workers > kMaxRealWorkers && config.String("cluster.transport") != "sim") {
+    throw ConfigError("algorithm.workers", config.Raw("algorithm.workers"),
+                      internal::StrCat("at most ", kMaxRealWorkers, " with cluster.transport = ",
+                             config.String("cluster.transport"), " (up to ", kMaxSimWorkers,
+                             " with sim)"));
+  }
   so.num_workers = workers;
   so.worker.learning_rate = config.Double("algorithm.learning_rate");
   so.worker.window = config.Int("algorithm.window");
@@ -370,7 +376,8 @@ std::string DescribeTimeModel(const Config& config) {
     }
   }
   for (const auto& [key, value] : set) {
-    if (key.rfind("sim.", 0) == 0) add(key, value);
+    // sim.share_buffers changes the memory, not the times (config.ini still records it).
+    if (key.rfind("sim.", 0) == 0 && key != sim::keys::kShareBuffers) add(key, value);
   }
   return out;
 }

@@ -76,8 +76,7 @@ void CheckSimulable(const Config& config, const RunRequest& request,
 // session is told of every step as it happens in virtual time.
 class SimRun {
  public:
-  SimRun(const Config& config, const Problem& problem, RunSession& session, sim::Scheduler& sched,
-         tp::ParamStore& store)
+  SimRun(const Problem& problem, RunSession& session, sim::Scheduler& sched, tp::ParamStore& store)
       : problem_(problem),
         session_(session),
         sched_(sched),
@@ -87,13 +86,6 @@ class SimRun {
         cores_(problem.plan.sim.cores),
         centre_(static_cast<std::size_t>(problem.n_params)) {
     for (int w = 0; w < problem.plan.workers; ++w) {
-      WorkerSetup ws = MakeWorkerSetup(config, problem, w);
-      ws.clock = &clock_;
-      ws.after_gradient = [this, w](Duration cpu) {
-        const Duration now = sched_.Now();
-        sched_.Sleep(cores_.Run(now, delay_.StepTime(w, cpu)) - now);
-      };
-      loops_.push_back(std::make_unique<WorkerLoop>(std::move(ws)));
       const alg::CompressingClient* compressing = nullptr;
       clients_.push_back(
           CompressPushes(store.NewClient(static_cast<uint32_t>(w), tp::Role::kWorker),
@@ -117,8 +109,20 @@ class SimRun {
   }
 
   // Runs the workers to the end of the run. Returns the reason it stopped.
-  std::string Run(tp::ParamStore& store) {
+  std::string Run(const Config& config, tp::ParamStore& store) {
     RunCounters& c = session_.counters();
+    // One task runs at a time: the workers share the model's scratch and a gradient.
+    shared_ = std::make_unique<SharedWorkerScratch>(*problem_.model);
+    for (int w = 0; w < problem_.plan.workers; ++w) {
+      WorkerSetup ws = MakeWorkerSetup(config, problem_, w);
+      ws.clock = &clock_;
+      if (problem_.plan.sim.share_buffers) ws.shared = shared_.get();
+      ws.after_gradient = [this, w](Duration cpu) {
+        const Duration now = sched_.Now();
+        sched_.Sleep(cores_.Run(now, delay_.StepTime(w, cpu)) - now);
+      };
+      loops_.push_back(std::make_unique<WorkerLoop>(std::move(ws)));
+    }
     EvalSchedule& schedule = session_.eval_schedule();
     schedule.SetLastTime(session_.Seconds());
     WorkerHooks hooks;
@@ -192,6 +196,7 @@ class SimRun {
   sim::VirtualClock clock_;
   sim::DelayModel delay_;
   sim::CorePool cores_;
+  std::unique_ptr<SharedWorkerScratch> shared_;  // made in Run, before the loops
   AlignedVector<float> centre_;
   std::vector<std::unique_ptr<WorkerLoop>> loops_;
   std::vector<std::unique_ptr<alg::ParamClient>> clients_;
@@ -229,9 +234,9 @@ RunResult RunSimulated(const Config& config, const RunRequest& request, std::ost
            problem.model->Describe(), ", ", problem.data.train.name, " (",
            problem.data.train.num_examples, " examples)");
 
-  SimRun run(config, problem, session, sched, *store);
+  SimRun run(problem, session, sched, *store);
   run.Evaluate(*store, false);  // the initial parameters, at virtual time 0
-  const std::string reason = run.Run(*store);
+  const std::string reason = run.Run(config, *store);
   const double end_s = session.Seconds();
   const bool failed = run.failed();
   const int64_t samples = session.counters().samples.load();

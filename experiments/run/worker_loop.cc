@@ -45,10 +45,16 @@ namespace {
 
 // Times every call of the worker's client on the worker's clock (workers.csv's
 // comm_time_s): two clock reads per call.
+// `before_call` (optional) runs before each call, outside the timing: the simulated
+// worker's deferred compute time (WorkerSetup::shared).
 class TimedClient final : public alg::ParamClientWrapper {
  public:
-  TimedClient(alg::ParamClient* target, const Clock& clock, Duration* total)
-      : ParamClientWrapper(target), clock_(clock), total_(total) {}
+  TimedClient(alg::ParamClient* target, const Clock& clock, Duration* total,
+              std::function<void()> before_call)
+      : ParamClientWrapper(target),
+        clock_(clock),
+        total_(total),
+        before_call_(std::move(before_call)) {}
 
  protected:
   alg::Status DoPull(std::span<float> out) override {
@@ -64,6 +70,10 @@ class TimedClient final : public alg::ParamClientWrapper {
   alg::Status DoSendClock(int64_t clock) override {
     return Timed([&] { return ParamClientWrapper::DoSendClock(clock); });
   }
+  alg::Status DoPushEncoded(std::span<const compression::Encoded> parts, std::span<float> out,
+                            int64_t step) override {
+    return Timed([&] { return ParamClientWrapper::DoPushEncoded(parts, out, step); });
+  }
   alg::Status DoPullSparse(std::span<const int64_t> indices, std::span<float> out) override {
     return Timed([&] { return ParamClientWrapper::DoPullSparse(indices, out); });
   }
@@ -75,6 +85,7 @@ class TimedClient final : public alg::ParamClientWrapper {
  private:
   template <typename F>
   alg::Status Timed(F&& call) {
+    if (before_call_) before_call_();
     const Duration t0 = clock_.Now();
     alg::Status st = call();
     *total_ += clock_.Now() - t0;
@@ -82,6 +93,7 @@ class TimedClient final : public alg::ParamClientWrapper {
   }
   const Clock& clock_;
   Duration* total_;
+  std::function<void()> before_call_;
 };
 
 // The first element of v that is NaN or infinite, or -1.
@@ -193,8 +205,21 @@ WorkerOutcome WorkerLoop::RunRule(alg::ParamClient* client, collective::Collecti
       live_.bytes_pulled.store(static_cast<int64_t>(c.bytes_received), std::memory_order_relaxed);
     }
   };
+  // Simulated workers share the scratch (WorkerSetup::shared); a collective's do not.
+  SharedWorkerScratch* const shared = client != nullptr ? s.shared : nullptr;
+  // The CPU time of the last gradient whose after_gradient is deferred (shared only).
+  std::optional<Duration> deferred_cpu;
+  auto run_deferred = [&] {
+    if (!deferred_cpu) return;
+    const Duration cpu = *deferred_cpu;
+    deferred_cpu.reset();
+    const Duration t0 = clock.Now();
+    s.after_gradient(cpu);
+    compute += clock.Now() - t0;
+  };
   try {
-    std::unique_ptr<models::Model> local = s.model->Clone();
+    std::unique_ptr<models::Model> own_model = shared != nullptr ? nullptr : s.model->Clone();
+    models::Model* const local = shared != nullptr ? shared->model.get() : own_model.get();
     const int64_t n_params = local->layout().size();
     datasets::SamplerOptions sopt;
     sopt.batch_size = s.batch_size;
@@ -210,7 +235,10 @@ WorkerOutcome WorkerLoop::RunRule(alg::ParamClient* client, collective::Collecti
     env.num_workers = s.num_workers;
     // The client's calls timed as communication (a collective strategy has no client).
     std::optional<TimedClient> timed;
-    if (client != nullptr) timed.emplace(client, clock, &comm);
+    if (client != nullptr) {
+      timed.emplace(client, clock, &comm,
+                    shared != nullptr ? std::function<void()>(run_deferred) : nullptr);
+    }
     env.ps = timed ? &*timed : nullptr;
     env.collective = collective;
     env.initial = initial;
@@ -218,16 +246,30 @@ WorkerOutcome WorkerLoop::RunRule(alg::ParamClient* client, collective::Collecti
     env.clock = &clock;
     env.options = s.options.worker;
     env.options.learning_rate = s.learning_rate;
+    if (shared != nullptr) {
+      ASGD_CHECK_EQ(static_cast<int64_t>(shared->gradient.size()), n_params,
+                    "shared gradient size");
+      env.scratch_gradient = shared->gradient;
+      env.push_pull_in_place = true;
+    }
     // Where a non-finite loss came from: the first non-finite parameter it was computed
     // on (-1: none), looked up only when the loss is not finite.
     int64_t non_finite_param = -1;
     env.gradient = [&](std::span<const float> params, std::span<float> grad) {
+      run_deferred();
       datasets::BatchView batch = sampler.Next();
       last_batch = batch.size;
       const Duration t0 = clock.Now();
       const Duration cpu0 = s.after_gradient ? sim::ThreadCpuTime() : Duration::zero();
       const float loss = local->LossAndGradient(params, batch, grad);
-      if (s.after_gradient) s.after_gradient(sim::ThreadCpuTime() - cpu0);
+      if (s.after_gradient) {
+        const Duration cpu = sim::ThreadCpuTime() - cpu0;
+        if (shared != nullptr) {
+          deferred_cpu = cpu;
+        } else {
+          s.after_gradient(cpu);
+        }
+      }
       compute += clock.Now() - t0;
       if (!std::isfinite(loss)) non_finite_param = FirstNonFinite(params);
       return loss;
@@ -239,6 +281,7 @@ WorkerOutcome WorkerLoop::RunRule(alg::ParamClient* client, collective::Collecti
       sparse_params.assign(static_cast<std::size_t>(n_params), 0.0f);
       env.sparse_gradient = [&](const alg::SparseReader& read, alg::SparseUpdate* grad,
                                 alg::Status* status) -> float {
+        run_deferred();
         datasets::BatchView batch = sampler.Next();
         last_batch = batch.size;
         local->SparseCoordinates(batch, &touched);
@@ -256,6 +299,7 @@ WorkerOutcome WorkerLoop::RunRule(alg::ParamClient* client, collective::Collecti
     }
     auto rule = s.strategy->worker_rule(s.options);
     alg::Status st = rule->Start(env);
+    run_deferred();
     if (!st.ok()) {
       if (!ending(st)) outcome.failure = StrCat("worker ", w, ": first pull: ", st.ToString());
       publish();
@@ -269,12 +313,14 @@ WorkerOutcome WorkerLoop::RunRule(alg::ParamClient* client, collective::Collecti
       env.learning_rate_scale = lr_scale;
       const Duration step_start = clock.Now();
       alg::StepResult r = rule->Step(env);
+      run_deferred();
       const Duration step_end = clock.Now();
       in_steps += step_end - step_start;
       live_.active_ns.store((step_end - first_step).count(), std::memory_order_relaxed);
       if (ending(r.status)) break;
       if (!r.status.ok() && hooks.recover && hooks.recover(r.status)) {
         st = rule->Start(env);
+        run_deferred();
         if (!st.ok()) {
           if (!ending(st))
             outcome.failure = StrCat("worker ", w, ": pull after recovery: ", st.ToString());
@@ -312,6 +358,7 @@ WorkerOutcome WorkerLoop::RunRule(alg::ParamClient* client, collective::Collecti
     }
     if (outcome.failure.empty()) {
       st = rule->Finish(env);
+      run_deferred();
       if (!st.ok() && !ending(st))
         outcome.failure = StrCat("worker ", w, ": finishing: ", st.ToString());
     }

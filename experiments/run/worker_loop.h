@@ -29,6 +29,18 @@
 
 namespace asgd::experiments {
 
+// What the simulated workers of one scheduler thread share instead of owning (issue
+// 33): one of them runs at a time, so one model object (its activations and other
+// scratch, dead between two LossAndGradient calls) and one gradient buffer
+// (WorkerEnv::scratch_gradient) serve them all. The simulator's driver builds one per
+// scheduler and gives it to every loop it runs (WorkerSetup::shared); it outlives them.
+struct SharedWorkerScratch {
+  explicit SharedWorkerScratch(const models::Model& run_model)
+      : model(run_model.Clone()), gradient(static_cast<std::size_t>(model->layout().size())) {}
+  std::unique_ptr<models::Model> model;  // a clone of the run's model
+  std::vector<float> gradient;           // of the model's size
+};
+
 struct WorkerSetup {
   int worker = 0;
   int num_workers = 1;
@@ -54,6 +66,15 @@ struct WorkerSetup {
   // long as the model stretches the step (a simulated worker sleeps in virtual time, a
   // real one on the clock: injected delays), and that time counts as compute.
   std::function<void(Duration cpu_time)> after_gradient;
+  // Optional, for simulated workers only (not owned): the scratch they share. The loop
+  // then evaluates gradients on shared->model, lends the rule shared->gradient, tells it
+  // that push-pulls may be done in place (WorkerEnv), and runs each after_gradient not
+  // at once but just before the worker's next store call, its next gradient, or the end
+  // of its Step, whichever comes first: so no other task runs between a gradient and
+  // its use. Nothing runs in between but the rule's own arithmetic and no virtual time
+  // passes, so the sleep starts at the same instant and the run is the same to the bit.
+  // Runs on a collective (Run with a Collective) ignore it.
+  SharedWorkerScratch* shared = nullptr;
 };
 
 // The worker's client with [compression] applied: `client` itself for name = none, else

@@ -26,7 +26,7 @@ TEST(SimOptions, DefaultsAreValidAndEveryKeyIsDocumented) {
     const std::string value = k.default_value == "(preset)" ? "1" : std::string(k.default_value);
     EXPECT_NO_THROW(ApplySimOption(&copy, k.key, value)) << k.key;
   }
-  EXPECT_EQ(seen.size(), 19u);
+  EXPECT_EQ(seen.size(), 20u);
 }
 
 TEST(SimOptions, PresetFirstThenOverrides) {
@@ -85,6 +85,7 @@ TEST(SimOptions, BadValuesAreOneLineNamingTheKey) {
       {{"sim.stack_kib", "300.5"}},
       {{"sim.cores", "-1"}},
       {{"sim.cores", "1.5"}},
+      {{"sim.share_buffers", "sometimes"}},
       {{"delay.mean", "5"}},  // unknown key
   };
   for (const auto& values : bad) {

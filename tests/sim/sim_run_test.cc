@@ -319,6 +319,59 @@ INSTANTIATE_TEST_SUITE_P(Strategies, EverySimulatedStrategy, ::testing::ValuesIn
                            return names;
                          }()));
 
+// Issue 33: simulated workers share the model's scratch and a gradient buffer, their
+// compute-time sleeps wait for their next store call, and async_sgd's worker pushes from
+// its parameters (sim.share_buffers, experiments/run/worker_loop.h). None of it changes a
+// bit: with and without sharing (each worker owning its buffers, as before issue 33) every
+// CSV is the same, for every strategy that can be simulated, on a network that takes time,
+// with stragglers, pauses and two shards. The extra cases: async_sgd with momentum and
+// weight decay (the update written into the parameters it decays), and compressed pushes.
+struct SharingCase {
+  std::string label;
+  std::string body;  // [algorithm] lines after the name
+};
+void PrintTo(const SharingCase& c, std::ostream* os) { *os << c.label; }
+class SharedBuffers : public ::testing::TestWithParam<SharingCase> {};
+
+TEST_P(SharedBuffers, LeaveEveryCsvUnchanged) {
+  testing::TempDir tmp;
+  const std::string extra = GetParam().label == "sagn" ? "aggregation = sum\n" : "";
+  const std::string body = "epochs = 1\n[metrics]\neval_every_epochs = 0.25\n[algorithm]\n" +
+                           GetParam().body + extra +
+                           "workers = 5\nwindow = 2\nlearning_rate = 0.1\nbatch_size = 16\n"
+                           "[cluster]\ntransport = sim\nshards = 2\n"
+                           "[delay]\ncompute = lognormal\nmean_ms = 2\nstddev_ms = 1\n"
+                           "straggler_fraction = 0.2\nstraggler_factor = 3\n"
+                           "pause_probability = 0.05\npause_ms = 5\n"
+                           "[network]\npreset = dc_10gbe\n";
+  const SimRun own = RunSim(tmp, "own", body + "[sim]\nshare_buffers = false\n");
+  const SimRun shared = RunSim(tmp, "shared", body);
+  ASSERT_EQ(own.status, 0) << own.err << own.out;
+  ASSERT_EQ(shared.status, 0) << shared.err << shared.out;
+  for (const char* f :
+       {"convergence.csv", "staleness.csv", "staleness_histogram.csv", "workers.csv"}) {
+    EXPECT_EQ(own.File(f), shared.File(f)) << f;
+  }
+  EXPECT_EQ(SummaryWithoutRunId(own), SummaryWithoutRunId(shared));
+  EXPECT_GT(std::stoll(SummaryCell(shared, "samples")), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Strategies, SharedBuffers, ::testing::ValuesIn([] {
+      std::vector<SharingCase> cases;
+      for (const algorithms::Strategy* s : algorithms::Strategies()) {
+        if (s->can_simulate) cases.push_back({s->name, "name = " + s->name + "\n"});
+      }
+      cases.push_back({"async_sgd_momentum_decay",
+                       "name = async_sgd\noptimizer = momentum\nmomentum = 0.9\n"
+                       "weight_decay = 0.01\n"});
+      cases.push_back({"async_sgd_topk",
+                       "name = async_sgd\n[compression]\nname = topk\nratio = 0.1\n"
+                       "error_feedback = true\n[algorithm]\n"});
+      return cases;
+    }()),
+    [](const ::testing::TestParamInfo<SharingCase>& p) { return p.param.label; });
+
 // Bad configs: one line naming the key, exit status 2, no run folder.
 struct Refusal {
   const char* body;
@@ -346,7 +399,27 @@ INSTANTIATE_TEST_SUITE_P(
         Refusal{"[algorithm]\nname = async_sgd\n[network]\npreset = lan\n", "network.preset"},
         Refusal{"[algorithm]\nname = async_sgd\n[experiment]\n"
                 "checkpoint_every_steps = 10\n",
-                "experiment.checkpoint_every_steps"}));
+                "experiment.checkpoint_every_steps"},
+        Refusal{"[algorithm]\nname = async_sgd\nworkers = 10001\n", "algorithm.workers"}));
+
+// Up to 10,000 workers may be simulated (their buffers are shared); threads and
+// processes stay at 1,024: one line naming the key and both limits.
+TEST(SimRun, MoreThan1024WorkersOnlyWhenSimulated) {
+  testing::TempDir tmp;
+  const SimRun threads = RunSim(tmp, "threads",
+                                "[algorithm]\nname = async_sgd\nworkers = 1025\n"
+                                "[cluster]\ntransport = memory\n");
+  EXPECT_EQ(threads.status, 2) << threads.out;
+  EXPECT_THAT(threads.err, HasSubstr("algorithm.workers"));
+  EXPECT_THAT(threads.err, HasSubstr("at most 1024 with cluster.transport = memory"));
+  EXPECT_THAT(threads.err, HasSubstr("up to 10000 with sim"));
+  EXPECT_EQ(std::count(threads.err.begin(), threads.err.end(), '\n'), 1) << threads.err;
+  EXPECT_TRUE(threads.dir.empty());
+  const SimRun sim = RunSim(tmp, "sim",
+                            "epochs = 0.02\n[algorithm]\nname = async_sgd\nworkers = 1025\n"
+                            "batch_size = 1\n[cluster]\ntransport = sim\n");
+  EXPECT_EQ(sim.status, 0) << sim.err << sim.out;
+}
 
 // The delay model in a real run (threads): a straggler's injected sleeps show in its
 // compute time.
