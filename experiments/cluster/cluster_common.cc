@@ -53,8 +53,8 @@ Duration WallClock::Now() const {
 void WallClock::SleepFor(Duration d) { std::this_thread::sleep_for(d); }
 
 std::vector<float> Setup::Initial() const {
-  AlignedVector<float> v(static_cast<std::size_t>(model->layout().size()));
-  model->Initialize(v, DeriveSeed(seed, "init"));
+  AlignedVector<float> v(static_cast<std::size_t>(problem.model->layout().size()));
+  problem.model->Initialize(v, DeriveSeed(problem.plan.seed, "init"));
   return {v.begin(), v.end()};
 }
 
@@ -70,44 +70,37 @@ Setup MakeSetup(const Config& config, const RoleRequest& request, const std::str
     throw ConfigError("cluster.worker", "", "at least one worker address");
   }
   const std::string name = config.String("algorithm.name");
-  s.strategy = &alg::FindStrategy(name);
-  if (s.strategy->sequential) {
+  const alg::Strategy& strategy = alg::FindStrategy(name);
+  if (strategy.sequential) {
     throw ConfigError("algorithm.name", name,
                       "a distributed strategy: the sequential baseline runs with `asgd run`");
   }
   RefuseCollectiveRole(s.config, role);
-  if (s.strategy->shared_memory) {
+  if (strategy.shared_memory) {
     throw ConfigError("algorithm.name", name,
                       "a strategy over the parameter server: hogwild shares one vector inside "
                       "one process (across processes its rule is async_sgd)");
   }
-  s.workers = s.spec.num_workers();
-  if (s.config.Int("algorithm.workers") != s.workers) {
-    ASGD_LOG(kInfo, "algorithm.workers = ", s.workers, " (the cluster's worker count)");
-    s.config.Set("algorithm.workers", std::to_string(s.workers));
+  const int workers = s.spec.num_workers();
+  if (s.config.Int("algorithm.workers") != workers) {
+    ASGD_LOG(kInfo, "algorithm.workers = ", workers, " (the cluster's worker count)");
+    s.config.Set("algorithm.workers", std::to_string(workers));
   }
-  s.seed = static_cast<uint64_t>(s.config.Int("experiment.seed"));
   s.timeout = Ms(s.config.Double("cluster.timeout_s"));
   s.report_interval = Ms(s.config.Double("cluster.report_interval_s"));
   s.heartbeat_timeout = Ms(s.config.Double("cluster.heartbeat_timeout_s"));
-  s.chunk_bytes = ChunkBytes(s.config);
   // Validates the server options before the data is read.
-  if (s.strategy->server_rule) (void)s.strategy->server_rule(BuildStrategyOptions(s.config, 0), 0);
+  if (strategy.server_rule) (void)strategy.server_rule(BuildStrategyOptions(s.config, 0), 0);
   // A collective's worker rule likewise (dpsgd's workers and topology, local_sgd's window).
-  if (s.strategy->collective) (void)s.strategy->worker_rule(BuildStrategyOptions(s.config, 0));
-  s.compression = BuildCompressionOptions(s.config);
-  CheckWorkerDevices(s.config, s.workers);  // syntax only: workers resolve their own
-
-  s.schedule = BuildScheduleOptions(s.config);
-  s.optimizer = BuildOptimizerOptions(s.config);
-  s.data = datasets::LoadDataset(BuildDataOptions(s.config, request.data_dirs));
-  s.options = BuildStrategyOptions(s.config, s.data.train.num_examples);
-  s.model =
-      models::NewModelOn(BuildModelOptions(s.config), InputSpecFor(s.data.train), models::Device{});
-  (void)alg::NewOptimizer(s.optimizer, s.model->layout().size());  // validates
-  tp::PlacementOptions po;
-  po.policy = tp::ParsePlacementPolicy(s.config.String("cluster.placement"));
-  s.placement = tp::Placement::Build(s.model->layout(), s.spec.num_ps(), po);
+  if (strategy.collective) (void)strategy.worker_rule(BuildStrategyOptions(s.config, 0));
+  CheckWorkerDevices(s.config, workers);  // syntax only: workers resolve their own
+  // The plan (the config resolved, typed), the data, the evaluator's model on the CPU, the
+  // options checked against the data, the workers' partitions: as in `asgd run`.
+  RunRequest run_request;
+  run_request.data_dirs = request.data_dirs;
+  s.problem = LoadProblem(s.config, run_request);
+  s.placement =
+      tp::Placement::Build(s.problem.model->layout(), s.spec.num_ps(), s.problem.plan.placement);
   s.curve = CurveFromConfig(s.config, /*serves=*/role == "ps" || role == "coordinator");
   return s;
 }
@@ -170,29 +163,17 @@ std::optional<Reply> CoordinatorLink::Send(const std::string& bytes, millisecond
 }
 
 std::unique_ptr<models::Model> WorkerDeviceModel(const Setup& s, int w) {
-  const models::Device device = WorkerDevice(s.config, w, s.workers);
+  const models::Device device = WorkerDevice(s.config, w, s.problem.plan.workers);
   if (!device.is_cuda()) return nullptr;
-  auto model = models::NewModelOn(BuildModelOptions(s.config), InputSpecFor(s.data.train), device);
+  auto model =
+      models::NewModelOn(BuildModelOptions(s.config), InputSpecFor(s.problem.data.train), device);
   ASGD_LOG(kInfo, "worker ", w, ": ", model->Describe());
   return model;
 }
 
 WorkerSetup WorkerSetupFor(const Setup& s, int w, const models::Model* device_model) {
-  const auto partitions = datasets::PartitionIndices(s.data.train.num_examples, s.workers,
-                                                     DeriveSeed(s.seed, "partition"));
-  WorkerSetup ws;
-  ws.worker = w;
-  ws.num_workers = s.workers;
-  ws.strategy = s.strategy;
-  ws.options = s.options;
-  ws.optimizer = s.optimizer;
-  ws.learning_rate = WorkerLearningRate(s.config, w);
-  ws.model = device_model != nullptr ? device_model : s.model.get();
-  ws.train = &s.data.train;
-  ws.examples = partitions[static_cast<std::size_t>(w)];
-  ws.batch_size = s.config.Int("algorithm.batch_size");
-  ws.augment = BuildAugmentOptions(s.config);
-  ws.seed = s.seed;
+  WorkerSetup ws = MakeWorkerSetup(s.config, s.problem, w);
+  if (device_model != nullptr) ws.model = device_model;
   return ws;
 }
 
@@ -243,14 +224,15 @@ tp::ShardCheckpoint ReadRestoreOrder(const RestoreOrder& order) {
 
 CentreEvaluator::CentreEvaluator(std::shared_ptr<tp::Context> context, const Setup& setup)
     : setup_(setup),
-      model_(setup.model->Clone()),
-      centre_(static_cast<std::size_t>(setup.model->layout().size())) {
+      model_(setup.problem.model->Clone()),
+      centre_(static_cast<std::size_t>(setup.problem.model->layout().size())) {
   tp::ClientOptions co;
   co.role = tp::Role::kEvaluator;
-  co.id = static_cast<uint32_t>(setup.workers);
+  co.id = static_cast<uint32_t>(setup.problem.plan.workers);
   co.timeout = setup.timeout;
   co.curve = setup.curve;
-  co.chunk_bytes = setup.chunk_bytes;  // it only pulls; the same options as the workers'
+  // It only pulls; the same options as the workers'.
+  co.chunk_bytes = setup.problem.plan.chunk_bytes;
   client_ = tp::PsClient::FromCluster(std::move(context), setup.spec, setup.placement, co);
 }
 
@@ -263,10 +245,10 @@ std::optional<models::EvalResult> CentreEvaluator::Evaluate(bool full) {
     return std::nullopt;
   }
   if (!st.ok()) throw InputError("evaluator: reading the centre: " + st.ToString());
-  return EvaluateOn(*model_, centre_, setup_.data.test, setup_.data.train,
-                    full ? 0
-                         : EvalSchedule::FromConfig(setup_.config, setup_.data.train.num_examples)
-                               .ScheduledExamples());
+  const datasets::TrainTest& data = setup_.problem.data;
+  const int64_t scheduled =
+      EvalSchedule::FromConfig(setup_.config, data.train.num_examples).ScheduledExamples();
+  return EvaluateOn(*model_, centre_, data.test, data.train, full ? 0 : scheduled);
 }
 
 void CentreEvaluator::SaveFinal(const std::string& run_dir) const {

@@ -22,6 +22,7 @@
 #include "experiments/cluster/roles.h"
 #include "experiments/config/config.h"
 #include "experiments/config/signals.h"
+#include "experiments/run/problem.h"
 #include "experiments/run/worker_loop.h"
 #include "models/model.h"
 #include "ps/checkpoint.h"
@@ -64,19 +65,13 @@ struct Setup {
   explicit Setup(const Config& c) : config(c) {}
   Config config;  // algorithm.workers set to the cluster's worker count
   transport::ClusterSpec spec;
-  datasets::TrainTest data;
-  std::unique_ptr<models::Model> model;
-  transport::Placement placement;
-  const algorithms::Strategy* strategy = nullptr;
-  algorithms::StrategyOptions options;
-  compression::CompressionOptions compression;  // [compression], checked against the strategy
-  algorithms::ScheduleOptions schedule;
-  algorithms::OptimizerOptions optimizer;
-  uint64_t seed = 0;
-  int workers = 0;
+  // The plan (the config resolved, typed: seed, strategy, workers, compression, chunk
+  // bytes, ...), the data, the CPU model, the optimizer, strategy and schedule options and
+  // the workers' partitions: LoadProblem's, as in `asgd run`.
+  Problem problem;
+  transport::Placement placement;  // the shards' split of the parameters (cluster.ps)
   milliseconds timeout{60000}, report_interval{100}, heartbeat_timeout{10000};
   transport::CurveOptions curve;  // cluster.curve: this process's keys (experiments/cluster/keys.h)
-  int64_t chunk_bytes = 0;        // cluster.chunk_bytes, checked (ClientOptions::chunk_bytes)
 
   // The initial parameters (from the seed).
   std::vector<float> Initial() const;

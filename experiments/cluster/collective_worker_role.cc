@@ -55,7 +55,7 @@ int RunCollectiveWorkerRole(cluster::Setup& s, std::ostream& out) {
   const std::unique_ptr<models::Model> device_model = cluster::WorkerDeviceModel(s, w);
   col::CollectiveOptions co;
   co.rank = w;
-  co.size = s.workers;
+  co.size = s.problem.plan.workers;
   co.algorithm = col::ParseAlgorithm(s.config.String("collective.algorithm"));
   co.timeout = std::chrono::milliseconds(s.config.Int("collective.timeout_ms"));
   const std::string& address = s.spec.worker[static_cast<std::size_t>(w)];
@@ -70,10 +70,9 @@ int RunCollectiveWorkerRole(cluster::Setup& s, std::ostream& out) {
                             "running the same config?)"));
   }
 
-  const auto partitions = datasets::PartitionIndices(s.data.train.num_examples, s.workers,
-                                                     DeriveSeed(s.seed, "partition"));
   CollectivePlan plan =
-      CollectivePlan::Make(s.config, *s.strategy, s.options, partitions, s.data.train.num_examples);
+      CollectivePlan::Make(s.config, *s.problem.plan.strategy, s.problem.strategy_options,
+                           s.problem.partitions, s.problem.data.train.num_examples);
   // A resumed run: every rank starts from the checkpoint's average, at its boundary.
   std::vector<float> initial = s.Initial();
   if (registered.restore) {
@@ -97,8 +96,9 @@ int RunCollectiveWorkerRole(cluster::Setup& s, std::ostream& out) {
   // same seed, so every process agrees on the stragglers).
   std::unique_ptr<sim::DelayModel> delay;
   if (HasDelayModel(s.config)) {
-    delay = std::make_unique<sim::DelayModel>(BuildSimOptions(s.config).delay, s.workers,
-                                              DeriveSeed(s.seed, "delay"));
+    delay =
+        std::make_unique<sim::DelayModel>(BuildSimOptions(s.config).delay, s.problem.plan.workers,
+                                          DeriveSeed(s.problem.plan.seed, "delay"));
     ws.after_gradient = InjectedDelay(delay.get(), clock.get(), w);
   }
   WorkerLoop loop(std::move(ws));
@@ -161,8 +161,9 @@ int RunCollectiveWorkerRole(cluster::Setup& s, std::ostream& out) {
   });
 
   std::optional<CollectiveEvaluation> final_eval;
-  const EvalSchedule schedule = EvalSchedule::FromConfig(s.config, s.data.train.num_examples);
-  std::unique_ptr<models::Model> eval_model = s.model->Clone();
+  const EvalSchedule schedule =
+      EvalSchedule::FromConfig(s.config, s.problem.data.train.num_examples);
+  std::unique_ptr<models::Model> eval_model = s.problem.model->Clone();
   CollectiveRankHooks hooks;
   hooks.stop_wanted = [&] { return stop.load(); };
   // An order this rank heard of after the boundary that answered it is not wanted again.
@@ -184,15 +185,16 @@ int RunCollectiveWorkerRole(cluster::Setup& s, std::ostream& out) {
   // Rank 0's evaluation of the average at a boundary; the final one goes with its last
   // report (after the loop's final counts).
   auto evaluate = [&](const CollectiveBoundary& b) {
-    const models::EvalResult r = EvaluateOn(*eval_model, b.average, s.data.test, s.data.train,
-                                            b.final ? 0 : schedule.ScheduledExamples());
+    const models::EvalResult r =
+        EvaluateOn(*eval_model, b.average, s.problem.data.test, s.problem.data.train,
+                   b.final ? 0 : schedule.ScheduledExamples());
     CollectiveEvaluation e;
     e.id = b.eval_id;
     e.full = b.final;
     e.samples = b.samples;
     // Every rank took b.step steps with the same pushes (the strategies push alike): the
     // pushes of all ranks (the coordinator records rounds, these / N).
-    e.updates = loop.Snapshot().pushes * s.workers;
+    e.updates = loop.Snapshot().pushes * s.problem.plan.workers;
     e.loss_sum = r.loss_sum;
     e.correct = r.correct;
     e.count = r.count;
@@ -216,7 +218,8 @@ int RunCollectiveWorkerRole(cluster::Setup& s, std::ostream& out) {
     tp::ShardSnapshot snap;
     snap.version = static_cast<uint64_t>(b.step);
     snap.values.assign(b.average.begin(), b.average.end());
-    const CheckpointManifest::Shard entry = WriteShardFile(o->dir, 0, snap, s.strategy->name);
+    const CheckpointManifest::Shard entry =
+        WriteShardFile(o->dir, 0, snap, s.problem.plan.strategy->name);
     CollectiveSaved saved;
     saved.shard = SavedShard{o->step, entry.file, entry.sha256, entry.version, entry.elements};
     saved.pushes = loop.Snapshot().pushes;

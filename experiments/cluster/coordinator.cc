@@ -31,7 +31,7 @@ int Coordinator::Run() {
   checkpointer_ = std::make_unique<Checkpointer>(
       run_->path(), static_cast<int>(s_.config.Int("experiment.checkpoint_keep")));
   out_ << "coordinator: run " << run_->id() << " at " << server_->endpoint() << ": "
-       << s_.config.String("algorithm.name") << " with " << s_.workers << " workers, "
+       << s_.config.String("algorithm.name") << " with " << s_.problem.plan.workers << " workers, "
        << (collective_ ? StrCat("on gloo (", s_.config.String("collective.algorithm"), ")")
                        : StrCat(s_.spec.num_ps(), " shards"))
        << (evaluator_process_ ? ", an evaluator" : "") << "; waiting for " << roles_.size()
@@ -54,7 +54,7 @@ void Coordinator::OpenRunDir() {
     // restores its range from it when it registers (Handle), workers start from there.
     LoadedCheckpoint c = LoadNewestCheckpoint(request_.resume_dir, TrainingConfigHash(s_.config));
     if (collective_) {
-      CheckCollectiveCheckpoint(c, s_.model->layout().size());
+      CheckCollectiveCheckpoint(c, s_.problem.model->layout().size());
       first_step_ = static_cast<int64_t>(c.shards[0].version);
     } else if (static_cast<int>(c.manifest.shards.size()) != s_.spec.num_ps()) {
       throw DataError(c.dir, StrCat("holds ", c.manifest.shards.size(), " shards, the run has ",
@@ -72,7 +72,7 @@ void Coordinator::OpenRunDir() {
       const KeptStaleness kept = FilterStalenessCsv(run_->File("staleness.csv"), versions);
       c.manifest.staleness_rows = kept.rows;
       c.manifest.staleness_histogram = kept.histogram;
-      if (!s_.strategy->synchronous && !collective_) {
+      if (!s_.problem.plan.strategy->synchronous && !collective_) {
         // Asynchronous: a push is one row per shard, so the rows count each worker's
         // pushes that the model holds.
         for (auto& w : c.manifest.workers) {
@@ -96,8 +96,9 @@ void Coordinator::OpenRunDir() {
     out_ << "coordinator: resuming " << run_->id() << " from " << c.dir << " (update "
          << c.manifest.step << ")" << std::endl;
   } else {
-    run_ = std::make_unique<RunDir>(RunDir::Create(WithDataStatistics(s_.config, s_.data.train),
-                                                   request_.name, request_.command_line));
+    run_ = std::make_unique<RunDir>(
+        RunDir::Create(WithDataStatistics(s_.config, s_.problem.data.train), request_.name,
+                       request_.command_line));
   }
   if (collective_) {
     // The ranks' file store: a fresh folder of the run for each attempt (absolute: the
@@ -126,20 +127,20 @@ void Coordinator::Expect() {
   if (!collective_) {
     for (int i = 0; i < s_.spec.num_ps(); ++i) roles_[{"ps", i}] = Role{};
   }
-  for (int i = 0; i < s_.workers; ++i) roles_[{"worker", i}] = Role{};
+  for (int i = 0; i < s_.problem.plan.workers; ++i) roles_[{"worker", i}] = Role{};
   evaluator_process_ = !collective_ && !s_.spec.evaluator.empty();
-  staleness_steps_.assign(static_cast<std::size_t>(s_.workers), 0);
+  staleness_steps_.assign(static_cast<std::size_t>(s_.problem.plan.workers), 0);
   if (collective_) {
-    const auto partitions = datasets::PartitionIndices(s_.data.train.num_examples, s_.workers,
-                                                       DeriveSeed(s_.seed, "partition"));
-    plan_ = CollectivePlan::Make(s_.config, *s_.strategy, s_.options, partitions,
-                                 s_.data.train.num_examples);
+    plan_ = CollectivePlan::Make(s_.config, *s_.problem.plan.strategy, s_.problem.strategy_options,
+                                 s_.problem.partitions, s_.problem.data.train.num_examples);
   }
   if (evaluator_process_) roles_[{"evaluator", 0}] = Role{};
-  workers_.resize(static_cast<std::size_t>(s_.workers));
+  workers_.resize(static_cast<std::size_t>(s_.problem.plan.workers));
   sample_budgets_.assign(workers_.size(), 0);
   step_budgets_.assign(workers_.size(), 0);
-  for (int i = 0; i < s_.workers; ++i) workers_[static_cast<std::size_t>(i)].worker = i;
+  for (int i = 0; i < s_.problem.plan.workers; ++i) {
+    workers_[static_cast<std::size_t>(i)].worker = i;
+  }
   retired_.assign(workers_.size(), WorkerMetrics{});
 }
 
@@ -168,7 +169,7 @@ int64_t Coordinator::Updates() const {
   return n;
 }
 int64_t Coordinator::RecordedUpdates() const {
-  return collective_ ? Updates() / s_.workers : Updates();
+  return collective_ ? Updates() / s_.problem.plan.workers : Updates();
 }
 int64_t Coordinator::Steps() const {
   int64_t n = 0;
@@ -180,7 +181,7 @@ bool Coordinator::WorkerLost(std::size_t w) const {
   return it != roles_.end() && it->second.dead;
 }
 double Coordinator::Epochs() const {
-  return static_cast<double>(Samples()) / static_cast<double>(s_.data.train.num_examples);
+  return static_cast<double>(Samples()) / static_cast<double>(s_.problem.data.train.num_examples);
 }
 
 // ---- the roles' messages ---------------------------------------------------------
@@ -261,7 +262,7 @@ std::string Coordinator::Answer(const RegisterRequest& m) {
   // The role that evaluates writes the models (the inline evaluator: Finish).
   const bool evaluates =
       key.first == "evaluator" || (key.first == "worker" && collective_ && key.second == 0);
-  if (evaluates && s_.model->CanSave()) {
+  if (evaluates && s_.problem.model->CanSave()) {
     reply.save_dir = run_->path();
     reply.best_above = recorder_->best_test_accuracy();
   }
@@ -370,7 +371,7 @@ std::string Coordinator::Answer(const WorkerReport& msg) {
   if (collective_ && ckpt_ && phase_ == Phase::kRunning) {
     reply.checkpoint = CheckpointOrder{ckpt_->manifest.step, ckpt_->dir};
   }
-  if (collective_ && w == 0 && s_.model->CanSave()) {
+  if (collective_ && w == 0 && s_.problem.model->CanSave()) {
     reply.best_above = recorder_->best_test_accuracy();
   }
   return Encode(reply);
@@ -407,7 +408,7 @@ std::string Coordinator::Answer(const PsReport& msg) {
 
 EvalOrder Coordinator::Order(const PendingEval& p) const {
   EvalOrder o{p.id, p.full, std::nullopt};
-  if (s_.model->CanSave()) o.best_above = recorder_->best_test_accuracy();
+  if (s_.problem.model->CanSave()) o.best_above = recorder_->best_test_accuracy();
   return o;
 }
 

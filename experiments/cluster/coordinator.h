@@ -36,9 +36,9 @@ class Coordinator {
       : s_(setup),
         request_(request),
         out_(out),
-        stop_(StopPolicy::FromConfig(setup.config, setup.data.train.num_examples)),
-        schedule_(EvalSchedule::FromConfig(setup.config, setup.data.train.num_examples)),
-        collective_(setup.strategy->collective) {}
+        stop_(StopPolicy::FromConfig(setup.config, setup.problem.data.train.num_examples)),
+        schedule_(EvalSchedule::FromConfig(setup.config, setup.problem.data.train.num_examples)),
+        collective_(setup.problem.plan.strategy->collective) {}
   // Runs until the run ended; returns the exit status (0 completed, 2 failed).
   int Run();
 

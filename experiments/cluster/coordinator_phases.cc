@@ -28,7 +28,7 @@ void Coordinator::MaybeCheckpoint() {
   if (ckpt_ || paused_ || (every_steps <= 0 && every_s <= 0)) return;
   const int64_t updates = Updates();
   // On a collective every_steps counts rounds, each a push of every rank.
-  const int64_t every = every_steps * (collective_ ? s_.workers : 1);
+  const int64_t every = every_steps * (collective_ ? s_.problem.plan.workers : 1);
   const bool due = (every_steps > 0 && updates >= last_ckpt_step_ + every) ||
                    (every_s > 0 && Elapsed() - last_ckpt_s_ >= every_s);
   if (!due || updates == last_ckpt_step_) return;
@@ -49,7 +49,7 @@ void Coordinator::MaybeCheckpoint() {
   m.best_test_accuracy = recorder_->best_test_accuracy();
   m.time_to_target_s = recorder_->time_to_target_s();
   m.config_hash = TrainingConfigHash(c);
-  m.algorithm = s_.strategy->name;
+  m.algorithm = s_.problem.plan.strategy->name;
   request.dir = checkpointer_->Folder(m.step);
   request.since = Steady::now();
   ckpt_ = std::move(request);
@@ -101,11 +101,12 @@ void Coordinator::RequestEval(bool full) {
         pending_.reset();  // a resumed run adds no row at its start (as `asgd run`)
       } else {
         const std::vector<float> initial = s_.Initial();
-        const models::EvalResult r = EvaluateOn(*s_.model, initial, s_.data.test, s_.data.train,
-                                                full ? 0 : schedule_.ScheduledExamples());
+        const models::EvalResult r =
+            EvaluateOn(*s_.problem.model, initial, s_.problem.data.test, s_.problem.data.train,
+                       full ? 0 : schedule_.ScheduledExamples());
         const double best_before = recorder_->best_test_accuracy();
         Evaluated(r, /*consensus_distance=*/0.0);
-        SaveBestModel(*s_.model, initial, r.accuracy(), best_before, run_->path());
+        SaveBestModel(*s_.problem.model, initial, r.accuracy(), best_before, run_->path());
       }
     }
     return;
@@ -138,7 +139,7 @@ void Coordinator::CollectiveEvaluated(const CollectiveEvaluation& e) {
   p.id = e.id;
   p.time_s = Elapsed();
   p.samples = e.samples;
-  p.updates = e.updates / s_.workers;  // the pushes of every rank: rounds
+  p.updates = e.updates / s_.problem.plan.workers;  // the pushes of every rank: rounds
   if (loss_count_ > 0) p.train_loss = loss_sum_ / static_cast<double>(loss_count_);
   loss_sum_ = 0;
   loss_count_ = 0;
@@ -154,7 +155,7 @@ void Coordinator::CompleteCollectiveCheckpoint(const CollectiveSaved& saved) {
   // The boundary's counters, alike on every rank: v steps each, the partitions' samples,
   // rank 0's pushes (every rank pushes alike) on top of a resumed run's.
   const int64_t v = static_cast<int64_t>(saved.shard.version);
-  const int64_t n = s_.workers;
+  const int64_t n = s_.problem.plan.workers;
   CheckpointManifest& m = ckpt_->manifest;
   m.steps = v * n;
   m.samples = plan_->SamplesAtStep(v);
@@ -163,7 +164,7 @@ void Coordinator::CompleteCollectiveCheckpoint(const CollectiveSaved& saved) {
   m.convergence_rows = recorder_->convergence_rows();
   // Every worker took v steps: their rows up to v are written now (the reports lag), so
   // that a resume, which keeps the rows of steps <= v, has each of them.
-  for (int w = 0; w < s_.workers; ++w) CollectiveStaleness(w, v - first_step_);
+  for (int w = 0; w < s_.problem.plan.workers; ++w) CollectiveStaleness(w, v - first_step_);
   m.staleness_rows = staleness_->rows_written();
   m.staleness_histogram = staleness_->histogram();
   m.best_test_accuracy = recorder_->best_test_accuracy();
@@ -251,11 +252,12 @@ void Coordinator::Evaluated(const models::EvalResult& r, double consensus_distan
   const PendingEval p = *pending_;
   pending_.reset();
   const double epoch =
-      static_cast<double>(p.samples) / static_cast<double>(s_.data.train.num_examples);
-  const double learning_rate =
-      s_.config.Double("algorithm.learning_rate") * alg::LearningRateScale(s_.schedule, epoch);
-  ConvergenceRow row = MakeConvergenceRow(
-      {p.time_s, p.samples, p.updates, p.train_loss, learning_rate}, r, s_.data.train.num_examples);
+      static_cast<double>(p.samples) / static_cast<double>(s_.problem.data.train.num_examples);
+  const double learning_rate = s_.config.Double("algorithm.learning_rate") *
+                               alg::LearningRateScale(s_.problem.schedule, epoch);
+  ConvergenceRow row =
+      MakeConvergenceRow({p.time_s, p.samples, p.updates, p.train_loss, learning_rate}, r,
+                         s_.problem.data.train.num_examples);
   row.consensus_distance = consensus_distance;
   recorder_->Convergence(row);
   ASGD_LOG(kInfo, "epoch ", Fixed(epoch, 2), ", ", p.updates, " updates: test accuracy ",
@@ -314,7 +316,7 @@ void Coordinator::CheckLiveness() {
         ASGD_LOG(kWarning, "coordinator: ", what,
                  "; training goes on without it "
                  "(cluster.on_worker_loss = continue)",
-                 s_.strategy->synchronous
+                 s_.problem.plan.strategy->synchronous
                      ? StrCat("; synchronous rounds re-formed with ", LiveWorkers(), " workers")
                      : std::string());
       } else {
@@ -327,12 +329,12 @@ void Coordinator::CheckLiveness() {
 std::string Coordinator::WorkerLossFatal() const {
   if (s_.config.String("cluster.on_worker_loss") == "fail") return "cluster.on_worker_loss = fail";
   if (collective_) return "a collective cannot lose a member";
-  if (!s_.strategy->synchronous) return "";
+  if (!s_.problem.plan.strategy->synchronous) return "";
   if (LiveWorkers() == 0) return "no worker is left";
   // The rounds of sync_sgd, sagn, easgd and model_averaging are re-formed with the
   // survivors (the shards hear of it in their next report: SetLiveWorkers); SSP's clock
   // table would wait for the lost worker's clock forever.
-  if (s_.strategy->clocks) {
+  if (s_.problem.plan.strategy->clocks) {
     return "ssp waits for every worker's clock (re-forming SSP without a worker is not "
            "supported)";
   }
@@ -400,7 +402,7 @@ void Coordinator::Tick() {
       // Synchronous strategies: once every worker was told to stop, the shards are
       // closed so that a worker held in a round is let go (kShuttingDown ends its loop).
       if (All("worker", ToldOrFinished))
-        close_shards_ = s_.strategy->synchronous || !failure_.empty();
+        close_shards_ = s_.problem.plan.strategy->synchronous || !failure_.empty();
       if (All("worker", Finished) && collective_) {
         if (!failure_.empty()) {
           Enter(Phase::kStoppingShards);
@@ -480,10 +482,13 @@ int Coordinator::Finish() {
   end.algorithm = s_.config.String("algorithm.name");
   end.model = s_.config.String("model.name");
   end.dataset = s_.config.String("data.dataset");
-  end.workers = s_.workers;
-  end.seed = static_cast<int64_t>(s_.seed);
-  end.compression = s_.compression.name +
-                    (s_.compression.name != "none" && s_.compression.error_feedback ? "+ef" : "");
+  end.workers = s_.problem.plan.workers;
+  end.seed = static_cast<int64_t>(s_.problem.plan.seed);
+  end.compression =
+      s_.problem.plan.compression.name +
+      (s_.problem.plan.compression.name != "none" && s_.problem.plan.compression.error_feedback
+           ? "+ef"
+           : "");
   end.epochs = Epochs();
   end.time_s = Elapsed();
   end.samples = Samples();

@@ -63,7 +63,8 @@ int RunTrainingPsRole(const Config& config, const RoleRequest& request, std::ost
   // one is obeyed only with the run's token all the same.
   options.stop_token = RunTokenFromEnvironment();
   tp::ShardServer server(context, options, s.placement.Gather(shard, s.Initial()),
-                         s.strategy->server_rule(s.options, static_cast<uint32_t>(shard)));
+                         s.problem.plan.strategy->server_rule(s.problem.strategy_options,
+                                                              static_cast<uint32_t>(shard)));
   // Registered before serving: a restarted shard first restores its range from the
   // checkpoint the coordinator names (requests queue until then).
   cluster::CoordinatorLink link(context, s, "ps", shard);
@@ -80,7 +81,7 @@ int RunTrainingPsRole(const Config& config, const RoleRequest& request, std::ost
   }
   server.Start();
   out << "ps " << shard << ": serving " << s.placement.shard_size(shard) << " of "
-      << s.model->layout().size() << " parameters (" << server.rule_name() << ") at "
+      << s.problem.model->layout().size() << " parameters (" << server.rule_name() << ") at "
       << server.endpoint() << std::endl;
   int status = kExitOk;
   std::optional<SavedShard>

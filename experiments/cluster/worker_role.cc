@@ -29,7 +29,7 @@ using ::asgd::internal::StrCat;
 
 int RunTrainingWorkerRole(const Config& config, const RoleRequest& request, std::ostream& out) {
   cluster::Setup s = cluster::MakeSetup(config, request, "worker");
-  if (s.strategy->collective) return RunCollectiveWorkerRole(s, out);
+  if (s.problem.plan.strategy->collective) return RunCollectiveWorkerRole(s, out);
   const int w = s.spec.task_index;
   BlockedStopSignals signals;  // a worker stops when the coordinator says so
   // The worker's model on its device (model.device), before registering: a device this
@@ -43,7 +43,7 @@ int RunTrainingWorkerRole(const Config& config, const RoleRequest& request, std:
   co.id = static_cast<uint32_t>(w);
   co.timeout = s.timeout;
   co.curve = s.curve;
-  co.chunk_bytes = s.chunk_bytes;
+  co.chunk_bytes = s.problem.plan.chunk_bytes;
   auto ps_client = std::make_unique<tp::PsParamClient>(
       tp::PsClient::FromCluster(context, s.spec, s.placement, co));
   const tp::Status servers = ps_client->client().WaitForServers(s.timeout);
@@ -57,8 +57,9 @@ int RunTrainingWorkerRole(const Config& config, const RoleRequest& request, std:
   // process agrees on the stragglers).
   std::unique_ptr<sim::DelayModel> delay;
   if (HasDelayModel(s.config)) {
-    delay = std::make_unique<sim::DelayModel>(BuildSimOptions(s.config).delay, s.workers,
-                                              DeriveSeed(s.seed, "delay"));
+    delay =
+        std::make_unique<sim::DelayModel>(BuildSimOptions(s.config).delay, s.problem.plan.workers,
+                                          DeriveSeed(s.problem.plan.seed, "delay"));
     ws.after_gradient = InjectedDelay(delay.get(), clock.get(), w);
   }
   WorkerLoop loop(std::move(ws));
@@ -103,7 +104,7 @@ int RunTrainingWorkerRole(const Config& config, const RoleRequest& request, std:
     cluster::ReportUntilFinished(signals, link, finished, stop, link_failure,
                                  [&] { return report(false, "").has_value(); });
   });
-  const double train_size = static_cast<double>(s.data.train.num_examples);
+  const double train_size = static_cast<double>(s.problem.data.train.num_examples);
   WorkerHooks hooks;
   auto exhausted = [&] {
     const WorkerMetrics m = loop.Snapshot();
@@ -123,7 +124,8 @@ int RunTrainingWorkerRole(const Config& config, const RoleRequest& request, std:
     // The run's samples as of the last report, plus this worker's since.
     const int64_t estimate =
         global_samples.load() + loop.Snapshot().samples - samples_at_report.load();
-    *lr_scale = alg::LearningRateScale(s.schedule, static_cast<double>(estimate) / train_size);
+    *lr_scale =
+        alg::LearningRateScale(s.problem.schedule, static_cast<double>(estimate) / train_size);
     return true;
   };
   // A request that timed out (a shard died), or a chunked push whose first chunks went to
@@ -157,7 +159,7 @@ int RunTrainingWorkerRole(const Config& config, const RoleRequest& request, std:
   };
   hooks.ending = [&] { return stop.load(); };
   const std::unique_ptr<alg::ParamClient> client =
-      CompressPushes(std::move(ps_client), s.compression, s.seed, w);
+      CompressPushes(std::move(ps_client), s.problem.plan.compression, s.problem.plan.seed, w);
   const WorkerOutcome outcome = loop.Run(*client, hooks);
   finished.store(true);
   reporter.join();
