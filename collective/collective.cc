@@ -53,30 +53,31 @@ namespace {
 
 constexpr uint64_t kFloat = sizeof(float);
 
-// Bytes rank `rank` sends in gloo::allreduce's ring (gloo/allreduce.cc): the buffer is cut
-// into numSegments segments; in each of the two phases the rank issues one send for each
-// of the first numSegments-2 iterations, of the segment at a rank-dependent offset,
-// clipped at the end of the buffer.
+// Bytes rank `rank` sends in gloo::allreduce's ring (gloo/allreduce.cc). gloo cuts the
+// buffer into numSegments = roundUp(max(ceil(bytes / 1 MiB), 2N), N) segments of
+// roundUp(ceil(bytes / numSegments), 4) bytes (the last ones clipped at the end of the
+// buffer, possibly empty), numSegments / N to a chunk, chunk c holding rank c's share.
+// Each of its two phases issues numSegments - numSegments / N sends to rank-1, one segment
+// each: reduce-scatter starts at chunk rank+1 and sends every segment but those of chunk
+// rank; allgather starts at chunk rank and sends every segment but those of chunk rank-1.
+// A rank so sends the buffer twice less those two chunks.
 uint64_t RingSent(int rank, int size, uint64_t count) {
   constexpr uint64_t kMaxSegmentBytes = 1024 * 1024;  // AllreduceOptions::kMaxSegmentSize
   const uint64_t n = static_cast<uint64_t>(size);
   const uint64_t total = count * kFloat;
   const uint64_t max_segment = kFloat * (kMaxSegmentBytes / kFloat);
-  uint64_t segment = std::min((total + (n * 2 - 1)) / (n * 2), max_segment);
-  segment = (segment + kFloat - 1) / kFloat * kFloat;
-  uint64_t segments = std::max((total + segment - 1) / segment, n * 2);
-  segments = (segments + n - 1) / n * n;
+  auto round_up = [](uint64_t v, uint64_t m) { return (v + m - 1) / m * m; };
+  const uint64_t segments = round_up(std::max((total + max_segment - 1) / max_segment, n * 2), n);
   const uint64_t per_rank = segments / n;
-  const uint64_t r = static_cast<uint64_t>(rank);
-  auto length = [&](uint64_t offset) -> uint64_t {
-    return offset >= total ? 0 : std::min(segment, total - offset);
+  const uint64_t segment = round_up((total + segments - 1) / segments, kFloat);
+  // The bytes of chunk c (c in [0, N)) inside the buffer.
+  auto chunk_bytes = [&](uint64_t c) -> uint64_t {
+    const uint64_t begin = std::min(c * per_rank * segment, total);
+    const uint64_t end = std::min((c + 1) * per_rank * segment, total);
+    return end - begin;
   };
-  uint64_t sent = 0;
-  for (uint64_t i = 0; i + 2 < segments; ++i) {
-    sent += length((((r + 1) * per_rank + i) * segment) % (segments * segment));  // reduce-scatter
-    sent += length(((r * per_rank + i) * segment) % (segments * segment));        // allgather
-  }
-  return sent;
+  const uint64_t r = static_cast<uint64_t>(rank);
+  return 2 * total - chunk_bytes(r) - chunk_bytes((r + n - 1) % n);
 }
 
 // Bytes rank `rank` sends in gloo::AllreduceRingChunked (gloo/allreduce_ring_chunked.h):

@@ -40,8 +40,8 @@ namespace asgd::collective {
 // gloo's allreduce algorithms (the config value in parentheses).
 enum class Algorithm {
   // (ring) gloo::allreduce with the ring algorithm: reduce-scatter then allgather around
-  // the ring, in segments of at most 1 MiB, two in flight. Bandwidth-optimal for small
-  // vectors; see ExpectedAllreduceBytes for what it moves on large ones.
+  // the ring, in segments of at most 1 MiB, two in flight. Bandwidth-optimal: 2(N-1)/N x
+  // the vector's bytes per rank (ExpectedAllreduceBytes).
   kRing,
   // (ring_chunked) gloo::AllreduceRingChunked: the ring with 2N chunks, sending in both
   // directions at once.
@@ -124,12 +124,13 @@ struct Traffic {
 };
 
 // The payload one allreduce of `count` floats moves at `rank` of `size`, by algorithm:
-//   ring              gloo's segment schedule replayed exactly: the segments this rank
-//                     sends in reduce-scatter and allgather, and those its right neighbour
-//                     sends to it. For count*4 <= 2N MiB (two segments per rank) this is
-//                     2(N-1)/N x the vector's bytes up to rounding; for larger vectors gloo
-//                     keeps two segments in flight and sends (kN-2) of kN segments per
-//                     phase, up to 2 x the vector's bytes.
+//   ring              gloo's segment schedule, exactly: S = roundUp(max(ceil(bytes/1 MiB),
+//                     2N), N) segments of roundUp(ceil(bytes/S), 4) bytes, S/N to each
+//                     rank's chunk; per phase a rank sends S - S/N segments (every one but
+//                     its own chunk's in reduce-scatter, but its left neighbour's in
+//                     allgather), so 2 x the vector's bytes less those two chunks: 2(N-1)/N
+//                     x the vector's bytes up to the rounding of segments to whole floats,
+//                     at any size. It receives what its right neighbour sends.
 //   ring_chunked      gloo's chunk schedule replayed exactly: 4N-4 chunks of ceil(count/2N)
 //                     floats (at least 256), clipped at the end of the vector; about
 //                     2(N-1)/N x the vector's bytes.
