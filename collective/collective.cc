@@ -53,28 +53,19 @@ namespace {
 
 constexpr uint64_t kFloat = sizeof(float);
 
-// Bytes rank `rank` sends in gloo::allreduce's ring (gloo/allreduce.cc). gloo cuts the
-// buffer into numSegments = roundUp(max(ceil(bytes / 1 MiB), 2N), N) segments of
-// roundUp(ceil(bytes / numSegments), 4) bytes (the last ones clipped at the end of the
-// buffer, possibly empty), numSegments / N to a chunk, chunk c holding rank c's share.
-// Each of its two phases issues numSegments - numSegments / N sends to rank-1, one segment
-// each: reduce-scatter starts at chunk rank+1 and sends every segment but those of chunk
-// rank; allgather starts at chunk rank and sends every segment but those of chunk rank-1.
-// A rank so sends the buffer twice less those two chunks.
+// Bytes rank `rank` sends in gloo::allreduce's ring (gloo/allreduce.cc), cut as
+// GlooRingSegments says. Each of its two phases issues segments - segments/N sends to
+// rank-1, one segment each, clipped at the end of the buffer (nothing past it):
+// reduce-scatter starts at chunk rank+1 and sends every segment but those of chunk rank;
+// allgather starts at chunk rank and sends every segment but those of chunk rank-1. A rank
+// so sends the buffer twice less those two chunks.
 uint64_t RingSent(int rank, int size, uint64_t count) {
-  constexpr uint64_t kMaxSegmentBytes = 1024 * 1024;  // AllreduceOptions::kMaxSegmentSize
   const uint64_t n = static_cast<uint64_t>(size);
   const uint64_t total = count * kFloat;
-  const uint64_t max_segment = kFloat * (kMaxSegmentBytes / kFloat);
-  auto round_up = [](uint64_t v, uint64_t m) { return (v + m - 1) / m * m; };
-  const uint64_t segments = round_up(std::max((total + max_segment - 1) / max_segment, n * 2), n);
-  const uint64_t per_rank = segments / n;
-  const uint64_t segment = round_up((total + segments - 1) / segments, kFloat);
+  const uint64_t chunk = GlooRingSegments(size, count).chunk_bytes;
   // The bytes of chunk c (c in [0, N)) inside the buffer.
   auto chunk_bytes = [&](uint64_t c) -> uint64_t {
-    const uint64_t begin = std::min(c * per_rank * segment, total);
-    const uint64_t end = std::min((c + 1) * per_rank * segment, total);
-    return end - begin;
+    return std::min((c + 1) * chunk, total) - std::min(c * chunk, total);
   };
   const uint64_t r = static_cast<uint64_t>(rank);
   return 2 * total - chunk_bytes(r) - chunk_bytes((r + n - 1) % n);
@@ -107,6 +98,20 @@ uint64_t RingChunkedSent(int rank, int size, uint64_t count) {
 }
 
 }  // namespace
+
+RingSegments GlooRingSegments(int size, std::size_t count) {
+  if (size <= 1 || count == 0) return {};
+  constexpr uint64_t kMaxSegmentBytes = 1024 * 1024;  // AllreduceOptions::kMaxSegmentSize
+  const uint64_t n = static_cast<uint64_t>(size);
+  const uint64_t total = count * kFloat;
+  const uint64_t max_segment = kFloat * (kMaxSegmentBytes / kFloat);
+  auto round_up = [](uint64_t v, uint64_t m) { return (v + m - 1) / m * m; };
+  RingSegments s;
+  s.segments = round_up(std::max((total + max_segment - 1) / max_segment, n * 2), n);
+  s.segment_bytes = round_up((total + s.segments - 1) / s.segments, kFloat);
+  s.chunk_bytes = s.segments / n * s.segment_bytes;
+  return s;
+}
 
 Traffic ExpectedAllreduceBytes(Algorithm algorithm, int rank, int size, std::size_t count) {
   if (size <= 1 || count == 0) return {};

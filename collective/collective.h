@@ -140,6 +140,20 @@ struct Traffic {
 // N = 1 or count = 0 moves nothing.
 Traffic ExpectedAllreduceBytes(Algorithm algorithm, int rank, int size, std::size_t count);
 
+// How gloo::allreduce's ring (collective.algorithm = ring) cuts a vector of `count` floats
+// on `size` ranks: `segments` = roundUp(max(ceil(bytes / 1 MiB), 2N), N) segments of
+// `segment_bytes` = roundUp(ceil(bytes / segments), 4) bytes, segments / N to a chunk of
+// `chunk_bytes`; chunk c is [c, c+1) x chunk_bytes clipped at the end of the vector (the
+// last chunks may be short or empty), and rank c holds its reduced values first. Its
+// reduce-scatter and allgather each move every chunk but one per rank, one chunk per step.
+// All zero for size <= 1 or count == 0.
+struct RingSegments {
+  uint64_t segments = 0;
+  uint64_t segment_bytes = 0;
+  uint64_t chunk_bytes = 0;
+};
+RingSegments GlooRingSegments(int size, std::size_t count);
+
 // Where ranks meet. Opaque; create with the functions below and share one among the
 // ranks of one group (threads) or point all processes at the same folder.
 class Rendezvous {
