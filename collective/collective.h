@@ -144,8 +144,8 @@ Traffic ExpectedAllreduceBytes(Algorithm algorithm, int rank, int size, std::siz
 // on `size` ranks: `segments` = roundUp(max(ceil(bytes / 1 MiB), 2N), N) segments of
 // `segment_bytes` = roundUp(ceil(bytes / segments), 4) bytes, segments / N to a chunk of
 // `chunk_bytes`; chunk c is [c, c+1) x chunk_bytes clipped at the end of the vector (the
-// last chunks may be short or empty), and rank c holds its reduced values first. Its
-// reduce-scatter and allgather each move every chunk but one per rank, one chunk per step.
+// last chunks may be short or empty), and rank c ends the reduce-scatter holding chunk c
+// reduced. In each phase a rank sends every chunk but one, one chunk per step.
 // All zero for size <= 1 or count == 0.
 struct RingSegments {
   uint64_t segments = 0;
