@@ -53,30 +53,22 @@ namespace {
 
 constexpr uint64_t kFloat = sizeof(float);
 
-// Bytes rank `rank` sends in gloo::allreduce's ring (gloo/allreduce.cc): the buffer is cut
-// into numSegments segments; in each of the two phases the rank issues one send for each
-// of the first numSegments-2 iterations, of the segment at a rank-dependent offset,
-// clipped at the end of the buffer.
+// Bytes rank `rank` sends in gloo::allreduce's ring (gloo/allreduce.cc), cut as
+// GlooRingSegments says. Each of its two phases issues segments - segments/N sends to
+// rank-1, one segment each, clipped at the end of the buffer (nothing past it):
+// reduce-scatter starts at chunk rank+1 and sends every segment but those of chunk rank;
+// allgather starts at chunk rank and sends every segment but those of chunk rank-1. A rank
+// so sends the buffer twice less those two chunks.
 uint64_t RingSent(int rank, int size, uint64_t count) {
-  constexpr uint64_t kMaxSegmentBytes = 1024 * 1024;  // AllreduceOptions::kMaxSegmentSize
   const uint64_t n = static_cast<uint64_t>(size);
   const uint64_t total = count * kFloat;
-  const uint64_t max_segment = kFloat * (kMaxSegmentBytes / kFloat);
-  uint64_t segment = std::min((total + (n * 2 - 1)) / (n * 2), max_segment);
-  segment = (segment + kFloat - 1) / kFloat * kFloat;
-  uint64_t segments = std::max((total + segment - 1) / segment, n * 2);
-  segments = (segments + n - 1) / n * n;
-  const uint64_t per_rank = segments / n;
-  const uint64_t r = static_cast<uint64_t>(rank);
-  auto length = [&](uint64_t offset) -> uint64_t {
-    return offset >= total ? 0 : std::min(segment, total - offset);
+  const uint64_t chunk = GlooRingSegments(size, count).chunk_bytes;
+  // The bytes of chunk c (c in [0, N)) inside the buffer.
+  auto chunk_bytes = [&](uint64_t c) -> uint64_t {
+    return std::min((c + 1) * chunk, total) - std::min(c * chunk, total);
   };
-  uint64_t sent = 0;
-  for (uint64_t i = 0; i + 2 < segments; ++i) {
-    sent += length((((r + 1) * per_rank + i) * segment) % (segments * segment));  // reduce-scatter
-    sent += length(((r * per_rank + i) * segment) % (segments * segment));        // allgather
-  }
-  return sent;
+  const uint64_t r = static_cast<uint64_t>(rank);
+  return 2 * total - chunk_bytes(r) - chunk_bytes((r + n - 1) % n);
 }
 
 // Bytes rank `rank` sends in gloo::AllreduceRingChunked (gloo/allreduce_ring_chunked.h):
@@ -106,6 +98,20 @@ uint64_t RingChunkedSent(int rank, int size, uint64_t count) {
 }
 
 }  // namespace
+
+RingSegments GlooRingSegments(int size, std::size_t count) {
+  if (size <= 1 || count == 0) return {};
+  constexpr uint64_t kMaxSegmentBytes = 1024 * 1024;  // AllreduceOptions::kMaxSegmentSize
+  const uint64_t n = static_cast<uint64_t>(size);
+  const uint64_t total = count * kFloat;
+  const uint64_t max_segment = kFloat * (kMaxSegmentBytes / kFloat);
+  auto round_up = [](uint64_t v, uint64_t m) { return (v + m - 1) / m * m; };
+  RingSegments s;
+  s.segments = round_up(std::max((total + max_segment - 1) / max_segment, n * 2), n);
+  s.segment_bytes = round_up((total + s.segments - 1) / s.segments, kFloat);
+  s.chunk_bytes = s.segments / n * s.segment_bytes;
+  return s;
+}
 
 Traffic ExpectedAllreduceBytes(Algorithm algorithm, int rank, int size, std::size_t count) {
   if (size <= 1 || count == 0) return {};

@@ -40,8 +40,8 @@ namespace asgd::collective {
 // gloo's allreduce algorithms (the config value in parentheses).
 enum class Algorithm {
   // (ring) gloo::allreduce with the ring algorithm: reduce-scatter then allgather around
-  // the ring, in segments of at most 1 MiB, two in flight. Bandwidth-optimal for small
-  // vectors; see ExpectedAllreduceBytes for what it moves on large ones.
+  // the ring, in segments of at most 1 MiB, two in flight. Bandwidth-optimal: 2(N-1)/N x
+  // the vector's bytes per rank (ExpectedAllreduceBytes).
   kRing,
   // (ring_chunked) gloo::AllreduceRingChunked: the ring with 2N chunks, sending in both
   // directions at once.
@@ -124,12 +124,13 @@ struct Traffic {
 };
 
 // The payload one allreduce of `count` floats moves at `rank` of `size`, by algorithm:
-//   ring              gloo's segment schedule replayed exactly: the segments this rank
-//                     sends in reduce-scatter and allgather, and those its right neighbour
-//                     sends to it. For count*4 <= 2N MiB (two segments per rank) this is
-//                     2(N-1)/N x the vector's bytes up to rounding; for larger vectors gloo
-//                     keeps two segments in flight and sends (kN-2) of kN segments per
-//                     phase, up to 2 x the vector's bytes.
+//   ring              gloo's segment schedule, exactly: S = roundUp(max(ceil(bytes/1 MiB),
+//                     2N), N) segments of roundUp(ceil(bytes/S), 4) bytes, S/N to each
+//                     rank's chunk; per phase a rank sends S - S/N segments (every one but
+//                     its own chunk's in reduce-scatter, but its left neighbour's in
+//                     allgather), so 2 x the vector's bytes less those two chunks: 2(N-1)/N
+//                     x the vector's bytes up to the rounding of segments to whole floats,
+//                     at any size. It receives what its right neighbour sends.
 //   ring_chunked      gloo's chunk schedule replayed exactly: 4N-4 chunks of ceil(count/2N)
 //                     floats (at least 256), clipped at the end of the vector; about
 //                     2(N-1)/N x the vector's bytes.
@@ -138,6 +139,20 @@ struct Traffic {
 //                     blocks, which this figure does not include.
 // N = 1 or count = 0 moves nothing.
 Traffic ExpectedAllreduceBytes(Algorithm algorithm, int rank, int size, std::size_t count);
+
+// How gloo::allreduce's ring (collective.algorithm = ring) cuts a vector of `count` floats
+// on `size` ranks: `segments` = roundUp(max(ceil(bytes / 1 MiB), 2N), N) segments of
+// `segment_bytes` = roundUp(ceil(bytes / segments), 4) bytes, segments / N to a chunk of
+// `chunk_bytes`; chunk c is [c, c+1) x chunk_bytes clipped at the end of the vector (the
+// last chunks may be short or empty), and rank c ends the reduce-scatter holding chunk c
+// reduced. In each phase a rank sends every chunk but one, one chunk per step.
+// All zero for size <= 1 or count == 0.
+struct RingSegments {
+  uint64_t segments = 0;
+  uint64_t segment_bytes = 0;
+  uint64_t chunk_bytes = 0;
+};
+RingSegments GlooRingSegments(int size, std::size_t count);
 
 // Where ranks meet. Opaque; create with the functions below and share one among the
 // ranks of one group (threads) or point all processes at the same folder.

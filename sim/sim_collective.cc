@@ -65,22 +65,15 @@ void ChainChunk(std::span<const std::span<float>> data, std::size_t begin, std::
   }
 }
 
-// gloo::allreduce's ring (allreduce.cc): numSegments = roundUp(max(⌈bytes/1 MiB⌉, 2N), N)
-// segments of roundUp(⌈bytes/numSegments⌉, 4) bytes; chunk c (numSegments/N segments) is
-// sent first by rank c+1 to its left and reduced along the ring down to rank c.
+// gloo::allreduce's ring (allreduce.cc), cut as col::GlooRingSegments says: chunk c
+// (numSegments/N segments) is sent first by rank c+1 to its left and reduced along the ring
+// down to rank c.
 template <col::ReduceOp kOp>
 void Ring(std::span<const std::span<float>> data) {
   const uint64_t n = data.size();
   const uint64_t count = data[0].size();
-  constexpr uint64_t kFloat = sizeof(float);
-  constexpr uint64_t kMaxSegmentBytes = 1024 * 1024;  // gloo's AllreduceOptions default
-  const uint64_t total = count * kFloat;
-  const uint64_t max_segment = kFloat * std::max<uint64_t>(1, kMaxSegmentBytes / kFloat);
-  auto round_up = [](uint64_t v, uint64_t m) { return (v + m - 1) / m * m; };
-  const uint64_t segments = round_up(std::max((total + max_segment - 1) / max_segment, n * 2), n);
-  const uint64_t per_rank = segments / n;
-  const uint64_t segment_bytes = round_up((total + segments - 1) / segments, kFloat);
-  const uint64_t chunk_floats = per_rank * segment_bytes / kFloat;
+  const uint64_t chunk_floats =
+      col::GlooRingSegments(static_cast<int>(n), count).chunk_bytes / sizeof(float);
   std::vector<float> acc;
   for (uint64_t c = 0; c < n; ++c) {
     const std::size_t begin = std::min(c * chunk_floats, count);
@@ -345,7 +338,15 @@ Duration AllreduceTime(col::Algorithm algorithm, int size, std::size_t count, Du
     return latency + TransferTime(floats * static_cast<int64_t>(sizeof(float)), payload_rate);
   };
   switch (algorithm) {
-    case col::Algorithm::kRing:
+    case col::Algorithm::kRing: {
+      // Each step moves every chunk of gloo's segments over one link, so it lasts as long
+      // as the largest, chunk 0: (S/N)·segment bytes, at most the vector; ⌈n/N⌉ floats up
+      // to the rounding of segments to whole floats.
+      const uint64_t chunk =
+          std::min<uint64_t>(col::GlooRingSegments(size, count).chunk_bytes, count * sizeof(float));
+      return 2 * static_cast<int64_t>(size - 1) *
+             (latency + TransferTime(static_cast<int64_t>(chunk), payload_rate));
+    }
     case col::Algorithm::kRingChunked:
       return 2 * static_cast<int64_t>(size - 1) * step(CeilDiv(count, n));
     case col::Algorithm::kHalvingDoubling: {

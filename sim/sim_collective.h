@@ -24,8 +24,12 @@
 // operation takes the network model's time for its schedule from that instant (all ranks
 // resume together at its end), with latency L and the payload rate r of one worker link
 // (network.link_gbps × network.goodput; the shard NICs play no part):
-//   ring, ring_chunked   2(N−1) steps, each L + ⌈n/N⌉·4 bytes / r (every rank sends
-//                        one chunk to its neighbour in each step, all links at once);
+//   ring                 2(N−1) steps, each L + c / r with c gloo's chunk (S/N of its
+//                        S segments, collective::GlooRingSegments; at most n·4 bytes):
+//                        ⌈n/N⌉·4 bytes up to the rounding of segments to whole floats
+//                        (every rank sends one chunk to its neighbour in each step, all
+//                        links at once);
+//   ring_chunked         2(N−1) steps, each L + ⌈n/N⌉·4 bytes / r;
 //   halving_doubling     inside the largest binary block (2^k ranks) 2k steps of
 //                        L + ⌈n/2^i⌉·4 / r (i = 1..k, halving then doubling); for
 //                        N ≠ 2^k each smaller block adds two more steps in a cascade

@@ -196,6 +196,18 @@ TEST(SimCollectiveTime, RingIsTwoNMinusOneStepsOfOneNthOnEveryLink) {
   EXPECT_EQ(AllreduceTime(col::Algorithm::kRing, 1, 4000, microseconds(10), 1e9), Duration{});
 }
 
+// The ring's step is gloo's chunk of segments, not n/N: 5,000,003 floats on 4 ranks are 20
+// segments of 1,000,004 bytes (20,000,012 / 20 rounded up to whole floats), chunks of
+// 5,000,020 bytes where ⌈n/4⌉·4 is 5,000,004: with no latency at 1 GB/s, 6 steps of
+// 5,000,020 ns. A vector shorter than a chunk (1 float on 4 ranks: chunks of 2 segments of
+// 4 bytes) is sent whole in each step.
+TEST(SimCollectiveTime, RingStepIsGloosChunk) {
+  EXPECT_EQ(AllreduceTime(col::Algorithm::kRing, 4, 5'000'003, Duration{}, 1e9),
+            std::chrono::nanoseconds(6 * 5'000'020));
+  EXPECT_EQ(AllreduceTime(col::Algorithm::kRing, 4, 1, Duration{}, 1e9),
+            std::chrono::nanoseconds(6 * 4));
+}
+
 // A straggler holds the synchronous round back: every rank resumes at the slowest one's
 // arrival plus the collective's cost, and the others' wait is counted.
 TEST(SimCollectiveTime, StragglerHoldsTheRoundBack) {
