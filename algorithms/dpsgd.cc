@@ -73,10 +73,14 @@ class DpsgdWorker final : public CollectiveWorker {
   }
 
  private:
-  // One pass around the ring: send θ to `to`, receive from `from` into `in`. Rank 0 sends
-  // first, the others receive first, so the blocking sends never wait on each other.
+  // One exchange around the ring: send θ to `to`, receive from `from` into `in`. Even
+  // ranks send first and odd ranks receive first, so every send meets a receive at once
+  // and the exchange takes the same two hops whatever the number of workers, as D-PSGD's
+  // neighbour averaging intends. (With an odd number of workers the last rank and rank 0
+  // are both even: the last rank's send waits one more hop, for rank 0's receive.) Rank 0
+  // first and everyone else receiving first, as before, made a chain of N hops.
   void Chain(collective::Collective& c, int to, int from, std::span<float> in, uint32_t tag) {
-    if (c.rank() == 0) {
+    if (c.rank() % 2 == 0) {
       c.Send(to, theta_, tag);
       c.Recv(from, in, tag);
     } else {

@@ -207,6 +207,36 @@ TEST(SimCollectiveRunTime, StragglerStepPlusTheCollectivePerRound) {
 }
 
 // Refusals: one line naming the key, exit status 2, no run folder.
+// dpsgd's gossip step is a constant number of link hops whatever the number of workers: a
+// step's virtual time (between runs of 17 and 31 steps per worker, which both vote on
+// stopping at step 16 only) is the same at 4 and 8 workers: the compute and four hops
+// (each of the two exchanges is even ranks to odd, then odd to even). Before, rank 0 sent
+// first and every other rank received first: a chain of N hops each way.
+TEST(SimCollectiveRunTime, DpsgdStepIsConstantInTheWorkers) {
+  testing::TempDir tmp;
+  auto step_s = [&](int workers) {
+    double t[2] = {0, 0};
+    const int steps[2] = {17, 31};
+    for (int i = 0; i < 2; ++i) {
+      const std::string label = "dpsgd-" + std::to_string(workers) + "-" + std::to_string(i);
+      const CollRun r = RunConfig(
+          tmp, label,
+          "epochs = 100\nmax_steps = " + std::to_string(steps[i] * workers) +
+              "\n[metrics]\neval_every_epochs = 1000\n[algorithm]\nname = dpsgd\nworkers = " +
+              std::to_string(workers) +
+              "\n[cluster]\ntransport = sim\n[delay]\ncompute = constant\nmean_ms = 5\n"
+              "[network]\nlatency_us = 10000\n");
+      EXPECT_EQ(r.status, 0) << r.err << r.out;
+      t[i] = std::stod(SummaryCell(r, "wall_time_s"));
+    }
+    return (t[1] - t[0]) / (steps[1] - steps[0]);
+  };
+  const double four = step_s(4), eight = step_s(8);
+  EXPECT_NEAR(four, eight, 1e-6);
+  // 5 ms of compute and four hops of 10 ms, plus the transfers (the chain: 2 · 8 hops).
+  EXPECT_NEAR(eight, 0.045, 1e-4);
+}
+
 TEST(SimCollectiveRunRefusal, CheckpointsAreRefused) {
   testing::TempDir tmp;
   const CollRun r = RunConfig(tmp, "bad",
