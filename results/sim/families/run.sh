@@ -65,9 +65,16 @@ suite=$out/suite.ini
 
 rm -rf "$out/suite"
 build/asgd suite "$suite" --parallel "$parallel" --out "$out/suite" || status=$?
-# Keep what the table, the plots and a reader need; workers.csv (a row per worker, 150 KB at
-# 1,024 workers) and the per-push staleness.csv (empty: staleness_rows = 0) are dropped.
-rm -f "$out"/suite/runs/*/workers.csv "$out"/suite/runs/*/staleness.csv
-rm -f "$out"/suite/accuracy*.png "$out"/suite/staleness.png "$out"/suite/throughput.png
+# Keep what the table, the plots and a reader need (about 2 MB): each run's summary.csv,
+# convergence.csv, provenance.json and config.ini without its comment lines (the keys' help,
+# 18 KB a run); drop workers.csv (a row per worker), staleness.csv (empty: staleness_rows =
+# 0), staleness_histogram.csv (a row per worker and staleness, 280 KB at 1,024 workers), the
+# logs (the progress lines; they name this machine's data folder) and the suite's
+# comparison plots (160 lines each, unreadable; table.py draws the ones that matter).
+rm -f "$out"/suite/runs/*/workers.csv "$out"/suite/runs/*/staleness.csv \
+  "$out"/suite/runs/*/staleness_histogram.csv
+rm -rf "$out/suite/logs"
+for c in "$out"/suite/runs/*/config.ini; do sed -i '/^#/d' "$c"; done
+rm -f "$out"/suite/*.png
 /usr/bin/python3 "$out/table.py" "$out"
 exit "${status:-0}"
