@@ -29,6 +29,7 @@
 #include "experiments/run/evaluation.h"
 #include "experiments/run/problem.h"
 #include "experiments/run/run_session.h"
+#include "experiments/run/sim_runner.h"
 #include "experiments/run/worker_loop.h"
 #include "sim/core_pool.h"
 #include "sim/delay_model.h"
@@ -47,20 +48,7 @@ using ::asgd::internal::StrCat;
 // ConfigError.
 void CheckSimulable(const Config& config, const RunRequest& request) {
   RefuseCurveOnCollective(config);
-  if (!request.resume_dir.empty()) {
-    throw ConfigError("cluster.transport", "sim",
-                      "inproc or memory for --resume (simulated runs do not checkpoint)");
-  }
-  for (const char* key : {"experiment.checkpoint_every_steps", "experiment.checkpoint_every_s"}) {
-    if (config.Double(key) > 0) {
-      throw ConfigError(key, config.Raw(key),
-                        "0 with cluster.transport = sim (simulated runs do not checkpoint)");
-    }
-  }
-  if (config.String("model.device") != "cpu") {
-    throw ConfigError("model.device", config.String("model.device"),
-                      "cpu with cluster.transport = sim (simulated workers share one thread)");
-  }
+  RefuseWhatNoSimulationDoes(config, request);
 }
 
 // The ranks as tasks of one scheduler, on two simulated groups (the strategy's traffic,

@@ -34,6 +34,24 @@
 #include "sim/sim_store.h"
 
 namespace asgd::experiments {
+
+void RefuseWhatNoSimulationDoes(const Config& config, const RunRequest& request) {
+  if (!request.resume_dir.empty()) {
+    throw ConfigError("cluster.transport", "sim",
+                      "inproc or memory for --resume (simulated runs do not checkpoint)");
+  }
+  for (const char* key : {"experiment.checkpoint_every_steps", "experiment.checkpoint_every_s"}) {
+    if (config.Double(key) > 0) {
+      throw ConfigError(key, config.Raw(key),
+                        "0 with cluster.transport = sim (simulated runs do not checkpoint)");
+    }
+  }
+  if (config.String("model.device") != "cpu") {
+    throw ConfigError("model.device", config.String("model.device"),
+                      "cpu with cluster.transport = sim (simulated workers share one thread)");
+  }
+}
+
 namespace {
 
 namespace alg = ::asgd::algorithms;
@@ -56,20 +74,7 @@ void CheckSimulable(const Config& config, const RunRequest& request,
                              strategy.shared_memory ? " shares memory and sends no messages"
                                                     : " is the sequential baseline"));
   }
-  if (!request.resume_dir.empty()) {
-    throw ConfigError("cluster.transport", "sim",
-                      "inproc or memory for --resume (simulated runs do not checkpoint)");
-  }
-  for (const char* key : {"experiment.checkpoint_every_steps", "experiment.checkpoint_every_s"}) {
-    if (config.Double(key) > 0) {
-      throw ConfigError(key, config.Raw(key),
-                        "0 with cluster.transport = sim (simulated runs do not checkpoint)");
-    }
-  }
-  if (config.String("model.device") != "cpu") {
-    throw ConfigError("model.device", config.String("model.device"),
-                      "cpu with cluster.transport = sim (simulated workers share one thread)");
-  }
+  RefuseWhatNoSimulationDoes(config, request);
 }
 
 // A simulated run: the workers are tasks of one scheduler, on one thread; the run

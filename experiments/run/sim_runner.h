@@ -38,4 +38,9 @@ namespace asgd::experiments {
 // ends the run with the CSVs kept and exit_status 2.
 RunResult RunSimulated(const Config& config, const RunRequest& request, std::ostream& out);
 
+// What every simulated run refuses (the parameter server's and the collectives'), before
+// anything is created: --resume and checkpoints (simulated runs do not checkpoint) and a
+// model.device other than cpu (the simulated workers share one thread). Throws ConfigError.
+void RefuseWhatNoSimulationDoes(const Config& config, const RunRequest& request);
+
 }  // namespace asgd::experiments
