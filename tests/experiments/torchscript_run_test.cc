@@ -2,8 +2,9 @@
 // set of strategies (sequential, parameter server on threads, Hogwild, synchronous, elastic,
 // the collective, the simulator), the final_model.pt a run writes evaluated by PyTorch in
 // Python to the accuracy the run reported, and a bad model file refused before the run
-// folder exists. The module is scripted once by /usr/bin/python3; every test skips, saying
-// so, where that Python cannot import torch or the build has no TorchScript backend.
+// folder exists. The modules are scripted by /usr/bin/python3 once per build tree
+// (tests/support/python_torch.h); every test skips, saying so, where that Python cannot
+// import torch or the build has no TorchScript backend.
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
@@ -48,31 +49,27 @@ using ::asgd::testing::PythonHasTorch;
     }                                                                              \
   } while (0)
 
-// The scripted MLP 16-16-3 every test trains: made once, beside the configs (model.file
+// The scripted MLP 16-16-3 every test trains, copied beside the configs (model.file
 // is relative to the config file's folder).
 class TorchScriptRun : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     if (!ASGD_HAVE_TORCH || !PythonHasTorch()) return;
     dir_ = new testing::TempDir();
-    testing::WriteTestFile(dir_->File("make.py"),
-                           "import sys, torch\ntorch.manual_seed(0)\n"
-                           "m = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU(), "
-                           "torch.nn.Linear(16, 3))\n"
-                           "torch.jit.save(torch.jit.script(m), sys.argv[1])\n");
-    const std::string command =
-        std::string(kPython) + " " + dir_->File("make.py") + " " + dir_->File("mlp.pt");
-    ASSERT_EQ(std::system(command.c_str()), 0) << command;
+    ASSERT_TRUE(
+        testing::WriteByPython("import sys, torch\ntorch.manual_seed(0)\n"
+                               "m = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU(), "
+                               "torch.nn.Linear(16, 3))\n"
+                               "torch.jit.save(torch.jit.script(m), sys.argv[1])\n",
+                               dir_->File("mlp.pt")));
     // A tiny CNN with BatchNorm on the 16 features seen as 1x4x4 images.
-    testing::WriteTestFile(dir_->File("make_bn.py"),
-                           "import sys, torch\ntorch.manual_seed(0)\n"
-                           "m = torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3, padding=1), "
-                           "torch.nn.BatchNorm2d(4), torch.nn.ReLU(), torch.nn.Flatten(), "
-                           "torch.nn.Linear(64, 3))\n"
-                           "torch.jit.save(torch.jit.script(m), sys.argv[1])\n");
-    const std::string bn =
-        std::string(kPython) + " " + dir_->File("make_bn.py") + " " + dir_->File("bn.pt");
-    ASSERT_EQ(std::system(bn.c_str()), 0) << bn;
+    ASSERT_TRUE(
+        testing::WriteByPython("import sys, torch\ntorch.manual_seed(0)\n"
+                               "m = torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3, padding=1), "
+                               "torch.nn.BatchNorm2d(4), torch.nn.ReLU(), torch.nn.Flatten(), "
+                               "torch.nn.Linear(64, 3))\n"
+                               "torch.jit.save(torch.jit.script(m), sys.argv[1])\n",
+                               dir_->File("bn.pt")));
   }
   static void TearDownTestSuite() {
     delete dir_;
@@ -308,11 +305,11 @@ TEST_F(TorchScriptRun, BestModelEvaluatesInPythonToTheBestAccuracy) {
     const std::string folder = dir_->File("best_" + run);
     const std::string name = run == "sim" ? "async_sgd" : run;
     // A high rate and short evaluations apart, so that the accuracy moves between them.
-    const Outcome o = RunTs(folder, "[algorithm]\nname = " + name + "\nworkers = " +
-                                        (run == "sgd" ? "1" : "2") +
-                                        "\nlearning_rate = 0.5\n[metrics]\n"
-                                        "eval_every_epochs = 0.25\n" +
-                                        (run == "sim" ? "[cluster]\ntransport = sim\n" : ""));
+    const Outcome o =
+        RunTs(folder, "[algorithm]\nname = " + name + "\nworkers = " + (run == "sgd" ? "1" : "2") +
+                          "\nlearning_rate = 0.5\n[metrics]\n"
+                          "eval_every_epochs = 0.25\n" +
+                          (run == "sim" ? "[cluster]\ntransport = sim\n" : ""));
     ASSERT_EQ(o.status, 0) << o.err << o.out;
     ASSERT_TRUE(fs::exists(o.run_dir + "/best_model.pt")) << o.run_dir;
     EXPECT_NEAR(PythonAccuracy(folder + "/run.ini", folder, o.run_dir + "/best_model.pt"),

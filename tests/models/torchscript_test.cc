@@ -50,15 +50,14 @@ using ::asgd::testing::PythonHasTorch;
     }                                                                            \
   } while (0)
 
-// Runs a Python program that defines `m` (a torch.nn.Module) after `import torch` and
-// torch.manual_seed(0), then saves torch.jit.script(m) to `out`.
-void Script(const ::asgd::testing::TempDir& dir, const std::string& body, const std::string& out) {
-  const std::string program = dir.File("make_module.py");
-  ::asgd::testing::WriteTestFile(program,
-                                 "import sys, torch\ntorch.manual_seed(0)\n" + body +
-                                     "\ntorch.jit.save(torch.jit.script(m), sys.argv[1])\n");
-  const std::string command = std::string(kPython) + " " + program + " " + out;
-  ASSERT_EQ(std::system(command.c_str()), 0) << command;
+// Writes to `out` torch.jit.script(m) of a Python program that defines `m` (a
+// torch.nn.Module) after `import torch` and torch.manual_seed(0).
+void Script(const std::string& body, const std::string& out) {
+  ASSERT_TRUE(
+      ::asgd::testing::WriteByPython("import sys, torch\ntorch.manual_seed(0)\n" + body +
+                                         "\ntorch.jit.save(torch.jit.script(m), sys.argv[1])\n",
+                                     out))
+      << body;
 }
 
 // The module of asgd's Mlp(12, {8, 6}, relu, 3), in PyTorch's terms.
@@ -158,7 +157,7 @@ void ExpectSameAsEigen(Model& torch_model, Model& eigen, const DenseData& data) 
 TEST(TorchScriptModel, MlpEqualsAsgdMlpAtTheSameWeights) {
   REQUIRE_TORCH_PYTHON();
   ::asgd::testing::TempDir dir;
-  Script(dir, kMlp, dir.File("mlp.pt"));
+  Script(kMlp, dir.File("mlp.pt"));
   std::unique_ptr<Model> model = Load(dir.File("mlp.pt"), Spec({12}, 3));
   EXPECT_EQ(model->Name(), "torchscript");
   // The layout is the module's named_parameters(): names, PyTorch's shapes, that order.
@@ -175,7 +174,7 @@ TEST(TorchScriptModel, MlpEqualsAsgdMlpAtTheSameWeights) {
 TEST(TorchScriptModel, CnnEqualsAsgdCnnAtTheSameWeights) {
   REQUIRE_TORCH_PYTHON();
   ::asgd::testing::TempDir dir;
-  Script(dir, kCnn, dir.File("cnn.pt"));
+  Script(kCnn, dir.File("cnn.pt"));
   std::unique_ptr<Model> model = Load(dir.File("cnn.pt"), Spec({2, 11, 13}, 3));
   std::unique_ptr<Model> eigen = NewCpuCnnModel(SmallCnn(Activation::kTanh));
   EXPECT_EQ(model->layout().size(), eigen->layout().size());
@@ -186,7 +185,7 @@ TEST(TorchScriptModel, CnnEqualsAsgdCnnAtTheSameWeights) {
 TEST(TorchScriptModel, InitialParametersAreTheFilesWhateverTheSeed) {
   REQUIRE_TORCH_PYTHON();
   ::asgd::testing::TempDir dir;
-  Script(dir, kMlp, dir.File("mlp.pt"));
+  Script(kMlp, dir.File("mlp.pt"));
   // The file's values, printed by PyTorch, against Initialize's.
   const std::string dump = dir.File("values.txt");
   ::asgd::testing::WriteTestFile(
@@ -211,7 +210,7 @@ TEST(TorchScriptModel, InitialParametersAreTheFilesWhateverTheSeed) {
 TEST(TorchScriptModel, GradientOverwritesAndFollowsTheBuffers) {
   REQUIRE_TORCH_PYTHON();
   ::asgd::testing::TempDir dir;
-  Script(dir, kMlp, dir.File("mlp.pt"));
+  Script(kMlp, dir.File("mlp.pt"));
   std::unique_ptr<Model> model = Load(dir.File("mlp.pt"), Spec({12}, 3));
   std::unique_ptr<Model> fresh = model->Clone();
   const DenseData data = MakeBlobs(16, 12, 3, 3);
@@ -243,8 +242,8 @@ TEST(TorchScriptModel, GradientOverwritesAndFollowsTheBuffers) {
 TEST(TorchScriptModel, FrozenParametersGetTheirGradientToo) {
   REQUIRE_TORCH_PYTHON();
   ::asgd::testing::TempDir dir;
-  Script(dir, kMlp, dir.File("mlp.pt"));
-  Script(dir, std::string(kMlp) + "m.fc1.weight.requires_grad_(False)", dir.File("frozen.pt"));
+  Script(kMlp, dir.File("mlp.pt"));
+  Script(std::string(kMlp) + "m.fc1.weight.requires_grad_(False)", dir.File("frozen.pt"));
   std::unique_ptr<Model> model = Load(dir.File("mlp.pt"), Spec({12}, 3));
   std::unique_ptr<Model> frozen = Load(dir.File("frozen.pt"), Spec({12}, 3));
   const DenseData data = MakeBlobs(16, 12, 3, 3);
@@ -260,7 +259,7 @@ TEST(TorchScriptModel, FrozenParametersGetTheirGradientToo) {
 TEST(TorchScriptModel, SaveAsWritesAModuleWithTheGivenParameters) {
   REQUIRE_TORCH_PYTHON();
   ::asgd::testing::TempDir dir;
-  Script(dir, kMlp, dir.File("mlp.pt"));
+  Script(kMlp, dir.File("mlp.pt"));
   std::unique_ptr<Model> model = Load(dir.File("mlp.pt"), Spec({12}, 3));
   ASSERT_TRUE(model->CanSave());
   std::vector<float> theta(static_cast<std::size_t>(model->layout().size()));
@@ -292,11 +291,11 @@ TEST(TorchScriptModel, WorkersAddNoThreadsOfTheirOwn) {
   REQUIRE_TORCH_PYTHON();
   ::asgd::testing::TempDir dir;
   // Big enough that libtorch and the BLAS would split the work if they could.
-  Script(dir,
-         "m = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(784, 256), "
-         "torch.nn.ReLU(), torch.nn.Linear(256, 256), torch.nn.ReLU(), "
-         "torch.nn.Linear(256, 10))",
-         dir.File("big.pt"));
+  Script(
+      "m = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(784, 256), "
+      "torch.nn.ReLU(), torch.nn.Linear(256, 256), torch.nn.ReLU(), "
+      "torch.nn.Linear(256, 10))",
+      dir.File("big.pt"));
   std::unique_ptr<Model> model = Load(dir.File("big.pt"), Spec({1, 28, 28}, 10));
   EXPECT_EQ(TorchThreadsOfThisThread(), 1);
   const DenseData data = MakeImages(128, 1, 28, 28, 10, 1);
@@ -368,7 +367,7 @@ TEST(TorchScriptModel, RefusesMissingAndCorruptFiles) {
 TEST(TorchScriptModel, RefusesModulesThatDoNotFitTheData) {
   REQUIRE_TORCH_PYTHON();
   ::asgd::testing::TempDir dir;
-  Script(dir, kMlp, dir.File("mlp.pt"));
+  Script(kMlp, dir.File("mlp.pt"));
   // Forward fails on the data's shape (20 features, the module takes 12).
   const std::string shape = Refusal(dir.File("mlp.pt"), Spec({20}, 3));
   ExpectContains(shape, "mlp.pt");
@@ -381,16 +380,16 @@ TEST(TorchScriptModel, RefusesModulesThatDoNotFitTheData) {
   // model.input_shape must cover the features.
   ExpectContains(Refusal(dir.File("mlp.pt"), Spec({12}, 3), {5}), "model.input_shape");
   // A module that takes 1x3x4 images accepts the 12 features reshaped.
-  Script(dir,
-         "class M(torch.nn.Module):\n"
-         "    def __init__(self):\n"
-         "        super().__init__()\n"
-         "        self.fc = torch.nn.Linear(4, 3)\n"
-         "    def forward(self, x):\n"
-         "        assert x.dim() == 4\n"
-         "        return self.fc(x).sum(2).sum(1)\n"
-         "m = M()",
-         dir.File("image.pt"));
+  Script(
+      "class M(torch.nn.Module):\n"
+      "    def __init__(self):\n"
+      "        super().__init__()\n"
+      "        self.fc = torch.nn.Linear(4, 3)\n"
+      "    def forward(self, x):\n"
+      "        assert x.dim() == 4\n"
+      "        return self.fc(x).sum(2).sum(1)\n"
+      "m = M()",
+      dir.File("image.pt"));
   TorchScriptOptions options;
   options.file = dir.File("image.pt");
   options.input_shape = {1, 3, 4};
@@ -401,30 +400,27 @@ TEST(TorchScriptModel, RefusesModulesThatDoNotFitTheData) {
 TEST(TorchScriptModel, RefusesNonFloatParametersNoParametersAndTracedBatchNorm) {
   REQUIRE_TORCH_PYTHON();
   ::asgd::testing::TempDir dir;
-  Script(dir, std::string(kMlp) + "m = m.double()", dir.File("double.pt"));
+  Script(std::string(kMlp) + "m = m.double()", dir.File("double.pt"));
   const std::string dtype = Refusal(dir.File("double.pt"), Spec({12}, 3));
   ExpectContains(dtype, "float32 parameters; 'fc1.weight' is Double");
-  Script(dir,
-         "class M(torch.nn.Module):\n"
-         "    def forward(self, x):\n"
-         "        return x[:, :3]\n"
-         "m = M()",
-         dir.File("empty.pt"));
+  Script(
+      "class M(torch.nn.Module):\n"
+      "    def forward(self, x):\n"
+      "        return x[:, :3]\n"
+      "m = M()",
+      dir.File("empty.pt"));
   ExpectContains(Refusal(dir.File("empty.pt"), Spec({12}, 3)), "a module with parameters");
   // Buffers are accepted (each instance's own, recomputed before evaluations)...
-  Script(dir, "m = torch.nn.Sequential(torch.nn.Linear(12, 3), torch.nn.BatchNorm1d(3))",
+  Script("m = torch.nn.Sequential(torch.nn.Linear(12, 3), torch.nn.BatchNorm1d(3))",
          dir.File("bn.pt"));
   EXPECT_EQ(Load(dir.File("bn.pt"), Spec({12}, 3))->layout().size(), 12 * 3 + 3 + 3 + 3);
   // ... but a traced BatchNorm keeps its momentum inside its graph: its statistics could
   // not be recomputed.
-  const std::string program = dir.File("trace.py");
-  ::asgd::testing::WriteTestFile(
-      program,
+  ASSERT_TRUE(::asgd::testing::WriteByPython(
       "import sys, torch\nm = torch.nn.Sequential(torch.nn.Linear(12, 3), "
       "torch.nn.BatchNorm1d(3)).eval()\n"
-      "torch.jit.save(torch.jit.trace(m, torch.zeros(2, 12)), sys.argv[1])\n");
-  ASSERT_EQ(
-      std::system((std::string(kPython) + " " + program + " " + dir.File("traced.pt")).c_str()), 0);
+      "torch.jit.save(torch.jit.trace(m, torch.zeros(2, 12)), sys.argv[1])\n",
+      dir.File("traced.pt")));
   const std::string traced = Refusal(dir.File("traced.pt"), Spec({12}, 3));
   ExpectContains(traced, "traced.pt");
   ExpectContains(traced, "'1' has BatchNorm statistics but no momentum");
@@ -454,7 +450,7 @@ datasets::Dataset AsDataset(const DenseData& d, int classes) {
 TEST(TorchScriptModel, CalibrateRecomputesBatchNormStatisticsOnTheFirstBatches) {
   REQUIRE_TORCH_PYTHON();
   ::asgd::testing::TempDir dir;
-  Script(dir, kBatchNorm, dir.File("bn.pt"));
+  Script(kBatchNorm, dir.File("bn.pt"));
   TorchScriptOptions options;
   options.file = dir.File("bn.pt");
   options.bn_batches = 3;
@@ -512,7 +508,7 @@ print(err)
 TEST(TorchScriptModel, EvaluationAfterCalibrateDoesNotDependOnTheInstance) {
   REQUIRE_TORCH_PYTHON();
   ::asgd::testing::TempDir dir;
-  Script(dir, kBatchNorm, dir.File("bn.pt"));
+  Script(kBatchNorm, dir.File("bn.pt"));
   std::unique_ptr<Model> a = Load(dir.File("bn.pt"), Spec({12}, 3));
   std::unique_ptr<Model> b = a->Clone();
   const DenseData data = MakeBlobs(200, 12, 3, 5);
@@ -538,7 +534,7 @@ TEST(TorchScriptModel, EvaluationAfterCalibrateDoesNotDependOnTheInstance) {
 TEST(TorchScriptModel, NewModelOnBuildsItOnTheCpuOnly) {
   REQUIRE_TORCH_PYTHON();
   ::asgd::testing::TempDir dir;
-  Script(dir, kMlp, dir.File("mlp.pt"));
+  Script(kMlp, dir.File("mlp.pt"));
   ModelOptions options;
   options.name = "torchscript";
   options.file = dir.File("mlp.pt");
