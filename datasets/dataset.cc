@@ -1,5 +1,8 @@
 #include "datasets/dataset.h"
 
+#include <algorithm>
+#include <string>
+
 #include "core/check.h"
 
 namespace asgd::datasets {
@@ -22,6 +25,40 @@ BatchView ContiguousBatch(const Dataset& ds, int64_t begin, int64_t count) {
     b.x = ds.dense.empty() ? &kNoRows : ds.Row(begin);
   }
   return b;
+}
+
+Dataset Subset(const Dataset& ds, std::span<const int64_t> indices) {
+  Dataset out;
+  out.name = ds.name + " (" + std::to_string(indices.size()) + " of " +
+             std::to_string(ds.num_examples) + ")";
+  out.num_examples = static_cast<int64_t>(indices.size());
+  out.num_features = ds.num_features;
+  out.num_classes = ds.num_classes;
+  out.example_shape = ds.example_shape;
+  out.sparse = ds.sparse;
+  out.channel_mean = ds.channel_mean;
+  out.channel_std = ds.channel_std;
+  out.labels.reserve(indices.size());
+  if (ds.sparse) out.indptr.push_back(0);
+  const auto row = static_cast<std::size_t>(ds.num_features);
+  if (!ds.sparse) out.dense.resize(indices.size() * row);
+  for (std::size_t k = 0; k < indices.size(); ++k) {
+    const int64_t i = indices[k];
+    ASGD_CHECK(i >= 0 && i < ds.num_examples, "example ", i, " of ", ds.name, " with ",
+               ds.num_examples, " examples");
+    const auto at = static_cast<std::size_t>(i);
+    out.labels.push_back(ds.labels[at]);
+    if (ds.sparse) {
+      const auto begin = static_cast<std::size_t>(ds.indptr[at]);
+      const auto end = static_cast<std::size_t>(ds.indptr[at + 1]);
+      out.indices.insert(out.indices.end(), ds.indices.begin() + begin, ds.indices.begin() + end);
+      out.values.insert(out.values.end(), ds.values.begin() + begin, ds.values.begin() + end);
+      out.indptr.push_back(static_cast<int64_t>(out.indices.size()));
+    } else {
+      std::copy_n(ds.Row(i), row, out.dense.data() + k * row);
+    }
+  }
+  return out;
 }
 
 void CheckDataset(const Dataset& ds) {

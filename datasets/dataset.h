@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -73,6 +74,11 @@ struct BatchView {
 // A sparse view points into the dataset's own arrays: indptr[0] is ds.indptr[begin].
 // Valid as long as ds is alive and unchanged.
 BatchView ContiguousBatch(const Dataset& ds, int64_t begin, int64_t count);
+
+// The examples at `indices`, in that order, as a dataset of their own (a copy): the same
+// features, classes, shape and normalisation, named "<name> (N of M)". REQUIRES: every
+// index in [0, ds.num_examples) (checked).
+Dataset Subset(const Dataset& ds, std::span<const int64_t> indices);
 
 // Checks every invariant stated above (sizes, CSR structure, index and label ranges);
 // throws InvariantError naming the first broken one. O(size of the dataset). The loaders

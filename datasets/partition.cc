@@ -45,6 +45,14 @@ std::vector<int64_t> ShuffledIndices(int64_t n, uint64_t seed) {
   return out;
 }
 
+std::vector<int64_t> SampleIndices(int64_t n, int64_t k, uint64_t seed) {
+  ASGD_CHECK(k >= 0 && k <= n, k, " of ", n, " examples");
+  std::vector<int64_t> out = ShuffledIndices(n, seed);
+  out.resize(static_cast<std::size_t>(k));
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 std::vector<std::vector<int64_t>> PartitionIndices(int64_t num_examples, int num_shards,
                                                    uint64_t seed) {
   ValidatePartition(num_examples, num_shards);

@@ -15,6 +15,10 @@ std::vector<int64_t> AllIndices(int64_t n);
 // A permutation of [0, n) drawn from seed. REQUIRES: n >= 0.
 std::vector<int64_t> ShuffledIndices(int64_t n, uint64_t seed);
 
+// k distinct examples of [0, n), each set of k equally likely, drawn from seed: the first k
+// of ShuffledIndices(n, seed), in ascending order. REQUIRES: 0 <= k <= n.
+std::vector<int64_t> SampleIndices(int64_t n, int64_t k, uint64_t seed);
+
 // Splits the examples [0, num_examples) into num_shards disjoint shards that together
 // cover every example: the examples are shuffled with DeriveSeed(seed, "partition") and
 // cut into contiguous runs, the first num_examples % num_shards of them one longer, so

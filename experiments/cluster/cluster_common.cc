@@ -246,9 +246,7 @@ std::optional<models::EvalResult> CentreEvaluator::Evaluate(bool full) {
   }
   if (!st.ok()) throw InputError("evaluator: reading the centre: " + st.ToString());
   const datasets::TrainTest& data = setup_.problem.data;
-  const int64_t scheduled =
-      EvalSchedule::FromConfig(setup_.config, data.train.num_examples).ScheduledExamples();
-  return EvaluateOn(*model_, centre_, data.test, data.train, full ? 0 : scheduled);
+  return EvaluateOn(*model_, centre_, setup_.problem.EvalSet(full), data.train);
 }
 
 void CentreEvaluator::SaveFinal(const std::string& run_dir) const {

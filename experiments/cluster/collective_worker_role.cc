@@ -161,8 +161,6 @@ int RunCollectiveWorkerRole(cluster::Setup& s, std::ostream& out) {
   });
 
   std::optional<CollectiveEvaluation> final_eval;
-  const EvalSchedule schedule =
-      EvalSchedule::FromConfig(s.config, s.problem.data.train.num_examples);
   std::unique_ptr<models::Model> eval_model = s.problem.model->Clone();
   CollectiveRankHooks hooks;
   hooks.stop_wanted = [&] { return stop.load(); };
@@ -186,8 +184,7 @@ int RunCollectiveWorkerRole(cluster::Setup& s, std::ostream& out) {
   // report (after the loop's final counts).
   auto evaluate = [&](const CollectiveBoundary& b) {
     const models::EvalResult r =
-        EvaluateOn(*eval_model, b.average, s.problem.data.test, s.problem.data.train,
-                   b.final ? 0 : schedule.ScheduledExamples());
+        EvaluateOn(*eval_model, b.average, s.problem.EvalSet(b.final), s.problem.data.train);
     CollectiveEvaluation e;
     e.id = b.eval_id;
     e.full = b.final;

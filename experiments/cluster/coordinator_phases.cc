@@ -102,8 +102,7 @@ void Coordinator::RequestEval(bool full) {
       } else {
         const std::vector<float> initial = s_.Initial();
         const models::EvalResult r =
-            EvaluateOn(*s_.problem.model, initial, s_.problem.data.test, s_.problem.data.train,
-                       full ? 0 : schedule_.ScheduledExamples());
+            EvaluateOn(*s_.problem.model, initial, s_.problem.EvalSet(full), s_.problem.data.train);
         const double best_before = recorder_->best_test_accuracy();
         Evaluated(r, /*consensus_distance=*/0.0);
         SaveBestModel(*s_.problem.model, initial, r.accuracy(), best_before, run_->path());

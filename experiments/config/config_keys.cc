@@ -450,8 +450,9 @@ Schema BuildSchema() {
             "counted, exactly, in staleness_histogram.csv",
             "rows"));
   s.Add(Int("metrics.eval_examples", 0, 0, std::nullopt,
-            "test examples used for intermediate evaluations; 0 = all (the final one always "
-            "uses all)",
+            "test examples used for intermediate evaluations: that many drawn at random "
+            "(seeded by experiment.seed), the same ones at every evaluation; 0 = all (the "
+            "final one always uses all)",
             "examples"));
 
   // [delay], [network], [sim]: the simulator's time model (sim/options.h holds the table;

@@ -161,8 +161,8 @@ class StopPolicy {
 };
 
 // When to evaluate: every `every_samples` training samples, and every `every_s` seconds
-// when that is > 0; scheduled evaluations use `eval_examples` test examples (<= 0: all);
-// the final evaluation always uses all of them.
+// when that is > 0; scheduled evaluations use `eval_examples` test examples (<= 0: all;
+// which ones: Problem::eval_subset); the final evaluation always uses all of them.
 class EvalSchedule {
  public:
   // REQUIRES every_samples > 0.
@@ -180,8 +180,7 @@ class EvalSchedule {
   // or a driver that times the schedule from after the evaluation).
   void SetLastTime(double seconds) { last_s_ = seconds; }
 
-  // The test examples of a scheduled evaluation (0: all).
-  int64_t ScheduledExamples() const { return eval_examples_ > 0 ? eval_examples_ : 0; }
+  // Whether a scheduled evaluation covers the whole test set (metrics.eval_examples <= 0).
   bool ScheduledIsFull() const { return eval_examples_ <= 0; }
   // Whether the final full evaluation is still needed at `samples`: false when the last
   // evaluation was at exactly these samples and was full (or was the first row, at 0).

@@ -6,9 +6,9 @@ namespace asgd::experiments {
 
 models::EvalResult EvaluateOn(models::Model& model, std::span<const float> params,
                               const datasets::Dataset& ds, const datasets::Dataset& train,
-                              int64_t limit, int64_t chunk) {
+                              int64_t chunk) {
   model.Calibrate(params, train);
-  const int64_t n = (limit <= 0 || limit > ds.num_examples) ? ds.num_examples : limit;
+  const int64_t n = ds.num_examples;
   models::EvalResult total;
   for (int64_t begin = 0; begin < n; begin += chunk) {
     const int64_t count = std::min(chunk, n - begin);

@@ -10,14 +10,14 @@
 
 namespace asgd::experiments {
 
-// Loss sum and correct count of params on the first `limit` examples of ds (all when
-// limit <= 0 or larger than the dataset), evaluated in chunks of `chunk` examples. First
+// Loss sum and correct count of params on every example of ds (the whole test set or a
+// problem's eval_subset: Problem::EvalSet), evaluated in chunks of `chunk` examples. First
 // model.Calibrate(params, train): a model with BatchNorm statistics recomputes them at
 // params from the training data, so the result depends on params only, not on which
 // instance evaluates (and SaveFinalModel afterwards writes those statistics).
 models::EvalResult EvaluateOn(models::Model& model, std::span<const float> params,
                               const datasets::Dataset& ds, const datasets::Dataset& train,
-                              int64_t limit = 0, int64_t chunk = 1000);
+                              int64_t chunk = 1000);
 
 // The file in the run folder that holds the trained model in its own framework's format,
 // for models that can save themselves (Model::CanSave: the TorchScript model writes a copy

@@ -43,6 +43,12 @@ Problem LoadProblem(const Config& config, const RunRequest& request) {
                         StrCat("at most ", examples, " workers (one example each)"));
     }
   }
+  const int64_t eval_examples = config.Int("metrics.eval_examples");
+  if (eval_examples > 0 && eval_examples < p.data.test.num_examples) {
+    p.eval_subset = datasets::Subset(
+        p.data.test, datasets::SampleIndices(p.data.test.num_examples, eval_examples,
+                                             DeriveSeed(plan.seed, "eval_examples")));
+  }
   return p;
 }
 

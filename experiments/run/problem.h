@@ -38,6 +38,19 @@ struct Problem {
   algorithms::StrategyOptions strategy_options;  // validated by a server rule
   algorithms::ScheduleOptions schedule;
   std::vector<std::vector<int64_t>> partitions;  // each worker's training examples
+  // The test examples of the scheduled evaluations when metrics.eval_examples = k is
+  // above 0 and below the test set's size: k of them drawn uniformly without replacement
+  // (datasets::SampleIndices, seeded by DeriveSeed(seed, "eval_examples")), the same k at
+  // every evaluation and in every process of the run. Not the first k: a test set stored
+  // in an order (MNIST's first 5,000 test images are the easier half) would bias the
+  // accuracy the run reports, and the time at which it reaches a target. Empty otherwise.
+  datasets::Dataset eval_subset;
+
+  // The test set an evaluation uses: the whole one for the final evaluation (`full`) and
+  // when there is no subset, else eval_subset.
+  const datasets::Dataset& EvalSet(bool full) const {
+    return full || eval_subset.num_examples == 0 ? data.test : eval_subset;
+  }
 };
 
 // Loads the data, builds the model and validates the optimizer and strategy options, and

@@ -128,8 +128,7 @@ double RunSession::LearningRateAt(int64_t samples) const {
 bool RunSession::Evaluate(models::Model& model, std::span<const float> params, const EvalInput& in,
                           double time_s, bool full) {
   const datasets::Dataset& train = problem_.data.train;
-  const models::EvalResult r = EvaluateOn(model, params, problem_.data.test, train,
-                                          full ? 0 : eval_schedule_.ScheduledExamples());
+  const models::EvalResult r = EvaluateOn(model, params, problem_.EvalSet(full), train);
   ConvergenceRow row = MakeConvergenceRow(
       {time_s, in.samples, in.updates, in.train_loss, in.learning_rate}, r, train.num_examples);
   row.consensus_distance = in.consensus;

@@ -20,6 +20,28 @@ TEST(Partition, ShuffledIndicesIsASeededPermutation) {
   EXPECT_TRUE(ShuffledIndices(0, 1).empty());
 }
 
+TEST(Partition, SampleIndicesAreDistinctSortedSeededAndUniform) {
+  const std::vector<int64_t> a = SampleIndices(1000, 100, 7);
+  ASSERT_EQ(a.size(), 100u);
+  EXPECT_TRUE(std::is_sorted(a.begin(), a.end()));
+  EXPECT_EQ(std::adjacent_find(a.begin(), a.end()), a.end());  // distinct
+  EXPECT_GE(a.front(), 0);
+  EXPECT_LT(a.back(), 1000);
+  EXPECT_EQ(a, SampleIndices(1000, 100, 7));
+  EXPECT_NE(a, SampleIndices(1000, 100, 8));
+  EXPECT_EQ(SampleIndices(50, 50, 3), AllIndices(50));
+  EXPECT_TRUE(SampleIndices(50, 0, 3).empty());
+  // Not the first k: over 200 seeds, 10 of 1,000 examples fall into each half about
+  // equally often (the first half is drawn 1,000 times in expectation; the bounds are
+  // seven standard deviations, 7·sqrt(2000·0.25) ≈ 157).
+  int64_t first_half = 0;
+  for (uint64_t seed = 0; seed < 200; ++seed) {
+    for (const int64_t i : SampleIndices(1000, 10, seed)) first_half += i < 500;
+  }
+  EXPECT_GT(first_half, 1000 - 157);
+  EXPECT_LT(first_half, 1000 + 157);
+}
+
 class PartitionSizes : public ::testing::TestWithParam<std::pair<int64_t, int>> {};
 
 TEST_P(PartitionSizes, DisjointCoveringNearEqualAndDeterministic) {

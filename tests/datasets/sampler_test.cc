@@ -82,6 +82,40 @@ TEST(ContiguousBatch, SparseViewKeepsAbsoluteOffsets) {
   EXPECT_EQ(b.labels[0], 1);
 }
 
+TEST(Subset, DenseCopiesTheRowsLabelsAndShape) {
+  Dataset ds = DenseCounting(10, 3);
+  ds.channel_mean = {0.5};
+  ds.channel_std = {0.25};
+  const std::vector<int64_t> idx = {8, 1, 4};
+  const Dataset sub = Subset(ds, idx);
+  CheckDataset(sub);
+  EXPECT_EQ(sub.name, "counting (3 of 10)");
+  EXPECT_EQ(sub.num_examples, 3);
+  EXPECT_EQ(sub.num_features, 3);
+  EXPECT_EQ(sub.num_classes, 3);
+  EXPECT_EQ(sub.example_shape, ds.example_shape);
+  EXPECT_EQ(sub.channel_mean, ds.channel_mean);
+  EXPECT_EQ(sub.channel_std, ds.channel_std);
+  EXPECT_EQ(std::vector<float>(sub.dense.begin(), sub.dense.end()),
+            (std::vector<float>{80, 81, 82, 10, 11, 12, 40, 41, 42}));
+  EXPECT_EQ(sub.labels, (std::vector<int32_t>{2, 1, 1}));
+  EXPECT_EQ(Subset(ds, {}).num_examples, 0);
+  const std::vector<int64_t> outside = {3, 10};
+  EXPECT_THROW(Subset(ds, outside), InvariantError);
+}
+
+TEST(Subset, SparseRebasesTheRows) {
+  const Dataset ds = SparseCounting(10);
+  const std::vector<int64_t> idx = {7, 0, 5};  // 3, 0 and 1 entries
+  const Dataset sub = Subset(ds, idx);
+  CheckDataset(sub);
+  EXPECT_TRUE(sub.sparse);
+  EXPECT_EQ(sub.indptr, (std::vector<int64_t>{0, 3, 3, 4}));
+  EXPECT_EQ(sub.indices, (std::vector<int32_t>{0, 1, 2, 0}));
+  EXPECT_EQ(sub.values, (std::vector<float>{7, 7, 7, 5}));
+  EXPECT_EQ(sub.labels, (std::vector<int32_t>{1, 0, 1}));
+}
+
 TEST(BatchBuffer, GatherDenseCopiesRowsInOrder) {
   Dataset ds = DenseCounting(10, 3);
   BatchBuffer buf;

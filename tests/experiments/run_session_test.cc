@@ -18,6 +18,8 @@
 
 #include "core/clock.h"
 #include "core/error.h"
+#include "core/rng.h"
+#include "datasets/partition.h"
 #include "experiments/config/config_keys.h"
 #include "experiments/record/csv.h"
 #include "experiments/run/param_stores.h"
@@ -200,6 +202,40 @@ TEST(RunCounters, MeanLossIsPerExampleAndStartsAfreshAndTheFirstFailureStays) {
   c.Fail("worker 0: second");
   EXPECT_TRUE(c.stop.load());
   EXPECT_EQ(c.failure(), "worker 1: first");
+}
+
+// metrics.eval_examples = k: the scheduled evaluations use k test examples drawn with the
+// run's seed, the same k in every process that loads the problem; the final one and
+// k = 0 (or k at least the test set) use the whole test set.
+TEST(Problem, ScheduledEvaluationsUseASeededSampleOfTheTestSet) {
+  testing::TempDir dir;
+  auto load = [&](const std::vector<std::string>& sets) {
+    return LoadProblem(SyntheticConfig(dir.File("runs"), sets), {});
+  };
+  const Problem p = load({"metrics.eval_examples=30", "experiment.seed=5"});
+  ASSERT_EQ(p.eval_subset.num_examples, 30);
+  EXPECT_EQ(&p.EvalSet(false), &p.eval_subset);
+  EXPECT_EQ(&p.EvalSet(true), &p.data.test);
+  const std::vector<int64_t> drawn =
+      datasets::SampleIndices(100, 30, DeriveSeed(5, "eval_examples"));
+  EXPECT_NE(drawn.back(), 29);  // not the first 30
+  const auto d = static_cast<std::size_t>(p.data.test.num_features);
+  for (std::size_t k = 0; k < drawn.size(); ++k) {
+    const auto i = static_cast<std::size_t>(drawn[k]);
+    EXPECT_EQ(p.eval_subset.labels[k], p.data.test.labels[i]) << k;
+    EXPECT_TRUE(std::equal(p.data.test.Row(drawn[k]), p.data.test.Row(drawn[k]) + d,
+                           p.eval_subset.Row(static_cast<int64_t>(k))))
+        << k;
+  }
+  const Problem again = load({"metrics.eval_examples=30", "experiment.seed=5"});
+  EXPECT_EQ(again.eval_subset.labels, p.eval_subset.labels);
+  EXPECT_TRUE(std::equal(again.eval_subset.dense.begin(), again.eval_subset.dense.end(),
+                         p.eval_subset.dense.begin(), p.eval_subset.dense.end()));
+  for (const char* all : {"metrics.eval_examples=0", "metrics.eval_examples=100"}) {
+    const Problem q = load({all});
+    EXPECT_EQ(q.eval_subset.num_examples, 0) << all;
+    EXPECT_EQ(&q.EvalSet(false), &q.data.test) << all;
+  }
 }
 
 // Checkpoints by pushes count experiment.checkpoint_every_steps in the driver's unit (a
