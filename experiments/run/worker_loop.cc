@@ -165,6 +165,264 @@ double ResidualNorm(std::span<const alg::CompressingClient* const> clients) {
   return std::sqrt(sq);
 }
 
+// One run of a worker rule (WorkerLoop::Run): what the rule steps with (the worker's
+// model, sampler, optimizer and the WorkerEnv with its gradient callbacks), the times the
+// metrics report, and the loop of steps.
+class WorkerLoop::Pass {
+ public:
+  Pass(const WorkerSetup& setup, Live& live, alg::ParamClient* client,
+       collective::Collective* collective, std::span<const float> initial)
+      : s_(setup),
+        clock_(*setup.clock),
+        live_(live),
+        client_(client),
+        collective_(collective),
+        initial_(initial),
+        // Simulated workers share the scratch (WorkerSetup::shared); a collective's do not.
+        shared_(client != nullptr ? setup.shared : nullptr) {}
+
+  // Builds what the rule steps with, then starts the rule and steps it until the hooks
+  // stop it, the run ends, or a failure (in *outcome). Throws what the model, the sampler
+  // or the rule throw.
+  void Run(const WorkerHooks& hooks, WorkerOutcome* outcome) {
+    Prepare();
+    auto rule = s_.strategy->worker_rule(s_.options);
+    alg::Status st = rule->Start(env_);
+    RunDeferred();
+    if (!st.ok()) {
+      if (!Ending(hooks, st)) {
+        outcome->failure = StrCat("worker ", s_.worker, ": first pull: ", st.ToString());
+      }
+      return;
+    }
+    if (hooks.started) hooks.started(*rule);
+    Steps(*rule, hooks, outcome);
+    if (outcome->failure.empty()) {
+      st = rule->Finish(env_);
+      RunDeferred();
+      if (!st.ok() && !Ending(hooks, st)) {
+        outcome->failure = StrCat("worker ", s_.worker, ": finishing: ", st.ToString());
+      }
+    }
+  }
+
+  // The times and the traffic so far into the live metrics.
+  void Publish() {
+    live_.compute_ns.store(compute_.count(), std::memory_order_relaxed);
+    live_.wait_ns.store(std::max<int64_t>(0, (in_steps_ - compute_).count()),
+                        std::memory_order_relaxed);
+    live_.comm_ns.store(comm_.count(), std::memory_order_relaxed);
+    if (client_ != nullptr) {
+      // What reached the store: a compressing wrapper's encoded bytes, not its input.
+      live_.bytes_pushed.store(client_->wire_traffic().bytes_pushed, std::memory_order_relaxed);
+      live_.dense_bytes_pushed.store(client_->wire_traffic().dense_bytes_pushed,
+                                     std::memory_order_relaxed);
+      live_.bytes_pulled.store(client_->traffic().bytes_pulled, std::memory_order_relaxed);
+      live_.dropped.store(client_->dropped_pushes(), std::memory_order_relaxed);
+    } else {
+      const collective::CollectiveCounters c = collective_->Counters();
+      live_.bytes_pushed.store(static_cast<int64_t>(c.bytes_sent), std::memory_order_relaxed);
+      live_.dense_bytes_pushed.store(static_cast<int64_t>(c.bytes_sent), std::memory_order_relaxed);
+      live_.bytes_pulled.store(static_cast<int64_t>(c.bytes_received), std::memory_order_relaxed);
+    }
+  }
+
+ private:
+  // The worker's model (its own clone, or the shared one), sampler, optimizer and env.
+  void Prepare() {
+    const int w = s_.worker;
+    if (shared_ == nullptr) own_model_ = s_.model->Clone();
+    model_ = shared_ != nullptr ? shared_->model.get() : own_model_.get();
+    const int64_t n_params = model_->layout().size();
+    datasets::SamplerOptions sopt;
+    sopt.batch_size = s_.batch_size;
+    sopt.seed = DeriveSeed(s_.seed, "sampler", static_cast<uint64_t>(w));
+    sopt.augment = s_.augment;
+    sopt.augment.seed = DeriveSeed(s_.seed, "augment", static_cast<uint64_t>(w));
+    sampler_.emplace(*s_.train, s_.examples, sopt);
+    for (int64_t i = 0; i < s_.skip_batches; ++i) (void)sampler_->Next();
+    optimizer_ = alg::NewOptimizer(s_.optimizer, n_params);
+    env_.worker = w;
+    env_.num_workers = s_.num_workers;
+    // The client's calls timed as communication (a collective strategy has no client).
+    if (client_ != nullptr) {
+      timed_.emplace(
+          client_, clock_, &comm_,
+          shared_ != nullptr ? std::function<void()>([this] { RunDeferred(); }) : nullptr);
+    }
+    env_.ps = timed_ ? &*timed_ : nullptr;
+    env_.collective = collective_;
+    env_.initial = initial_;
+    env_.optimizer = optimizer_.get();
+    env_.clock = &clock_;
+    env_.options = s_.options.worker;
+    env_.options.learning_rate = s_.learning_rate;
+    if (shared_ != nullptr) {
+      ASGD_CHECK_EQ(static_cast<int64_t>(shared_->gradient.size()), n_params,
+                    "shared gradient size");
+      env_.scratch_gradient = shared_->gradient;
+      env_.push_pull_in_place = true;
+    }
+    env_.gradient = [this](std::span<const float> params, std::span<float> grad) {
+      return Gradient(params, grad);
+    };
+    if (s_.sparse) {
+      sparse_params_.assign(static_cast<std::size_t>(n_params), 0.0f);
+      env_.sparse_gradient = [this](const alg::SparseReader& read, alg::SparseUpdate* grad,
+                                    alg::Status* status) {
+        return SparseGradient(read, grad, status);
+      };
+    }
+  }
+
+  // The rule's steps, each scaled by the hooks' schedule, until before_step stops them,
+  // the run ends, or a failure.
+  void Steps(alg::WorkerRule& rule, const WorkerHooks& hooks, WorkerOutcome* outcome) {
+    const Duration first_step = clock_.Now();
+    for (;;) {
+      double lr_scale = 1.0;
+      if (!hooks.before_step(&lr_scale)) return;
+      env_.learning_rate_scale = lr_scale;
+      const Duration step_start = clock_.Now();
+      alg::StepResult r = rule.Step(env_);
+      RunDeferred();
+      const Duration step_end = clock_.Now();
+      in_steps_ += step_end - step_start;
+      live_.active_ns.store((step_end - first_step).count(), std::memory_order_relaxed);
+      if (Ending(hooks, r.status)) return;
+      if (!r.status.ok() && hooks.recover && hooks.recover(r.status)) {
+        const alg::Status st = rule.Start(env_);
+        RunDeferred();
+        if (!st.ok()) {
+          if (!Ending(hooks, st)) {
+            outcome->failure =
+                StrCat("worker ", s_.worker, ": pull after recovery: ", st.ToString());
+          }
+          return;
+        }
+        continue;
+      }
+      if (!std::isfinite(r.loss)) {
+        outcome->nan_loss = true;
+        outcome->failure = DescribeNonFiniteLoss(NonFinite(r.loss));
+        return;
+      }
+      if (!r.status.ok()) {
+        outcome->failure = StrCat("worker ", s_.worker, ": ", r.status.ToString());
+        return;
+      }
+      live_.steps.fetch_add(r.local_steps, std::memory_order_relaxed);
+      live_.samples.fetch_add(last_batch_, std::memory_order_relaxed);
+      live_.pushes.fetch_add(r.pushes, std::memory_order_relaxed);
+      Publish();
+      if (hooks.after_step) hooks.after_step(r, last_batch_);
+    }
+  }
+
+  // A kShuttingDown answer once the hooks say the run is ending: the loop ends quietly.
+  static bool Ending(const WorkerHooks& hooks, const alg::Status& st) {
+    return hooks.ending && hooks.ending() && st.error_code() == transport::ErrorCode::kShuttingDown;
+  }
+
+  // The deferred after_gradient of the last gradient (shared scratch only), timed as compute.
+  void RunDeferred() {
+    if (!deferred_cpu_) return;
+    const Duration cpu = *deferred_cpu_;
+    deferred_cpu_.reset();
+    const Duration t0 = clock_.Now();
+    s_.after_gradient(cpu);
+    compute_ += clock_.Now() - t0;
+  }
+
+  // WorkerEnv::gradient: the next batch's loss and gradient at params, timed as compute,
+  // with the step-time model applied (at once, or deferred when the scratch is shared).
+  float Gradient(std::span<const float> params, std::span<float> grad) {
+    RunDeferred();
+    datasets::BatchView batch = sampler_->Next();
+    last_batch_ = batch.size;
+    const Duration t0 = clock_.Now();
+    const Duration cpu0 = s_.after_gradient ? sim::ThreadCpuTime() : Duration::zero();
+    const float loss = model_->LossAndGradient(params, batch, grad);
+    if (s_.after_gradient) {
+      const Duration cpu = sim::ThreadCpuTime() - cpu0;
+      if (shared_ != nullptr) {
+        deferred_cpu_ = cpu;
+      } else {
+        s_.after_gradient(cpu);
+      }
+    }
+    compute_ += clock_.Now() - t0;
+    if (!std::isfinite(loss)) non_finite_param_ = FirstNonFinite(params);
+    return loss;
+  }
+
+  // WorkerEnv::sparse_gradient (hogwild's sparse path): reads the batch's coordinates
+  // through `read`, then their loss and sparse gradient.
+  float SparseGradient(const alg::SparseReader& read, alg::SparseUpdate* grad,
+                       alg::Status* status) {
+    RunDeferred();
+    datasets::BatchView batch = sampler_->Next();
+    last_batch_ = batch.size;
+    model_->SparseCoordinates(batch, &touched_);
+    *status = read(touched_, sparse_params_);
+    if (!status->ok()) return std::nanf("");
+    const Duration t0 = clock_.Now();
+    const Duration cpu0 = s_.after_gradient ? sim::ThreadCpuTime() : Duration::zero();
+    const float loss = model_->LossAndSparseGradient(sparse_params_, batch, &sparse_grad_);
+    if (s_.after_gradient) s_.after_gradient(sim::ThreadCpuTime() - cpu0);
+    compute_ += clock_.Now() - t0;
+    grad->indices.swap(sparse_grad_.indices);
+    grad->values.swap(sparse_grad_.values);
+    return loss;
+  }
+
+  // What is known about a step's non-finite loss.
+  NonFiniteLoss NonFinite(float loss) const {
+    NonFiniteLoss f;
+    f.worker = s_.worker;
+    f.loss = loss;
+    f.learning_rate = s_.learning_rate;
+    f.strategy = s_.strategy->name;
+    f.shared_memory = s_.strategy->shared_memory;
+    f.worker_element = non_finite_param_;
+    if (f.worker_element >= 0 && !f.shared_memory && client_ != nullptr) {
+      // Were the server's parameters already non-finite? One pull, on this failure path
+      // only (it fails harmlessly if the store is shutting down).
+      std::vector<float> server(static_cast<std::size_t>(client_->size()));
+      if (client_->Pull(server).ok()) f.server_element = FirstNonFinite(server);
+    }
+    return f;
+  }
+
+  const WorkerSetup& s_;
+  const Clock& clock_;
+  Live& live_;
+  alg::ParamClient* const client_;
+  collective::Collective* const collective_;
+  const std::span<const float> initial_;
+  SharedWorkerScratch* const shared_;
+
+  Duration compute_{0};   // in gradient evaluations (the model)
+  Duration in_steps_{0};  // in Step calls (compute, communication, waiting)
+  Duration comm_{0};      // in the client's calls
+  // The CPU time of the last gradient whose after_gradient is deferred (shared only).
+  std::optional<Duration> deferred_cpu_;
+  int64_t last_batch_ = 0;  // the examples of the last batch drawn
+  // The first non-finite parameter the last loss was computed on (-1: none), looked up
+  // only when the loss is not finite.
+  int64_t non_finite_param_ = -1;
+
+  std::unique_ptr<models::Model> own_model_;  // null when the scratch is shared
+  models::Model* model_ = nullptr;
+  std::optional<datasets::BatchSampler> sampler_;
+  std::unique_ptr<alg::Optimizer> optimizer_;
+  std::optional<TimedClient> timed_;
+  alg::WorkerEnv env_;
+  AlignedVector<float> sparse_params_;
+  models::SparseGradient sparse_grad_;
+  std::vector<int64_t> touched_;
+};
+
 WorkerOutcome WorkerLoop::Run(alg::ParamClient& client, const WorkerHooks& hooks) {
   return RunRule(&client, nullptr, {}, hooks);
 }
@@ -176,196 +434,14 @@ WorkerOutcome WorkerLoop::Run(collective::Collective& collective, std::span<cons
 
 WorkerOutcome WorkerLoop::RunRule(alg::ParamClient* client, collective::Collective* collective,
                                   std::span<const float> initial, const WorkerHooks& hooks) {
-  const WorkerSetup& s = setup_;
-  const Clock& clock = *s.clock;
-  const int w = s.worker;
   WorkerOutcome outcome;
-  Duration compute{0};   // in gradient evaluations (the model)
-  Duration in_steps{0};  // in Step calls (compute, communication, waiting)
-  Duration comm{0};      // in the client's calls
-  auto ending = [&](const alg::Status& st) {
-    return hooks.ending && hooks.ending() && st.error_code() == transport::ErrorCode::kShuttingDown;
-  };
-  auto publish = [&] {
-    live_.compute_ns.store(compute.count(), std::memory_order_relaxed);
-    live_.wait_ns.store(std::max<int64_t>(0, (in_steps - compute).count()),
-                        std::memory_order_relaxed);
-    live_.comm_ns.store(comm.count(), std::memory_order_relaxed);
-    if (client != nullptr) {
-      // What reached the store: a compressing wrapper's encoded bytes, not its input.
-      live_.bytes_pushed.store(client->wire_traffic().bytes_pushed, std::memory_order_relaxed);
-      live_.dense_bytes_pushed.store(client->wire_traffic().dense_bytes_pushed,
-                                     std::memory_order_relaxed);
-      live_.bytes_pulled.store(client->traffic().bytes_pulled, std::memory_order_relaxed);
-      live_.dropped.store(client->dropped_pushes(), std::memory_order_relaxed);
-    } else {
-      const collective::CollectiveCounters c = collective->Counters();
-      live_.bytes_pushed.store(static_cast<int64_t>(c.bytes_sent), std::memory_order_relaxed);
-      live_.dense_bytes_pushed.store(static_cast<int64_t>(c.bytes_sent), std::memory_order_relaxed);
-      live_.bytes_pulled.store(static_cast<int64_t>(c.bytes_received), std::memory_order_relaxed);
-    }
-  };
-  // Simulated workers share the scratch (WorkerSetup::shared); a collective's do not.
-  SharedWorkerScratch* const shared = client != nullptr ? s.shared : nullptr;
-  // The CPU time of the last gradient whose after_gradient is deferred (shared only).
-  std::optional<Duration> deferred_cpu;
-  auto run_deferred = [&] {
-    if (!deferred_cpu) return;
-    const Duration cpu = *deferred_cpu;
-    deferred_cpu.reset();
-    const Duration t0 = clock.Now();
-    s.after_gradient(cpu);
-    compute += clock.Now() - t0;
-  };
+  Pass pass(setup_, live_, client, collective, initial);
   try {
-    std::unique_ptr<models::Model> own_model = shared != nullptr ? nullptr : s.model->Clone();
-    models::Model* const local = shared != nullptr ? shared->model.get() : own_model.get();
-    const int64_t n_params = local->layout().size();
-    datasets::SamplerOptions sopt;
-    sopt.batch_size = s.batch_size;
-    sopt.seed = DeriveSeed(s.seed, "sampler", static_cast<uint64_t>(w));
-    sopt.augment = s.augment;
-    sopt.augment.seed = DeriveSeed(s.seed, "augment", static_cast<uint64_t>(w));
-    datasets::BatchSampler sampler(*s.train, s.examples, sopt);
-    for (int64_t i = 0; i < s.skip_batches; ++i) (void)sampler.Next();
-    auto optimizer = alg::NewOptimizer(s.optimizer, n_params);
-    int64_t last_batch = 0;
-    alg::WorkerEnv env;
-    env.worker = w;
-    env.num_workers = s.num_workers;
-    // The client's calls timed as communication (a collective strategy has no client).
-    std::optional<TimedClient> timed;
-    if (client != nullptr) {
-      timed.emplace(client, clock, &comm,
-                    shared != nullptr ? std::function<void()>(run_deferred) : nullptr);
-    }
-    env.ps = timed ? &*timed : nullptr;
-    env.collective = collective;
-    env.initial = initial;
-    env.optimizer = optimizer.get();
-    env.clock = &clock;
-    env.options = s.options.worker;
-    env.options.learning_rate = s.learning_rate;
-    if (shared != nullptr) {
-      ASGD_CHECK_EQ(static_cast<int64_t>(shared->gradient.size()), n_params,
-                    "shared gradient size");
-      env.scratch_gradient = shared->gradient;
-      env.push_pull_in_place = true;
-    }
-    // Where a non-finite loss came from: the first non-finite parameter it was computed
-    // on (-1: none), looked up only when the loss is not finite.
-    int64_t non_finite_param = -1;
-    env.gradient = [&](std::span<const float> params, std::span<float> grad) {
-      run_deferred();
-      datasets::BatchView batch = sampler.Next();
-      last_batch = batch.size;
-      const Duration t0 = clock.Now();
-      const Duration cpu0 = s.after_gradient ? sim::ThreadCpuTime() : Duration::zero();
-      const float loss = local->LossAndGradient(params, batch, grad);
-      if (s.after_gradient) {
-        const Duration cpu = sim::ThreadCpuTime() - cpu0;
-        if (shared != nullptr) {
-          deferred_cpu = cpu;
-        } else {
-          s.after_gradient(cpu);
-        }
-      }
-      compute += clock.Now() - t0;
-      if (!std::isfinite(loss)) non_finite_param = FirstNonFinite(params);
-      return loss;
-    };
-    AlignedVector<float> sparse_params;
-    models::SparseGradient sparse_grad;
-    std::vector<int64_t> touched;
-    if (s.sparse) {
-      sparse_params.assign(static_cast<std::size_t>(n_params), 0.0f);
-      env.sparse_gradient = [&](const alg::SparseReader& read, alg::SparseUpdate* grad,
-                                alg::Status* status) -> float {
-        run_deferred();
-        datasets::BatchView batch = sampler.Next();
-        last_batch = batch.size;
-        local->SparseCoordinates(batch, &touched);
-        *status = read(touched, sparse_params);
-        if (!status->ok()) return std::nanf("");
-        const Duration t0 = clock.Now();
-        const Duration cpu0 = s.after_gradient ? sim::ThreadCpuTime() : Duration::zero();
-        const float loss = local->LossAndSparseGradient(sparse_params, batch, &sparse_grad);
-        if (s.after_gradient) s.after_gradient(sim::ThreadCpuTime() - cpu0);
-        compute += clock.Now() - t0;
-        grad->indices.swap(sparse_grad.indices);
-        grad->values.swap(sparse_grad.values);
-        return loss;
-      };
-    }
-    auto rule = s.strategy->worker_rule(s.options);
-    alg::Status st = rule->Start(env);
-    run_deferred();
-    if (!st.ok()) {
-      if (!ending(st)) outcome.failure = StrCat("worker ", w, ": first pull: ", st.ToString());
-      publish();
-      return outcome;
-    }
-    if (hooks.started) hooks.started(*rule);
-    const Duration first_step = clock.Now();
-    for (;;) {
-      double lr_scale = 1.0;
-      if (!hooks.before_step(&lr_scale)) break;
-      env.learning_rate_scale = lr_scale;
-      const Duration step_start = clock.Now();
-      alg::StepResult r = rule->Step(env);
-      run_deferred();
-      const Duration step_end = clock.Now();
-      in_steps += step_end - step_start;
-      live_.active_ns.store((step_end - first_step).count(), std::memory_order_relaxed);
-      if (ending(r.status)) break;
-      if (!r.status.ok() && hooks.recover && hooks.recover(r.status)) {
-        st = rule->Start(env);
-        run_deferred();
-        if (!st.ok()) {
-          if (!ending(st))
-            outcome.failure = StrCat("worker ", w, ": pull after recovery: ", st.ToString());
-          break;
-        }
-        continue;
-      }
-      if (!std::isfinite(r.loss)) {
-        outcome.nan_loss = true;
-        NonFiniteLoss f;
-        f.worker = w;
-        f.loss = r.loss;
-        f.learning_rate = s.learning_rate;
-        f.strategy = s.strategy->name;
-        f.shared_memory = s.strategy->shared_memory;
-        f.worker_element = non_finite_param;
-        if (f.worker_element >= 0 && !f.shared_memory && client != nullptr) {
-          // Were the server's parameters already non-finite? One pull, on this failure
-          // path only (it fails harmlessly if the store is shutting down).
-          std::vector<float> server(static_cast<std::size_t>(client->size()));
-          if (client->Pull(server).ok()) f.server_element = FirstNonFinite(server);
-        }
-        outcome.failure = DescribeNonFiniteLoss(f);
-        break;
-      }
-      if (!r.status.ok()) {
-        outcome.failure = StrCat("worker ", w, ": ", r.status.ToString());
-        break;
-      }
-      live_.steps.fetch_add(r.local_steps, std::memory_order_relaxed);
-      live_.samples.fetch_add(last_batch, std::memory_order_relaxed);
-      live_.pushes.fetch_add(r.pushes, std::memory_order_relaxed);
-      publish();
-      if (hooks.after_step) hooks.after_step(r, last_batch);
-    }
-    if (outcome.failure.empty()) {
-      st = rule->Finish(env);
-      run_deferred();
-      if (!st.ok() && !ending(st))
-        outcome.failure = StrCat("worker ", w, ": finishing: ", st.ToString());
-    }
+    pass.Run(hooks, &outcome);
   } catch (const std::exception& e) {
-    outcome.failure = StrCat("worker ", w, ": ", e.what());
+    outcome.failure = StrCat("worker ", setup_.worker, ": ", e.what());
   }
-  publish();
+  pass.Publish();
   return outcome;
 }
 

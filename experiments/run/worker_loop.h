@@ -159,6 +159,7 @@ class WorkerLoop {
         bytes_pulled{0}, dropped{0};
     std::atomic<int64_t> active_ns{0}, compute_ns{0}, wait_ns{0}, comm_ns{0};
   };
+  class Pass;  // one run of the worker rule (worker_loop.cc)
   WorkerOutcome RunRule(algorithms::ParamClient* client, collective::Collective* collective,
                         std::span<const float> initial, const WorkerHooks& hooks);
 
