@@ -133,8 +133,8 @@ TEST(SimCollectiveRunDeterminism, SameConfigAndSeedGiveIdenticalCsvs) {
 // ranks, a constant 5 ms step, one straggler 4× slower (20 ms), 100 µs of latency and no
 // transfer time, so each ring collective on 2 ranks costs 2 steps of 100 µs = 200 µs. The
 // run (max_steps 32: 16 steps per rank) is the broadcast (200 µs), the vote before step 0
-// (200 µs), 16 rounds of 20 ms + 200 µs, the vote and the replicas' check at step 16
-// (400 µs) and the two barriers (400 µs): 324.4 ms.
+// (200 µs), 16 rounds of 20 ms + 200 µs, the vote at step 16 (200 µs; the replicas' check
+// there, for the final evaluation, takes no time) and the two barriers (400 µs): 324.2 ms.
 TEST(SimCollectiveRunTime, StragglerStepPlusTheCollectivePerRound) {
   testing::TempDir tmp;
   const SimRun r = RunConfig(tmp, "straggler",
@@ -146,9 +146,12 @@ TEST(SimCollectiveRunTime, StragglerStepPlusTheCollectivePerRound) {
                              "[network]\nlatency_us = 100\n");
   ASSERT_EQ(r.status, 0) << r.err << r.out;
   EXPECT_EQ(SummaryCell(r, "steps"), "32");
-  EXPECT_NEAR(std::stod(SummaryCell(r, "wall_time_s")), 0.3244, 1e-9);
+  EXPECT_NEAR(std::stod(SummaryCell(r, "wall_time_s")), 0.3242, 1e-9);
   // The broadcast, 16 rounds and the barrier on the payload group.
   EXPECT_EQ(r.Provenance()["sim_collective_operations"], "18");
+  // Two votes, the check and the barrier on the control group, the check untimed.
+  EXPECT_EQ(r.Provenance()["sim_control_operations"], "4");
+  EXPECT_NEAR(std::stod(r.Provenance()["sim_control_time_s"].get<std::string>()), 0.0006, 1e-12);
   EXPECT_NEAR(std::stod(r.Provenance()["sim_collective_wait_s"].get<std::string>()), 16 * 0.015,
               1e-9);  // the fast rank waits 15 ms a round
   // Without the straggler every round is 5 ms + 200 µs.
@@ -160,8 +163,51 @@ TEST(SimCollectiveRunTime, StragglerStepPlusTheCollectivePerRound) {
                 "[delay]\ncompute = constant\nmean_ms = 5\n"
                 "[network]\nlatency_us = 100\n");
   ASSERT_EQ(fast.status, 0) << fast.err;
-  EXPECT_NEAR(std::stod(SummaryCell(fast, "wall_time_s")), 0.0844, 1e-9);
+  EXPECT_NEAR(std::stod(SummaryCell(fast, "wall_time_s")), 0.0842, 1e-9);
 }
+
+// The training clock leaves evaluations out, as the real runners' does: the same run
+// evaluated every 0.2 epoch and only at its start and end takes the same virtual training
+// time to the last digit. At 4 ms of latency the boundary's check that the replicas agree
+// (and for dpsgd, whose replicas differ, the two averages) would cost 2(N−1) · 4 ms each on
+// the ring. The votes, every 16 steps whatever is evaluated, are the same in both.
+struct EvalCase {
+  const char* name;
+  const char* body;  // [algorithm], [delay]
+};
+
+class SimCollectiveClock : public ::testing::TestWithParam<EvalCase> {};
+
+TEST_P(SimCollectiveClock, EvaluationsTakeNoTrainingTime) {
+  testing::TempDir tmp;
+  const std::string body = std::string("epochs = 1\n") + GetParam().body +
+                           "[cluster]\ntransport = sim\n[network]\nlatency_us = 4000\n";
+  const SimRun often = RunConfig(tmp, "often", body + "[metrics]\neval_every_epochs = 0.2\n");
+  const SimRun once = RunConfig(tmp, "once", body + "[metrics]\neval_every_epochs = 1000\n");
+  ASSERT_EQ(often.status, 0) << often.err << often.out;
+  ASSERT_EQ(once.status, 0) << once.err << once.out;
+  EXPECT_GE(RowsWithoutTime(often).size(), 4u);
+  EXPECT_EQ(RowsWithoutTime(once).size(), 2u);
+  EXPECT_EQ(SummaryCell(often, "wall_time_s"), SummaryCell(once, "wall_time_s"));
+  EXPECT_EQ(SummaryCell(often, "steps"), SummaryCell(once, "steps"));
+  EXPECT_EQ(often.Provenance()["sim_control_time_s"], once.Provenance()["sim_control_time_s"]);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Strategies, SimCollectiveClock,
+    ::testing::Values(
+        // Stragglers too: allreduce_sgd's ranks meet at every step anyway.
+        EvalCase{"allreduce_sgd",
+                 "[algorithm]\nname = allreduce_sgd\nworkers = 3\nlearning_rate = 0.1\n"
+                 "[delay]\ncompute = lognormal\nmean_ms = 2\nstddev_ms = 1\n"
+                 "straggler_fraction = 0.34\nstraggler_factor = 3\n"},
+        EvalCase{"local_sgd",
+                 "[algorithm]\nname = local_sgd\nworkers = 3\nwindow = 3\nlearning_rate = 0.1\n"
+                 "[delay]\ncompute = constant\nmean_ms = 2\n"},
+        EvalCase{"dpsgd",
+                 "[algorithm]\nname = dpsgd\nworkers = 4\nlearning_rate = 0.1\n"
+                 "[delay]\ncompute = constant\nmean_ms = 2\n"}),
+    [](const auto& p) { return std::string(p.param.name); });
 
 // dpsgd's gossip step is a constant number of link hops whatever the number of workers: a
 // step's virtual time (between runs of 17 and 31 steps per worker, which both vote on
