@@ -45,15 +45,18 @@
 // SimCollectiveGroup (ring, the dc_10gbe network, a constant 10 ms step time), computing
 // the same real MLP gradients as BM_SimMnistMlp, kMlpSteps in all; every step's gradient
 // is allreduced over the n ranks in gloo's order (the full vector, 268,650 floats, into
-// every rank's copy). `ratio` is simulated / the bare gradients: the same workers'
-// batches (at 1,024 workers a part is 8 examples, so a batch is 8, not kMlpBatch), one
-// model, in a plain loop (the goal: <= 1.1 at 1,024 workers). The reduction
-// itself is work a real run does too (each of N ranks adds and copies its share):
-// `reduce_ns_per_step` times the same allreduces of n vectors without the scheduler
-// (GlooOrderAllreduce directly, the start's and one per step), and `collective_ratio` is
-// simulated / (bare gradients + those reductions): what simulating adds beyond the work
-// of the real rule. `cpu_ratio` and `cpu_collective_ratio` are the same in this thread's
-// CPU time (the whole benchmark runs in one thread), which a loaded machine disturbs less
+// every rank's copy). `ratio` is simulated / the bare gradients, the baseline
+// ("the same real gradients without the scheduler"; its goal: <= 1.1 at 1,024 workers):
+// every worker's own batches (its part, sampler seed and batch size: at 1,024 workers a
+// part is 8 examples, so a batch is 8, not kMlpBatch) through LossAndGradient on one model
+// at the initial parameters, in a plain loop — no scheduler, no collective, no optimizer
+// step, no replicas. The reduction itself is work a real run does too (each of N ranks
+// adds and copies its share): `reduce_ns_per_step` times the same allreduces of n vectors
+// without the scheduler (GlooOrderAllreduce directly, the start's and one per step), and
+// `collective_ratio` is simulated / (bare gradients + those reductions): what simulating
+// adds beyond them (the rule's mean division and optimizer step on each replica, the
+// scheduler, the workers' set-up). `cpu_ratio` and `cpu_collective_ratio` are the same in this
+// thread's CPU time (the whole benchmark runs in one thread), which a loaded machine disturbs less
 // than wall time.
 //
 //   sim_bench --benchmark_min_time=0.5 --benchmark_repetitions=3

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <deque>
 #include <limits>
@@ -33,7 +34,7 @@ inline float Combine(float local, float received) {
 // acc[i] = Combine(x[i], acc[i]): `x` is the local vector of the rank the partial result
 // `acc` has just reached.
 template <col::ReduceOp kOp>
-void AddInto(float* acc, const float* x, std::size_t n) {
+void AddInto(float* __restrict acc, const float* __restrict x, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) acc[i] = Combine<kOp>(x[i], acc[i]);
 }
 
@@ -43,60 +44,86 @@ void ReduceInto(float* local, const float* received, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) local[i] = Combine<kOp>(local[i], received[i]);
 }
 
-// A chunk [begin, end) that travels the ring from rank `start`, each hop adding the local
-// value of the next rank in direction `step` (+1 or −1), N−1 hops; then every rank gets the
-// result (the allgather copies).
-template <col::ReduceOp kOp>
-void ChainChunk(std::span<const std::span<float>> data, std::size_t begin, std::size_t end,
-                int start, int step, std::vector<float>& acc) {
-  if (begin >= end) return;
-  const int n = static_cast<int>(data.size());
-  const std::size_t len = end - begin;
-  acc.resize(std::max(acc.size(), len));
-  std::memcpy(acc.data(), data[static_cast<std::size_t>(start)].data() + begin,
-              len * sizeof(float));
-  int r = start;
-  for (int hop = 1; hop < n; ++hop) {
-    r = ((r + step) % n + n) % n;
-    AddInto<kOp>(acc.data(), data[static_cast<std::size_t>(r)].data() + begin, len);
-  }
-  for (const std::span<float>& d : data) {
-    std::memcpy(d.data() + begin, acc.data(), len * sizeof(float));
-  }
+// out[begin, end) = x[begin, end): the partial result of chunks starting at rank x.
+void StartInto(float* out, const float* x, std::size_t begin, std::size_t end) {
+  if (begin < end) std::memcpy(out + begin, x + begin, (end - begin) * sizeof(float));
 }
 
-// gloo::allreduce's ring (allreduce.cc), cut as col::GlooRingSegments says: chunk c
-// (numSegments/N segments) is sent first by rank c+1 to its left and reduced along the ring
-// down to rank c.
+// out[begin, end) = Combine(x, out) over [begin, end): the chunks there reach rank x.
 template <col::ReduceOp kOp>
-void Ring(std::span<const std::span<float>> data) {
+void FoldInto(float* out, const float* x, std::size_t begin, std::size_t end) {
+  if (begin < end) AddInto<kOp>(out + begin, x + begin, end - begin);
+}
+
+// The ring and ring_chunked algorithms reduce every chunk along the ring from its own
+// starting rank, one rank after another, and every rank ends with the chunk's result. Each
+// chunk's chain is a sequence of ranks in cyclic order (ring: down from the rank before
+// the chunk's own; ring_chunked: up from the chunk's rank), which splits into two runs in
+// plain rank order: from its start to the end of the ranks, and from the other end to its
+// last rank. So two sweeps over the ranks in that order, each rank's vector read as one
+// contiguous range per sweep, fold every chunk in exactly its chain's order: the first
+// sweep the first runs, the second sweep the second. The result goes into `out` (the
+// allgather copies it to the ranks), and each rank's vector is read once in all, in order,
+// instead of a chunk of every rank at a time.
+
+// gloo::allreduce's ring (allreduce.cc), cut as col::GlooRingSegments says: chunk c
+// (numSegments/N segments) = [c·C, (c+1)·C) clipped to the vector is sent first by rank
+// c−1 to its left and reduced along the ring down to rank c: ranks c−1, c−2, ..., 0, then
+// N−1, ..., c.
+template <col::ReduceOp kOp>
+void RingInto(std::span<const std::span<float>> data, float* out) {
   const uint64_t n = data.size();
   const uint64_t count = data[0].size();
   const uint64_t chunk_floats =
       col::GlooRingSegments(static_cast<int>(n), count).chunk_bytes / sizeof(float);
-  std::vector<float> acc;
-  for (uint64_t c = 0; c < n; ++c) {
-    const std::size_t begin = std::min(c * chunk_floats, count);
-    const std::size_t end = std::min((c + 1) * chunk_floats, count);
-    const int start = static_cast<int>((c + n - 1) % n);  // rank c−1 sends it first ...
-    ChainChunk<kOp>(data, begin, end, start, -1, acc);    // ... to c−2, ..., down to c
+  // Where chunk c begins (c = N: where the last one ends; chunks cover the vector).
+  auto at = [&](uint64_t c) { return static_cast<std::size_t>(std::min(c * chunk_floats, count)); };
+  const float* x = nullptr;
+  // Sweep 1, ranks N−2 down to 0: rank r starts chunk r+1 and is the next hop of chunks
+  // r+2, ..., N−1 (whose chains began at ranks above r).
+  for (uint64_t r = n - 1; r-- > 0;) {
+    x = data[r].data();
+    StartInto(out, x, at(r + 1), at(r + 2));
+    FoldInto<kOp>(out, x, at(r + 2), at(n));
   }
+  // Sweep 2, ranks N−1 down to 0: rank N−1 starts chunk 0; rank r is the next hop of the
+  // chunks c <= r (their chains wrapped around from rank 0), chunk c's last at rank c.
+  x = data[n - 1].data();
+  StartInto(out, x, 0, at(1));
+  FoldInto<kOp>(out, x, at(1), at(n));
+  for (uint64_t r = n - 1; r-- > 0;) FoldInto<kOp>(out, data[r].data(), 0, at(r + 1));
 }
 
 // gloo::AllreduceRingChunked: 2N chunks of max(256, ⌈count/2N⌉) floats; rank r sends its
 // chunks 2r and 2r+1 to the right first, so chunk k is reduced along r = ⌊k/2⌋, ⌊k/2⌋+1,
-// ..., ⌊k/2⌋−1.
+// ..., N−1, then 0, ..., ⌊k/2⌋−1.
 template <col::ReduceOp kOp>
-void RingChunked(std::span<const std::span<float>> data) {
+void RingChunkedInto(std::span<const std::span<float>> data, float* out) {
   const std::size_t n = data.size();
   const std::size_t count = data[0].size();
   const std::size_t chunks = 2 * n;
   const std::size_t chunk = std::max<std::size_t>(256, (count + chunks - 1) / chunks);
-  std::vector<float> acc;
-  for (std::size_t k = 0; k < chunks; ++k) {
-    const std::size_t begin = std::min(k * chunk, count);
-    const std::size_t end = std::min((k + 1) * chunk, count);
-    ChainChunk<kOp>(data, begin, end, static_cast<int>(k / 2), +1, acc);
+  auto at = [&](std::size_t k) { return std::min(k * chunk, count); };
+  // Sweep 1, ranks 0 up to N−1: rank r starts chunks 2r and 2r+1 and is the next hop of
+  // chunks 0, ..., 2r−1 (whose chains began at ranks below r).
+  for (std::size_t r = 0; r < n; ++r) {
+    const float* x = data[r].data();
+    FoldInto<kOp>(out, x, 0, at(2 * r));
+    StartInto(out, x, at(2 * r), at(2 * r + 2));
+  }
+  // Sweep 2, ranks 0 up to N−2: rank r is the next hop of the chunks that start above it
+  // (their chains wrapped around from rank N−1), chunk k's last at rank ⌊k/2⌋−1.
+  for (std::size_t r = 0; r + 1 < n; ++r) {
+    FoldInto<kOp>(out, data[r].data(), at(2 * r + 2), at(chunks));
+  }
+}
+
+template <col::ReduceOp kOp>
+void RingOrderReduce(col::Algorithm algorithm, std::span<const std::span<float>> data, float* out) {
+  if (algorithm == col::Algorithm::kRing) {
+    RingInto<kOp>(data, out);
+  } else {
+    RingChunkedInto<kOp>(data, out);
   }
 }
 
@@ -292,29 +319,46 @@ void HalvingDoubling(std::span<const std::span<float>> data) {
   }
 }
 
-template <col::ReduceOp kOp>
-void Dispatch(col::Algorithm algorithm, std::span<const std::span<float>> data) {
-  switch (algorithm) {
-    case col::Algorithm::kRing:
-      return Ring<kOp>(data);
-    case col::Algorithm::kRingChunked:
-      return RingChunked<kOp>(data);
-    case col::Algorithm::kHalvingDoubling:
-      return HalvingDoubling<kOp>(data);
-  }
+}  // namespace
+
+bool ReducesToOneResult(col::Algorithm algorithm) {
+  return algorithm == col::Algorithm::kRing || algorithm == col::Algorithm::kRingChunked;
 }
 
-}  // namespace
+void GlooOrderReduce(col::Algorithm algorithm, std::span<const std::span<float>> data,
+                     col::ReduceOp op, std::span<float> out) {
+  ASGD_CHECK(!data.empty() && ReducesToOneResult(algorithm));
+  for (const auto& d : data) ASGD_CHECK_EQ(d.size(), data[0].size(), "allreduce lengths");
+  ASGD_CHECK_EQ(out.size(), data[0].size(), "the result's length");
+  for (const auto& d : data) {
+    const auto o = reinterpret_cast<std::uintptr_t>(out.data());
+    const auto v = reinterpret_cast<std::uintptr_t>(d.data());
+    ASGD_CHECK(o + out.size_bytes() <= v || v + d.size_bytes() <= o,
+               "the result overlaps a rank's vector");
+  }
+  if (out.empty()) return;
+  if (data.size() == 1) {
+    std::copy(data[0].begin(), data[0].end(), out.begin());
+  } else if (op == col::ReduceOp::kMax) {
+    RingOrderReduce<col::ReduceOp::kMax>(algorithm, data, out.data());
+  } else {
+    RingOrderReduce<col::ReduceOp::kSum>(algorithm, data, out.data());
+  }
+}
 
 void GlooOrderAllreduce(col::Algorithm algorithm, std::span<const std::span<float>> data,
                         col::ReduceOp op) {
   ASGD_CHECK(!data.empty());
   for (const auto& d : data) ASGD_CHECK_EQ(d.size(), data[0].size(), "allreduce lengths");
   if (data.size() == 1 || data[0].empty()) return;
-  if (op == col::ReduceOp::kMax) {
-    Dispatch<col::ReduceOp::kMax>(algorithm, data);
+  if (ReducesToOneResult(algorithm)) {
+    std::vector<float> result(data[0].size());
+    GlooOrderReduce(algorithm, data, op, result);
+    for (const std::span<float>& d : data) std::copy(result.begin(), result.end(), d.begin());
+  } else if (op == col::ReduceOp::kMax) {
+    HalvingDoubling<col::ReduceOp::kMax>(data);
   } else {
-    Dispatch<col::ReduceOp::kSum>(algorithm, data);
+    HalvingDoubling<col::ReduceOp::kSum>(data);
   }
 }
 
@@ -376,29 +420,39 @@ struct SimCollectiveGroup::Channel {
 
 class SimCollective final : public col::Collective {
  public:
-  SimCollective(SimCollectiveGroup* group, int rank)
-      : Collective(rank, group->size(), group->algorithm_), group_(group) {}
+  SimCollective(SimCollectiveGroup* group, int rank, bool timed)
+      : Collective(rank, group->size(), group->algorithm_), group_(group), timed_(timed) {}
 
  protected:
   col::Traffic DoAllreduce(std::span<float> data, col::ReduceOp op) override {
-    return group_->Allreduce(rank(), data, op);
+    return group_->Allreduce(rank(), timed_, data, op);
   }
   col::Traffic DoBroadcast(std::span<float> data, int root) override {
-    group_->Broadcast(rank(), data, root);
+    group_->Broadcast(rank(), timed_, data, root);
     const uint64_t bytes = data.size_bytes();
     if (rank() == root) return {bytes * static_cast<uint64_t>(size() - 1), 0};
     return {0, bytes};
   }
-  void DoBarrier() override { group_->Barrier(rank()); }
+  void DoBarrier() override { group_->Barrier(rank(), timed_); }
   void DoSend(int peer, std::span<const float> data, uint32_t tag) override {
+    RefuseUntimed(StrCat("send (to rank ", peer, ", tag ", tag, ")"));
     group_->Send(rank(), peer, data, tag);
   }
   void DoRecv(int peer, std::span<float> data, uint32_t tag) override {
+    RefuseUntimed(StrCat("recv (from rank ", peer, ", tag ", tag, ")"));
     group_->Recv(rank(), peer, data, tag);
   }
 
  private:
+  void RefuseUntimed(const std::string& what) const {
+    if (!timed_) {
+      throw col::CollectiveError(rank(), what,
+                                 "an untimed handle of a simulated group sends no messages");
+    }
+  }
+
   SimCollectiveGroup* group_;
+  bool timed_;
 };
 
 SimCollectiveGroup::SimCollectiveGroup(Scheduler* sched, const NetworkOptions& network, int size,
@@ -420,9 +474,9 @@ SimCollectiveGroup::SimCollectiveGroup(Scheduler* sched, const NetworkOptions& n
 
 SimCollectiveGroup::~SimCollectiveGroup() = default;
 
-std::unique_ptr<col::Collective> SimCollectiveGroup::Rank(int r) {
+std::unique_ptr<col::Collective> SimCollectiveGroup::Rank(int r, bool timed) {
   ASGD_CHECK(r >= 0 && r < size_, "rank ", r, " of ", size_);
-  return std::make_unique<SimCollective>(this, r);
+  return std::make_unique<SimCollective>(this, r, timed);
 }
 
 void SimCollectiveGroup::Shutdown() {
@@ -459,7 +513,7 @@ void SimCollectiveGroup::Release(int rank, Duration at) {
 
 template <typename Complete>
 void SimCollectiveGroup::Meet(int rank, Kind kind, std::size_t count, col::ReduceOp op, int root,
-                              std::span<float> data, const std::string& what,
+                              bool timed, std::span<float> data, const std::string& what,
                               const Complete& complete) {
   ThrowIfShut(rank, what);
   const Duration now = sched_->Now();
@@ -468,6 +522,7 @@ void SimCollectiveGroup::Meet(int rank, Kind kind, std::size_t count, col::Reduc
     count_ = count;
     op_ = op;
     root_ = root;
+    timed_ = timed;
     first_arrival_ = now;
     arrival_sum_ = Duration::zero();
   } else if (kind_ != kind || count_ != count || op_ != op || root_ != root) {
@@ -475,6 +530,11 @@ void SimCollectiveGroup::Meet(int rank, Kind kind, std::size_t count, col::Reduc
         rank, what,
         StrCat("the ranks called different operations (another rank is in an operation of ", count_,
                " floats; every rank must issue the same sequence of calls)"));
+  } else if (timed_ != timed) {
+    throw col::CollectiveError(
+        rank, what,
+        StrCat("the ranks joined it through ", timed_ ? "timed" : "untimed", " and ",
+               timed ? "timed" : "untimed", " handles (every rank must use handles alike)"));
   }
   spans_[static_cast<std::size_t>(rank)] = data;
   arrival_sum_ += now - first_arrival_;
@@ -483,7 +543,8 @@ void SimCollectiveGroup::Meet(int rank, Kind kind, std::size_t count, col::Reduc
     return;
   }
   // The last rank: the operation runs from here, and every rank resumes at its end.
-  const Duration took = complete();
+  Duration took = complete();
+  if (!timed) took = Duration::zero();
   const Duration end = now + took;
   ++stats_.operations;
   stats_.time += took;
@@ -497,19 +558,31 @@ void SimCollectiveGroup::Meet(int rank, Kind kind, std::size_t count, col::Reduc
   sched_->Sleep(took);
 }
 
-col::Traffic SimCollectiveGroup::Allreduce(int rank, std::span<float> data, col::ReduceOp op) {
+col::Traffic SimCollectiveGroup::Allreduce(int rank, bool timed, std::span<float> data,
+                                           col::ReduceOp op) {
   const std::size_t count = data.size();
-  Meet(rank, Kind::kAllreduce, count, op, 0, data,
+  // Ring and ring_chunked leave every rank one result: it is computed once, and each rank
+  // copies it when it resumes (N copies either way, but each into a vector its rank is
+  // about to use).
+  const bool one_result = size_ > 1 && count > 0 && ReducesToOneResult(algorithm_);
+  Meet(rank, Kind::kAllreduce, count, op, 0, timed, data,
        StrCat("allreduce (", col::AlgorithmName(algorithm_), ", ", count, " floats)"), [&] {
-         GlooOrderAllreduce(algorithm_, spans_, op);
+         if (one_result) {
+           result_.resize(count);
+           GlooOrderReduce(algorithm_, spans_, op, result_);
+         } else {
+           GlooOrderAllreduce(algorithm_, spans_, op);
+         }
          return AllreduceTime(algorithm_, size_, count, latency_, rate_);
        });
+  // No rank can start the next operation before every rank has copied this one's result.
+  if (one_result) std::copy(result_.begin(), result_.end(), data.begin());
   return col::ExpectedAllreduceBytes(algorithm_, rank, size_, count);
 }
 
-void SimCollectiveGroup::Broadcast(int rank, std::span<float> data, int root) {
+void SimCollectiveGroup::Broadcast(int rank, bool timed, std::span<float> data, int root) {
   const std::size_t count = data.size();
-  Meet(rank, Kind::kBroadcast, count, col::ReduceOp::kSum, root, data,
+  Meet(rank, Kind::kBroadcast, count, col::ReduceOp::kSum, root, timed, data,
        StrCat("broadcast (root ", root, ", ", count, " floats)"), [&] {
          const std::span<float> from = spans_[static_cast<std::size_t>(root)];
          for (const std::span<float>& to : spans_) {
@@ -520,8 +593,8 @@ void SimCollectiveGroup::Broadcast(int rank, std::span<float> data, int root) {
        });
 }
 
-void SimCollectiveGroup::Barrier(int rank) {
-  Meet(rank, Kind::kBarrier, 0, col::ReduceOp::kSum, 0, {}, "barrier", [&] {
+void SimCollectiveGroup::Barrier(int rank, bool timed) {
+  Meet(rank, Kind::kBarrier, 0, col::ReduceOp::kSum, 0, timed, {}, "barrier", [&] {
     const auto rounds = static_cast<int64_t>(std::bit_width(static_cast<uint32_t>(size_ - 1)));
     return 2 * rounds * latency_;
   });

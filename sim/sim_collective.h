@@ -15,9 +15,12 @@
 //                     smaller blocks to the larger ones and back, the doubling allgather.
 // Each addition is gloo's (the local value plus the received one; kMax takes
 // std::max(local, received)), so the result equals gloo's bit for bit (a test compares
-// them on random vectors). Broadcast copies the root's vector; Send/Recv copy. The byte
-// counters are the gloo path's (ExpectedAllreduceBytes; a broadcast's N−1 copies; a
-// message's bytes).
+// them on random vectors). On ring and ring_chunked every rank ends with the same result,
+// so the last rank to arrive computes it once, reading each rank's vector front to back
+// (two sweeps over the ranks in rank order fold every chunk in its chain's order), and each
+// rank copies it into its vector when it resumes. Broadcast copies the root's vector;
+// Send/Recv copy. The byte counters are the gloo path's (ExpectedAllreduceBytes; a
+// broadcast's N−1 copies; a message's bytes).
 //
 // Time. A collective call suspends the calling task until every rank has called it: a
 // straggler holds the round back, as a real synchronous collective does. Then the
@@ -46,6 +49,11 @@
 // notifications, per-message CPU costs (the reduction's adds, copies), contention with
 // any other traffic (the worker links are idle at the start of a collective, since every
 // rank is in it), and TCP effects (see network_model.h).
+//
+// Untimed handles (Rank(r, false)): an operation every rank joins through one takes no
+// virtual time; the ranks still wait for the last arrival. A driver uses them for work
+// that a real run's clock does not count (sim_collective_runner.h: the boundary's check
+// and averages for an evaluation).
 //
 // Failure: Shutdown() (the driver's, when the tasks left can never complete their
 // collective, e.g. a rank failed) makes every blocked call and every later one throw
@@ -83,6 +91,18 @@ Duration AllreduceTime(collective::Algorithm algorithm, int size, std::size_t co
 void GlooOrderAllreduce(collective::Algorithm algorithm, std::span<const std::span<float>> data,
                         collective::ReduceOp op);
 
+// Whether every rank ends an allreduce with `algorithm` holding one result that
+// GlooOrderReduce computes without touching the ranks' vectors: ring and ring_chunked
+// (each chunk is reduced along the ring once, then copied to every rank).
+bool ReducesToOneResult(collective::Algorithm algorithm);
+
+// The bits every data[r] holds after GlooOrderAllreduce(algorithm, data, op), written to
+// `out` instead; data is only read (each rank's vector once, front to back in two
+// contiguous ranges). REQUIRES: ReducesToOneResult(algorithm); every span and `out` of the
+// same length; `out` overlaps none of them.
+void GlooOrderReduce(collective::Algorithm algorithm, std::span<const std::span<float>> data,
+                     collective::ReduceOp op, std::span<float> out);
+
 struct SimCollectiveStats {
   int64_t operations = 0;  // collective operations completed (allreduce, broadcast, barrier)
   Duration time{};         // the virtual time they took, summed (from the last arrival)
@@ -99,13 +119,20 @@ class SimCollectiveGroup {
   SimCollectiveGroup(const SimCollectiveGroup&) = delete;
   SimCollectiveGroup& operator=(const SimCollectiveGroup&) = delete;
 
-  // Rank r's handle (one per rank; the group must outlive it). REQUIRES 0 <= r < size.
-  std::unique_ptr<collective::Collective> Rank(int r);
+  // A handle of rank r (the group must outlive it). REQUIRES 0 <= r < size. A rank may
+  // hold several handles (they share its traffic on the group; each counts its own calls).
+  // timed = false: the allreduces, broadcasts and barriers it takes part in through this
+  // handle take no virtual time — every rank still waits for the last one to arrive, and
+  // all resume at that instant; every rank must join such an operation through an untimed
+  // handle too (else a CollectiveError). It sends and receives nothing (a Send or Recv
+  // through it is a CollectiveError).
+  std::unique_ptr<collective::Collective> Rank(int r, bool timed = true);
 
   // Fails every blocked call and every later one (the header comment).
   void Shutdown();
 
   int size() const { return size_; }
+  collective::Algorithm algorithm() const { return algorithm_; }
   const SimCollectiveStats& stats() const { return stats_; }
 
  private:
@@ -113,17 +140,18 @@ class SimCollectiveGroup {
   enum class Kind { kNone, kAllreduce, kBroadcast, kBarrier };
   struct Channel;
 
-  collective::Traffic Allreduce(int rank, std::span<float> data, collective::ReduceOp op);
-  void Broadcast(int rank, std::span<float> data, int root);
-  void Barrier(int rank);
+  collective::Traffic Allreduce(int rank, bool timed, std::span<float> data,
+                                collective::ReduceOp op);
+  void Broadcast(int rank, bool timed, std::span<float> data, int root);
+  void Barrier(int rank, bool timed);
   void Send(int rank, int peer, std::span<const float> data, uint32_t tag);
   void Recv(int rank, int peer, std::span<float> data, uint32_t tag);
 
   // Joins the pending operation; the last rank to arrive runs `complete` (which reduces
-  // or copies the ranks' spans and returns the operation's duration); every rank returns
-  // at its end.
+  // or copies the ranks' spans and returns the operation's duration, taken as zero when
+  // !timed); every rank returns at its end.
   template <typename Complete>
-  void Meet(int rank, Kind kind, std::size_t count, collective::ReduceOp op, int root,
+  void Meet(int rank, Kind kind, std::size_t count, collective::ReduceOp op, int root, bool timed,
             std::span<float> data, const std::string& what, const Complete& complete);
   // Suspends rank's task until Release(rank) (or Shutdown: then throws CollectiveError).
   void BlockRank(int rank, const std::string& what);
@@ -149,10 +177,14 @@ class SimCollectiveGroup {
   std::size_t count_ = 0;
   collective::ReduceOp op_ = collective::ReduceOp::kSum;
   int root_ = 0;
+  bool timed_ = true;
   int arrived_ = 0;
   Duration first_arrival_{};
   Duration arrival_sum_{};  // the arrivals' offsets from the first one, summed
   std::vector<std::span<float>> spans_;
+  // The result of the last allreduce with ReducesToOneResult(algorithm): each rank copies
+  // it into its vector when it resumes (then, in cache, the rank's next work reads it).
+  std::vector<float> result_;
 
   // Point to point: the waiting sends and receives per (from, to).
   std::vector<Duration> tx_free_, rx_free_;

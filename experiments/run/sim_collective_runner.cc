@@ -1,12 +1,15 @@
 #include "experiments/run/sim_collective_runner.h"
 
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <iostream>
 #include <map>
 #include <memory>
 #include <ostream>
+#include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "algorithms/schedule.h"
@@ -50,6 +53,55 @@ void CheckSimulable(const Config& config, const RunRequest& request) {
   RefuseCurveOnCollective(config);
   RefuseWhatNoSimulationDoes(config, request);
 }
+
+// Rank w's handle on the control group, where RunCollectiveRank votes and, at a boundary,
+// checks that the replicas agree and averages them (collective_rank.h). What a real run's
+// training clock counts, this counts in virtual time:
+//   - a vote (a 3-float maximum about every kVoteSteps steps, whatever is evaluated) takes
+//     its time: the ranks of a real run pay it on their network too;
+//   - the boundary's check and averages take none: they exist for the evaluation of θ̄ (or
+//     the final one), which takes none either (the thread runner holds its clock while it
+//     evaluates; its ranks' check on loopback before that costs microseconds, a simulated
+//     ring 2(N−1) latencies); the ranks still wait there for the last one;
+//   - the closing barrier takes its time.
+// RunCollectiveRank asks hooks.eval_wanted last before each vote: the driver calls
+// VoteNext there.
+class ControlRank final : public col::Collective {
+ public:
+  ControlRank(sim::SimCollectiveGroup& group, int rank)
+      : Collective(rank, group.size(), group.algorithm()),
+        timed_(group.Rank(rank, true)),
+        untimed_(group.Rank(rank, false)) {}
+
+  // The next allreduce is a vote.
+  void VoteNext() { vote_next_ = true; }
+
+ protected:
+  col::Traffic DoAllreduce(std::span<float> data, col::ReduceOp op) override {
+    const bool vote = std::exchange(vote_next_, false);
+    ASGD_CHECK(!vote || (data.size() == 3 && op == col::ReduceOp::kMax),
+               "a vote is an allreduce of 3 floats by their maximum (collective_rank.cc)");
+    (vote ? *timed_ : *untimed_).Allreduce(data, op);
+    return col::ExpectedAllreduceBytes(algorithm(), rank(), size(), data.size());
+  }
+  col::Traffic DoBroadcast(std::span<float> data, int root) override {
+    timed_->Broadcast(data, root);
+    const uint64_t bytes = data.size_bytes();
+    if (rank() == root) return {bytes * static_cast<uint64_t>(size() - 1), 0};
+    return {0, bytes};
+  }
+  void DoBarrier() override { timed_->Barrier(); }
+  void DoSend(int peer, std::span<const float> data, uint32_t tag) override {
+    timed_->Send(peer, data, tag);
+  }
+  void DoRecv(int peer, std::span<float> data, uint32_t tag) override {
+    timed_->Recv(peer, data, tag);
+  }
+
+ private:
+  const std::unique_ptr<col::Collective> timed_, untimed_;
+  bool vote_next_ = false;
+};
 
 // The ranks as tasks of one scheduler, on two simulated groups (the strategy's traffic,
 // and the votes and averages at the boundaries, not counted): what a simulated collective
@@ -127,14 +179,18 @@ class SimCollectiveRun {
     };
     for (int w = 0; w < problem_.plan.workers; ++w) {
       sched_.Spawn(StrCat("worker ", w), [&, w] {
+        const std::unique_ptr<col::Collective> pay = payload_.Rank(w);
+        ControlRank ctl(control_, w);
         CollectiveRankHooks mine = hooks;
+        mine.eval_wanted = [&] {
+          ctl.VoteNext();
+          return hooks.eval_wanted();
+        };
         mine.after_step = [&, w](const alg::StepResult& r, int64_t batch, int64_t step) {
           AfterStep(w, r, batch, step);
         };
-        const std::unique_ptr<col::Collective> pay = payload_.Rank(w);
-        const std::unique_ptr<col::Collective> ctl = control_.Rank(w);
         const WorkerOutcome o = RunCollectiveRank(*loops_[static_cast<std::size_t>(w)], plan_,
-                                                  config_, w, *pay, *ctl, initial_, mine);
+                                                  config_, w, *pay, ctl, initial_, mine);
         if (!o.failure.empty() && failure_.empty()) {
           failure_ = o.failure;
           c.stop.store(true);
@@ -176,6 +232,8 @@ class SimCollectiveRun {
             {"sim_collective_operations", std::to_string(payload_.stats().operations)},
             {"sim_collective_time_s", secs(payload_.stats().time)},
             {"sim_collective_wait_s", secs(payload_.stats().waited)},
+            {"sim_control_operations", std::to_string(control_.stats().operations)},
+            {"sim_control_time_s", secs(control_.stats().time)},
             {"sim_events", std::to_string(sched_.events_run())},
             {"sim_core_wait_s", secs(cores_.waited())}};
   }

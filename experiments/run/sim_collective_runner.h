@@ -15,12 +15,20 @@
 // at the boundary where they are due, at that virtual instant (no virtual time passes, no
 // rank is held); evaluations by seconds (metrics.eval_every_s) and the time limit
 // (experiment.max_time_s) count virtual seconds and reach the ranks at their next vote.
+// The training clock counts what a real run's counts: the votes (about every kVoteSteps
+// steps, whatever is evaluated) take their collective's time on the control group, as
+// they take a real network's; the boundary's check that the replicas agree and its
+// averages, done only for an evaluation (or the final one), take none, like the
+// evaluation itself (the thread runner holds its clock while it evaluates), though the
+// ranks still meet there. So how often a run evaluates does not change its training time.
 //
 // The run folder is that of the other simulated runs (sim_runner.h): convergence.csv with
 // the consensus distance (1/N)·Σ‖θ_i − θ̄‖², staleness.csv (one staleness-0 row per worker
 // step), workers.csv (bytes: the payload each rank sent and received), summary.csv with
 // transport = sim and time_model = "virtual: ...", provenance.json with simulated = true,
-// the gloo algorithm whose schedule was simulated, and the time spent in collectives.
+// the gloo algorithm whose schedule was simulated, the time spent in the strategy's
+// collectives (sim_collective_*) and on the control group (sim_control_*: the votes and
+// the closing barrier).
 //
 // Determinism: with a compute model other than `measured`, the same config and seed give
 // byte-identical CSVs.

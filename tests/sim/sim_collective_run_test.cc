@@ -2,7 +2,6 @@
 // (experiments/run/sim_collective_runner.h): the same parameters as the thread runner on
 // gloo, byte-identical on a second run, and a straggler's step plus the collective's cost
 // per synchronous round.
-#include <filesystem>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -11,56 +10,32 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "core/file_util.h"
-#include "experiments/cli/cli.h"
+#include "tests/sim/sim_run_helpers.h"
 #include "tests/support/test_util.h"
 
 namespace asgd::experiments {
 namespace {
 
 using ::testing::HasSubstr;
-namespace fs = std::filesystem;
 
 const char* kProblem =
     "[data]\ndataset = synthetic\nsynthetic_train = 1200\nsynthetic_test = 400\n"
     "synthetic_classes = 3\nsynthetic_features = 16\n[model]\nname = mlp\nhidden = 16\n";
 
-struct CollRun {
-  int status = 0;
-  std::string out, err, dir;
-  std::string File(const std::string& name) const { return ReadFile(dir + "/" + name); }
-  nlohmann::json Provenance() const { return nlohmann::json::parse(File("provenance.json")); }
-};
+using sim_run_helpers::Cells;
+using sim_run_helpers::SimRun;
+using sim_run_helpers::SummaryCell;
+using sim_run_helpers::SummaryWithoutRunId;
 
-CollRun RunConfig(const testing::TempDir& tmp, const std::string& label, const std::string& body) {
-  const std::string runs = tmp.File(label + "-runs");
-  const std::string config = tmp.File(label + ".ini");
-  testing::WriteTestFile(config, "[experiment]\nname = " + label +
-                                     "\nprogress = off\nlog_level = error\nout_dir = " + runs +
-                                     "\n" + body + kProblem);
-  std::ostringstream out, err;
-  CollRun r;
-  r.status = Main({"run", config}, out, err);
-  r.out = out.str();
-  r.err = err.str();
-  if (fs::exists(runs)) {
-    for (const auto& e : fs::directory_iterator(runs)) r.dir = e.path().string();
-  }
-  return r;
-}
-
-std::vector<std::string> Cells(const std::string& line) {
-  std::vector<std::string> cells;
-  std::stringstream split(line);
-  for (std::string cell; std::getline(split, cell, ',');) cells.push_back(cell);
-  return cells;
+SimRun RunConfig(const testing::TempDir& tmp, const std::string& label, const std::string& body) {
+  return sim_run_helpers::RunConfig(tmp, label, body, kProblem);
 }
 
 // convergence.csv by column name, without the columns that depend on when (time_s) and on
 // the order in which threads added their losses (train_loss, a mean of the steps since the
 // previous row summed in thread order); test_loss and test_accuracy are computed from the
 // parameters, consensus_distance from every rank's.
-std::vector<std::string> RowsWithoutTime(const CollRun& r) {
+std::vector<std::string> RowsWithoutTime(const SimRun& r) {
   std::istringstream in(r.File("convergence.csv"));
   std::string header;
   std::getline(in, header);
@@ -78,19 +53,6 @@ std::vector<std::string> RowsWithoutTime(const CollRun& r) {
   return rows;
 }
 
-std::string SummaryCell(const CollRun& r, const std::string& column) {
-  std::istringstream in(r.File("summary.csv"));
-  std::string header, row;
-  std::getline(in, header);
-  std::getline(in, row);
-  const std::vector<std::string> names = Cells(header), cells = Cells(row);
-  for (std::size_t i = 0; i < names.size() && i < cells.size(); ++i) {
-    if (names[i] == column) return cells[i];
-  }
-  ADD_FAILURE() << "no column " << column;
-  return "";
-}
-
 struct Equivalence {
   const char* name;
   const char* body;  // [algorithm] and [collective] keys
@@ -105,13 +67,13 @@ TEST_P(SimCollectiveRun, SameParametersAsTheThreadRunner) {
   testing::TempDir tmp;
   const std::string body =
       std::string("epochs = 1\n[metrics]\neval_every_epochs = 0.25\n") + GetParam().body;
-  const CollRun threads = RunConfig(tmp, "threads", body);
-  const CollRun sim = RunConfig(tmp, "sim",
-                            body +
-                                "[cluster]\ntransport = sim\n"
-                                "[delay]\ncompute = lognormal\nmean_ms = 2\nstddev_ms = 1\n"
-                                "straggler_fraction = 0.34\nstraggler_factor = 3\n"
-                                "[network]\npreset = dc_10gbe\n");
+  const SimRun threads = RunConfig(tmp, "threads", body);
+  const SimRun sim = RunConfig(tmp, "sim",
+                               body +
+                                   "[cluster]\ntransport = sim\n"
+                                   "[delay]\ncompute = lognormal\nmean_ms = 2\nstddev_ms = 1\n"
+                                   "straggler_fraction = 0.34\nstraggler_factor = 3\n"
+                                   "[network]\npreset = dc_10gbe\n");
   ASSERT_EQ(threads.status, 0) << threads.err << threads.out;
   ASSERT_EQ(sim.status, 0) << sim.err << sim.out;
   const std::vector<std::string> a = RowsWithoutTime(threads), b = RowsWithoutTime(sim);
@@ -153,22 +115,16 @@ TEST(SimCollectiveRunDeterminism, SameConfigAndSeedGiveIdenticalCsvs) {
       "[delay]\ncompute = lognormal\nmean_ms = 3\nstddev_ms = 1\nstraggler_fraction = 0.2\n"
       "straggler_factor = 4\npause_probability = 0.05\npause_ms = 10\n"
       "[network]\npreset = dc_10gbe\n";
-  const CollRun a = RunConfig(tmp, "a", body);
-  const CollRun b = RunConfig(tmp, "b", body);
+  const SimRun a = RunConfig(tmp, "a", body);
+  const SimRun b = RunConfig(tmp, "b", body);
   ASSERT_EQ(a.status, 0) << a.err << a.out;
   ASSERT_EQ(b.status, 0) << b.err << b.out;
   for (const char* f :
        {"convergence.csv", "staleness.csv", "staleness_histogram.csv", "workers.csv"}) {
     EXPECT_EQ(a.File(f), b.File(f)) << f;
   }
-  auto without_run_id = [](const CollRun& r) {
-    std::istringstream in(r.File("summary.csv"));
-    std::string line, out;
-    while (std::getline(in, line)) out += line.substr(line.find(',')) + "\n";
-    return out;
-  };
-  EXPECT_EQ(without_run_id(a), without_run_id(b));
-  const CollRun c = RunConfig(tmp, "c", body + "[experiment]\nseed = 7\n");
+  EXPECT_EQ(SummaryWithoutRunId(a), SummaryWithoutRunId(b));
+  const SimRun c = RunConfig(tmp, "c", body + "[experiment]\nseed = 7\n");
   ASSERT_EQ(c.status, 0) << c.err;
   EXPECT_NE(a.File("staleness.csv"), c.File("staleness.csv"));
 }
@@ -177,36 +133,82 @@ TEST(SimCollectiveRunDeterminism, SameConfigAndSeedGiveIdenticalCsvs) {
 // ranks, a constant 5 ms step, one straggler 4× slower (20 ms), 100 µs of latency and no
 // transfer time, so each ring collective on 2 ranks costs 2 steps of 100 µs = 200 µs. The
 // run (max_steps 32: 16 steps per rank) is the broadcast (200 µs), the vote before step 0
-// (200 µs), 16 rounds of 20 ms + 200 µs, the vote and the replicas' check at step 16
-// (400 µs) and the two barriers (400 µs): 324.4 ms.
+// (200 µs), 16 rounds of 20 ms + 200 µs, the vote at step 16 (200 µs; the replicas' check
+// there, for the final evaluation, takes no time) and the two barriers (400 µs): 324.2 ms.
 TEST(SimCollectiveRunTime, StragglerStepPlusTheCollectivePerRound) {
   testing::TempDir tmp;
-  const CollRun r = RunConfig(tmp, "straggler",
-                          "epochs = 100\nmax_steps = 32\n[metrics]\neval_every_epochs = 1000\n"
-                          "[algorithm]\nname = allreduce_sgd\nworkers = 2\n"
-                          "[cluster]\ntransport = sim\n"
-                          "[delay]\ncompute = constant\nmean_ms = 5\nstraggler_fraction = 0.5\n"
-                          "straggler_factor = 4\n"
-                          "[network]\nlatency_us = 100\n");
-  ASSERT_EQ(r.status, 0) << r.err << r.out;
-  EXPECT_EQ(SummaryCell(r, "steps"), "32");
-  EXPECT_NEAR(std::stod(SummaryCell(r, "wall_time_s")), 0.3244, 1e-9);
-  // The broadcast, 16 rounds and the barrier on the payload group.
-  EXPECT_EQ(r.Provenance()["sim_collective_operations"], "18");
-  EXPECT_NEAR(std::stod(r.Provenance()["sim_collective_wait_s"].get<std::string>()), 16 * 0.015,
-              1e-9);  // the fast rank waits 15 ms a round
-  // Without the straggler every round is 5 ms + 200 µs.
-  const CollRun fast = RunConfig(tmp, "fast",
+  const SimRun r = RunConfig(tmp, "straggler",
                              "epochs = 100\nmax_steps = 32\n[metrics]\neval_every_epochs = 1000\n"
                              "[algorithm]\nname = allreduce_sgd\nworkers = 2\n"
                              "[cluster]\ntransport = sim\n"
-                             "[delay]\ncompute = constant\nmean_ms = 5\n"
+                             "[delay]\ncompute = constant\nmean_ms = 5\nstraggler_fraction = 0.5\n"
+                             "straggler_factor = 4\n"
                              "[network]\nlatency_us = 100\n");
+  ASSERT_EQ(r.status, 0) << r.err << r.out;
+  EXPECT_EQ(SummaryCell(r, "steps"), "32");
+  EXPECT_NEAR(std::stod(SummaryCell(r, "wall_time_s")), 0.3242, 1e-9);
+  // The broadcast, 16 rounds and the barrier on the payload group.
+  EXPECT_EQ(r.Provenance()["sim_collective_operations"], "18");
+  // Two votes, the check and the barrier on the control group, the check untimed.
+  EXPECT_EQ(r.Provenance()["sim_control_operations"], "4");
+  EXPECT_NEAR(std::stod(r.Provenance()["sim_control_time_s"].get<std::string>()), 0.0006, 1e-12);
+  EXPECT_NEAR(std::stod(r.Provenance()["sim_collective_wait_s"].get<std::string>()), 16 * 0.015,
+              1e-9);  // the fast rank waits 15 ms a round
+  // Without the straggler every round is 5 ms + 200 µs.
+  const SimRun fast =
+      RunConfig(tmp, "fast",
+                "epochs = 100\nmax_steps = 32\n[metrics]\neval_every_epochs = 1000\n"
+                "[algorithm]\nname = allreduce_sgd\nworkers = 2\n"
+                "[cluster]\ntransport = sim\n"
+                "[delay]\ncompute = constant\nmean_ms = 5\n"
+                "[network]\nlatency_us = 100\n");
   ASSERT_EQ(fast.status, 0) << fast.err;
-  EXPECT_NEAR(std::stod(SummaryCell(fast, "wall_time_s")), 0.0844, 1e-9);
+  EXPECT_NEAR(std::stod(SummaryCell(fast, "wall_time_s")), 0.0842, 1e-9);
 }
 
-// Refusals: one line naming the key, exit status 2, no run folder.
+// The training clock leaves evaluations out, as the real runners' does: the same run
+// evaluated every 0.2 epoch and only at its start and end takes the same virtual training
+// time to the last digit. At 4 ms of latency the boundary's check that the replicas agree
+// (and for dpsgd, whose replicas differ, the two averages) would cost 2(N−1) · 4 ms each on
+// the ring. The votes, every 16 steps whatever is evaluated, are the same in both.
+struct EvalCase {
+  const char* name;
+  const char* body;  // [algorithm], [delay]
+};
+
+class SimCollectiveClock : public ::testing::TestWithParam<EvalCase> {};
+
+TEST_P(SimCollectiveClock, EvaluationsTakeNoTrainingTime) {
+  testing::TempDir tmp;
+  const std::string body = std::string("epochs = 1\n") + GetParam().body +
+                           "[cluster]\ntransport = sim\n[network]\nlatency_us = 4000\n";
+  const SimRun often = RunConfig(tmp, "often", body + "[metrics]\neval_every_epochs = 0.2\n");
+  const SimRun once = RunConfig(tmp, "once", body + "[metrics]\neval_every_epochs = 1000\n");
+  ASSERT_EQ(often.status, 0) << often.err << often.out;
+  ASSERT_EQ(once.status, 0) << once.err << once.out;
+  EXPECT_GE(RowsWithoutTime(often).size(), 4u);
+  EXPECT_EQ(RowsWithoutTime(once).size(), 2u);
+  EXPECT_EQ(SummaryCell(often, "wall_time_s"), SummaryCell(once, "wall_time_s"));
+  EXPECT_EQ(SummaryCell(often, "steps"), SummaryCell(once, "steps"));
+  EXPECT_EQ(often.Provenance()["sim_control_time_s"], once.Provenance()["sim_control_time_s"]);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Strategies, SimCollectiveClock,
+    ::testing::Values(
+        // Stragglers too: allreduce_sgd's ranks meet at every step anyway.
+        EvalCase{"allreduce_sgd",
+                 "[algorithm]\nname = allreduce_sgd\nworkers = 3\nlearning_rate = 0.1\n"
+                 "[delay]\ncompute = lognormal\nmean_ms = 2\nstddev_ms = 1\n"
+                 "straggler_fraction = 0.34\nstraggler_factor = 3\n"},
+        EvalCase{"local_sgd",
+                 "[algorithm]\nname = local_sgd\nworkers = 3\nwindow = 3\nlearning_rate = 0.1\n"
+                 "[delay]\ncompute = constant\nmean_ms = 2\n"},
+        EvalCase{"dpsgd",
+                 "[algorithm]\nname = dpsgd\nworkers = 4\nlearning_rate = 0.1\n"
+                 "[delay]\ncompute = constant\nmean_ms = 2\n"}),
+    [](const auto& p) { return std::string(p.param.name); });
+
 // dpsgd's gossip step is a constant number of link hops whatever the number of workers: a
 // step's virtual time (between runs of 17 and 31 steps per worker, which both vote on
 // stopping at step 16 only) is the same at 4 and 8 workers: the compute and four hops
@@ -219,7 +221,7 @@ TEST(SimCollectiveRunTime, DpsgdStepIsConstantInTheWorkers) {
     const int steps[2] = {17, 31};
     for (int i = 0; i < 2; ++i) {
       const std::string label = "dpsgd-" + std::to_string(workers) + "-" + std::to_string(i);
-      const CollRun r = RunConfig(
+      const SimRun r = RunConfig(
           tmp, label,
           "epochs = 100\nmax_steps = " + std::to_string(steps[i] * workers) +
               "\n[metrics]\neval_every_epochs = 1000\n[algorithm]\nname = dpsgd\nworkers = " +
@@ -237,11 +239,12 @@ TEST(SimCollectiveRunTime, DpsgdStepIsConstantInTheWorkers) {
   EXPECT_NEAR(eight, 0.045, 1e-4);
 }
 
+// Refusals: one line naming the key, exit status 2, no run folder.
 TEST(SimCollectiveRunRefusal, CheckpointsAreRefused) {
   testing::TempDir tmp;
-  const CollRun r = RunConfig(tmp, "bad",
-                          "checkpoint_every_steps = 10\n[algorithm]\nname = allreduce_sgd\n"
-                          "workers = 2\n[cluster]\ntransport = sim\n");
+  const SimRun r = RunConfig(tmp, "bad",
+                             "checkpoint_every_steps = 10\n[algorithm]\nname = allreduce_sgd\n"
+                             "workers = 2\n[cluster]\ntransport = sim\n");
   EXPECT_EQ(r.status, 2);
   EXPECT_THAT(r.err, HasSubstr("experiment.checkpoint_every_steps"));
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;

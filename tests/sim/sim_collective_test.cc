@@ -2,13 +2,16 @@
 // gloo's algorithms on the same vectors, and the exact virtual time of its schedules.
 #include "sim/sim_collective.h"
 
+#include <algorithm>
 #include <bit>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <memory>
 #include <random>
+#include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -171,6 +174,68 @@ TEST(GlooOrderAllreduce, OrderMattersOnTheTestVectors) {
   }
 }
 
+// The chains of the ring algorithms as their comments state them, one chunk at a time:
+// chunk c of the ring starts at rank c−1 and goes down the ranks to c; chunk k of
+// ring_chunked starts at rank ⌊k/2⌋ and goes up to ⌊k/2⌋−1. Each hop is gloo's
+// sum(local, received) or max(local, received).
+std::vector<float> ChainReference(col::Algorithm algorithm,
+                                  const std::vector<std::vector<float>>& v, col::ReduceOp op) {
+  const std::size_t n = v.size(), count = v[0].size();
+  std::vector<float> out(count);
+  auto fold = [&](std::size_t begin, std::size_t end, std::size_t start, bool down) {
+    for (std::size_t i = begin; i < std::min(end, count); ++i) {
+      std::size_t r = start;
+      float acc = v[r][i];
+      for (std::size_t hop = 1; hop < n; ++hop) {
+        r = down ? (r + n - 1) % n : (r + 1) % n;
+        acc = op == col::ReduceOp::kMax ? std::max(v[r][i], acc) : v[r][i] + acc;
+      }
+      out[i] = acc;
+    }
+  };
+  if (algorithm == col::Algorithm::kRing) {
+    const std::size_t chunk =
+        col::GlooRingSegments(static_cast<int>(n), count).chunk_bytes / sizeof(float);
+    for (std::size_t c = 0; c < n; ++c) fold(c * chunk, (c + 1) * chunk, (c + n - 1) % n, true);
+  } else {
+    const std::size_t chunk = std::max<std::size_t>(256, (count + 2 * n - 1) / (2 * n));
+    for (std::size_t k = 0; k < 2 * n; ++k) fold(k * chunk, (k + 1) * chunk, k / 2, false);
+  }
+  return out;
+}
+
+// The ring algorithms' one result, computed by two sweeps over the ranks, folds every
+// chunk in its chain's order, at sizes gloo cannot be run at here (up to 1,024 ranks, where
+// most of the ring's chunks are a segment or empty), for sums and maxima; GlooOrderReduce
+// leaves the ranks' vectors alone and GlooOrderAllreduce gives every rank that result.
+TEST(GlooOrderReduce, FoldsEveryChunkInItsChainsOrder) {
+  for (col::Algorithm algorithm : {col::Algorithm::kRing, col::Algorithm::kRingChunked}) {
+    for (const auto& [ranks, count] : std::vector<std::pair<int, std::size_t>>{{2, 1},
+                                                                               {3, 1000},
+                                                                               {9, 300000},
+                                                                               {37, 100003},
+                                                                               {256, 70001},
+                                                                               {1024, 3000},
+                                                                               {1024, 40000}}) {
+      for (col::ReduceOp op : {col::ReduceOp::kSum, col::ReduceOp::kMax}) {
+        auto v = RandomVectors(ranks, count, 11 + static_cast<uint64_t>(ranks));
+        const std::vector<float> want = ChainReference(algorithm, v, op);
+        const auto before = v;
+        std::vector<std::span<float>> spans(v.begin(), v.end());
+        std::vector<float> out(count);
+        GlooOrderReduce(algorithm, spans, op, out);
+        const std::string what = std::string(col::AlgorithmName(algorithm)) + ", " +
+                                 std::to_string(ranks) + " ranks, " + std::to_string(count) +
+                                 (op == col::ReduceOp::kMax ? " floats, max" : " floats, sum");
+        ASSERT_EQ(Bits(out), Bits(want)) << what;
+        ASSERT_EQ(v, before) << what;
+        GlooOrderAllreduce(algorithm, spans, op);
+        for (const auto& x : v) ASSERT_EQ(Bits(x), Bits(want)) << what;
+      }
+    }
+  }
+}
+
 // 1 Gbyte/s of payload and 10 µs of latency.
 NetworkOptions KnownLink() {
   NetworkOptions n;
@@ -255,6 +320,61 @@ TEST(SimCollectiveTime, SendWaitsForTheReceiveAndArrivesAfterTheLink) {
   EXPECT_EQ(sent, microseconds(104));
   EXPECT_EQ(received, microseconds(114));
   EXPECT_EQ(got, std::vector<float>(1000, 2.5f));
+}
+
+// Untimed handles: an operation every rank joins through one takes no virtual time, but
+// still waits for the last rank and reduces as any other; a rank that joins it through a
+// timed handle while the others use untimed ones fails with a CollectiveError, and an
+// untimed handle sends nothing.
+TEST(SimCollectiveTime, UntimedHandlesTakeNoTime) {
+  Scheduler sched;
+  SimCollectiveGroup group(&sched, KnownLink(), 4, col::Algorithm::kRing);
+  std::vector<Duration> resumed(4);
+  for (int r = 0; r < 4; ++r) {
+    sched.Spawn("rank", [&, r] {
+      const auto timed = group.Rank(r);
+      const auto untimed = group.Rank(r, false);
+      std::vector<float> v(4000, 1.0f);
+      sched.Sleep(r == 2 ? milliseconds(5) : milliseconds(1));
+      untimed->Allreduce(v, col::ReduceOp::kSum);
+      resumed[static_cast<std::size_t>(r)] = sched.Now();
+      EXPECT_EQ(v[0], 4.0f);
+      timed->Allreduce(v, col::ReduceOp::kSum);  // 84 µs (the test above)
+      untimed->Barrier();
+      EXPECT_EQ(sched.Now(), milliseconds(5) + microseconds(84));
+      EXPECT_EQ(v[3999], 16.0f);
+      EXPECT_THROW(untimed->Send((r + 1) % 4, v, 1), col::CollectiveError);
+    });
+  }
+  sched.Run();
+  EXPECT_EQ(sched.unfinished_tasks(), 0);
+  for (Duration t : resumed) EXPECT_EQ(t, milliseconds(5));
+  EXPECT_EQ(group.stats().operations, 3);
+  EXPECT_EQ(group.stats().time, microseconds(84));
+  EXPECT_EQ(group.stats().waited, 3 * milliseconds(4));
+}
+
+TEST(SimCollective, RanksMustJoinThroughHandlesAlike) {
+  Scheduler sched;
+  SimCollectiveGroup group(&sched, {}, 2, col::Algorithm::kRing);
+  std::vector<std::string> errors;
+  for (int r = 0; r < 2; ++r) {
+    sched.Spawn("rank", [&, r] {
+      std::vector<float> v(10, 1.0f);
+      try {
+        group.Rank(r, r == 0)->Allreduce(v);
+      } catch (const col::CollectiveError& e) {
+        errors.push_back(e.what());
+      }
+    });
+  }
+  sched.Run();
+  ASSERT_EQ(errors.size(), 1u);  // the second to arrive
+  EXPECT_NE(errors[0].find("every rank must use handles alike"), std::string::npos) << errors[0];
+  group.Shutdown();  // the first one waits for a peer that left
+  sched.Run();
+  EXPECT_EQ(sched.unfinished_tasks(), 0);
+  EXPECT_EQ(errors.size(), 2u);
 }
 
 // A rank that never comes: Shutdown fails the blocked ones with one CollectiveError.

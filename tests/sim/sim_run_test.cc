@@ -15,6 +15,7 @@
 #include "experiments/analysis/compare.h"
 #include "experiments/cli/cli.h"
 #include "experiments/record/metrics.h"
+#include "tests/sim/sim_run_helpers.h"
 #include "tests/support/test_util.h"
 
 namespace asgd::experiments {
@@ -29,47 +30,15 @@ const char* kProblem =
     "[data]\ndataset = synthetic\nsynthetic_train = 2000\nsynthetic_test = 500\n"
     "synthetic_classes = 3\nsynthetic_features = 16\n[model]\nname = mlp\nhidden = 16\n";
 
-struct SimRun {
-  int status = 0;
-  std::string out, err, dir;  // dir: the run folder ("" if none)
-  std::string File(const std::string& name) const { return ReadFile(dir + "/" + name); }
-  nlohmann::json Provenance() const { return nlohmann::json::parse(File("provenance.json")); }
-};
+using sim_run_helpers::Cells;
+using sim_run_helpers::SimRun;
+using sim_run_helpers::SummaryCell;
+using sim_run_helpers::SummaryWithoutRunId;
 
 // Runs `body` (then kProblem; body starts in [experiment]) into its own folder under tmp; `label`
 // names the config.
 SimRun RunSim(const testing::TempDir& tmp, const std::string& label, const std::string& body) {
-  const std::string runs = tmp.File(label + "-runs");
-  const std::string config = tmp.File(label + ".ini");
-  testing::WriteTestFile(config, "[experiment]\nname = " + label +
-                                     "\nprogress = off\nlog_level = error\nout_dir = " + runs +
-                                     "\n" + body + kProblem);
-  std::ostringstream out, err;
-  SimRun r;
-  r.status = Main({"run", config}, out, err);
-  r.out = out.str();
-  r.err = err.str();
-  if (fs::exists(runs)) {
-    for (const auto& e : fs::directory_iterator(runs)) r.dir = e.path().string();
-  }
-  return r;
-}
-
-// A CSV line's cells (no quoting: the files compared here have none).
-std::vector<std::string> Cells(const std::string& line) {
-  std::vector<std::string> cells;
-  std::stringstream split(line);
-  for (std::string cell; std::getline(split, cell, ',');) cells.push_back(cell);
-  return cells;
-}
-
-// summary.csv without its first field (run_id: the folder's name, which holds the start
-// time).
-std::string SummaryWithoutRunId(const SimRun& r) {
-  std::istringstream in(r.File("summary.csv"));
-  std::string line, out;
-  while (std::getline(in, line)) out += line.substr(line.find(',')) + "\n";
-  return out;
+  return sim_run_helpers::RunConfig(tmp, label, body, kProblem);
 }
 
 const char* kStragglers =
@@ -186,20 +155,6 @@ TEST(SimRun, OneWorkerEqualsTheMemoryStoreRun) {
   std::ostringstream alone;
   CompareRuns(options, alone);
   EXPECT_THAT(alone.str(), Not(HasSubstr("note:")));
-}
-
-// A summary.csv cell by column name.
-std::string SummaryCell(const SimRun& r, const std::string& column) {
-  std::istringstream in(r.File("summary.csv"));
-  std::string header, row;
-  std::getline(in, header);
-  std::getline(in, row);
-  const std::vector<std::string> names = Cells(header), cells = Cells(row);
-  for (std::size_t i = 0; i < names.size() && i < cells.size(); ++i) {
-    if (names[i] == column) return cells[i];
-  }
-  ADD_FAILURE() << "summary.csv has no column " << column;
-  return "";
 }
 
 // Compressed pushes in virtual time (issue 17 item 2 under issue 13's transport): each
