@@ -48,7 +48,8 @@ struct TransportCpu {
   bool active() const { return per_message > Duration::zero() || ns_per_byte > 0; }
   // One end's CPU for a message of `bytes` payload bytes (rounded to whole ns).
   Duration Cost(int64_t bytes) const;
-  // Throws asgd::ConfigError naming the key for a negative or NaN value.
+  // Throws asgd::ConfigError naming the key for a negative or NaN value (or, per byte,
+  // one above 1e6 ns).
   void Validate() const;
 };
 
@@ -58,9 +59,7 @@ class CorePool {
   explicit CorePool(int cores);
 
   // A step of length `work` asked for at virtual time `now`: returns when it ends (on the
-  // earliest-free core, which it then holds until that time). Requests are served in the
-  // order of the calls: a call with `now` later than the scheduler's time (a thread that
-  // goes on at once with its next piece of work) books its core from then on.
+  // earliest-free core, which it then holds until that time).
   Duration Run(Duration now, Duration work);
 
   int cores() const { return static_cast<int>(free_at_.size()); }
