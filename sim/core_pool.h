@@ -13,20 +13,45 @@
 // FCFS, not the kernel's processor sharing: a saturated host completes the same number of
 // steps per second under both (C per step time), but under FCFS a step's latency is
 // "wait, then run at full speed" rather than "run slower", so the order in which pushes
-// reach the shards (and so staleness) may differ in detail. What the pool leaves out: the
-// shard servers' own CPU work (they do not take cores here), the evaluator, cache and
-// memory-bandwidth contention, and the scheduler's time slices.
+// reach the shards (and so staleness) may differ in detail.
+//
+// The transport's CPU (TransportCpu below, sim.transport_us_per_message and
+// sim.transport_ns_per_byte) takes cores from the same pool: with a charge set, the
+// simulated store (sim/sim_store.h) asks the pool for each message's CPU at both of its
+// ends, so on a host of C cores the gradients and the messages' handling compete for
+// them, first come first served. What the pool still leaves out: the shard server's
+// per-element time (network.server_*, its own thread beside the cores), the evaluator,
+// cache and memory-bandwidth contention, and the scheduler's time slices.
 //
 // Deterministic: the earliest-free core is chosen with ties to the lowest index, and the
 // caller's order of requests at one virtual instant is the scheduler's event order.
 // Thread safety: none (one scheduler thread).
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "core/clock.h"
 
 namespace asgd::sim {
+
+// The CPU a message costs at each of its ends (its sender before the wire, its receiver
+// after arrival): per_message + payload bytes x ns_per_byte (sim/sim_store.h says where
+// each charge falls). Both zero (the default): no charge, and the store behaves exactly
+// as without it.
+struct TransportCpu {
+  // sim.transport_us_per_message: CPU per message at each end. Default 0. >= 0.
+  Duration per_message{};
+  // sim.transport_ns_per_byte: CPU per payload byte at each end, ns. Default 0. >= 0.
+  double ns_per_byte = 0;
+
+  bool active() const { return per_message > Duration::zero() || ns_per_byte > 0; }
+  // One end's CPU for a message of `bytes` payload bytes (rounded to whole ns).
+  Duration Cost(int64_t bytes) const;
+  // Throws asgd::ConfigError naming the key for a negative or NaN value (or, per byte,
+  // one above 1e6 ns).
+  void Validate() const;
+};
 
 class CorePool {
  public:

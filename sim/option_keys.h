@@ -4,7 +4,8 @@
 //   delay.*    the step-time model (sim/delay_model.h): simulated runs and, later, the
 //              injected sleeps of real runs
 //   network.*  the network and server cost model (sim/network_model.h): simulated runs
-//   sim.*      the scheduler (sim/scheduler.h) and the host's cores (sim/core_pool.h)
+//   sim.*      the scheduler (sim/scheduler.h), the host's cores and the transport's CPU
+//              on them (sim/core_pool.h)
 #pragma once
 
 #include <string_view>
@@ -33,5 +34,7 @@ inline constexpr std::string_view kServerUsPerMessage = "network.server_us_per_m
 inline constexpr std::string_view kStackKib = "sim.stack_kib";
 inline constexpr std::string_view kCores = "sim.cores";
 inline constexpr std::string_view kShareBuffers = "sim.share_buffers";
+inline constexpr std::string_view kTransportUsPerMessage = "sim.transport_us_per_message";
+inline constexpr std::string_view kTransportNsPerByte = "sim.transport_ns_per_byte";
 
 }  // namespace asgd::sim::keys

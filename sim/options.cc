@@ -51,6 +51,13 @@ constexpr std::array kKeys = {
     OptionKey{keys::kCores, "0",
               "cores the workers' steps share, first come first served (a real run's host: "
               "calibration); 0 = every worker has a machine of its own"},
+    OptionKey{keys::kTransportUsPerMessage, "0",
+              "CPU each message costs at each end (the sender before the wire, the receiver "
+              "after arrival), us, taken from the sim.cores cores (0 cores: each end's own "
+              "machine); parameter-server strategies"},
+    OptionKey{keys::kTransportNsPerByte, "0",
+              "CPU each message costs at each end per payload byte, ns (with "
+              "sim.transport_us_per_message)"},
     OptionKey{keys::kShareBuffers, "true",
               "the simulated workers share the model's scratch and a gradient buffer (one "
               "worker runs at a time; the same results); false: each worker owns its own"},
@@ -81,6 +88,7 @@ void SimOptions::Validate() const {
   delay.Validate();
   network.Validate();
   scheduler.Validate();
+  transport_cpu.Validate();
   if (cores < 0) throw ConfigError(std::string(keys::kCores), std::to_string(cores), ">= 0");
 }
 
@@ -134,6 +142,10 @@ void ApplySimOption(SimOptions* o, std::string_view key, std::string_view value)
       throw ConfigError(std::string(key), std::string(value), "a whole number of cores >= 0");
     }
     o->cores = static_cast<int>(n);
+  } else if (key == keys::kTransportUsPerMessage) {
+    o->transport_cpu.per_message = Checked(key, value, 1e3);
+  } else if (key == keys::kTransportNsPerByte) {
+    o->transport_cpu.ns_per_byte = Number(key, value);
   } else if (key == keys::kShareBuffers) {
     const std::optional<bool> b = ParseBool(value);
     if (!b) throw ConfigError(std::string(key), std::string(value), "true or false");

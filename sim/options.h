@@ -35,6 +35,11 @@ struct SimOptions {
   // sim.cores: the cores the workers' steps share, first come first served
   // (sim/core_pool.h); 0 = every worker has a machine of its own. Default 0. >= 0.
   int cores = 0;
+  // sim.transport_us_per_message, sim.transport_ns_per_byte: the CPU each message costs at
+  // each of its ends, on the cores above (sim/core_pool.h: TransportCpu; where each charge
+  // falls: sim/sim_store.h). Default 0 and 0: no charge. Parameter-server strategies only
+  // (the simulated collectives do not read it).
+  TransportCpu transport_cpu;
   // sim.share_buffers: the simulated workers of a scheduler share the model's scratch and
   // a gradient buffer, and async_sgd's worker pushes from its parameters
   // (experiments/run/worker_loop.h: SharedWorkerScratch). The same results either way;
@@ -42,7 +47,7 @@ struct SimOptions {
   // Default true.
   bool share_buffers = true;
 
-  // Validates the parts (sim.cores too).
+  // Validates the parts (sim.cores and the transport's CPU too).
   void Validate() const;
 };
 

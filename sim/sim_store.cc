@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <deque>
+#include <utility>
 
 #include "core/check.h"
 #include "core/error.h"
@@ -81,6 +83,10 @@ struct SimStore::Shard {
   std::unique_ptr<transport::ShardCore> core;
   std::vector<transport::Payload::Piece> pieces;   // scratch for pushes
   std::vector<std::span<const std::byte>> frames;  // scratch for compressed pushes
+  // With a transport charge: the shard's I/O thread's jobs (a message's CPU, then what
+  // follows it), one at a time, and whether it runs one.
+  std::deque<std::pair<Duration, std::function<void()>>> io;
+  bool io_busy = false;
 };
 
 SimStore::SimStore(sim::Scheduler* sched, sim::NetworkModel* network,
@@ -111,6 +117,15 @@ SimStore::SimStore(sim::Scheduler* sched, sim::NetworkModel* network,
 }
 
 SimStore::~SimStore() = default;
+
+void SimStore::ChargeTransportCpu(CorePool* cores, const TransportCpu& cpu) {
+  ASGD_CHECK(cores != nullptr, "SimStore::ChargeTransportCpu needs the core pool");
+  cpu.Validate();
+  if (!cpu.active()) return;
+  cores_ = cores;
+  cpu_ = cpu;
+  inline_ = false;
+}
 
 void SimStore::ReadValues(std::span<float> out) const {
   ASGD_CHECK_EQ(static_cast<int64_t>(out.size()), size(), "SimStore::ReadValues");
@@ -208,6 +223,23 @@ Status SimStore::Request(Call& call) {
       continue;
     }
     const int64_t bytes = RequestBytes(s, call);
+    if (cores_ != nullptr) {
+      // 1. Client send: this task holds a core for the request's CPU, then hands the
+      // request to the network.
+      const Duration now = sched_->Now();
+      const Duration cpu_done = cores_->Run(now, cpu_.Cost(bytes));
+      if (cpu_done > now) sched_->Sleep(cpu_done - now);
+      const Duration at_shard =
+          network_->SendToShard(static_cast<int>(call.worker), s, bytes, sched_->Now());
+      sched_->At(at_shard, [this, s, &call, bytes] {
+        // 2. Shard receive, on the shard's I/O thread; then its server thread.
+        ShardIo(s, cpu_.Cost(bytes), [this, s, &call] {
+          const Duration served = network_->Serve(s, ServedElements(s, call.op), sched_->Now());
+          sched_->At(served, [this, s, &call] { Handle(s, call); });
+        });
+      });
+      continue;
+    }
     const Duration arrived =
         network_->SendToShard(static_cast<int>(call.worker), s, bytes, sched_->Now());
     sched_->At(arrived, [this, s, &call] {
@@ -287,7 +319,41 @@ void SimStore::Handle(int s, Call& call) {
   Reply(s, call, bytes);
 }
 
+void SimStore::ShardIo(int s, Duration cpu, std::function<void()> then) {
+  Shard& shard = *shards_[static_cast<std::size_t>(s)];
+  shard.io.emplace_back(cpu, std::move(then));
+  if (!shard.io_busy) NextShardIo(s);
+}
+
+void SimStore::NextShardIo(int s) {
+  Shard& shard = *shards_[static_cast<std::size_t>(s)];
+  if (shard.io.empty()) {
+    shard.io_busy = false;
+    return;
+  }
+  shard.io_busy = true;
+  auto job = std::move(shard.io.front());
+  shard.io.pop_front();
+  const Duration done = cores_->Run(sched_->Now(), job.first);
+  sched_->At(done, [this, s, then = std::move(job.second)] {
+    then();
+    NextShardIo(s);
+  });
+}
+
 void SimStore::Reply(int s, Call& call, int64_t bytes) {
+  if (cores_ != nullptr) {
+    // 3. Shard reply send, on the shard's I/O thread; then the wire; then 4. client
+    // receive: a core for the reply's CPU, after which the call's shard is done.
+    ShardIo(s, cpu_.Cost(bytes), [this, s, &call, bytes] {
+      const Duration arrives =
+          network_->SendToWorker(s, static_cast<int>(call.worker), bytes, sched_->Now());
+      sched_->At(arrives, [this, &call, bytes] {
+        sched_->At(cores_->Run(sched_->Now(), cpu_.Cost(bytes)), [&call] { call.done->Done(); });
+      });
+    });
+    return;
+  }
   const Duration now = sched_->Now();
   const Duration arrives = network_->SendToWorker(s, static_cast<int>(call.worker), bytes, now);
   if (arrives == now && sched_->Current() == call.task) {

@@ -46,6 +46,35 @@
 // request is charged all of it when it is served, before the rule holds it (a held
 // push-pull's read happens at its release, but its server time was paid on arrival).
 //
+// The transport's CPU (ChargeTransportCpu: sim.transport_us_per_message,
+// sim.transport_ns_per_byte, on the sim.cores pool the gradients use). Each message costs
+// CPU at both of its ends, c(b) = per_message + b x ns_per_byte for its b payload bytes
+// (the bytes above), and each charge is a request to the CorePool, first come first
+// served with the workers' steps. A round trip to shard s is four charges:
+//   1. client send: the calling task holds a core for c(request) (waiting for one if all
+//      are busy), shard after shard; each request goes on the wire when its CPU ends;
+//   2. shard receive: when a request has fully arrived, the shard's I/O thread holds a
+//      core for c(request); then the request queues for the shard's server thread
+//      (network.server_*: its own time, not a core's) and the rule runs;
+//   3. shard reply send: the I/O thread holds a core for c(reply), then the reply goes on
+//      the wire;
+//   4. client receive: when a reply has arrived, a core for c(reply) (several shards'
+//      replies may take different cores at once); the call returns when the last reply's
+//      receive CPU ends.
+// Each shard has one I/O thread (as a ZeroMQ context has by default) that does its
+// receives and reply sends one at a time, in the order they were asked for, beside the
+// server thread that runs the rule: so a shard receives one request while its server
+// thread serves the previous one, and a rule that releases several held requests at once
+// sends their replies one after the other. The wire (the network model) and the cores
+// are different resources: a message's CPU at its sender precedes its wire time, the
+// receiver's CPU follows its arrival, and the NICs are booked only while the message
+// moves. With sim.cores = 0 (a machine per worker and per shard server) every charge
+// still adds its time but none waits for a core: each end's CPU is its own machine's
+// (a shard's I/O thread stays one thread). Pulls, acks and clocks carry 0 payload bytes,
+// so they cost per_message at each end. Without a charge (both zero, the default) none
+// of this happens: the code path, the events and so every result are the same as before
+// the charge existed.
+//
 // Shutdown fails every held request (kShuttingDown, the reply sent at once) and answers
 // every later request the same way without touching the network; values() still reads.
 //
@@ -67,6 +96,7 @@
 #include "ps/placement.h"
 #include "ps/shard_core.h"
 #include "ps/staleness.h"
+#include "sim/core_pool.h"
 #include "sim/network_model.h"
 #include "sim/scheduler.h"
 
@@ -91,8 +121,14 @@ class SimStore final : public transport::ParamStore {
   const transport::Placement& placement() const { return placement_; }
   // The virtual clock the shards use (the scheduler's time).
   const Clock& clock() const { return clock_; }
-  // True when requests are served inline (the zero-cost network above).
+  // True when requests are served inline (the zero-cost network above, no transport
+  // CPU).
   bool inline_service() const { return inline_; }
+
+  // Charges each message's CPU at its two ends on `cores` (the header comment; not owned,
+  // must outlive the store; the pool the workers' steps use). Without a charge
+  // (!cpu.active()) nothing changes. REQUIRES: before the first request; cores != null.
+  void ChargeTransportCpu(CorePool* cores, const TransportCpu& cpu);
 
   // The whole vector, gathered from the shards (no simulated time passes).
   void ReadValues(std::span<float> out) const;
@@ -140,7 +176,7 @@ class SimStore final : public transport::ParamStore {
     int shard = 0;
     transport::Op op = transport::Op::kPull;
     uint32_t worker = 0;
-    Duration sent{};    // when the worker handed the call to the network
+    Duration sent{};    // when the worker made the call (Call::sent)
     Duration served{};  // now
     int64_t request_bytes = 0;
     int64_t elements = 0;  // ServedElements
@@ -158,6 +194,10 @@ class SimStore final : public transport::ParamStore {
 
   void Handle(int shard, Call& call);
   void Reply(int shard, Call& call, int64_t bytes);
+  // With a transport charge: a job for shard s's I/O thread (FIFO, one at a time): hold a
+  // core for `cpu`, then run `then`.
+  void ShardIo(int shard, Duration cpu, std::function<void()> then);
+  void NextShardIo(int shard);
   void Fill(int shard, Call& call, const transport::ReplyBuffer* payload) const;
   int64_t RequestBytes(int shard, const Call& call) const;
 
@@ -167,6 +207,8 @@ class SimStore final : public transport::ParamStore {
   transport::Placement placement_;
   bool inline_ = false;
   bool shut_down_ = false;
+  CorePool* cores_ = nullptr;  // with a transport charge only
+  TransportCpu cpu_;
   std::vector<std::unique_ptr<Shard>> shards_;
   std::function<void(const Service&)> observer_;
 };
@@ -189,7 +231,7 @@ struct SimStore::Call {
   bool dropped = false;
   sim::Completion* done = nullptr;
   sim::TaskId task = sim::kNoTask;
-  Duration sent{};  // when Request handed it to the network
+  Duration sent{};  // when the worker made the call (its send CPU, if any, follows)
 };
 
 // A simulated worker's client: SimStore::Request per call, versions kept per shard (as

@@ -81,14 +81,15 @@ void CheckSimulable(const Config& config, const RunRequest& request,
 // session is told of every step as it happens in virtual time.
 class SimRun {
  public:
-  SimRun(const Problem& problem, RunSession& session, sim::Scheduler& sched, tp::ParamStore& store)
+  SimRun(const Problem& problem, RunSession& session, sim::Scheduler& sched, tp::ParamStore& store,
+         sim::CorePool& cores)
       : problem_(problem),
         session_(session),
         sched_(sched),
         clock_(sched),
         delay_(problem.plan.sim.delay, problem.plan.workers,
                DeriveSeed(problem.plan.seed, "delay")),
-        cores_(problem.plan.sim.cores),
+        cores_(cores),
         centre_(static_cast<std::size_t>(problem.n_params)) {
     for (int w = 0; w < problem.plan.workers; ++w) {
       const alg::CompressingClient* compressing = nullptr;
@@ -200,7 +201,7 @@ class SimRun {
   sim::Scheduler& sched_;
   sim::VirtualClock clock_;
   sim::DelayModel delay_;
-  sim::CorePool cores_;
+  sim::CorePool& cores_;                         // the gradients' and the transport's CPU
   std::unique_ptr<SharedWorkerScratch> shared_;  // made in Run, before the loops
   AlignedVector<float> centre_;
   std::vector<std::unique_ptr<WorkerLoop>> loops_;
@@ -233,13 +234,19 @@ RunResult RunSimulated(const Config& config, const RunRequest& request, std::ost
   parts.scheduler = &sched;
   parts.network = &network;
   std::unique_ptr<tp::ParamStore> store = NewParamStore(config, problem, parts);
+  // The host's cores: the workers' steps and, with a transport charge, every message's CPU
+  // at both ends (sim/sim_store.h).
+  sim::CorePool cores(plan.sim.cores);
+  auto* sim_store = dynamic_cast<sim::SimStore*>(store.get());
+  ASGD_CHECK(sim_store != nullptr, "a simulated run's store is a SimStore");
+  sim_store->ChargeTransportCpu(&cores, plan.sim.transport_cpu);
   session.training().Start();
   ASGD_LOG(kInfo, "run ", session.run().id(), ": ", plan.name, " with ", plan.workers,
            " simulated workers and ", store->Describe(), " (", time_model, "), ",
            problem.model->Describe(), ", ", problem.data.train.name, " (",
            problem.data.train.num_examples, " examples)");
 
-  SimRun run(problem, session, sched, *store);
+  SimRun run(problem, session, sched, *store, cores);
   run.Evaluate(*store, false);  // the initial parameters, at virtual time 0
   const std::string reason = run.Run(config, *store);
   const double end_s = session.Seconds();

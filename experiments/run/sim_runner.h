@@ -6,6 +6,9 @@
 // only time is simulated: after each gradient the worker sleeps the step time of the
 // delay model ([delay]: measured CPU time x scale, constant, or a distribution, with
 // stragglers and pauses), and every store call travels the network model ([network]).
+// The steps take a core of sim.cores (sim/core_pool.h) and, with sim.transport_* set, so
+// does every message's CPU at both of its ends (sim/sim_store.h); provenance.json's
+// sim_core_wait_s is the time all of them waited for a core.
 //
 // The run core is the other drivers': RunRecorder, StopPolicy, EvalSchedule, and a
 // TrainingClock on the virtual clock, so every time in the run folder (convergence.csv's

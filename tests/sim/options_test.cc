@@ -26,7 +26,7 @@ TEST(SimOptions, DefaultsAreValidAndEveryKeyIsDocumented) {
     const std::string value = k.default_value == "(preset)" ? "1" : std::string(k.default_value);
     EXPECT_NO_THROW(ApplySimOption(&copy, k.key, value)) << k.key;
   }
-  EXPECT_EQ(seen.size(), 20u);
+  EXPECT_EQ(seen.size(), 22u);
 }
 
 TEST(SimOptions, PresetFirstThenOverrides) {
@@ -39,6 +39,8 @@ TEST(SimOptions, PresetFirstThenOverrides) {
       {"delay.speeds", "1, 2,4"},
       {"sim.stack_kib", "1024"},
       {"sim.cores", "2"},
+      {"sim.transport_us_per_message", "12.5"},
+      {"sim.transport_ns_per_byte", "0.3"},
   });
   EXPECT_EQ(o.network.latency, microseconds(40));
   EXPECT_DOUBLE_EQ(o.network.link_bandwidth, NetworkPreset("dc_10gbe").link_bandwidth);
@@ -48,6 +50,13 @@ TEST(SimOptions, PresetFirstThenOverrides) {
   EXPECT_EQ(o.delay.speeds, (std::vector<double>{1, 2, 4}));
   EXPECT_EQ(o.scheduler.stack_bytes, 1024u * 1024u);
   EXPECT_EQ(o.cores, 2);
+  EXPECT_EQ(o.transport_cpu.per_message, std::chrono::nanoseconds(12'500));
+  EXPECT_DOUBLE_EQ(o.transport_cpu.ns_per_byte, 0.3);
+  // One end's CPU for a message of 1,000 payload bytes: 12.5 us + 300 ns.
+  EXPECT_EQ(o.transport_cpu.Cost(1000), std::chrono::nanoseconds(12'800));
+  // The defaults charge nothing.
+  EXPECT_FALSE(SimOptions().transport_cpu.active());
+  EXPECT_TRUE(o.transport_cpu.active());
 }
 
 // One goodput rule for presets and explicit rates (issue 30): an explicit network.link_gbps
@@ -86,6 +95,11 @@ TEST(SimOptions, BadValuesAreOneLineNamingTheKey) {
       {{"sim.cores", "-1"}},
       {{"sim.cores", "1.5"}},
       {{"sim.share_buffers", "sometimes"}},
+      {{"sim.transport_us_per_message", "-1"}},
+      {{"sim.transport_us_per_message", "fast"}},
+      {{"sim.transport_ns_per_byte", "-0.5"}},
+      {{"sim.transport_ns_per_byte", "nan"}},
+      {{"sim.transport_ns_per_byte", "1e300"}},
       {{"delay.mean", "5"}},  // unknown key
   };
   for (const auto& values : bad) {

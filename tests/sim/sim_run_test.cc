@@ -234,6 +234,32 @@ TEST(SimRun, WorkersSharingTwoCoresTakeTwiceAsLong) {
   EXPECT_THAT(shared.Provenance()["time_model"].get<std::string>(), HasSubstr("sim.cores=2"));
 }
 
+// sim.transport_us_per_message reaches the store and takes the cores: one worker on one
+// core, a free network, constant 5 ms steps and 1 ms of CPU per message at each end. The
+// run is the initial pull's four charges (4 ms) and, per step, the gradient and its
+// push-pull's four charges (9 ms): 4 + 20 x 9 = 184 ms for 20 steps.
+TEST(SimRun, TransportCpuIsChargedOnTheCores) {
+  testing::TempDir tmp;
+  const std::string body =
+      "max_steps = 20\n[metrics]\neval_every_epochs = 100\n[algorithm]\nname = async_sgd\n"
+      "[cluster]\ntransport = sim\n[delay]\ncompute = constant\nmean_ms = 5\n"
+      "[sim]\ncores = 1\ntransport_us_per_message = 1000\n";
+  const SimRun one = RunSim(tmp, "one", body + "[algorithm]\nworkers = 1\n");
+  ASSERT_EQ(one.status, 0) << one.err << one.out;
+  EXPECT_EQ(SummaryCell(one, "steps"), "20");
+  EXPECT_EQ(SummaryCell(one, "wall_time_s"), "0.184");
+  EXPECT_EQ(one.Provenance()["sim_core_wait_s"], "0");
+  EXPECT_THAT(one.Provenance()["time_model"].get<std::string>(),
+              HasSubstr("sim.transport_us_per_message=1000"));
+  // Two workers: every step's 9 ms and both initial pulls' 4 ms on the one core, which is
+  // never idle, so the run lasts their sum.
+  const SimRun two = RunSim(tmp, "two", body + "[algorithm]\nworkers = 2\n");
+  ASSERT_EQ(two.status, 0) << two.err << two.out;
+  const int64_t steps = std::stoll(SummaryCell(two, "steps"));
+  EXPECT_NEAR(std::stod(SummaryCell(two, "wall_time_s")), 0.008 + 0.009 * steps, 5e-4) << steps;
+  EXPECT_GT(std::stod(two.Provenance()["sim_core_wait_s"].get<std::string>()), 0);
+}
+
 // Synchronous strategies run too, and end when their peers stop.
 TEST(SimRun, SynchronousStrategyWithBackupsEnds) {
   testing::TempDir tmp;

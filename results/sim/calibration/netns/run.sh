@@ -18,7 +18,11 @@
 # shard's two shaped queues every 20 ms into logs/real_NAME.links.csv; links.py sums them
 # up). SIM_ONLY=1 runs only the simulated side (no root needed), with the one-way latency
 # LATENCY_US [54, the record's]: for a strategy the simulator did not accept yet when the
-# real side was recorded.
+# real side was recorded, or to simulate recorded real runs again with other settings:
+# SIM_SET [""] adds its words to the simulated run's command line (e.g. "--set sim.cores=2
+# --set sim.transport_ns_per_byte=0.5"), and SIM_PREFIX [sim] names its run
+# SIM_PREFIX_NAME (a prefix other than sim keeps it out of ../pairs.py's table; cpu.py
+# pairs simcpu_NAME with real_NAME).
 # Every process it starts is ended by its PID and every namespace deleted on exit (the
 # trap), also on failure or Ctrl-C. Servers bind only their namespace's address
 # (10.77.0.x); nothing is bound in the host's namespace.
@@ -266,12 +270,14 @@ for strategy in $STRATEGIES; do
     # The same link, simulated (exit 2 and one line in its log if asgd does not simulate
     # the strategy).
     sim_exit=0
+    sim_name=${SIM_PREFIX:-sim}_$name
+    # shellcheck disable=SC2086
     "$ASGD" run "$CFG" "${RUN[@]}" --set cluster.transport=sim --set cluster.shards=$shards \
       --set network.preset=dc_10gbe --set network.link_gbps="$(python3 -c "print($RATE_MBIT / 1000)")" \
       --set network.goodput=0.956406869 \
       --set network.latency_us=$((MEASURED_US + APPLIED_DELAY_MS * 1000)) \
-      --set experiment.name="sim_$name" --set experiment.out_dir="$OUT/runs" \
-      >"$OUT/logs/sim_$name.log" 2>&1 || sim_exit=$?
+      ${SIM_SET:-} --set experiment.name="$sim_name" --set experiment.out_dir="$OUT/runs" \
+      >"$OUT/logs/$sim_name.log" 2>&1 || sim_exit=$?
     echo "$name,$strategy,$w,$RATE_MBIT,$APPLIED_DELAY_MS,$MEASURED_US,$REAL_EXIT,$sim_exit" \
       >>"$OUT/runs.csv"
   done
