@@ -36,6 +36,7 @@
 #include "experiments/run/worker_loop.h"
 #include "sim/core_pool.h"
 #include "sim/delay_model.h"
+#include "sim/option_keys.h"
 #include "sim/options.h"
 #include "sim/scheduler.h"
 #include "sim/sim_collective.h"
@@ -52,6 +53,17 @@ using ::asgd::internal::StrCat;
 void CheckSimulable(const Config& config, const RunRequest& request) {
   RefuseCurveOnCollective(config);
   RefuseWhatNoSimulationDoes(config, request);
+  // The transport's CPU is charged by the simulated store (sim/sim_store.h); the simulated
+  // collective charges none, so a run that asked for it would silently go without.
+  for (const std::string_view key :
+       {sim::keys::kTransportUsPerMessage, sim::keys::kTransportNsPerByte}) {
+    const std::string name(key);
+    if (config.Double(name) != 0) {
+      throw ConfigError(name, config.Raw(name),
+                        "0 for a strategy on a collective (the transport's CPU is charged "
+                        "to parameter-server strategies only)");
+    }
+  }
 }
 
 // Rank w's handle on the control group, where RunCollectiveRank votes and, at a boundary,

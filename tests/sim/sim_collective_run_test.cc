@@ -251,5 +251,22 @@ TEST(SimCollectiveRunRefusal, CheckpointsAreRefused) {
   EXPECT_TRUE(r.dir.empty());
 }
 
+// The transport's CPU charge (sim.transport_*) is the simulated store's: a collective run
+// refuses it rather than run without it.
+TEST(SimCollectiveRunRefusal, TransportCpuChargeIsRefused) {
+  for (const std::string key : {"transport_us_per_message", "transport_ns_per_byte"}) {
+    testing::TempDir tmp;
+    const SimRun r = RunConfig(tmp, "bad",
+                               "[algorithm]\nname = local_sgd\nworkers = 2\n[cluster]\n"
+                               "transport = sim\n[sim]\ncores = 2\n" +
+                                   key + " = 3\n");
+    EXPECT_EQ(r.status, 2) << key;
+    EXPECT_THAT(r.err, HasSubstr("sim." + key)) << r.err;
+    EXPECT_THAT(r.err, HasSubstr("parameter-server strategies only")) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_TRUE(r.dir.empty()) << key;
+  }
+}
+
 }  // namespace
 }  // namespace asgd::experiments
