@@ -33,11 +33,12 @@ import argparse
 import csv
 import datetime
 import os
-import platform
 import subprocess
 import sys
 import tempfile
 import time
+
+from record_bench import cpu_model  # this folder: the machine line every record shares
 
 CONFIG = """[experiment]
 name = sim_scale
@@ -62,17 +63,6 @@ stddev_ms = 5
 eval_every_epochs = 1000
 eval_examples = 1000
 """
-
-
-def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def mem_total_gib():

@@ -37,6 +37,8 @@ import subprocess
 import sys
 import time
 
+from record_bench import cpu_model  # this folder: the machine line every record shares
+
 # Resident memory may grow by this much between the end of the warm-up and the end of the
 # run (results/soak/README.md: why).
 RSS_GROWTH_FRACTION = 0.10
@@ -487,17 +489,6 @@ def git_describe():
         return commit + (" (with uncommitted changes)" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
-
-
-def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown"
 
 
 def write_summary(args, verdict, failures, pushed, done, stopped, lost, duplicated, rows, full,
