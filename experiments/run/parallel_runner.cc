@@ -162,7 +162,9 @@ class ThreadRun {
       m.staleness_histogram = staleness.histogram();
     });
     for (const auto& loop : loops_) m.workers.push_back(loop->Snapshot());
-    if (!problem_.plan.strategy->synchronous) CountPushesFromRecords(m, shards.size());
+    if (!problem_.plan.strategy->synchronous) {
+      CountPushesFromRecords(m, shards.size(), session_.resume().manifest.workers);
+    }
     session_.SaveCheckpoint(std::move(m), shards);
   }
 
@@ -177,18 +179,23 @@ class ThreadRun {
 
  private:
   // The pushes the snapshots contain, from their records (one per push per shard): the
-  // workers' own counters lag by a push still in flight when it was taken.
-  static void CountPushesFromRecords(CheckpointManifest& m, std::size_t shards) {
+  // workers' own counters lag by a push still in flight when it was taken. A resumed run's
+  // histogram holds the earlier runs' records too; those pushes are the `earlier` manifest's,
+  // which SaveCheckpoint adds to the workers' metrics, so they are taken out here.
+  static void CountPushesFromRecords(CheckpointManifest& m, std::size_t shards,
+                                     const std::vector<WorkerMetrics>& earlier) {
     int64_t total = 0;
     const auto per_push = static_cast<int64_t>(shards);
-    for (auto& w : m.workers) {
+    for (std::size_t i = 0; i < m.workers.size(); ++i) {
+      WorkerMetrics& w = m.workers[i];
       int64_t records = 0;
       const auto it = m.staleness_histogram.find(static_cast<uint32_t>(w.worker));
       if (it != m.staleness_histogram.end()) {
         for (const auto& entry : it->second) records += entry.second;
       }
-      w.pushes = records / per_push;
-      total += w.pushes;
+      const int64_t pushes = records / per_push;
+      total += pushes;
+      w.pushes = pushes - (i < earlier.size() ? earlier[i].pushes : 0);
     }
     m.step = total;
   }

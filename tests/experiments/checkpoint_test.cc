@@ -123,6 +123,18 @@ void ExpectConsistent(const std::string& run, int shards, int pending = 0) {
   EXPECT_EQ(pushes, updates) << run;
 }
 
+// Every checkpoint's manifest counts each applied push once: its workers' pushes add up to
+// its update count (asynchronous strategies; a resumed run's earlier pushes included once).
+void ExpectManifestsCountPushesOnce(const std::string& run) {
+  for (const fs::path& folder : Checkpoints(run)) {
+    if (!fs::exists(folder / "manifest.json")) continue;
+    const auto m = nlohmann::json::parse(ReadFile((folder / "manifest.json").string()));
+    int64_t pushes = 0;
+    for (const auto& w : m["workers"]) pushes += w["pushes"].get<int64_t>();
+    EXPECT_EQ(pushes, m["step"].get<int64_t>()) << folder;
+  }
+}
+
 class Resume : public ::testing::TestWithParam<std::string> {};
 
 // A run of one epoch with checkpoints, resumed to two epochs: it continues from the last
@@ -154,6 +166,7 @@ TEST_P(Resume, ContinuesAndAppends) {
   EXPECT_GE(std::stod(Summary(run, "epochs")), 2.0);
   EXPECT_GE(std::stod(Summary(run, "final_test_accuracy")), 0.8);
   ExpectConsistent(run, shards, algorithm == "sync_sgd" ? 3 : 0);
+  if (algorithm != "sync_sgd") ExpectManifestsCountPushesOnce(run);
   const auto provenance = nlohmann::json::parse(ReadFile(run + "/provenance.json"));
   EXPECT_EQ(provenance["status"], "completed");
   EXPECT_EQ(provenance["resumed"].size(), 1u);
@@ -176,6 +189,7 @@ TEST(Resume, SkipsIncompleteAndCorruptCheckpoints) {
   ASSERT_EQ(RunAsgd(dir, body, {"--set", "experiment.epochs=2", "--resume", run}).status, 0);
   auto folders = Checkpoints(run);
   ASSERT_GE(folders.size(), 2u);
+  ExpectManifestsCountPushesOnce(run);
   // The newest: its shard file flipped. A newer one still: no manifest (crash mid-save).
   const fs::path newest = folders.back();
   std::string bytes = ReadFile((newest / "shard-0.ckpt").string());
