@@ -12,6 +12,13 @@
 // warmup_epochs), with e counted from the steps every worker took (deterministic).
 // Staleness: 0 by construction (each gradient is applied to the parameters it was computed
 // on); the runner records one staleness-0 row per worker per step.
+// Simulated (WorkerEnv::shared_replica): the ranks' identical θ and optimizer are held once;
+// each rank keeps only its gradient, reads the round's sum where the simulated group keeps
+// it (Collective::AllreduceView), and the first rank to resume divides it by N and takes
+// the step for all. The bits are the same: the same sum, the same division, the same step
+// of the same optimizer state, once instead of N times.
+#include <algorithm>
+
 #include "algorithms/builtin_strategies.h"
 #include "algorithms/collective_worker.h"
 
@@ -20,7 +27,25 @@ namespace {
 
 class AllreduceWorker final : public CollectiveWorker {
  public:
+  Status Start(WorkerEnv& env) override {
+    shared_ = env.shared_replica;
+    if (shared_ == nullptr) return CollectiveWorker::Start(env);
+    ASGD_CHECK(env.collective != nullptr && !env.initial.empty() && shared_->optimizer,
+               "a shared replica needs WorkerEnv::collective, initial and its optimizer");
+    // The broadcast of the start (CollectiveWorker::Start): rank 0's θ_0 plus the others'
+    // zeros, summed in this rank's gradient buffer; its one result is the replicas' θ.
+    grad_.assign(env.initial.size(), 0.0f);
+    if (env.collective->rank() == 0) grad_.assign(env.initial.begin(), env.initial.end());
+    const std::span<const float> start = env.collective->AllreduceView(grad_);
+    if (shared_->rounds < 0) {
+      shared_->theta.assign(start.begin(), start.end());
+      shared_->rounds = 0;
+    }
+    return Status::Ok();
+  }
+
   StepResult Step(WorkerEnv& env) override {
+    if (shared_ != nullptr) return SharedStep(env);
     StepResult r;
     r.loss = env.gradient(theta_, grad_);
     env.collective->Allreduce(grad_, collective::ReduceOp::kMean);
@@ -29,10 +54,41 @@ class AllreduceWorker final : public CollectiveWorker {
     return r;
   }
 
+  std::span<const float> local_params() const override {
+    return shared_ != nullptr ? std::span<const float>(shared_->theta) : theta_;
+  }
+
  protected:
   void BindBuffers(collective::Collective& c) override {
     c.Bind(grad_, collective::ReduceOp::kMean);
   }
+
+ private:
+  // Step with one θ for all ranks: Allreduce(kMean)'s sum and division (collective.cc),
+  // then the optimizer's step, by the first rank of the round to get here.
+  StepResult SharedStep(WorkerEnv& env) {
+    StepResult r;
+    r.loss = env.gradient(shared_->theta, grad_);
+    const std::span<const float> sum = env.collective->AllreduceView(grad_);
+    ++rounds_;
+    if (shared_->rounds < rounds_) {
+      shared_->mean.resize(sum.size());
+      const int n = env.collective->size();
+      if (n > 1) {
+        const auto nf = static_cast<float>(n);
+        for (std::size_t i = 0; i < sum.size(); ++i) shared_->mean[i] = sum[i] / nf;
+      } else {
+        std::copy(sum.begin(), sum.end(), shared_->mean.begin());
+      }
+      shared_->optimizer->Step(shared_->theta, shared_->mean, Rate(env));
+      shared_->rounds = rounds_;
+    }
+    r.pushes = 1;
+    return r;
+  }
+
+  SharedReplica* shared_ = nullptr;
+  int64_t rounds_ = 0;  // this rank's rounds
 };
 
 }  // namespace
@@ -45,6 +101,7 @@ Strategy AllreduceSgdStrategy() {
       "every worker's optimizer (Horovod's DistributedOptimizer)";
   s.synchronous = true;
   s.collective = true;
+  s.identical_replicas = true;
   s.keys = ReadKeys(kOptimizerKeys,
                     {"algorithm.lr_decay", "algorithm.linear_scaling", "algorithm.warmup_epochs"});
   s.steps_per_round = [](const StrategyOptions&) -> int64_t { return 1; };

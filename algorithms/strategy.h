@@ -77,6 +77,19 @@ struct WorkerOptions {
   int64_t fetch_window = 1;
 };
 
+// One θ and one optimizer for ranks whose replicas stay identical (Strategy::
+// identical_replicas: allreduce_sgd), kept once by a simulation whose ranks are tasks of one
+// scheduler (issue 33): every rank applies the same mean gradient with the same optimizer
+// state to the same θ, so N copies would hold the same bits. The first rank to resume from
+// a round's allreduce applies that round's step; the others find it applied (`rounds`).
+// Not for real runs, whose ranks run at once.
+struct SharedReplica {
+  std::vector<float> theta;              // the replicas' θ
+  std::vector<float> mean;               // the round's mean gradient (scratch)
+  std::unique_ptr<Optimizer> optimizer;  // the replicas' optimizer (its state included)
+  int64_t rounds = -1;                   // rounds applied; -1: θ not set (before the start)
+};
+
 // Everything a worker rule works with. Built by the runner (or a test).
 struct WorkerEnv {
   int worker = 0;  // 0-based index
@@ -108,6 +121,10 @@ struct WorkerEnv {
   //   push may compute the push into them.
   std::span<float> scratch_gradient;
   bool push_pull_in_place = false;
+  // - shared_replica (Strategy::identical_replicas only, not owned): the ranks' one θ and
+  //   optimizer (SharedReplica); the rule then keeps neither of its own and ignores
+  //   `optimizer`, and reads its allreduce's result with Collective::AllreduceView.
+  SharedReplica* shared_replica = nullptr;
 };
 
 // What one Step did.
@@ -182,6 +199,9 @@ struct Strategy {
   // workers), not a parameter server: the worker rule uses WorkerEnv::collective and
   // initial, and server_rule is empty. Every worker takes the same number of steps.
   bool collective = false;
+  // Collective strategies whose ranks' parameters and optimizer states stay bit-identical
+  // (allreduce_sgd): a simulation may give them one SharedReplica (WorkerEnv::shared_replica).
+  bool identical_replicas = false;
   // Collective strategies: the local steps from one communication to the next (local_sgd:
   // H = algorithm.window; 1 otherwise). The runner lets workers stop, and reads their
   // parameters for evaluation, only at these boundaries, where every worker has taken

@@ -1,9 +1,10 @@
 // The MNIST MLP on MNIST-shaped synthetic data, for the benchmarks that run training
-// steps (sim_bench, step_bench): 784 features, 10 classes, 8,192 training examples (the
-// values do not change the cost), and the default model (784-256-256-10).
+// steps (sim_bench, step_bench): 784 features, 10 classes, 8,192 training examples (or as
+// many as asked: the values do not change the cost), and the default model (784-256-256-10).
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -16,9 +17,9 @@ struct MlpProblem {
   datasets::TrainTest data;
   std::unique_ptr<models::Model> model;
 
-  MlpProblem() {
+  explicit MlpProblem(int64_t num_train = 8192) {
     datasets::SyntheticOptions so;
-    so.num_train = 8192;
+    so.num_train = num_train;
     so.num_test = 16;
     so.num_features = 784;
     so.num_classes = 10;
@@ -37,9 +38,11 @@ struct MlpProblem {
   }
 };
 
-// Built once per process.
-inline const MlpProblem& Mlp() {
-  static const MlpProblem* p = new MlpProblem();
+// Built once per process (per size).
+inline const MlpProblem& Mlp(int64_t num_train = 8192) {
+  static auto* problems = new std::map<int64_t, std::unique_ptr<MlpProblem>>();
+  std::unique_ptr<MlpProblem>& p = (*problems)[num_train];
+  if (p == nullptr) p = std::make_unique<MlpProblem>(num_train);
   return *p;
 }
 

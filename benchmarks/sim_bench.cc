@@ -40,26 +40,33 @@
 // does too, from what simulating adds. (Memory per worker: docs/simulator.md,
 // measured on the shipped 1,024-worker run.)
 //
-// BM_SimCollectiveMlp/workers:<n>: the simulated collective (issue 33) — n simulated
-// workers of allreduce_sgd, each a task running the real worker rule on a rank of a
-// SimCollectiveGroup (ring, the dc_10gbe network, a constant 10 ms step time), computing
-// the same real MLP gradients as BM_SimMnistMlp, kMlpSteps in all; every step's gradient
-// is allreduced over the n ranks in gloo's order (the full vector, 268,650 floats, into
-// every rank's copy). `ratio` is simulated / the bare gradients, the issue's baseline
+// BM_SimCollectiveMlp/workers:<n>/full_batch:<b>: the simulated collective (issue 33) — n
+// simulated workers of allreduce_sgd, each a task running the real worker rule on a rank
+// of a SimCollectiveGroup (ring, the dc_10gbe network, a constant 10 ms step time), with
+// the replicas' one θ and optimizer (algorithms::SharedReplica, as the simulated runner
+// gives allreduce_sgd), computing the same real MLP gradients as BM_SimMnistMlp,
+// kMlpSteps in all; every step's gradient is allreduced over the n ranks in gloo's order
+// (the full vector, 268,650 floats; the rank that applies the round reads the one result).
+// full_batch:0 draws from the 8,192 examples of BM_SimMnistMlp, so at 256 and 1,024
+// workers a worker's part is 32 and 8 examples and so are its batches; full_batch:1 gives
+// every worker a part of kMlpBatch examples (a data set of n·kMlpBatch), so every batch is
+// kMlpBatch at every n. steps_per_worker:0 runs kMlpSteps in all (4 a worker at 1,024, so
+// each worker's set-up, its buffers' first use, is spread over 4 steps); k > 0 runs k a
+// worker. `ratio` is simulated / the bare gradients, the issue's baseline
 // ("the same real gradients without the scheduler"; its goal: <= 1.1 at 1,024 workers):
-// every worker's own batches (its part, sampler seed and batch size: at 1,024 workers a
-// part is 8 examples, so a batch is 8, not kMlpBatch) through LossAndGradient on one model
-// at the initial parameters, in a plain loop — no scheduler, no collective, no optimizer
-// step, no replicas. The reduction itself is work a real run does too (each of N ranks
-// adds and copies its share): `reduce_ns_per_step` times the same allreduces of n vectors
-// without the scheduler (GlooOrderAllreduce directly, the start's and one per step), and
-// `collective_ratio` is simulated / (bare gradients + those reductions): what simulating
-// adds beyond them (the rule's mean division and optimizer step on each replica, the
-// scheduler, the workers' set-up). `cpu_ratio` and `cpu_collective_ratio` are the same in this
-// thread's CPU time (the whole benchmark runs in one thread), which a loaded machine disturbs less
-// than wall time.
+// every worker's own batches (its part, sampler seed and batch size) through
+// LossAndGradient on one model at the initial parameters, in a plain loop — no scheduler,
+// no collective, no optimizer step, no replicas. The reduction itself is work a real run
+// does too (each of N ranks adds and copies its share): `reduce_ns_per_step` times the same
+// allreduces of n vectors without the scheduler (GlooOrderAllreduce directly, the start's
+// and one per step, each writing its result into all n vectors), and `collective_ratio`
+// is simulated / (bare gradients + those reductions): what simulating adds beyond them
+// (the scheduler, the workers' set-up, the step once per round). `cpu_ratio` and
+// `cpu_collective_ratio` are the same in this thread's CPU time (the whole benchmark runs
+// in one thread), which a loaded machine disturbs less than wall time.
 //
 //   sim_bench --benchmark_min_time=0.5 --benchmark_repetitions=3
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -370,9 +377,10 @@ BENCHMARK(BM_SimMnistMlp)
 
 void BM_SimCollectiveMlp(benchmark::State& state) {
   const int workers = static_cast<int>(state.range(0));
-  const MlpProblem& mlp = Mlp();
+  const bool full_batch = state.range(1) != 0;
+  const MlpProblem& mlp = full_batch ? Mlp(std::max<int64_t>(8192, workers * kMlpBatch)) : Mlp();
   const int64_t n = mlp.model->layout().size();
-  const int64_t steps_per_worker = kMlpSteps / workers;
+  const int64_t steps_per_worker = state.range(2) > 0 ? state.range(2) : kMlpSteps / workers;
   const algorithms::Strategy& strategy = algorithms::FindStrategy("allreduce_sgd");
   algorithms::StrategyOptions so;
   so.num_workers = workers;
@@ -388,14 +396,18 @@ void BM_SimCollectiveMlp(benchmark::State& state) {
       Scheduler sched;
       SimCollectiveGroup group(&sched, NetworkPreset("dc_10gbe"), workers,
                                collective::Algorithm::kRing);
+      // The replicas' one θ and optimizer, as the simulated runner gives allreduce_sgd.
+      algorithms::SharedReplica replica;
+      replica.optimizer = algorithms::NewOptimizer(algorithms::OptimizerOptions{}, n);
+      // One model (its scratch) for all workers, as the simulated runner shares it: one
+      // task runs at a time, and none yields inside a gradient.
+      const auto model = mlp.model->Clone();
       for (int w = 0; w < workers; ++w) {
         sched.Spawn("w", [&, w] {
-          auto model = mlp.model->Clone();
           datasets::SamplerOptions sopt;
           sopt.batch_size = kMlpBatch;
           sopt.seed = static_cast<uint64_t>(w);
           datasets::BatchSampler sampler(mlp.data.train, mlp.Part(w, workers), sopt);
-          auto optimizer = algorithms::NewOptimizer(algorithms::OptimizerOptions{}, n);
           auto rule = strategy.worker_rule(so);
           const auto rank = group.Rank(w);
           algorithms::WorkerEnv env;
@@ -403,7 +415,8 @@ void BM_SimCollectiveMlp(benchmark::State& state) {
           env.num_workers = workers;
           env.collective = rank.get();
           env.initial = initial;
-          env.optimizer = optimizer.get();
+          env.optimizer = replica.optimizer.get();
+          env.shared_replica = &replica;
           env.options = so.worker;
           env.gradient = [&](std::span<const float> p, std::span<float> g) {
             const float loss = model->LossAndGradient(p, sampler.Next(), g);
@@ -422,8 +435,8 @@ void BM_SimCollectiveMlp(benchmark::State& state) {
     const double cpu1 = ThreadCpuSeconds();
     const auto bare_start = Clock::now();
     {
-      // Each worker's own batches: a worker's part holds 8,192 / n examples, so at 256 and
-      // 1,024 workers its batches are 32 and 8 examples, not kMlpBatch.
+      // Each worker's own batches: without full_batch a worker's part holds 8,192 / n
+      // examples, so at 256 and 1,024 workers its batches are 32 and 8, not kMlpBatch.
       auto model = mlp.model->Clone();
       std::vector<float> grad(static_cast<std::size_t>(n));
       float sink = 0;
@@ -471,10 +484,12 @@ void BM_SimCollectiveMlp(benchmark::State& state) {
   state.SetItemsProcessed(static_cast<int64_t>(steps));
 }
 BENCHMARK(BM_SimCollectiveMlp)
-    ->ArgName("workers")
-    ->Arg(16)
-    ->Arg(256)
-    ->Arg(1024)
+    ->ArgNames({"workers", "full_batch", "steps_per_worker"})
+    ->Args({16, 0, 0})
+    ->Args({256, 0, 0})
+    ->Args({1024, 0, 0})
+    ->Args({1024, 1, 0})
+    ->Args({1024, 1, 16})
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond)
     ->Iterations(1);

@@ -27,6 +27,9 @@ again, and at 10,000 workers 0.05 diverges):
 
 With --own-up-to N the counts up to N are also run with sim.share_buffers = false (each
 worker owning its model, gradient and push buffer, as before issue 33) for comparison.
+--algorithm runs another strategy on the same problem (e.g. allreduce_sgd, whose ranks on
+the simulated collective then hold one θ and optimizer between them; the rounds are
+synchronous, so its steps limit is reached in whole rounds of every worker).
 The MNIST data comes from ASGD_DATA_DIR as for any run. Runs go to a temporary folder.
 """
 import argparse
@@ -80,10 +83,11 @@ def learning_rate(workers):
     return 0.05 * min(1.0, 10.0 / workers)
 
 
-def run_once(asgd, config, out_dir, workers, steps, share):
+def run_once(asgd, config, out_dir, workers, steps, share, algorithm):
     """One `asgd run` child: (wall seconds, peak RSS bytes, summary row + cpu_s)."""
     runs = os.path.join(out_dir, f"runs-{workers}-{steps}-{share}")
     cmd = [asgd, "run", config,
+           "--set", f"algorithm.name={algorithm}",
            "--set", f"algorithm.workers={workers}",
            "--set", f"algorithm.learning_rate={learning_rate(workers):g}",
            "--set", f"experiment.max_steps={steps}",
@@ -113,6 +117,7 @@ def main():
                    help="comma-separated worker counts (the first should be 1)")
     p.add_argument("--own-up-to", type=int, default=1000,
                    help="also run counts up to this with sim.share_buffers = false (0: none)")
+    p.add_argument("--algorithm", default="async_sgd", help="the strategy (algorithm.name)")
     p.add_argument("--out", default="results/bench/sim_scale.csv", help="CSV to write")
     p.add_argument("--build", default="", help="build description (asgd version)")
     args = p.parse_args()
@@ -133,8 +138,10 @@ def main():
                 if not share and n > args.own_up_to:
                     continue
                 s = max(10000, 2 * n)
-                wall1, _, summary1 = run_once(args.asgd, config, tmp, n, s, share)
-                wall2, rss, summary = run_once(args.asgd, config, tmp, n, 2 * s, share)
+                wall1, _, summary1 = run_once(args.asgd, config, tmp, n, s, share,
+                                              args.algorithm)
+                wall2, rss, summary = run_once(args.asgd, config, tmp, n, 2 * s, share,
+                                               args.algorithm)
                 if n == 1:
                     base[share] = rss
                 per_worker = (rss - base[share]) / (n - 1) if n > 1 else float("nan")
@@ -144,6 +151,7 @@ def main():
                 wall_us = wall2 / steps * 1e6
                 row = {
                     "date": date, "machine": machine, "build": args.build,
+                    "algorithm": args.algorithm,
                     "workers": n, "share_buffers": "true" if share else "false",
                     "learning_rate": f"{learning_rate(n):g}",
                     "steps": summary["steps"], "peak_rss_bytes": rss,

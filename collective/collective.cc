@@ -4,6 +4,8 @@
 #include <atomic>
 #include <string>
 
+#include "core/check.h"
+
 namespace asgd::collective {
 
 std::string_view AlgorithmName(Algorithm algorithm) {
@@ -174,6 +176,20 @@ void Collective::Allreduce(std::span<float> data, ReduceOp op) {
     for (float& x : data) x /= n;
   }
   counters_->allreduces.fetch_add(1, std::memory_order_relaxed);
+}
+
+std::span<const float> Collective::AllreduceView(std::span<float> data, ReduceOp op) {
+  ASGD_CHECK(op != ReduceOp::kMean, "AllreduceView takes kSum or kMax");
+  std::span<const float> result = data;
+  if (size_ > 1 && !data.empty()) counters_->Add(DoAllreduceView(data, op, &result));
+  counters_->allreduces.fetch_add(1, std::memory_order_relaxed);
+  return result;
+}
+
+Traffic Collective::DoAllreduceView(std::span<float> data, ReduceOp op,
+                                    std::span<const float>* result) {
+  *result = data;
+  return DoAllreduce(data, op);
 }
 
 void Collective::Bind(std::span<float> data, ReduceOp op) {

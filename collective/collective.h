@@ -185,6 +185,14 @@ class Collective {
   // N into binary blocks); ring_chunked and halving_doubling take at most 2^31-1 floats
   // (gloo's int count), more is a CollectiveError. Throws CollectiveError.
   void Allreduce(std::span<float> data, ReduceOp op = ReduceOp::kSum);
+  // The same allreduce, for a caller that may only read its result: returns the result,
+  // valid until this rank's next call on this collective. The default is Allreduce(data,
+  // op), returning data. A simulated group whose ranks end with one result (ring and
+  // ring_chunked, sim/sim_collective.h) returns that one copy and leaves `data` as it was
+  // (it saves the N copies into the ranks' vectors: what lets allreduce_sgd's identical
+  // replicas be simulated as one, algorithms/collective_worker.h). The byte counters count
+  // it as an Allreduce. REQUIRES op != kMean (the caller divides). Throws CollectiveError.
+  std::span<const float> AllreduceView(std::span<float> data, ReduceOp op = ReduceOp::kSum);
   // Lets later Allreduce calls on exactly this span (the same address and length) with
   // this op run in place. Without a binding, ring_chunked and halving_doubling run through
   // a gloo algorithm object built on a buffer of the collective's own (gloo registers the
@@ -225,6 +233,10 @@ class Collective {
   // and return the payload moved (the public methods add it to the counters).
   // `op` is kSum or kMax (kMean is a sum that Allreduce then divides).
   virtual Traffic DoAllreduce(std::span<float> data, ReduceOp op) = 0;
+  // AllreduceView's part: sets *result to where the result is. `op` as for DoAllreduce. The
+  // default runs DoAllreduce and sets *result = data.
+  virtual Traffic DoAllreduceView(std::span<float> data, ReduceOp op,
+                                  std::span<const float>* result);
   // `op` as for DoAllreduce. The default does nothing (an implementation without copies).
   virtual void DoBind(std::span<float> data, ReduceOp op);
   virtual Traffic DoBroadcast(std::span<float> data, int root) = 0;

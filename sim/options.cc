@@ -59,8 +59,9 @@ constexpr std::array kKeys = {
               "CPU each message costs at each end per payload byte, ns (with "
               "sim.transport_us_per_message)"},
     OptionKey{keys::kShareBuffers, "true",
-              "the simulated workers share the model's scratch and a gradient buffer (one "
-              "worker runs at a time; the same results); false: each worker owns its own"},
+              "the simulated workers share the model's scratch and a gradient buffer, and "
+              "allreduce_sgd's identical replicas are held once (one worker runs at a time; "
+              "the same results); false: each worker owns its own"},
 };
 
 double Number(std::string_view key, std::string_view value) {

@@ -42,8 +42,10 @@ struct SimOptions {
   TransportCpu transport_cpu;
   // sim.share_buffers: the simulated workers of a scheduler share the model's scratch and
   // a gradient buffer, and async_sgd's worker pushes from its parameters
-  // (experiments/run/worker_loop.h: SharedWorkerScratch). The same results either way;
-  // false gives every worker its own buffers (the memory of a thread per worker).
+  // (experiments/run/worker_loop.h: SharedWorkerScratch); the ranks of a strategy on a
+  // collective share the model's scratch, and allreduce_sgd's identical replicas are held
+  // once (algorithms::SharedReplica). The same results either way; false gives every
+  // worker its own buffers (the memory of a thread per worker).
   // Default true.
   bool share_buffers = true;
 

@@ -425,7 +425,11 @@ class SimCollective final : public col::Collective {
 
  protected:
   col::Traffic DoAllreduce(std::span<float> data, col::ReduceOp op) override {
-    return group_->Allreduce(rank(), timed_, data, op);
+    return group_->Allreduce(rank(), timed_, data, op, nullptr);
+  }
+  col::Traffic DoAllreduceView(std::span<float> data, col::ReduceOp op,
+                               std::span<const float>* result) override {
+    return group_->Allreduce(rank(), timed_, data, op, result);
   }
   col::Traffic DoBroadcast(std::span<float> data, int root) override {
     group_->Broadcast(rank(), timed_, data, root);
@@ -559,7 +563,7 @@ void SimCollectiveGroup::Meet(int rank, Kind kind, std::size_t count, col::Reduc
 }
 
 col::Traffic SimCollectiveGroup::Allreduce(int rank, bool timed, std::span<float> data,
-                                           col::ReduceOp op) {
+                                           col::ReduceOp op, std::span<const float>* view) {
   const std::size_t count = data.size();
   // Ring and ring_chunked leave every rank one result: it is computed once, and each rank
   // copies it when it resumes (N copies either way, but each into a vector its rank is
@@ -575,8 +579,10 @@ col::Traffic SimCollectiveGroup::Allreduce(int rank, bool timed, std::span<float
          }
          return AllreduceTime(algorithm_, size_, count, latency_, rate_);
        });
-  // No rank can start the next operation before every rank has copied this one's result.
-  if (one_result) std::copy(result_.begin(), result_.end(), data.begin());
+  // No rank can start the next operation before every rank has copied (or, for a view,
+  // read) this one's result.
+  if (view != nullptr) *view = one_result ? std::span<const float>(result_) : data;
+  if (one_result && view == nullptr) std::copy(result_.begin(), result_.end(), data.begin());
   return col::ExpectedAllreduceBytes(algorithm_, rank, size_, count);
 }
 

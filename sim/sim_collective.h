@@ -18,7 +18,8 @@
 // them on random vectors). On ring and ring_chunked every rank ends with the same result,
 // so the last rank to arrive computes it once, reading each rank's vector front to back
 // (two sweeps over the ranks in rank order fold every chunk in its chain's order), and each
-// rank copies it into its vector when it resumes. Broadcast copies the root's vector;
+// rank copies it into its vector when it resumes (an AllreduceView reads it where it is
+// instead, until the next allreduce). Broadcast copies the root's vector;
 // Send/Recv copy. The byte counters are the gloo path's (ExpectedAllreduceBytes; a
 // broadcast's N−1 copies; a message's bytes).
 //
@@ -140,8 +141,10 @@ class SimCollectiveGroup {
   enum class Kind { kNone, kAllreduce, kBroadcast, kBarrier };
   struct Channel;
 
+  // view != nullptr: Collective::AllreduceView (the result left in result_ where there is
+  // one, not copied into data).
   collective::Traffic Allreduce(int rank, bool timed, std::span<float> data,
-                                collective::ReduceOp op);
+                                collective::ReduceOp op, std::span<const float>* view);
   void Broadcast(int rank, bool timed, std::span<float> data, int root);
   void Barrier(int rank, bool timed);
   void Send(int rank, int peer, std::span<const float> data, uint32_t tag);

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "algorithms/optimizer.h"
 #include "algorithms/schedule.h"
 #include "algorithms/strategy.h"
 #include "collective/collective.h"
@@ -136,10 +137,24 @@ class SimCollectiveRun {
         payload_(&sched, problem.plan.sim.network, problem.plan.workers,
                  problem.plan.collective.algorithm),
         control_(&sched, problem.plan.sim.network, problem.plan.workers,
-                 problem.plan.collective.algorithm) {
+                 problem.plan.collective.algorithm),
+        scratch_(*problem.model) {
     for (int w = 0; w < problem.plan.workers; ++w) {
       WorkerSetup ws = MakeWorkerSetup(config, problem, w);
+      // sim.share_buffers: one model's scratch for all ranks (they run one at a time), and
+      // identical replicas held once; false: every rank owns its own, as a gloo rank does.
+      const bool share = problem.plan.sim.share_buffers;
+      if (share) ws.shared = &scratch_;
       ws.learning_rate = problem.plan.learning_rate;  // one rate: the replicas apply one step
+      if (share && problem.plan.strategy->identical_replicas) {
+        // One θ and optimizer for all ranks (algorithms::SharedReplica): the ranks run one
+        // at a time, and their replicas would hold the same bits.
+        if (replica_ == nullptr) {
+          replica_ = std::make_unique<alg::SharedReplica>();
+          replica_->optimizer = alg::NewOptimizer(ws.optimizer, problem.model->layout().size());
+        }
+        ws.shared_replica = replica_.get();
+      }
       ws.clock = &clock_;
       ws.after_gradient = [this, w](Duration cpu) {
         const Duration now = sched_.Now();
@@ -277,6 +292,8 @@ class SimCollectiveRun {
   sim::CorePool cores_;
   sim::SimCollectiveGroup payload_;
   sim::SimCollectiveGroup control_;
+  SharedWorkerScratch scratch_;
+  std::unique_ptr<alg::SharedReplica> replica_;  // identical replicas' one θ (else null)
   std::vector<std::unique_ptr<WorkerLoop>> loops_;
   int64_t rounds_ = 0;
   std::vector<float> average_;  // the last boundary's θ̄ (rank 0 publishes it)

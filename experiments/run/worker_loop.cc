@@ -178,7 +178,8 @@ class WorkerLoop::Pass {
         client_(client),
         collective_(collective),
         initial_(initial),
-        // Simulated workers share the scratch (WorkerSetup::shared); a collective's do not.
+        // Simulated workers share the scratch (WorkerSetup::shared); a collective's only
+        // its model (Prepare).
         shared_(client != nullptr ? setup.shared : nullptr) {}
 
   // Builds what the rule steps with, then starts the rule and steps it until the hooks
@@ -231,8 +232,10 @@ class WorkerLoop::Pass {
   // The worker's model (its own clone, or the shared one), sampler, optimizer and env.
   void Prepare() {
     const int w = s_.worker;
-    if (shared_ == nullptr) own_model_ = s_.model->Clone();
-    model_ = shared_ != nullptr ? shared_->model.get() : own_model_.get();
+    // A collective's simulated ranks share the model too (its scratch is dead between two
+    // gradients, and no rank yields inside one), not the gradient buffer.
+    if (s_.shared == nullptr) own_model_ = s_.model->Clone();
+    model_ = s_.shared != nullptr ? s_.shared->model.get() : own_model_.get();
     const int64_t n_params = model_->layout().size();
     datasets::SamplerOptions sopt;
     sopt.batch_size = s_.batch_size;
@@ -241,7 +244,7 @@ class WorkerLoop::Pass {
     sopt.augment.seed = DeriveSeed(s_.seed, "augment", static_cast<uint64_t>(w));
     sampler_.emplace(*s_.train, s_.examples, sopt);
     for (int64_t i = 0; i < s_.skip_batches; ++i) (void)sampler_->Next();
-    optimizer_ = alg::NewOptimizer(s_.optimizer, n_params);
+    if (s_.shared_replica == nullptr) optimizer_ = alg::NewOptimizer(s_.optimizer, n_params);
     env_.worker = w;
     env_.num_workers = s_.num_workers;
     // The client's calls timed as communication (a collective strategy has no client).
@@ -253,7 +256,9 @@ class WorkerLoop::Pass {
     env_.ps = timed_ ? &*timed_ : nullptr;
     env_.collective = collective_;
     env_.initial = initial_;
-    env_.optimizer = optimizer_.get();
+    env_.optimizer =
+        s_.shared_replica != nullptr ? s_.shared_replica->optimizer.get() : optimizer_.get();
+    env_.shared_replica = s_.shared_replica;
     env_.clock = &clock_;
     env_.options = s_.options.worker;
     env_.options.learning_rate = s_.learning_rate;

@@ -73,8 +73,13 @@ struct WorkerSetup {
   // of its Step, whichever comes first: so no other task runs between a gradient and
   // its use. Nothing runs in between but the rule's own arithmetic and no virtual time
   // passes, so the sleep starts at the same instant and the run is the same to the bit.
-  // Runs on a collective (Run with a Collective) ignore it.
+  // Runs on a collective (Run with a Collective) use only its model: their gradients stay
+  // in the rule's own buffers until the round's allreduce, and the sleep is not deferred.
   SharedWorkerScratch* shared = nullptr;
+  // Optional, for simulated ranks of a strategy with identical replicas only (not owned):
+  // their one θ and optimizer (algorithms::SharedReplica). The loop then makes no
+  // optimizer of its own and hands the rule this one (WorkerEnv::shared_replica).
+  algorithms::SharedReplica* shared_replica = nullptr;
 };
 
 // The worker's client with [compression] applied: `client` itself for name = none, else

@@ -95,6 +95,12 @@ INSTANTIATE_TEST_SUITE_P(
         Equivalence{"allreduce_ring_chunked",
                     "[algorithm]\nname = allreduce_sgd\nworkers = 4\nlearning_rate = 0.1\n"
                     "[collective]\nalgorithm = ring_chunked\n"},
+        // One optimizer state for the simulated replicas (algorithms::SharedReplica):
+        // Adam's moments and step count, and the warm-up's rate, as every rank's own.
+        Equivalence{"allreduce_adam_warmup",
+                    "[algorithm]\nname = allreduce_sgd\nworkers = 3\nlearning_rate = 0.01\n"
+                    "optimizer = adam\nwarmup_epochs = 0.5\nlinear_scaling = true\n"
+                    "[collective]\nalgorithm = ring\n"},
         Equivalence{"allreduce_halving_doubling",
                     "[algorithm]\nname = allreduce_sgd\nworkers = 3\nlearning_rate = 0.1\n"
                     "[collective]\nalgorithm = halving_doubling\n"},

@@ -354,6 +354,50 @@ TEST(SimCollectiveTime, UntimedHandlesTakeNoTime) {
   EXPECT_EQ(group.stats().waited, 3 * milliseconds(4));
 }
 
+// AllreduceView: the bits and bytes of Allreduce; on ring and ring_chunked the one result
+// is read where the group keeps it (every rank sees the same address) and the ranks'
+// vectors are left as they were; halving_doubling reduces in place and returns the vector.
+TEST(SimCollective, AllreduceViewReadsTheOneResult) {
+  for (const col::Algorithm algorithm :
+       {col::Algorithm::kRing, col::Algorithm::kRingChunked, col::Algorithm::kHalvingDoubling}) {
+    const std::vector<std::vector<float>> start = RandomVectors(5, 3000, 7);
+    std::vector<std::vector<float>> reduced = start, viewed = start;
+    std::vector<std::vector<float>> seen(5);
+    std::vector<const float*> where(5);
+    std::vector<col::CollectiveCounters> by_allreduce(5), by_view(5);
+    Scheduler sched;
+    SimCollectiveGroup group(&sched, KnownLink(), 5, algorithm);
+    for (int r = 0; r < 5; ++r) {
+      sched.Spawn("rank", [&, r] {
+        const auto ri = static_cast<std::size_t>(r);
+        const auto a = group.Rank(r);
+        a->Allreduce(reduced[ri]);
+        by_allreduce[ri] = a->Counters();
+        const auto b = group.Rank(r);
+        const std::span<const float> result = b->AllreduceView(viewed[ri]);
+        seen[ri].assign(result.begin(), result.end());
+        where[ri] = result.data();
+        by_view[ri] = b->Counters();
+      });
+    }
+    sched.Run();
+    ASSERT_EQ(sched.unfinished_tasks(), 0);
+    const bool one_result = ReducesToOneResult(algorithm);
+    for (std::size_t r = 0; r < 5; ++r) {
+      EXPECT_EQ(Bits(seen[r]), Bits(reduced[r])) << col::AlgorithmName(algorithm) << " rank " << r;
+      EXPECT_EQ(by_view[r].bytes_sent, by_allreduce[r].bytes_sent);
+      EXPECT_EQ(by_view[r].bytes_received, by_allreduce[r].bytes_received);
+      EXPECT_EQ(by_view[r].allreduces, 1u);
+      if (one_result) {
+        EXPECT_EQ(Bits(viewed[r]), Bits(start[r]));  // not copied into
+        EXPECT_EQ(where[r], where[0]);
+      } else {
+        EXPECT_EQ(where[r], viewed[r].data());
+      }
+    }
+  }
+}
+
 TEST(SimCollective, RanksMustJoinThroughHandlesAlike) {
   Scheduler sched;
   SimCollectiveGroup group(&sched, {}, 2, col::Algorithm::kRing);
