@@ -133,10 +133,16 @@ WorkerOutcome RunCollectiveRank(WorkerLoop& loop, const CollectivePlan& plan, co
           // its averaging), where mean(θ_i) rounds (N·θ)/N and would move a checkpoint or an
           // evaluation off them; it costs one 8-float allreduce then. Otherwise θ̄ is
           // mean(θ_i) and the consensus distance (1/N)·Σ‖θ_i − θ̄‖².
+          // θ̄ is read in the hook only (the drivers copy it there), so agreeing replicas
+          // lend their own vector: no rank holds a copy (a simulation holds every rank's
+          // at once at a boundary).
           const std::span<const float> params = rule->local_params();
-          std::vector<float> average(params.begin(), params.end());
+          std::vector<float> average;
+          std::span<const float> theta_bar = params;
           double consensus = 0;
           if (!SameOnEveryRank(params, control)) {
+            average.assign(params.begin(), params.end());
+            theta_bar = average;
             control.Allreduce(average, col::ReduceOp::kMean);
             double d = 0;
             for (std::size_t k = 0; k < average.size(); ++k) {
@@ -155,7 +161,7 @@ WorkerOutcome RunCollectiveRank(WorkerLoop& loop, const CollectivePlan& plan, co
           b.evaluate = hold && !done;
           b.checkpoint = checkpoint;
           b.eval_id = eval_id;
-          b.average = average;
+          b.average = theta_bar;
           b.consensus = consensus;
           hooks.boundary(b);
           if (done) return false;

@@ -87,7 +87,7 @@ struct CollectiveBoundary {
   // The largest evaluation id any rank's driver wanted at the vote (0: none; the
   // evaluation is one by epochs, or the final one).
   int64_t eval_id = 0;
-  std::span<const float> average;  // θ̄ (every rank has it)
+  std::span<const float> average;  // θ̄ (every rank has it), valid during the hook
   double consensus = 0;            // (1/N)·Σ‖θ_i − θ̄‖²
 };
 
