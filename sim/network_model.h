@@ -56,10 +56,11 @@
 // one after the other instead of packet interleaving (the first of k concurrent messages
 // finishes earlier and the last at the same time as under fair sharing); with `fair`,
 // idealised flows (rates change at once, no congestion window or ACK clocking, no
-// per-packet order: flows that start together end together); a single flow is assumed to
-// reach the NIC's line rate (at 100 GbE one TCP flow on one core usually cannot); protocol
-// headers are not counted (callers pass payload bytes; the per-message cost sits in
-// latency).
+// per-packet order: flows that start together end together, so equal messages keep
+// their senders in step; results/sim/calibration/netns/README.md measured what that
+// does against real TCP flows); a single flow is assumed to reach the NIC's line rate (at
+// 100 GbE one TCP flow on one core usually cannot); protocol headers are not counted
+// (callers pass payload bytes; the per-message cost sits in latency).
 //
 // Presets (NetworkPreset). Goodput is 94 % of the Ethernet line rate: a 1448-byte TCP
 // payload per 1538 bytes on the wire at MTU 1500 (preamble 8, Ethernet 14 + FCS 4,
@@ -164,9 +165,8 @@ class NetworkModel {
   // kFifo that is At(the synchronous send's arrival, on_arrival), the same instant and
   // the same event order; with kFair the model schedules its own events on sched (one
   // when the next flow ends; stale ones, from before a later start, do nothing).
-  // REQUIRES: the same scheduler on every call, which outlives the model's pending
-  // events (its callbacks hold this model: destroy the model first, or not at all while
-  // the scheduler runs).
+  // REQUIRES: the same scheduler on every call; the scheduler must not run the model's
+  // pending events after the model is gone (they point to it).
   void SendToShard(Scheduler& sched, int worker, int shard, int64_t bytes,
                    std::function<void()> on_arrival);
   void SendToWorker(Scheduler& sched, int shard, int worker, int64_t bytes,
