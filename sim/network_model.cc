@@ -1,7 +1,10 @@
 #include "sim/network_model.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <limits>
+#include <utility>
 
 #include "core/check.h"
 #include "core/error.h"
@@ -18,6 +21,18 @@ double Micros(Duration d) { return std::chrono::duration<double, std::micro>(d).
 double Gbps(double bytes_per_s) { return bytes_per_s * 8 / 1e9; }
 
 constexpr double LineRate(double gbit_per_s) { return gbit_per_s * 1e9 / 8; }
+
+// Under kFair a flow has ended when what it has left takes at most this long (ns): the
+// timer is armed at the next end rounded up to a whole nanosecond, and floating-point
+// rounding must not leave a flow a few bytes short of it.
+constexpr double kEndSlackNs = 1e-3;
+
+// How long flow f still needs at its rate, ns (0 for an infinite rate or nothing left).
+template <typename F>
+double NsToEnd(const F& f) {
+  if (f.remaining <= 0 || std::isinf(f.rate)) return 0;
+  return f.remaining / f.rate * 1e9;
+}
 
 // The measured server costs of the header comment.
 constexpr Duration kServerPerMessage = microseconds(5);
@@ -43,6 +58,17 @@ void NetworkOptions::Validate() const {
                 server_per_message >= Duration::zero());
   RequireFinite(keys::kServerNsPerElement, server_ns_per_element, ">= 0 (nanoseconds)",
                 server_ns_per_element >= 0);
+}
+
+NetworkSharing ParseNetworkSharing(std::string_view value) {
+  if (value == "fifo") return NetworkSharing::kFifo;
+  if (value == "fair") return NetworkSharing::kFair;
+  throw ConfigError(std::string(keys::kSharing), std::string(value),
+                    "fifo or fair (how a NIC side serves the messages on it)");
+}
+
+std::string_view NetworkSharingName(NetworkSharing sharing) {
+  return sharing == NetworkSharing::kFair ? "fair" : "fifo";
 }
 
 std::vector<std::string> NetworkPresetNames() {
@@ -90,6 +116,14 @@ NetworkModel::NetworkModel(const NetworkOptions& options, int workers, int shard
   shard_rx_.assign(s, Duration::zero());
   shard_cpu_.assign(s, Duration::zero());
   stats_.assign(s, ShardStats{});
+  workers_ = workers;
+  const double shard_side =
+      (options_.shard_nic_bandwidth > 0 ? options_.shard_nic_bandwidth : options_.link_bandwidth) *
+      options_.goodput;
+  side_capacity_.assign(2 * w, options_.link_bandwidth * options_.goodput);
+  side_capacity_.resize(2 * w + 2 * s, shard_side);
+  left_.assign(side_capacity_.size(), 0);
+  unfixed_.assign(side_capacity_.size(), 0);
 }
 
 Duration NetworkModel::TransferTime(int64_t bytes) const {
@@ -112,6 +146,8 @@ Duration NetworkModel::Send(Duration& tx_free, Duration& rx_free, int64_t bytes,
 }
 
 Duration NetworkModel::SendToShard(int worker, int shard, int64_t bytes, Duration t) {
+  ASGD_CHECK(options_.sharing == NetworkSharing::kFifo,
+             "NetworkModel: a synchronous send under fair sharing (use the asynchronous one)");
   ASGD_CHECK(worker >= 0 && static_cast<std::size_t>(worker) < worker_tx_.size());
   ASGD_CHECK(shard >= 0 && static_cast<std::size_t>(shard) < shard_rx_.size());
   const auto w = static_cast<std::size_t>(worker), s = static_cast<std::size_t>(shard);
@@ -120,11 +156,151 @@ Duration NetworkModel::SendToShard(int worker, int shard, int64_t bytes, Duratio
 }
 
 Duration NetworkModel::SendToWorker(int shard, int worker, int64_t bytes, Duration t) {
+  ASGD_CHECK(options_.sharing == NetworkSharing::kFifo,
+             "NetworkModel: a synchronous send under fair sharing (use the asynchronous one)");
   ASGD_CHECK(worker >= 0 && static_cast<std::size_t>(worker) < worker_rx_.size());
   ASGD_CHECK(shard >= 0 && static_cast<std::size_t>(shard) < shard_tx_.size());
   const auto w = static_cast<std::size_t>(worker), s = static_cast<std::size_t>(shard);
   stats_[s].bytes_out += bytes;
   return Send(shard_tx_[s], worker_rx_[w], bytes, t, &stats_[s].nic_wait);
+}
+
+void NetworkModel::SendToShard(Scheduler& sched, int worker, int shard, int64_t bytes,
+                               std::function<void()> on_arrival) {
+  if (options_.sharing == NetworkSharing::kFifo) {
+    sched.At(SendToShard(worker, shard, bytes, sched.Now()), std::move(on_arrival));
+    return;
+  }
+  ASGD_CHECK(worker >= 0 && worker < workers_);
+  ASGD_CHECK(shard >= 0 && static_cast<std::size_t>(shard) < stats_.size());
+  stats_[static_cast<std::size_t>(shard)].bytes_in += bytes;
+  const int shards = static_cast<int>(stats_.size());
+  StartFlow(sched, worker, 2 * workers_ + shards + shard, shard, bytes, std::move(on_arrival));
+}
+
+void NetworkModel::SendToWorker(Scheduler& sched, int shard, int worker, int64_t bytes,
+                                std::function<void()> on_arrival) {
+  if (options_.sharing == NetworkSharing::kFifo) {
+    sched.At(SendToWorker(shard, worker, bytes, sched.Now()), std::move(on_arrival));
+    return;
+  }
+  ASGD_CHECK(worker >= 0 && worker < workers_);
+  ASGD_CHECK(shard >= 0 && static_cast<std::size_t>(shard) < stats_.size());
+  stats_[static_cast<std::size_t>(shard)].bytes_out += bytes;
+  StartFlow(sched, 2 * workers_ + shard, workers_ + worker, shard, bytes, std::move(on_arrival));
+}
+
+void NetworkModel::StartFlow(Scheduler& sched, int tx, int rx, int shard, int64_t bytes,
+                             std::function<void()> on_arrival) {
+  ASGD_CHECK_GE(bytes, 0);
+  if (sched_ == nullptr) {
+    sched_ = &sched;
+    moved_to_ = sched.Now();
+  }
+  ASGD_CHECK(sched_ == &sched, "NetworkModel: asynchronous sends on two schedulers");
+  Advance();
+  Flow f;
+  f.tx = tx;
+  f.rx = rx;
+  f.shard = shard;
+  f.bytes = bytes;
+  f.handed = moved_to_;
+  f.remaining = static_cast<double>(bytes);
+  f.on_arrival = std::move(on_arrival);
+  flows_.push_back(std::move(f));
+  ComputeRates();
+  ArmTimer();
+}
+
+void NetworkModel::Advance() {
+  const Duration now = sched_->Now();
+  if (now > moved_to_) {
+    const double dt = std::chrono::duration<double>(now - moved_to_).count();
+    for (Flow& f : flows_) {
+      f.remaining = std::isinf(f.rate) ? 0 : std::max(0.0, f.remaining - f.rate * dt);
+    }
+    moved_to_ = now;
+  }
+  EndFinishedFlows();
+}
+
+void NetworkModel::EndFinishedFlows() {
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < flows_.size(); ++i) {
+    Flow& f = flows_[i];
+    if (NsToEnd(f) <= kEndSlackNs) {
+      const Duration took = moved_to_ - f.handed;
+      const Duration unshared = TransferTime(f.bytes);
+      if (took > unshared) stats_[static_cast<std::size_t>(f.shard)].nic_wait += took - unshared;
+      sched_->At(moved_to_ + options_.latency, std::move(f.on_arrival));
+      continue;
+    }
+    if (kept != i) flows_[kept] = std::move(f);
+    ++kept;
+  }
+  flows_.resize(kept);
+}
+
+void NetworkModel::ComputeRates() {
+  // Progressive filling: every flow starts unfixed; the side whose capacity left, split
+  // equally among its unfixed flows, is smallest fixes them all at that share, which is
+  // taken off their other sides; until every flow is fixed. Ties go to the lower side
+  // index (deterministic; either order gives the same rates).
+  touched_.clear();
+  for (Flow& f : flows_) {
+    for (const int side : {f.tx, f.rx}) {
+      const auto si = static_cast<std::size_t>(side);
+      if (unfixed_[si] == 0) {
+        touched_.push_back(side);
+        left_[si] = side_capacity_[si];
+      }
+      ++unfixed_[si];
+    }
+    f.rate = -1;  // unfixed
+  }
+  std::size_t open = flows_.size();
+  while (open > 0) {
+    int best = -1;
+    double share = 0;
+    for (const int side : touched_) {
+      const auto si = static_cast<std::size_t>(side);
+      if (unfixed_[si] == 0) continue;
+      const double s = std::max(0.0, left_[si]) / unfixed_[si];
+      if (best < 0 || s < share || (s == share && side < best)) {
+        best = side;
+        share = s;
+      }
+    }
+    ASGD_CHECK_GE(best, 0);
+    for (Flow& f : flows_) {
+      if (f.rate >= 0 || (f.tx != best && f.rx != best && !std::isinf(share))) continue;
+      // An infinite smallest share: every side left is infinite, every flow left unbounded.
+      f.rate = share;
+      for (const int side : {f.tx, f.rx}) {
+        const auto si = static_cast<std::size_t>(side);
+        if (!std::isinf(left_[si])) left_[si] -= share;
+        --unfixed_[si];
+      }
+      --open;
+    }
+  }
+}
+
+void NetworkModel::ArmTimer() {
+  const uint64_t generation = ++timer_generation_;
+  if (flows_.empty()) return;
+  double next = std::numeric_limits<double>::infinity();
+  for (const Flow& f : flows_) next = std::min(next, NsToEnd(f));
+  // Rounded up to a whole nanosecond (a flow ends no earlier than its last byte), unless
+  // within the slack of one.
+  const double ahead = std::max(0.0, std::ceil(next - kEndSlackNs));
+  ASGD_CHECK(ahead < 9.0e18, "NetworkModel: a flow that never ends");
+  sched_->At(moved_to_ + Duration(static_cast<Duration::rep>(ahead)), [this, generation] {
+    if (generation != timer_generation_) return;  // a flow started or ended since
+    Advance();
+    ComputeRates();
+    ArmTimer();
+  });
 }
 
 Duration NetworkModel::Serve(int shard, int64_t elements, Duration t) {

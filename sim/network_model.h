@@ -1,8 +1,9 @@
 // What moving a message costs in the simulator: latency, bandwidth, NIC queueing at the
 // shard servers, and the server's processing time (issue 13 item 2).
 //
-// The model. Every worker and every shard server has one full-duplex NIC. A message of
-// b payload bytes from A to B, handed to the network at time t:
+// The model (`network.sharing = fifo`, the default). Every worker and every shard server
+// has one full-duplex NIC. A message of b payload bytes from A to B, handed to the network
+// at time t:
 //   rate     r = min(link_bandwidth, shard_nic_bandwidth)  (the worker–shard link runs at
 //              the slower of its two ends)
 //   start    = max(t, A's transmit side free, B's receive side free - latency)
@@ -23,6 +24,24 @@
 // explicit link_gbps = 10 moves exactly what the dc_10gbe preset moves; `loopback` alone
 // sets goodput = 1, since its rate is a measured payload rate (no Ethernet frames).
 //
+// Fair sharing (`network.sharing = fair`, issue 33). Instead of whole messages in turn,
+// the messages on a NIC side share it as TCP flows share a link: a message from A to B
+// is one flow through A's transmit side and B's receive side; a worker's sides have
+// capacity link_bandwidth × goodput, a shard's shard_nic_bandwidth (or link_bandwidth)
+// × goodput. At every instant each flow moves at its max-min fair rate (progressive
+// filling: the side with the smallest equal share of what is left of its capacity fixes
+// the rate of every flow on it, whose rate is then taken off its other side; repeat), and
+// the rates are recomputed whenever a flow starts or ends. A message handed over at t
+// starts moving at t, ends when its last byte has moved (end, rounded up to a whole
+// nanosecond) and arrives at end + latency. So k messages of b bytes handed to one
+// shared side at the same instant all arrive at latency + k·b/r (FIFO: latency + i·b/r,
+// i = 1..k), a flow held back by its other end leaves the rest of a side to the others
+// (max-min, not an equal split), and a side with flows on it always moves at its full
+// capacity (work conserving, as FIFO). The end of a message is not known when it starts,
+// so fair sharing needs the asynchronous sends below (they complete through the
+// scheduler); the synchronous ones are FIFO only. In either mode the shard's server
+// thread (Serve) stays FIFO.
+//
 // The server: each shard has one server thread (as ShardServer has). Serve() queues a
 // request FIFO behind the shard's earlier work and takes server_per_message +
 // e · server_ns_per_element, where e is the number of parameter elements the shard
@@ -33,11 +52,15 @@
 //
 // What is not modelled (where the simulation is optimistic or pessimistic): the switch
 // fabric is non-blocking (no core congestion); no packet loss, retransmission or TCP slow
-// start; latency is the same for every link and has no jitter; whole-message FIFO instead
-// of packet interleaving (the first of k concurrent messages finishes earlier and the last
-// at the same time as under fair sharing); a single flow is assumed to reach the NIC's
-// line rate (at 100 GbE one TCP flow on one core usually cannot); protocol headers are not
-// counted (callers pass payload bytes; the per-message cost sits in latency).
+// start; latency is the same for every link and has no jitter; with `fifo`, whole messages
+// one after the other instead of packet interleaving (the first of k concurrent messages
+// finishes earlier and the last at the same time as under fair sharing); with `fair`,
+// idealised flows (rates change at once, no congestion window or ACK clocking, no
+// per-packet order: flows that start together end together, so equal messages keep
+// their senders in step; results/sim/calibration/netns/README.md measured what that
+// does against real TCP flows); a single flow is assumed to reach the NIC's line rate (at
+// 100 GbE one TCP flow on one core usually cannot); protocol headers are not counted
+// (callers pass payload bytes; the per-message cost sits in latency).
 //
 // Presets (NetworkPreset). Goodput is 94 % of the Ethernet line rate: a 1448-byte TCP
 // payload per 1538 bytes on the wire at MTU 1500 (preamble 8, Ethernet 14 + FCS 4,
@@ -73,17 +96,24 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "core/clock.h"
+#include "sim/scheduler.h"
 
 namespace asgd::sim {
 
 // TCP payload per byte on an Ethernet wire at MTU 1500 (the header comment).
 inline constexpr double kEthernetGoodput = 1448.0 / 1538.0;
+
+enum class NetworkSharing { kFifo, kFair };
+// "fifo" or "fair"; throws asgd::ConfigError naming network.sharing for another value.
+NetworkSharing ParseNetworkSharing(std::string_view value);
+std::string_view NetworkSharingName(NetworkSharing sharing);
 
 struct NetworkOptions {
   // One-way latency of every message. Default 0. >= 0.
@@ -101,6 +131,10 @@ struct NetworkOptions {
   // shard reads or writes for it (see the header comment). Default 0.
   Duration server_per_message{};
   double server_ns_per_element = 0;  // >= 0
+  // How a NIC side serves the messages on it (`network.sharing`, the header comment):
+  // whole messages first come first served, or max-min fair flows. Default kFifo.
+  // Presets keep the default.
+  NetworkSharing sharing = NetworkSharing::kFifo;
 
   // Throws asgd::ConfigError naming the key (network.*, in its config unit: µs, Gbit/s,
   // ns, a fraction) for a negative, zero (bandwidths, goodput), NaN or, for goodput, > 1
@@ -119,11 +153,24 @@ class NetworkModel {
   NetworkModel(const NetworkOptions& options, int workers, int shards);
 
   // A request of `bytes` payload bytes handed to the network by worker w at time t;
-  // returns when it has fully arrived at shard s (and books both NICs).
+  // returns when it has fully arrived at shard s (and books both NICs). FIFO only
+  // (REQUIRES: options().sharing == kFifo; fair sharing cannot know the end yet).
   Duration SendToShard(int worker, int shard, int64_t bytes, Duration t);
   // A reply of `bytes` from shard s to worker w handed to the network at t; returns its
-  // arrival at the worker.
+  // arrival at the worker. FIFO only.
   Duration SendToWorker(int shard, int worker, int64_t bytes, Duration t);
+
+  // The asynchronous sends, for either sharing: the message is handed to the network at
+  // sched.Now(), and on_arrival runs as an event of sched when it has fully arrived. With
+  // kFifo that is At(the synchronous send's arrival, on_arrival), the same instant and
+  // the same event order; with kFair the model schedules its own events on sched (one
+  // when the next flow ends; stale ones, from before a later start, do nothing).
+  // REQUIRES: the same scheduler on every call; the scheduler must not run the model's
+  // pending events after the model is gone (they point to it).
+  void SendToShard(Scheduler& sched, int worker, int shard, int64_t bytes,
+                   std::function<void()> on_arrival);
+  void SendToWorker(Scheduler& sched, int shard, int worker, int64_t bytes,
+                    std::function<void()> on_arrival);
   // The shard's server thread takes a request that arrived at t and touches `elements`
   // parameter elements (read plus written); returns when it is done (FIFO behind the
   // shard's earlier requests): per message + elements × per element.
@@ -134,8 +181,12 @@ class NetworkModel {
   // The payload rate r of the header comment, bytes per second.
   double payload_rate() const { return rate_; }
 
-  // Counters per shard: payload bytes received and sent, and the total time messages
-  // waited for a busy NIC (either end) before they started moving.
+  // Counters per shard: payload bytes received and sent, and nic_wait, the total time its
+  // messages (both directions) took beyond their unshared transfer time b / r because a
+  // NIC side (either end) was busy with others: with kFifo the time they waited before
+  // they started moving (start − t), with kFair the time they spent below the full rate
+  // (end − t − b / r; the same figure for a FIFO message). A message counts when it is
+  // handed over (bytes) and, with kFair, when it ends (nic_wait).
   struct ShardStats {
     int64_t bytes_in = 0;
     int64_t bytes_out = 0;
@@ -145,13 +196,48 @@ class NetworkModel {
   const NetworkOptions& options() const { return options_; }
 
  private:
+  // A message moving under kFair: one flow through two sides (indices into side_capacity_:
+  // worker w's transmit side is w, its receive side workers + w, shard s's transmit side
+  // 2·workers + s, its receive side 2·workers + shards + s).
+  struct Flow {
+    int tx = 0, rx = 0;
+    int shard = 0;         // whose counters
+    int64_t bytes = 0;     // payload
+    Duration handed{};     // when it was handed over
+    double remaining = 0;  // bytes still to move
+    double rate = 0;       // bytes per second, its current max-min share
+    std::function<void()> on_arrival;
+  };
+
   Duration Send(Duration& tx_free, Duration& rx_free, int64_t bytes, Duration t, Duration* waited);
+  void StartFlow(Scheduler& sched, int tx, int rx, int shard, int64_t bytes,
+                 std::function<void()> on_arrival);
+  // kFair: moves every flow on to now at its rate, ends those with nothing left (their
+  // arrivals scheduled at now + latency, in the order they started), recomputes the rates
+  // and arms the timer for the next end.
+  void Advance();
+  void EndFinishedFlows();
+  void ComputeRates();
+  void ArmTimer();
 
   NetworkOptions options_;
+  int workers_ = 0;
   double rate_ = 0;  // bytes per second
   std::vector<Duration> worker_tx_, worker_rx_;
   std::vector<Duration> shard_tx_, shard_rx_, shard_cpu_;
   std::vector<ShardStats> stats_;
+  // kFair state: each side's payload capacity (bytes per second), the flows moving (in
+  // the order they started), the instant their `remaining` refers to, the scheduler and
+  // the generation of the timer event armed last (an event of an older one does nothing).
+  std::vector<double> side_capacity_;
+  std::vector<Flow> flows_;
+  Duration moved_to_{};
+  Scheduler* sched_ = nullptr;
+  uint64_t timer_generation_ = 0;
+  // ComputeRates' scratch, per side: capacity left and unfixed flows on it.
+  std::vector<double> left_;
+  std::vector<int> unfixed_;
+  std::vector<int> touched_;
 };
 
 }  // namespace asgd::sim

@@ -41,6 +41,10 @@ constexpr std::array kKeys = {
               "payload bytes per byte of line rate, for both rates above, in (0, 1]: 0.9415 "
               "(TCP over Ethernet at MTU 1500) in every preset but loopback (1: its rate is "
               "measured payload)"},
+    OptionKey{keys::kSharing, "fifo",
+              "how a NIC side serves the messages on it: fifo (whole messages, first come "
+              "first served) or fair (max-min fair flows, as TCP flows share a link); "
+              "parameter-server strategies"},
     OptionKey{keys::kServerNsPerElement, "(preset)",
               "shard server processing time per parameter element it reads or writes, ns: a "
               "pull's n elements read, a push's n written whatever its encoded size, a "
@@ -127,6 +131,8 @@ void ApplySimOption(SimOptions* o, std::string_view key, std::string_view value)
     o->network.shard_nic_bandwidth = Number(key, value) * 1e9 / 8;
   } else if (key == keys::kGoodput) {
     o->network.goodput = Number(key, value);
+  } else if (key == keys::kSharing) {
+    o->network.sharing = ParseNetworkSharing(Trim(value));
   } else if (key == keys::kServerNsPerElement) {
     o->network.server_ns_per_element = Number(key, value);
   } else if (key == keys::kServerUsPerMessage) {

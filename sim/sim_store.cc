@@ -97,7 +97,8 @@ SimStore::SimStore(sim::Scheduler* sched, sim::NetworkModel* network,
   ASGD_CHECK_EQ(static_cast<int64_t>(initial.size()), placement_.total_elements(),
                 "SimStore: initial values");
   const sim::NetworkOptions& n = network_->options();
-  inline_ = n.latency == Duration::zero() && std::isinf(n.link_bandwidth) &&
+  inline_ = n.sharing == sim::NetworkSharing::kFifo && n.latency == Duration::zero() &&
+            std::isinf(n.link_bandwidth) &&
             (n.shard_nic_bandwidth == 0 || std::isinf(n.shard_nic_bandwidth)) &&
             n.server_per_message == Duration::zero() && n.server_ns_per_element == 0;
   for (int s = 0; s < placement_.num_shards(); ++s) {
@@ -229,20 +230,17 @@ Status SimStore::Request(Call& call) {
       const Duration now = sched_->Now();
       const Duration cpu_done = cores_->Run(now, cpu_.Cost(bytes));
       if (cpu_done > now) sched_->Sleep(cpu_done - now);
-      const Duration at_shard =
-          network_->SendToShard(static_cast<int>(call.worker), s, bytes, sched_->Now());
-      sched_->At(at_shard, [this, s, &call, bytes] {
-        // 2. Shard receive, on the shard's I/O thread; then its server thread.
-        ShardIo(s, cpu_.Cost(bytes), [this, s, &call] {
-          const Duration served = network_->Serve(s, ServedElements(s, call.op), sched_->Now());
-          sched_->At(served, [this, s, &call] { Handle(s, call); });
-        });
-      });
+      network_->SendToShard(
+          *sched_, static_cast<int>(call.worker), s, bytes, [this, s, &call, bytes] {
+            // 2. Shard receive, on the shard's I/O thread; then its server thread.
+            ShardIo(s, cpu_.Cost(bytes), [this, s, &call] {
+              const Duration served = network_->Serve(s, ServedElements(s, call.op), sched_->Now());
+              sched_->At(served, [this, s, &call] { Handle(s, call); });
+            });
+          });
       continue;
     }
-    const Duration arrived =
-        network_->SendToShard(static_cast<int>(call.worker), s, bytes, sched_->Now());
-    sched_->At(arrived, [this, s, &call] {
+    network_->SendToShard(*sched_, static_cast<int>(call.worker), s, bytes, [this, s, &call] {
       const Duration served = network_->Serve(s, ServedElements(s, call.op), sched_->Now());
       sched_->At(served, [this, s, &call] { Handle(s, call); });
     });
@@ -346,21 +344,23 @@ void SimStore::Reply(int s, Call& call, int64_t bytes) {
     // 3. Shard reply send, on the shard's I/O thread; then the wire; then 4. client
     // receive: a core for the reply's CPU, after which the call's shard is done.
     ShardIo(s, cpu_.Cost(bytes), [this, s, &call, bytes] {
-      const Duration arrives =
-          network_->SendToWorker(s, static_cast<int>(call.worker), bytes, sched_->Now());
-      sched_->At(arrives, [this, &call, bytes] {
-        sched_->At(cores_->Run(sched_->Now(), cpu_.Cost(bytes)), [&call] { call.done->Done(); });
-      });
+      network_->SendToWorker(*sched_, s, static_cast<int>(call.worker), bytes,
+                             [this, &call, bytes] {
+                               sched_->At(cores_->Run(sched_->Now(), cpu_.Cost(bytes)),
+                                          [&call] { call.done->Done(); });
+                             });
     });
     return;
   }
-  const Duration now = sched_->Now();
-  const Duration arrives = network_->SendToWorker(s, static_cast<int>(call.worker), bytes, now);
-  if (arrives == now && sched_->Current() == call.task) {
-    call.done->Done();  // served inline by the caller's own task
+  if (inline_ && sched_->Current() == call.task) {
+    // Served inline by the caller's own task: the zero network (FIFO), where the reply
+    // arrives at once; the model still counts its bytes.
+    network_->SendToWorker(s, static_cast<int>(call.worker), bytes, sched_->Now());
+    call.done->Done();
     return;
   }
-  sched_->At(arrives, [&call] { call.done->Done(); });
+  network_->SendToWorker(*sched_, s, static_cast<int>(call.worker), bytes,
+                         [&call] { call.done->Done(); });
 }
 
 void SimStore::Fill(int s, Call& call, const transport::ReplyBuffer* payload) const {

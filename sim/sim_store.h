@@ -10,7 +10,8 @@
 // staleness records and rules that read time see virtual time).
 //
 // A call (sim/README.md's round trip). For each shard s, in shard order, the worker hands
-// a request to the network (NetworkModel::SendToShard: its NIC, then the shard's, FIFO);
+// a request to the network (NetworkModel::SendToShard, the asynchronous one: its NIC, then
+// the shard's, FIFO or, with network.sharing = fair, shared as flows);
 // when it has arrived, the shard's server thread takes it (NetworkModel::Serve: FIFO
 // behind the shard's earlier requests, per-message + per-element cost); when the service
 // ends, the rule runs (ShardCore) and the reply is handed to the network
@@ -24,7 +25,8 @@
 //
 // Zero-cost network (latency 0, infinite bandwidth, free server: the `zero` preset). A
 // request then arrives, is served and is answered at the instant it was sent, so the
-// client serves it inline, shard by shard, and the task does not suspend (unless the
+// client serves it inline (with network.sharing = fifo; under fair every message goes
+// through the model's events), shard by shard, and the task does not suspend (unless the
 // rule holds the request). A worker's call is atomic and workers interleave only where
 // they sleep (their compute time). Consequences the tests rely on: with constant compute
 // time, an asynchronous strategy's pushes arrive in worker order every round and each

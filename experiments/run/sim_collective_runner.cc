@@ -65,6 +65,14 @@ void CheckSimulable(const Config& config, const RunRequest& request) {
                         "to parameter-server strategies only)");
     }
   }
+  // Fair sharing is the simulated store's network (sim/network_model.h); the simulated
+  // collective times its own transfers and would silently ignore it.
+  const std::string sharing(sim::keys::kSharing);
+  if (sim::ParseNetworkSharing(config.Raw(sharing)) == sim::NetworkSharing::kFair) {
+    throw ConfigError(sharing, config.Raw(sharing),
+                      "fifo for a strategy on a collective (fair sharing is modelled for "
+                      "parameter-server strategies only)");
+  }
 }
 
 // Rank w's handle on the control group, where RunCollectiveRank votes and, at a boundary,

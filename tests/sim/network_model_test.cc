@@ -1,10 +1,13 @@
 #include "sim/network_model.h"
 
+#include <random>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
 #include "core/error.h"
+#include "sim/scheduler.h"
 
 namespace asgd::sim {
 namespace {
@@ -139,6 +142,202 @@ TEST(NetworkModel, BadOptionsNameTheirKey) {
     ADD_FAILURE() << "unknown preset accepted";
   } catch (const ConfigError& e) {
     EXPECT_EQ(e.key(), "network.preset");
+  }
+}
+
+// ---- Fair sharing (network.sharing = fair) ------------------------------------------
+
+// One message for the asynchronous sends: handed over at `at` by a worker to a shard
+// (to_shard) or the other way, `bytes` payload bytes.
+struct Message {
+  Duration at;
+  bool to_shard;
+  int worker, shard;
+  int64_t bytes;
+};
+
+// Sends every message through the asynchronous API at its instant, runs the scheduler,
+// and returns each message's arrival (in the order of `messages`).
+std::vector<Duration> Arrivals(NetworkModel& net, const std::vector<Message>& messages) {
+  Scheduler sched;
+  std::vector<Duration> arrived(messages.size(), Duration::min());
+  for (std::size_t i = 0; i < messages.size(); ++i) {
+    sched.At(messages[i].at, [&, i] {
+      const Message& m = messages[i];
+      auto done = [&, i] { arrived[i] = sched.Now(); };
+      if (m.to_shard) {
+        net.SendToShard(sched, m.worker, m.shard, m.bytes, done);
+      } else {
+        net.SendToWorker(sched, m.shard, m.worker, m.bytes, done);
+      }
+    });
+  }
+  sched.Run();
+  return arrived;
+}
+
+NetworkOptions FairLink(Duration latency, double bytes_per_s) {
+  NetworkOptions o = Link(latency, bytes_per_s);
+  o.sharing = NetworkSharing::kFair;
+  return o;
+}
+
+// Two messages of b bytes handed to one shard's receive side at once: fair sharing ends
+// both at 2b/r; FIFO ends the first at b/r and the second at 2b/r.
+TEST(FairSharing, TwoEqualFlowsOnOneSideEndTogether) {
+  const Duration latency = microseconds(10);
+  const std::vector<Message> two = {{Duration::zero(), true, 0, 0, 1000},
+                                    {Duration::zero(), true, 1, 0, 1000}};
+  NetworkModel fair(FairLink(latency, 1e9), 2, 1);  // 1 byte per ns
+  EXPECT_EQ(Arrivals(fair, two),
+            (std::vector<Duration>{latency + nanoseconds(2000), latency + nanoseconds(2000)}));
+  NetworkModel fifo(Link(latency, 1e9), 2, 1);
+  EXPECT_EQ(Arrivals(fifo, two),
+            (std::vector<Duration>{latency + nanoseconds(1000), latency + nanoseconds(2000)}));
+  // nic_wait: each fair message took 2,000 ns for 1,000 ns of transfer; under FIFO the
+  // second waited 1,000 ns.
+  EXPECT_EQ(fair.shard_stats(0).nic_wait, nanoseconds(2000));
+  EXPECT_EQ(fifo.shard_stats(0).nic_wait, nanoseconds(1000));
+  EXPECT_EQ(fair.shard_stats(0).bytes_in, 2000);
+  // The same holds for the shard's transmit side (replies to two workers).
+  NetworkModel replies(FairLink(latency, 1e9), 2, 1);
+  EXPECT_EQ(Arrivals(replies, {{Duration::zero(), false, 0, 0, 1000},
+                               {Duration::zero(), false, 1, 0, 1000}}),
+            (std::vector<Duration>{latency + nanoseconds(2000), latency + nanoseconds(2000)}));
+  EXPECT_EQ(replies.shard_stats(0).bytes_out, 2000);
+}
+
+// A flow joining halfway: A (1,000 bytes) alone for 500 ns moves 500 bytes; then A and B
+// share, A's last 500 bytes take 1,000 ns (A ends at 1,500), and B, which moved 500 by
+// then, has the side alone for its last 500 (ends at 2,000).
+TEST(FairSharing, AFlowJoiningHalfway) {
+  NetworkModel net(FairLink(Duration::zero(), 1e9), 2, 1);
+  EXPECT_EQ(
+      Arrivals(net, {{Duration::zero(), true, 0, 0, 1000}, {nanoseconds(500), true, 1, 0, 1000}}),
+      (std::vector<Duration>{nanoseconds(1500), nanoseconds(2000)}));
+}
+
+// Max-min, not an equal split: worker 0 sends to three shards at once, so its transmit
+// side holds each of its flows to r/3; worker 1's flow to shard 0 takes the rest of shard
+// 0's receive side, 2r/3 (an equal split there would give it r/2 and end it at 2,400 ns).
+// 1,200 bytes at 2r/3 end at 1,800 ns; worker 0's flows have 600 bytes left then and stay
+// at r/3 (its own side is their bottleneck): 3,600 ns.
+TEST(FairSharing, AFlowHeldBackElsewhereLeavesTheRestToTheOthers) {
+  NetworkModel net(FairLink(Duration::zero(), 1e9), 2, 3);
+  EXPECT_EQ(Arrivals(net, {{Duration::zero(), true, 0, 0, 1200},
+                           {Duration::zero(), true, 0, 1, 1200},
+                           {Duration::zero(), true, 0, 2, 1200},
+                           {Duration::zero(), true, 1, 0, 1200}}),
+            (std::vector<Duration>{nanoseconds(3600), nanoseconds(3600), nanoseconds(3600),
+                                   nanoseconds(1800)}));
+}
+
+// A shard NIC twice as fast as the links: two workers sending to it at once are each
+// held by their own link, both at the full link rate (FIFO would serialise them at the
+// link rate: one message after the other).
+TEST(FairSharing, AFasterShardNicCarriesTwoLinksAtOnce) {
+  NetworkOptions o = FairLink(Duration::zero(), 1e9);
+  o.shard_nic_bandwidth = 2e9;
+  NetworkModel net(o, 2, 1);
+  EXPECT_EQ(
+      Arrivals(net, {{Duration::zero(), true, 0, 0, 1000}, {Duration::zero(), true, 1, 0, 1000}}),
+      (std::vector<Duration>{nanoseconds(1000), nanoseconds(1000)}));
+  EXPECT_EQ(net.shard_stats(0).nic_wait, Duration::zero());
+}
+
+// Work conservation: a side with flows on it always moves at its capacity, so when the
+// shard's receive side is never idle the last message ends at (total bytes) / r, as under
+// FIFO, whatever the order in which they end.
+TEST(FairSharing, ABusySideIsWorkConserving) {
+  const std::vector<Message> staggered = {{Duration::zero(), true, 0, 0, 3000},
+                                          {nanoseconds(100), true, 1, 0, 1000},
+                                          {nanoseconds(200), true, 2, 0, 2500},
+                                          {nanoseconds(300), true, 3, 0, 500}};
+  NetworkModel fair(FairLink(Duration::zero(), 1e9), 4, 1);
+  NetworkModel fifo(Link(Duration::zero(), 1e9), 4, 1);
+  const std::vector<Duration> f = Arrivals(fair, staggered);
+  const std::vector<Duration> g = Arrivals(fifo, staggered);
+  EXPECT_EQ(*std::max_element(f.begin(), f.end()), nanoseconds(7000));
+  EXPECT_EQ(*std::max_element(g.begin(), g.end()), nanoseconds(7000));
+  // Fair sharing: the short messages do not wait behind the first one. The 500-byte one
+  // shares with three from 300 ns on (the others have moved 100+100/2+100/3 = 183.3,
+  // 83.3 and 33.3 bytes): it ends at 300 + 4 x 500 = 2,300 ns.
+  EXPECT_EQ(f[3], nanoseconds(2300));
+  EXPECT_EQ(g[3], nanoseconds(7000));
+}
+
+// Capacity is per side and per direction: a worker's request and its reply, and two
+// shards' flows on different sides, do not share.
+TEST(FairSharing, SidesAreIndependent) {
+  NetworkModel net(FairLink(Duration::zero(), 1e9), 2, 2);
+  EXPECT_EQ(Arrivals(net, {{Duration::zero(), true, 0, 0, 1000},
+                           {Duration::zero(), false, 0, 0, 1000},
+                           {Duration::zero(), true, 1, 1, 1000}}),
+            (std::vector<Duration>{nanoseconds(1000), nanoseconds(1000), nanoseconds(1000)}));
+}
+
+// Zero bytes, or an infinite rate: the message arrives after the latency alone.
+TEST(FairSharing, FreeMessagesTakeTheLatency) {
+  const Duration latency = microseconds(3);
+  NetworkModel net(FairLink(latency, 1e9), 1, 1);
+  EXPECT_EQ(Arrivals(net, {{nanoseconds(5), true, 0, 0, 0}}),
+            (std::vector<Duration>{nanoseconds(5) + latency}));
+  NetworkModel fast(FairLink(latency, std::numeric_limits<double>::infinity()), 2, 1);
+  EXPECT_EQ(Arrivals(fast, {{nanoseconds(5), true, 0, 0, 1 << 20},
+                            {nanoseconds(5), true, 1, 0, 1 << 20}}),
+            (std::vector<Duration>{nanoseconds(5) + latency, nanoseconds(5) + latency}));
+}
+
+// Under fair sharing the synchronous sends cannot know a message's end.
+TEST(FairSharing, SynchronousSendsAreFifoOnly) {
+  NetworkModel net(FairLink(Duration::zero(), 1e9), 1, 1);
+  EXPECT_THROW(net.SendToShard(0, 0, 1000, Duration::zero()), InvariantError);
+  EXPECT_THROW(net.SendToWorker(0, 0, 1000, Duration::zero()), InvariantError);
+}
+
+// network.sharing = fifo (the default): the asynchronous sends deliver at exactly the
+// synchronous sends' arrivals (the formulas of the header comment), with the same
+// counters, on a seeded mix of directions, sizes, workers, shards and instants.
+TEST(FairSharing, FifoAsynchronousSendsGiveTheSynchronousTimes) {
+  NetworkOptions o = NetworkPreset("dc_10gbe");
+  o.shard_nic_bandwidth = 2.5e9;
+  std::mt19937_64 rng(42);
+  std::vector<Message> messages;
+  Duration t{};
+  for (int i = 0; i < 400; ++i) {
+    t += nanoseconds(static_cast<int64_t>(rng() % 200'000));
+    messages.push_back({t, rng() % 2 == 0, static_cast<int>(rng() % 5), static_cast<int>(rng() % 3),
+                        static_cast<int64_t>(rng() % 2'000'000)});
+  }
+  NetworkModel async(o, 5, 3);
+  const std::vector<Duration> got = Arrivals(async, messages);
+  NetworkModel sync(o, 5, 3);
+  for (std::size_t i = 0; i < messages.size(); ++i) {
+    const Message& m = messages[i];
+    const Duration want = m.to_shard ? sync.SendToShard(m.worker, m.shard, m.bytes, m.at)
+                                     : sync.SendToWorker(m.shard, m.worker, m.bytes, m.at);
+    EXPECT_EQ(got[i], want) << i;
+  }
+  for (int s = 0; s < 3; ++s) {
+    EXPECT_EQ(async.shard_stats(s).bytes_in, sync.shard_stats(s).bytes_in);
+    EXPECT_EQ(async.shard_stats(s).bytes_out, sync.shard_stats(s).bytes_out);
+    EXPECT_EQ(async.shard_stats(s).nic_wait, sync.shard_stats(s).nic_wait);
+  }
+}
+
+TEST(FairSharing, TheKeyTakesFifoOrFair) {
+  EXPECT_EQ(ParseNetworkSharing("fifo"), NetworkSharing::kFifo);
+  EXPECT_EQ(ParseNetworkSharing("fair"), NetworkSharing::kFair);
+  EXPECT_EQ(NetworkSharingName(NetworkSharing::kFair), "fair");
+  EXPECT_EQ(NetworkOptions().sharing, NetworkSharing::kFifo);
+  for (const char* bad : {"FIFO", "round_robin", ""}) {
+    try {
+      ParseNetworkSharing(bad);
+      ADD_FAILURE() << bad << ": accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_EQ(e.key(), "network.sharing");
+      EXPECT_NE(std::string(e.what()).find("fifo or fair"), std::string::npos) << e.what();
+    }
   }
 }
 

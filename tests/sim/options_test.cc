@@ -26,7 +26,7 @@ TEST(SimOptions, DefaultsAreValidAndEveryKeyIsDocumented) {
     const std::string value = k.default_value == "(preset)" ? "1" : std::string(k.default_value);
     EXPECT_NO_THROW(ApplySimOption(&copy, k.key, value)) << k.key;
   }
-  EXPECT_EQ(seen.size(), 22u);
+  EXPECT_EQ(seen.size(), 23u);
 }
 
 TEST(SimOptions, PresetFirstThenOverrides) {
@@ -41,8 +41,11 @@ TEST(SimOptions, PresetFirstThenOverrides) {
       {"sim.cores", "2"},
       {"sim.transport_us_per_message", "12.5"},
       {"sim.transport_ns_per_byte", "0.3"},
+      {"network.sharing", "fair"},  // applied after the preset, which does not reset it
   });
   EXPECT_EQ(o.network.latency, microseconds(40));
+  EXPECT_EQ(o.network.sharing, NetworkSharing::kFair);
+  EXPECT_EQ(SimOptions().network.sharing, NetworkSharing::kFifo);
   EXPECT_DOUBLE_EQ(o.network.link_bandwidth, NetworkPreset("dc_10gbe").link_bandwidth);
   EXPECT_EQ(o.delay.compute, ComputeKind::kPareto);
   EXPECT_DOUBLE_EQ(o.delay.pareto_shape, 1.5);
@@ -89,6 +92,7 @@ TEST(SimOptions, BadValuesAreOneLineNamingTheKey) {
       {{"network.preset", "infiniband"}},
       {{"network.latency_us", "-3"}},
       {{"network.goodput", "1.5"}},
+      {{"network.sharing", "lifo"}},
       {{"network.server_ns_per_element", "-1"}},
       {{"sim.stack_kib", "64"}},
       {{"sim.stack_kib", "300.5"}},

@@ -274,5 +274,25 @@ TEST(SimCollectiveRunRefusal, TransportCpuChargeIsRefused) {
   }
 }
 
+// Fair sharing is the simulated store's network model; the simulated collective times its
+// own transfers, so a collective run refuses it.
+TEST(SimCollectiveRunRefusal, FairSharingIsRefused) {
+  testing::TempDir tmp;
+  const SimRun r = RunConfig(tmp, "bad",
+                             "[algorithm]\nname = allreduce_sgd\nworkers = 2\n[cluster]\n"
+                             "transport = sim\n[network]\nsharing = fair\n");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_THAT(r.err, HasSubstr("network.sharing"));
+  EXPECT_THAT(r.err, HasSubstr("parameter-server strategies only")) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_TRUE(r.dir.empty());
+  // fifo, said explicitly, is what the collective runs anyway.
+  testing::TempDir ok;
+  const SimRun f = RunConfig(ok, "ok",
+                             "epochs = 0.1\n[algorithm]\nname = allreduce_sgd\nworkers = 2\n"
+                             "[cluster]\ntransport = sim\n[network]\nsharing = fifo\n");
+  EXPECT_EQ(f.status, 0) << f.err;
+}
+
 }  // namespace
 }  // namespace asgd::experiments

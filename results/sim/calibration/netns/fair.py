@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""The parameter-server rows simulated again with fair sharing (network.sharing = fair,
+sim/network_model.h): each real run real_KEY of FOLDER/runs that has a simfair_KEY twin
+(run.sh with SIM_ONLY=1, SIM_PREFIX=simfair and network.sharing=fair in SIM_SET) is
+compared with it, with its plain twin sim_KEY (FIFO) and, where there is one, with
+simfaircpu_KEY (fair sharing plus the transport's CPU charge, SIM_PREFIX=simfaircpu):
+samples/s and the gap (sim / real - 1), mean staleness, the share of pushes at staleness
+exactly workers - 1 (the strict rotation), and the Kolmogorov-Smirnov distance of the
+staleness histograms (../pairs.py's). Writes FOLDER/fair.csv and prints the table as
+markdown.
+
+Usage: python3 fair.py [FOLDER]"""
+import csv
+import glob
+import os
+import re
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from pairs import ks, load  # noqa: E402
+
+NAME = re.compile(r"^\d{8}-\d{6}-(real|sim|simfair|simfaircpu)_(.+)-s\d+$")
+KINDS = ("sim", "simfair", "simfaircpu")
+
+
+def rotation(hist, workers):
+    """Share of the pushes at staleness exactly workers - 1."""
+    total = sum(hist.values())
+    return hist.get(workers - 1, 0) / total if total else float("nan")
+
+
+def main():
+    folder = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.abspath(__file__))
+    runs = {}
+    for run in sorted(glob.glob(os.path.join(folder, "runs", "*"))):
+        m = NAME.match(os.path.basename(run))
+        if m and os.path.exists(os.path.join(run, "summary.csv")):
+            runs[(m.group(2), m.group(1))] = load(run)
+    keys = sorted({k for k, kind in runs if kind == "simfair" and (k, "real") in runs},
+                  key=lambda k: [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", k)])
+    cols = ["key", "workers", "real_samples_per_s", "real_staleness_mean", "real_rotation"]
+    for kind in KINDS:
+        cols += [f"{kind}_samples_per_s", f"{kind}_gap_pct", f"{kind}_staleness_mean",
+                 f"{kind}_rotation", f"{kind}_staleness_ks"]
+    rows = []
+    for k in keys:
+        rs, rh = runs[(k, "real")]
+        workers = int(rs["workers"])
+        real = float(rs["samples_per_s"])
+        row = {"key": k, "workers": workers, "real_samples_per_s": f"{real:.1f}",
+               "real_staleness_mean": f"{float(rs['staleness_mean']):.3f}",
+               "real_rotation": f"{rotation(rh, workers):.3f}"}
+        for kind in KINDS:
+            if (k, kind) not in runs:
+                continue
+            ss, sh = runs[(k, kind)]
+            s = float(ss["samples_per_s"])
+            row.update({f"{kind}_samples_per_s": f"{s:.1f}",
+                        f"{kind}_gap_pct": f"{100 * (s / real - 1):+.1f}",
+                        f"{kind}_staleness_mean": f"{float(ss['staleness_mean']):.3f}",
+                        f"{kind}_rotation": f"{rotation(sh, workers):.3f}",
+                        f"{kind}_staleness_ks": f"{ks(rh, sh):.3f}"})
+        rows.append(row)
+    with open(os.path.join(folder, "fair.csv"), "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=cols, restval="")
+        w.writeheader()
+        w.writerows(rows)
+    print("| run | workers | real samples/s | fifo | gap | fair | gap | fair + CPU | gap | "
+          "staleness mean: real / fifo / fair | at workers − 1: real / fifo / fair | "
+          "KS: fifo / fair / fair + CPU |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for r in rows:
+        g = lambda c: r.get(c) or "–"
+        print(f"| {r['key']} | {r['workers']} | {r['real_samples_per_s']} | "
+              f"{g('sim_samples_per_s')} | {g('sim_gap_pct')} % | {g('simfair_samples_per_s')} | "
+              f"{g('simfair_gap_pct')} % | {g('simfaircpu_samples_per_s')} | "
+              f"{g('simfaircpu_gap_pct')} % | {r['real_staleness_mean']} / "
+              f"{g('sim_staleness_mean')} / {g('simfair_staleness_mean')} | "
+              f"{r['real_rotation']} / {g('sim_rotation')} / {g('simfair_rotation')} | "
+              f"{g('sim_staleness_ks')} / {g('simfair_staleness_ks')} / "
+              f"{g('simfaircpu_staleness_ks')} |")
+
+
+if __name__ == "__main__":
+    main()
