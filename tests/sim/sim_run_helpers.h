@@ -77,4 +77,13 @@ inline std::string SummaryWithoutRunId(const SimRun& r) {
   return out;
 }
 
+// Two runs wrote the same record: every CSV byte for byte, and summary.csv but its run_id.
+inline void ExpectSameRecords(const SimRun& a, const SimRun& b) {
+  for (const char* f :
+       {"convergence.csv", "staleness.csv", "staleness_histogram.csv", "workers.csv"}) {
+    EXPECT_EQ(a.File(f), b.File(f)) << f;
+  }
+  EXPECT_EQ(SummaryWithoutRunId(a), SummaryWithoutRunId(b));
+}
+
 }  // namespace asgd::experiments::sim_run_helpers

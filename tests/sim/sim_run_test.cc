@@ -31,9 +31,9 @@ const char* kProblem =
     "synthetic_classes = 3\nsynthetic_features = 16\n[model]\nname = mlp\nhidden = 16\n";
 
 using sim_run_helpers::Cells;
+using sim_run_helpers::ExpectSameRecords;
 using sim_run_helpers::SimRun;
 using sim_run_helpers::SummaryCell;
-using sim_run_helpers::SummaryWithoutRunId;
 
 // Runs `body` (then kProblem; body starts in [experiment]) into its own folder under tmp; `label`
 // names the config.
@@ -58,11 +58,7 @@ TEST(SimRun, SameConfigAndSeedGiveIdenticalCsvs) {
   const SimRun b = RunSim(tmp, "b", kStragglers);
   ASSERT_EQ(a.status, 0) << a.err << a.out;
   ASSERT_EQ(b.status, 0) << b.err << b.out;
-  for (const char* f :
-       {"convergence.csv", "staleness.csv", "staleness_histogram.csv", "workers.csv"}) {
-    EXPECT_EQ(a.File(f), b.File(f)) << f;
-  }
-  EXPECT_EQ(SummaryWithoutRunId(a), SummaryWithoutRunId(b));
+  ExpectSameRecords(a, b);
   // And the run is not trivially constant: a different seed changes the times.
   const SimRun c = RunSim(tmp, "c", std::string(kStragglers) + "[experiment]\nseed = 7\n");
   ASSERT_EQ(c.status, 0) << c.err;
@@ -79,11 +75,7 @@ TEST(SimRun, FairSharingGivesIdenticalCsvsToo) {
   const SimRun b = RunSim(tmp, "b", fair);
   ASSERT_EQ(a.status, 0) << a.err << a.out;
   ASSERT_EQ(b.status, 0) << b.err << b.out;
-  for (const char* f :
-       {"convergence.csv", "staleness.csv", "staleness_histogram.csv", "workers.csv"}) {
-    EXPECT_EQ(a.File(f), b.File(f)) << f;
-  }
-  EXPECT_EQ(SummaryWithoutRunId(a), SummaryWithoutRunId(b));
+  ExpectSameRecords(a, b);
   EXPECT_THAT(a.Provenance()["time_model"].get<std::string>(), HasSubstr("network.sharing=fair"));
   const SimRun fifo = RunSim(tmp, "fifo", std::string(kStragglers) + "link_gbps = 0.1\n");
   ASSERT_EQ(fifo.status, 0) << fifo.err;
@@ -350,11 +342,7 @@ TEST_P(SharedBuffers, LeaveEveryCsvUnchanged) {
   const SimRun shared = RunSim(tmp, "shared", body);
   ASSERT_EQ(own.status, 0) << own.err << own.out;
   ASSERT_EQ(shared.status, 0) << shared.err << shared.out;
-  for (const char* f :
-       {"convergence.csv", "staleness.csv", "staleness_histogram.csv", "workers.csv"}) {
-    EXPECT_EQ(own.File(f), shared.File(f)) << f;
-  }
-  EXPECT_EQ(SummaryWithoutRunId(own), SummaryWithoutRunId(shared));
+  ExpectSameRecords(own, shared);
   EXPECT_GT(std::stoll(SummaryCell(shared, "samples")), 0);
 }
 

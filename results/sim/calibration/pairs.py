@@ -33,6 +33,23 @@ def load(run):
     return s, hist
 
 
+def load_runs(folder, kinds):
+    """FOLDER/runs/<date>-<time>-<kind>_<key>-s<seed> for each kind in `kinds` that has a
+    summary: {(key, kind): load(run)}."""
+    name = re.compile(r"^\d{8}-\d{6}-(" + "|".join(kinds) + r")_(.+)-s\d+$")
+    runs = {}
+    for run in sorted(glob.glob(os.path.join(folder, "runs", "*"))):
+        m = name.match(os.path.basename(run))
+        if m and os.path.exists(os.path.join(run, "summary.csv")):
+            runs[(m.group(2), m.group(1))] = load(run)
+    return runs
+
+
+def natural(key):
+    """A sort key that orders the numbers in `key` by value (w2 before w16)."""
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", key)]
+
+
 def ks(a, b):
     ta, tb = sum(a.values()), sum(b.values())
     if ta == 0 or tb == 0:

@@ -8,26 +8,19 @@ FOLDER/cpu.csv and prints the table as markdown.
 
 Usage: python3 cpu.py [FOLDER]"""
 import csv
-import glob
 import os
-import re
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from pairs import ks, load  # noqa: E402
+from pairs import ks, load_runs, natural  # noqa: E402
 
-NAME = re.compile(r"^\d{8}-\d{6}-(real|sim|simcpu)_(.+)-s\d+$")
 
 
 def main():
     folder = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.abspath(__file__))
-    runs = {}
-    for run in sorted(glob.glob(os.path.join(folder, "runs", "*"))):
-        m = NAME.match(os.path.basename(run))
-        if m and os.path.exists(os.path.join(run, "summary.csv")):
-            runs[(m.group(2), m.group(1))] = load(run)
+    runs = load_runs(folder, ("real", "sim", "simcpu"))
     keys = sorted({k for k, kind in runs if kind == "simcpu" and (k, "real") in runs},
-                  key=lambda k: [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", k)])
+                  key=natural)
     cols = ["key", "workers", "real_samples_per_s", "sim_samples_per_s", "sim_gap_pct",
             "simcpu_samples_per_s", "simcpu_gap_pct", "real_staleness_mean",
             "simcpu_staleness_mean", "sim_staleness_ks", "simcpu_staleness_ks"]

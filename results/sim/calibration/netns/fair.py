@@ -11,15 +11,12 @@ markdown.
 
 Usage: python3 fair.py [FOLDER]"""
 import csv
-import glob
 import os
-import re
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from pairs import ks, load  # noqa: E402
+from pairs import ks, load_runs, natural  # noqa: E402
 
-NAME = re.compile(r"^\d{8}-\d{6}-(real|sim|simfair|simfaircpu)_(.+)-s\d+$")
 KINDS = ("sim", "simfair", "simfaircpu")
 
 
@@ -31,13 +28,9 @@ def rotation(hist, workers):
 
 def main():
     folder = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.abspath(__file__))
-    runs = {}
-    for run in sorted(glob.glob(os.path.join(folder, "runs", "*"))):
-        m = NAME.match(os.path.basename(run))
-        if m and os.path.exists(os.path.join(run, "summary.csv")):
-            runs[(m.group(2), m.group(1))] = load(run)
+    runs = load_runs(folder, ("real",) + KINDS)
     keys = sorted({k for k, kind in runs if kind == "simfair" and (k, "real") in runs},
-                  key=lambda k: [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", k)])
+                  key=natural)
     cols = ["key", "workers", "real_samples_per_s", "real_staleness_mean", "real_rotation"]
     for kind in KINDS:
         cols += [f"{kind}_samples_per_s", f"{kind}_gap_pct", f"{kind}_staleness_mean",
