@@ -4,8 +4,10 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <variant>
 
+#include "algorithms/sync_rule.h"
 #include "core/check.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -142,6 +144,28 @@ void Coordinator::Expect() {
     workers_[static_cast<std::size_t>(i)].worker = i;
   }
   retired_.assign(workers_.size(), WorkerMetrics{});
+  lockstep_rounds_ = LockstepRounds();
+}
+
+int64_t Coordinator::LockstepRounds() const {
+  const algorithms::Strategy& strategy = *s_.problem.plan.strategy;
+  const int n = s_.problem.plan.workers;
+  if (collective_ || !strategy.rounds || algorithms::Replicas(s_.problem.strategy_options) != n) return 0;
+  // The workers' samples after r steps each, as their samplers draw them (each pass over
+  // a part of p examples is ceil(p / B) batches, the last one partial).
+  CollectivePlan steps;
+  steps.workers = n;
+  steps.batch_size = s_.config.Int("algorithm.batch_size");
+  for (const auto& part : s_.problem.partitions) {
+    steps.partition_sizes.push_back(static_cast<int64_t>(part.size()));
+  }
+  const int64_t max_steps = stop_.limits().max_steps;
+  int64_t r = 0;
+  while (static_cast<double>(steps.SamplesAtStep(r)) < stop_.total_samples() &&
+         !(max_steps > 0 && r * n >= max_steps)) {
+    ++r;
+  }
+  return r;
 }
 
 std::string Coordinator::Name(const Key& k) { return StrCat(k.first, " ", k.second); }
@@ -361,6 +385,15 @@ std::string Coordinator::Answer(const WorkerReport& msg) {
   reply.step_budget = max_steps > 0 ? grant(step_budgets_, static_cast<double>(max_steps), m.steps,
                                             &WorkerMetrics::steps, 1)
                                     : -1;
+  bool all_alive = true;
+  for (std::size_t v = 0; v < workers_.size(); ++v) all_alive = all_alive && !WorkerLost(v);
+  if (lockstep_rounds_ > 0 && !paused_ && all_alive) {
+    // Every worker takes exactly the run's rounds (lockstep_rounds_), whatever it reported
+    // when: the shares above could grant one worker a batch more than its part, and then
+    // every worker an extra round.
+    reply.sample_budget = std::numeric_limits<int64_t>::max();
+    reply.step_budget = lockstep_rounds_ - retired_[i].steps;
+  }
   reply.start = phase_ >= Phase::kRunning;
   reply.stop = stop;
   reply.paused = paused_;

@@ -95,6 +95,8 @@ class Coordinator {
   int64_t RecordedUpdates() const;
   int64_t Steps() const;
   bool WorkerLost(std::size_t w) const;
+  // lockstep_rounds_ (below) from the config and the partitions; 0 for other strategies.
+  int64_t LockstepRounds() const;
   double Epochs() const;
   void Handle(const transport::ControlServer::Request& req);
   Role& Find(const Key& key);
@@ -180,6 +182,12 @@ class Coordinator {
   int ps_restarts_ = 0;
   int64_t lost_updates_ = 0;
   std::vector<int64_t> sample_budgets_, step_budgets_;  // granted to each worker so far
+  // Strategies whose every round takes one push of every worker (sync_sgd and sagn with
+  // replicas_to_aggregate = workers): the rounds the run takes, as the in-process runner
+  // takes them (the first r whose samples reach the epochs, or whose steps reach
+  // max_steps); each worker is granted exactly these steps, so where the run ends does
+  // not depend on when the workers report. 0: other strategies (budgets by shares).
+  int64_t lockstep_rounds_ = 0;
   bool evaluator_process_ = false;
   Phase phase_ = Phase::kRegistering;
   Steady::time_point phase_since_;

@@ -76,6 +76,31 @@ TEST(Launch, SyncSgdOverTcpMatchesTheInProcessRunExactly) {
   for (pid_t pid : ChildPids(out)) EXPECT_FALSE(Alive(pid)) << pid;
 }
 
+// Where a synchronous run ends does not depend on when its workers report: every worker
+// is granted exactly the rounds the in-process run takes. With a worker 6x slower the
+// coordinator's shares of the samples left used to grant the fast ones a batch more than
+// their part, and then every worker an extra round (2 of 6 launches ended one round late).
+TEST(Launch, SyncSgdWithAStragglerEndsOnTheInProcessRound) {
+  testing::TempDir dir;
+  const std::string config =
+      TrainingConfig(dir, "sync_sgd",
+                     "[delay]\ncompute = constant\nmean_ms = 1\nstraggler_fraction = 0.34\n"
+                     "straggler_factor = 6\n");
+  Subprocess run_here({kAsgd, "run", config, "--set", "experiment.out_dir=" + dir.File("here")},
+                      dir.File("run.log"));
+  ASSERT_EQ(run_here.Wait(kTimeout), 0) << run_here.Output();
+  for (int i = 0; i < 3; ++i) {
+    const std::string runs = dir.File("launched-" + std::to_string(i));
+    Subprocess launch({kAsgd, "launch", config, "--set", "experiment.out_dir=" + runs},
+                      dir.File("launch.log"));
+    const auto status = launch.Wait(kTimeout);
+    ASSERT_TRUE(status.has_value()) << "launch hung:\n" << launch.Output();
+    ASSERT_EQ(*status, 0) << launch.Output();
+    ASSERT_NO_FATAL_FAILURE(ExpectSameFinalLine(launch.Output(), run_here.Output())) << i;
+    for (pid_t pid : ChildPids(launch.Output())) EXPECT_FALSE(Alive(pid)) << pid;
+  }
+}
+
 TEST(Launch, SspOverIpcTrainsAndRecordsClockStaleness) {
   testing::TempDir dir;
   const std::string config = TrainingConfig(dir, "ssp", "launch_transport = ipc\n");
