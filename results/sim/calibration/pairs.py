@@ -50,6 +50,14 @@ def natural(key):
     return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", key)]
 
 
+def write_csv(path, cols, rows):
+    """rows (dicts; missing cells empty) under the header cols."""
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=cols, restval="")
+        w.writeheader()
+        w.writerows(rows)
+
+
 def ks(a, b):
     ta, tb = sum(a.values()), sum(b.values())
     if ta == 0 or tb == 0:
@@ -98,10 +106,7 @@ def main():
                         "sim_pushes": str(sum(sh.values())),
                         "sim_final_accuracy": ss["final_test_accuracy"]})
         rows.append(row)
-    with open(os.path.join(folder, "pairs.csv"), "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=cols, restval="")
-        w.writeheader()
-        w.writerows(rows)
+    write_csv(os.path.join(folder, "pairs.csv"), cols, rows)
     print("| run | workers | real samples/s | sim samples/s | gap | real staleness mean | "
           "sim staleness mean | KS distance | real / sim s | real / sim final acc. |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")

@@ -7,12 +7,11 @@ and the Kolmogorov-Smirnov distance of the staleness histograms (../pairs.py's).
 FOLDER/cpu.csv and prints the table as markdown.
 
 Usage: python3 cpu.py [FOLDER]"""
-import csv
 import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from pairs import ks, load_runs, natural  # noqa: E402
+from pairs import ks, load_runs, natural, write_csv  # noqa: E402
 
 
 
@@ -41,10 +40,7 @@ def main():
                         "sim_gap_pct": f"{100 * (plain / real - 1):+.1f}",
                         "sim_staleness_ks": f"{ks(rh, sh):.3f}"})
         rows.append(row)
-    with open(os.path.join(folder, "cpu.csv"), "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=cols, restval="")
-        w.writeheader()
-        w.writerows(rows)
+    write_csv(os.path.join(folder, "cpu.csv"), cols, rows)
     print("| run | workers | real samples/s | sim samples/s | gap | with the charge | gap | "
           "real staleness mean | with the charge | KS distance: sim / with the charge |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")

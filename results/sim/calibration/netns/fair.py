@@ -10,12 +10,11 @@ staleness histograms (../pairs.py's). Writes FOLDER/fair.csv and prints the tabl
 markdown.
 
 Usage: python3 fair.py [FOLDER]"""
-import csv
 import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from pairs import ks, load_runs, natural  # noqa: E402
+from pairs import ks, load_runs, natural, write_csv  # noqa: E402
 
 KINDS = ("sim", "simfair", "simfaircpu")
 
@@ -54,10 +53,7 @@ def main():
                         f"{kind}_rotation": f"{rotation(sh, workers):.3f}",
                         f"{kind}_staleness_ks": f"{ks(rh, sh):.3f}"})
         rows.append(row)
-    with open(os.path.join(folder, "fair.csv"), "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=cols, restval="")
-        w.writeheader()
-        w.writerows(rows)
+    write_csv(os.path.join(folder, "fair.csv"), cols, rows)
     print("| run | workers | real samples/s | fifo | gap | fair | gap | fair + CPU | gap | "
           "staleness mean: real / fifo / fair | at workers − 1: real / fifo / fair | "
           "KS: fifo / fair / fair + CPU |")
