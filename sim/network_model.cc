@@ -58,17 +58,31 @@ void NetworkOptions::Validate() const {
                 server_per_message >= Duration::zero());
   RequireFinite(keys::kServerNsPerElement, server_ns_per_element, ">= 0 (nanoseconds)",
                 server_ns_per_element >= 0);
+  if (chunk_bytes < 1) {
+    throw ConfigError(std::string(keys::kChunkKib),
+                      FormatNumber(static_cast<double>(chunk_bytes) / 1024),
+                      "at least one byte (KiB; 1448 bytes = 1.4140625)");
+  }
 }
 
 NetworkSharing ParseNetworkSharing(std::string_view value) {
   if (value == "fifo") return NetworkSharing::kFifo;
   if (value == "fair") return NetworkSharing::kFair;
+  if (value == "interleaved") return NetworkSharing::kInterleaved;
   throw ConfigError(std::string(keys::kSharing), std::string(value),
-                    "fifo or fair (how a NIC side serves the messages on it)");
+                    "fifo, fair or interleaved (how a NIC side serves the messages on it)");
 }
 
 std::string_view NetworkSharingName(NetworkSharing sharing) {
-  return sharing == NetworkSharing::kFair ? "fair" : "fifo";
+  switch (sharing) {
+    case NetworkSharing::kFair:
+      return "fair";
+    case NetworkSharing::kInterleaved:
+      return "interleaved";
+    case NetworkSharing::kFifo:
+      break;
+  }
+  return "fifo";
 }
 
 std::vector<std::string> NetworkPresetNames() {
@@ -100,8 +114,8 @@ NetworkOptions NetworkPreset(std::string_view name) {
   return o;
 }
 
-NetworkModel::NetworkModel(const NetworkOptions& options, int workers, int shards)
-    : options_(options) {
+NetworkModel::NetworkModel(const NetworkOptions& options, int workers, int shards, uint64_t seed)
+    : options_(options), rng_(DeriveSeed(seed, "network.interleaved")) {
   options_.Validate();
   ASGD_CHECK_GE(workers, 1);
   ASGD_CHECK_GE(shards, 1);
@@ -124,6 +138,8 @@ NetworkModel::NetworkModel(const NetworkOptions& options, int workers, int shard
   side_capacity_.resize(2 * w + 2 * s, shard_side);
   left_.assign(side_capacity_.size(), 0);
   unfixed_.assign(side_capacity_.size(), 0);
+  waiting_.resize(side_capacity_.size());
+  side_busy_.assign(side_capacity_.size(), 0);
 }
 
 Duration NetworkModel::TransferTime(int64_t bytes) const {
@@ -147,7 +163,8 @@ Duration NetworkModel::Send(Duration& tx_free, Duration& rx_free, int64_t bytes,
 
 Duration NetworkModel::SendToShard(int worker, int shard, int64_t bytes, Duration t) {
   ASGD_CHECK(options_.sharing == NetworkSharing::kFifo,
-             "NetworkModel: a synchronous send under fair sharing (use the asynchronous one)");
+             "NetworkModel: a synchronous send under fair or interleaved sharing (use the "
+             "asynchronous one)");
   ASGD_CHECK(worker >= 0 && static_cast<std::size_t>(worker) < worker_tx_.size());
   ASGD_CHECK(shard >= 0 && static_cast<std::size_t>(shard) < shard_rx_.size());
   const auto w = static_cast<std::size_t>(worker), s = static_cast<std::size_t>(shard);
@@ -157,7 +174,8 @@ Duration NetworkModel::SendToShard(int worker, int shard, int64_t bytes, Duratio
 
 Duration NetworkModel::SendToWorker(int shard, int worker, int64_t bytes, Duration t) {
   ASGD_CHECK(options_.sharing == NetworkSharing::kFifo,
-             "NetworkModel: a synchronous send under fair sharing (use the asynchronous one)");
+             "NetworkModel: a synchronous send under fair or interleaved sharing (use the "
+             "asynchronous one)");
   ASGD_CHECK(worker >= 0 && static_cast<std::size_t>(worker) < worker_rx_.size());
   ASGD_CHECK(shard >= 0 && static_cast<std::size_t>(shard) < shard_tx_.size());
   const auto w = static_cast<std::size_t>(worker), s = static_cast<std::size_t>(shard);
@@ -175,7 +193,7 @@ void NetworkModel::SendToShard(Scheduler& sched, int worker, int shard, int64_t 
   ASGD_CHECK(shard >= 0 && static_cast<std::size_t>(shard) < stats_.size());
   stats_[static_cast<std::size_t>(shard)].bytes_in += bytes;
   const int shards = static_cast<int>(stats_.size());
-  StartFlow(sched, worker, 2 * workers_ + shards + shard, shard, bytes, std::move(on_arrival));
+  SendAsync(sched, worker, 2 * workers_ + shards + shard, shard, bytes, std::move(on_arrival));
 }
 
 void NetworkModel::SendToWorker(Scheduler& sched, int shard, int worker, int64_t bytes,
@@ -187,10 +205,10 @@ void NetworkModel::SendToWorker(Scheduler& sched, int shard, int worker, int64_t
   ASGD_CHECK(worker >= 0 && worker < workers_);
   ASGD_CHECK(shard >= 0 && static_cast<std::size_t>(shard) < stats_.size());
   stats_[static_cast<std::size_t>(shard)].bytes_out += bytes;
-  StartFlow(sched, 2 * workers_ + shard, workers_ + worker, shard, bytes, std::move(on_arrival));
+  SendAsync(sched, 2 * workers_ + shard, workers_ + worker, shard, bytes, std::move(on_arrival));
 }
 
-void NetworkModel::StartFlow(Scheduler& sched, int tx, int rx, int shard, int64_t bytes,
+void NetworkModel::SendAsync(Scheduler& sched, int tx, int rx, int shard, int64_t bytes,
                              std::function<void()> on_arrival) {
   ASGD_CHECK_GE(bytes, 0);
   if (sched_ == nullptr) {
@@ -198,6 +216,15 @@ void NetworkModel::StartFlow(Scheduler& sched, int tx, int rx, int shard, int64_
     moved_to_ = sched.Now();
   }
   ASGD_CHECK(sched_ == &sched, "NetworkModel: asynchronous sends on two schedulers");
+  if (options_.sharing == NetworkSharing::kInterleaved) {
+    StartChunked(tx, rx, shard, bytes, std::move(on_arrival));
+  } else {
+    StartFlow(tx, rx, shard, bytes, std::move(on_arrival));
+  }
+}
+
+void NetworkModel::StartFlow(int tx, int rx, int shard, int64_t bytes,
+                             std::function<void()> on_arrival) {
   Advance();
   Flow f;
   f.tx = tx;
@@ -301,6 +328,82 @@ void NetworkModel::ArmTimer() {
     ComputeRates();
     ArmTimer();
   });
+}
+
+void NetworkModel::StartChunked(int tx, int rx, int shard, int64_t bytes,
+                                std::function<void()> on_arrival) {
+  const Duration now = sched_->Now();
+  if (bytes == 0 || std::isinf(rate_)) {  // nothing to move, or moved at once
+    sched_->At(now + options_.latency, std::move(on_arrival));
+    return;
+  }
+  int id = 0;
+  if (free_chunked_.empty()) {
+    id = static_cast<int>(chunked_.size());
+    chunked_.emplace_back();
+  } else {
+    id = free_chunked_.back();
+    free_chunked_.pop_back();
+  }
+  chunked_[static_cast<std::size_t>(id)] =
+      ChunkedMessage{tx, rx, shard, bytes, 0, now, std::move(on_arrival)};
+  waiting_[static_cast<std::size_t>(tx)].push_back(id);
+  waiting_[static_cast<std::size_t>(rx)].push_back(id);
+  Dispatch(tx, rx);
+}
+
+void NetworkModel::Dispatch(int a, int b) {
+  for (;;) {
+    // The messages waiting on a free one of the two sides whose other side is free too,
+    // each once (one between a and b waits on both).
+    candidates_.clear();
+    for (const int side : {a, b}) {
+      const auto si = static_cast<std::size_t>(side);
+      if (side_busy_[si] != 0 || (side == b && a == b)) continue;
+      for (const int id : waiting_[si]) {
+        const ChunkedMessage& m = chunked_[static_cast<std::size_t>(id)];
+        const int other = m.tx == side ? m.rx : m.tx;
+        if (side == b && other == a) continue;  // counted with a
+        if (side_busy_[static_cast<std::size_t>(other)] == 0) candidates_.push_back(id);
+      }
+    }
+    if (candidates_.empty()) return;
+    const int id = candidates_.size() == 1
+                       ? candidates_.front()
+                       : candidates_[static_cast<std::size_t>(rng_.UniformInt(candidates_.size()))];
+    ChunkedMessage& m = chunked_[static_cast<std::size_t>(id)];
+    for (const int s : {m.tx, m.rx}) {
+      std::vector<int>& queue = waiting_[static_cast<std::size_t>(s)];
+      queue.erase(std::find(queue.begin(), queue.end(), id));
+      side_busy_[static_cast<std::size_t>(s)] = 1;
+    }
+    // Each chunk's time from the bytes moved so far, so that a message's chunks add up
+    // to TransferTime(bytes) exactly.
+    const int64_t chunk = std::min(options_.chunk_bytes, m.bytes - m.sent);
+    const Duration took = TransferTime(m.sent + chunk) - TransferTime(m.sent);
+    m.sent += chunk;
+    sched_->At(sched_->Now() + took, [this, id] { EndChunk(id); });
+  }
+}
+
+void NetworkModel::EndChunk(int id) {
+  ChunkedMessage& m = chunked_[static_cast<std::size_t>(id)];
+  const int tx = m.tx, rx = m.rx;
+  side_busy_[static_cast<std::size_t>(tx)] = 0;
+  side_busy_[static_cast<std::size_t>(rx)] = 0;
+  if (m.sent == m.bytes) {
+    const Duration now = sched_->Now();
+    const Duration took = now - m.handed;
+    const Duration unshared = TransferTime(m.bytes);
+    if (took > unshared) stats_[static_cast<std::size_t>(m.shard)].nic_wait += took - unshared;
+    sched_->At(now + options_.latency, std::move(m.on_arrival));
+    m.on_arrival = nullptr;
+    free_chunked_.push_back(id);
+  } else {
+    waiting_[static_cast<std::size_t>(tx)].push_back(id);
+    waiting_[static_cast<std::size_t>(rx)].push_back(id);
+  }
+  Dispatch(tx, rx);
 }
 
 Duration NetworkModel::Serve(int shard, int64_t elements, Duration t) {

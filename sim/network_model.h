@@ -39,8 +39,29 @@
 // (max-min, not an equal split), and a side with flows on it always moves at its full
 // capacity (work conserving, as FIFO). The end of a message is not known when it starts,
 // so fair sharing needs the asynchronous sends below (they complete through the
-// scheduler); the synchronous ones are FIFO only. In either mode the shard's server
+// scheduler); the synchronous ones are FIFO only. In every mode the shard's server
 // thread (Serve) stays FIFO.
+//
+// Interleaved chunks (`network.sharing = interleaved`, issue 33). Between the two: a
+// message moves in chunks of `network.chunk_kib` (the last one shorter), and each NIC side
+// carries one chunk at a time. A chunk of c bytes from A to B holds A's transmit side and
+// B's receive side for c / r (r as in FIFO; cut-through, as FIFO). When a message is
+// handed over or a chunk ends, the sides it involves take the next chunks: each drawn
+// uniformly at random from the messages waiting on either of those sides whose two sides
+// are free (the model's own stream of the run's seed: the same seed, the same choices), so
+// the message whose chunk just ended competes with every other one waiting on its sides;
+// a message whose chunk has moved waits again for its next one.
+// A message ends when its last chunk has moved and arrives at end + latency (a message of
+// 0 bytes at once: handed over + latency). So a lone message arrives as under FIFO, at
+// latency + b / r; a side with messages waiting on it never idles while one of them has
+// its other side free; with chunks as long as the messages it is whole messages in a
+// random order instead of first come first served, and as chunks shrink it nears an equal
+// share per message, with the random order as TCP's: concurrent messages of equal length
+// no longer end together, nor in the order they started. The chunk stands for the data a
+// TCP flow puts on a shared queue at once (its window, its segmentation offload's
+// bursts); the default, 16 KiB, is what the calibration over shaped links measured best
+// (results/sim/calibration/netns/README.md). Choosing a chunk scans the side's waiting
+// messages: O(messages waiting) per chunk. Asynchronous sends only, as fair.
 //
 // The server: each shard has one server thread (as ShardServer has). Serve() queues a
 // request FIFO behind the shard's earlier work and takes server_per_message +
@@ -58,9 +79,10 @@
 // idealised flows (rates change at once, no congestion window or ACK clocking, no
 // per-packet order: flows that start together end together, so equal messages keep
 // their senders in step; results/sim/calibration/netns/README.md measured what that
-// does against real TCP flows); a single flow is assumed to reach the NIC's line rate (at
-// 100 GbE one TCP flow on one core usually cannot); protocol headers are not counted
-// (callers pass payload bytes; the per-message cost sits in latency).
+// does against real TCP flows); with `interleaved`, one fixed chunk and a uniform choice
+// for TCP's windows, ACK clocking and the order it drains a queue in; a single flow is assumed to
+// reach the NIC's line rate (at 100 GbE one TCP flow on one core usually cannot); protocol headers
+// are not counted (callers pass payload bytes; the per-message cost sits in latency).
 //
 // Presets (NetworkPreset). Goodput is 94 % of the Ethernet line rate: a 1448-byte TCP
 // payload per 1538 bytes on the wire at MTU 1500 (preamble 8, Ethernet 14 + FCS 4,
@@ -103,6 +125,7 @@
 #include <vector>
 
 #include "core/clock.h"
+#include "core/rng.h"
 #include "sim/scheduler.h"
 
 namespace asgd::sim {
@@ -110,8 +133,9 @@ namespace asgd::sim {
 // TCP payload per byte on an Ethernet wire at MTU 1500 (the header comment).
 inline constexpr double kEthernetGoodput = 1448.0 / 1538.0;
 
-enum class NetworkSharing { kFifo, kFair };
-// "fifo" or "fair"; throws asgd::ConfigError naming network.sharing for another value.
+enum class NetworkSharing { kFifo, kFair, kInterleaved };
+// "fifo", "fair" or "interleaved"; throws asgd::ConfigError naming network.sharing for
+// another value.
 NetworkSharing ParseNetworkSharing(std::string_view value);
 std::string_view NetworkSharingName(NetworkSharing sharing);
 
@@ -132,13 +156,17 @@ struct NetworkOptions {
   Duration server_per_message{};
   double server_ns_per_element = 0;  // >= 0
   // How a NIC side serves the messages on it (`network.sharing`, the header comment):
-  // whole messages first come first served, or max-min fair flows. Default kFifo.
+  // whole messages first come first served, max-min fair flows, or interleaved chunks.
+  // Default kFifo.
   // Presets keep the default.
   NetworkSharing sharing = NetworkSharing::kFifo;
+  // kInterleaved: payload bytes per chunk (`network.chunk_kib` × 1024, rounded). Default
+  // 16 KiB. >= 1.
+  int64_t chunk_bytes = 16 * 1024;
 
   // Throws asgd::ConfigError naming the key (network.*, in its config unit: µs, Gbit/s,
   // ns, a fraction) for a negative, zero (bandwidths, goodput), NaN or, for goodput, > 1
-  // value.
+  // value, and a chunk_bytes below 1.
   void Validate() const;
 };
 
@@ -149,12 +177,13 @@ std::vector<std::string> NetworkPresetNames();
 
 class NetworkModel {
  public:
-  // Validates options. REQUIRES: workers >= 1, shards >= 1.
-  NetworkModel(const NetworkOptions& options, int workers, int shards);
+  // Validates options. `seed` (the run's) seeds the interleaved model's choices.
+  // REQUIRES: workers >= 1, shards >= 1.
+  NetworkModel(const NetworkOptions& options, int workers, int shards, uint64_t seed = 0);
 
   // A request of `bytes` payload bytes handed to the network by worker w at time t;
   // returns when it has fully arrived at shard s (and books both NICs). FIFO only
-  // (REQUIRES: options().sharing == kFifo; fair sharing cannot know the end yet).
+  // (REQUIRES: options().sharing == kFifo; the other models cannot know the end yet).
   Duration SendToShard(int worker, int shard, int64_t bytes, Duration t);
   // A reply of `bytes` from shard s to worker w handed to the network at t; returns its
   // arrival at the worker. FIFO only.
@@ -164,7 +193,8 @@ class NetworkModel {
   // sched.Now(), and on_arrival runs as an event of sched when it has fully arrived. With
   // kFifo that is At(the synchronous send's arrival, on_arrival), the same instant and
   // the same event order; with kFair the model schedules its own events on sched (one
-  // when the next flow ends; stale ones, from before a later start, do nothing).
+  // when the next flow ends; stale ones, from before a later start, do nothing); with
+  // kInterleaved one at the end of every chunk.
   // REQUIRES: the same scheduler on every call; the scheduler must not run the model's
   // pending events after the model is gone (they point to it).
   void SendToShard(Scheduler& sched, int worker, int shard, int64_t bytes,
@@ -186,7 +216,8 @@ class NetworkModel {
   // NIC side (either end) was busy with others: with kFifo the time they waited before
   // they started moving (start − t), with kFair the time they spent below the full rate
   // (end − t − b / r; the same figure for a FIFO message). A message counts when it is
-  // handed over (bytes) and, with kFair, when it ends (nic_wait).
+  // handed over (bytes) and, with kFair and kInterleaved, when it ends (nic_wait; an
+  // interleaved message's time below the full rate, as kFair's).
   struct ShardStats {
     int64_t bytes_in = 0;
     int64_t bytes_out = 0;
@@ -209,9 +240,22 @@ class NetworkModel {
     std::function<void()> on_arrival;
   };
 
+  // A message moving under kInterleaved: its sides (as Flow's), its shard, and how much
+  // of it has moved. Slots are reused.
+  struct ChunkedMessage {
+    int tx = 0, rx = 0;
+    int shard = 0;
+    int64_t bytes = 0;
+    int64_t sent = 0;
+    Duration handed{};
+    std::function<void()> on_arrival;
+  };
+
   Duration Send(Duration& tx_free, Duration& rx_free, int64_t bytes, Duration t, Duration* waited);
-  void StartFlow(Scheduler& sched, int tx, int rx, int shard, int64_t bytes,
+  // The asynchronous sends of kFair and kInterleaved: StartFlow or StartChunked.
+  void SendAsync(Scheduler& sched, int tx, int rx, int shard, int64_t bytes,
                  std::function<void()> on_arrival);
+  void StartFlow(int tx, int rx, int shard, int64_t bytes, std::function<void()> on_arrival);
   // kFair: moves every flow on to now at its rate, ends those with nothing left (their
   // arrivals scheduled at now + latency, in the order they started), recomputes the rates
   // and arms the timer for the next end.
@@ -219,6 +263,13 @@ class NetworkModel {
   void EndFinishedFlows();
   void ComputeRates();
   void ArmTimer();
+  // kInterleaved: a message handed over; the two sides it holds (or will) taking chunks
+  // while one of them is free and a message waiting on it has its other side free too,
+  // each chunk drawn from all such messages of both sides at once (so a side just freed
+  // does not favour the message whose chunk freed it); a chunk's end.
+  void StartChunked(int tx, int rx, int shard, int64_t bytes, std::function<void()> on_arrival);
+  void Dispatch(int a, int b);
+  void EndChunk(int id);
 
   NetworkOptions options_;
   int workers_ = 0;
@@ -238,6 +289,15 @@ class NetworkModel {
   std::vector<double> left_;
   std::vector<int> unfixed_;
   std::vector<int> touched_;
+  // kInterleaved state: the messages (slots, and the free ones), per side the messages
+  // waiting on it (in the order they began to wait) and whether a chunk holds it, the
+  // choices' generator, and Dispatch's scratch.
+  std::vector<ChunkedMessage> chunked_;
+  std::vector<int> free_chunked_;
+  std::vector<std::vector<int>> waiting_;
+  std::vector<char> side_busy_;
+  Rng rng_;
+  std::vector<int> candidates_;
 };
 
 }  // namespace asgd::sim

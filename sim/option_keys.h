@@ -29,6 +29,7 @@ inline constexpr std::string_view kLinkGbps = "network.link_gbps";
 inline constexpr std::string_view kShardNicGbps = "network.shard_nic_gbps";
 inline constexpr std::string_view kGoodput = "network.goodput";
 inline constexpr std::string_view kSharing = "network.sharing";
+inline constexpr std::string_view kChunkKib = "network.chunk_kib";
 inline constexpr std::string_view kServerNsPerElement = "network.server_ns_per_element";
 inline constexpr std::string_view kServerUsPerMessage = "network.server_us_per_message";
 

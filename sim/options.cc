@@ -1,5 +1,6 @@
 #include "sim/options.h"
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cmath>
@@ -43,8 +44,12 @@ constexpr std::array kKeys = {
               "measured payload)"},
     OptionKey{keys::kSharing, "fifo",
               "how a NIC side serves the messages on it: fifo (whole messages, first come "
-              "first served) or fair (max-min fair flows, as TCP flows share a link); "
+              "first served), fair (max-min fair flows) or interleaved (chunks of "
+              "network.chunk_kib, each from a waiting message chosen at random); "
               "parameter-server strategies"},
+    OptionKey{keys::kChunkKib, "16",
+              "interleaved: payload KiB a message moves per turn on a NIC side (> 0; 1448 "
+              "bytes = 1.4140625)"},
     OptionKey{keys::kServerNsPerElement, "(preset)",
               "shard server processing time per parameter element it reads or writes, ns: a "
               "pull's n elements read, a push's n written whatever its encoded size, a "
@@ -133,6 +138,12 @@ void ApplySimOption(SimOptions* o, std::string_view key, std::string_view value)
     o->network.goodput = Number(key, value);
   } else if (key == keys::kSharing) {
     o->network.sharing = ParseNetworkSharing(Trim(value));
+  } else if (key == keys::kChunkKib) {
+    const double kib = Number(key, value);
+    if (!(kib > 0 && kib < 1e12)) {
+      throw ConfigError(std::string(key), std::string(value), "> 0 (KiB per chunk)");
+    }
+    o->network.chunk_bytes = std::max<int64_t>(1, std::llround(kib * 1024));
   } else if (key == keys::kServerNsPerElement) {
     o->network.server_ns_per_element = Number(key, value);
   } else if (key == keys::kServerUsPerMessage) {

@@ -65,13 +65,13 @@ void CheckSimulable(const Config& config, const RunRequest& request) {
                         "to parameter-server strategies only)");
     }
   }
-  // Fair sharing is the simulated store's network (sim/network_model.h); the simulated
-  // collective times its own transfers and would silently ignore it.
+  // Fair and interleaved sharing are the simulated store's network (sim/network_model.h);
+  // the simulated collective times its own transfers and would silently ignore them.
   const std::string sharing(sim::keys::kSharing);
-  if (sim::ParseNetworkSharing(config.Raw(sharing)) == sim::NetworkSharing::kFair) {
+  if (sim::ParseNetworkSharing(config.Raw(sharing)) != sim::NetworkSharing::kFifo) {
     throw ConfigError(sharing, config.Raw(sharing),
-                      "fifo for a strategy on a collective (fair sharing is modelled for "
-                      "parameter-server strategies only)");
+                      "fifo for a strategy on a collective (fair and interleaved sharing are "
+                      "modelled for parameter-server strategies only)");
   }
 }
 

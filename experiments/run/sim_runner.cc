@@ -220,7 +220,7 @@ RunResult RunSimulated(const Config& config, const RunRequest& request, std::ost
   const Problem problem = LoadProblem(config, request);
   const RunPlan& plan = problem.plan;
   sim::Scheduler sched(plan.sim.scheduler);
-  sim::NetworkModel network(plan.sim.network, plan.workers, plan.shards);
+  sim::NetworkModel network(plan.sim.network, plan.workers, plan.shards, plan.seed);
   const sim::VirtualClock clock(sched);
   SessionOptions options;
   options.clock = &clock;

@@ -1,5 +1,6 @@
 #include "sim/network_model.h"
 
+#include <algorithm>
 #include <random>
 #include <string>
 #include <vector>
@@ -176,6 +177,20 @@ std::vector<Duration> Arrivals(NetworkModel& net, const std::vector<Message>& me
   return arrived;
 }
 
+// 400 messages, seeded: each direction, up to 2 MB, among 5 workers and 3 shards, handed
+// over up to 200 µs apart.
+std::vector<Message> SeededMix() {
+  std::mt19937_64 rng(42);
+  std::vector<Message> messages;
+  Duration t{};
+  for (int i = 0; i < 400; ++i) {
+    t += nanoseconds(static_cast<int64_t>(rng() % 200'000));
+    messages.push_back({t, rng() % 2 == 0, static_cast<int>(rng() % 5), static_cast<int>(rng() % 3),
+                        static_cast<int64_t>(rng() % 2'000'000)});
+  }
+  return messages;
+}
+
 NetworkOptions FairLink(Duration latency, double bytes_per_s) {
   NetworkOptions o = Link(latency, bytes_per_s);
   o.sharing = NetworkSharing::kFair;
@@ -301,14 +316,7 @@ TEST(FairSharing, SynchronousSendsAreFifoOnly) {
 TEST(FairSharing, FifoAsynchronousSendsGiveTheSynchronousTimes) {
   NetworkOptions o = NetworkPreset("dc_10gbe");
   o.shard_nic_bandwidth = 2.5e9;
-  std::mt19937_64 rng(42);
-  std::vector<Message> messages;
-  Duration t{};
-  for (int i = 0; i < 400; ++i) {
-    t += nanoseconds(static_cast<int64_t>(rng() % 200'000));
-    messages.push_back({t, rng() % 2 == 0, static_cast<int>(rng() % 5), static_cast<int>(rng() % 3),
-                        static_cast<int64_t>(rng() % 2'000'000)});
-  }
+  const std::vector<Message> messages = SeededMix();
   NetworkModel async(o, 5, 3);
   const std::vector<Duration> got = Arrivals(async, messages);
   NetworkModel sync(o, 5, 3);
@@ -325,10 +333,13 @@ TEST(FairSharing, FifoAsynchronousSendsGiveTheSynchronousTimes) {
   }
 }
 
-TEST(FairSharing, TheKeyTakesFifoOrFair) {
+TEST(FairSharing, TheKeyTakesFifoFairOrInterleaved) {
   EXPECT_EQ(ParseNetworkSharing("fifo"), NetworkSharing::kFifo);
   EXPECT_EQ(ParseNetworkSharing("fair"), NetworkSharing::kFair);
+  EXPECT_EQ(ParseNetworkSharing("interleaved"), NetworkSharing::kInterleaved);
   EXPECT_EQ(NetworkSharingName(NetworkSharing::kFair), "fair");
+  EXPECT_EQ(NetworkSharingName(NetworkSharing::kInterleaved), "interleaved");
+  EXPECT_EQ(NetworkSharingName(NetworkSharing::kFifo), "fifo");
   EXPECT_EQ(NetworkOptions().sharing, NetworkSharing::kFifo);
   for (const char* bad : {"FIFO", "round_robin", ""}) {
     try {
@@ -336,8 +347,165 @@ TEST(FairSharing, TheKeyTakesFifoOrFair) {
       ADD_FAILURE() << bad << ": accepted";
     } catch (const ConfigError& e) {
       EXPECT_EQ(e.key(), "network.sharing");
-      EXPECT_NE(std::string(e.what()).find("fifo or fair"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("fifo, fair or interleaved"), std::string::npos)
+          << e.what();
     }
+  }
+}
+
+// ---- Interleaved chunks (network.sharing = interleaved) ------------------------------
+
+NetworkOptions Interleaved(Duration latency, double bytes_per_s, int64_t chunk_bytes) {
+  NetworkOptions o = Link(latency, bytes_per_s);
+  o.sharing = NetworkSharing::kInterleaved;
+  o.chunk_bytes = chunk_bytes;
+  return o;
+}
+
+// n messages of `bytes` from workers 0..n-1 to shard 0, all handed over at 0.
+std::vector<Message> AtOnceToOneShard(int n, int64_t bytes) {
+  std::vector<Message> out;
+  for (int w = 0; w < n; ++w) out.push_back({Duration::zero(), true, w, 0, bytes});
+  return out;
+}
+
+// A lone message moves chunk after chunk at the full rate: it arrives as under FIFO, at
+// latency + b / r, whether or not the chunk divides it, and waits for nothing.
+TEST(InterleavedSharing, ALoneMessageArrivesAsUnderFifo) {
+  const Duration latency = microseconds(10);
+  for (const int64_t chunk : {int64_t{1}, int64_t{1448}, int64_t{16384}, int64_t{1} << 30}) {
+    NetworkModel net(Interleaved(latency, 1e9, chunk), 1, 1);
+    EXPECT_EQ(Arrivals(net, {{nanoseconds(7), true, 0, 0, 100'000}}),
+              (std::vector<Duration>{nanoseconds(7) + latency + nanoseconds(100'000)}))
+        << chunk;
+    EXPECT_EQ(net.shard_stats(0).nic_wait, Duration::zero()) << chunk;
+    EXPECT_EQ(net.shard_stats(0).bytes_in, 100'000) << chunk;
+  }
+  // At a rate that does not divide the chunks into whole nanoseconds, the chunks still
+  // add up to the message's one transfer time.
+  NetworkModel odd(Interleaved(Duration::zero(), 3e8, 1000), 1, 1);
+  EXPECT_EQ(Arrivals(odd, {{Duration::zero(), false, 0, 0, 10'001}}),
+            (std::vector<Duration>{odd.TransferTime(10'001)}));
+}
+
+// Chunks as long as the messages: whole messages one after the other, as FIFO's arrival
+// instants, but the ones that waited in a random order, not the order they were handed
+// over (the first, handed to an idle side, starts at once); the seed picks it, the same
+// seed the same order.
+TEST(InterleavedSharing, WholeMessageChunksServeThemInARandomOrder) {
+  const Duration latency = microseconds(1);
+  std::vector<Duration> fifo_instants;
+  for (int i = 1; i <= 4; ++i) fifo_instants.push_back(latency + i * nanoseconds(1000));
+  int second_not_second = 0;
+  std::vector<std::vector<Duration>> orders;
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    NetworkModel net(Interleaved(latency, 1e9, 1000), 4, 1, seed);
+    const std::vector<Duration> got = Arrivals(net, AtOnceToOneShard(4, 1000));
+    if (std::find(orders.begin(), orders.end(), got) == orders.end()) orders.push_back(got);
+    EXPECT_EQ(got[0], fifo_instants[0]) << seed;
+    if (got[1] != fifo_instants[1]) ++second_not_second;
+    std::vector<Duration> sorted = got;
+    std::sort(sorted.begin(), sorted.end());
+    EXPECT_EQ(sorted, fifo_instants) << "seed " << seed;
+    NetworkModel again(Interleaved(latency, 1e9, 1000), 4, 1, seed);
+    EXPECT_EQ(Arrivals(again, AtOnceToOneShard(4, 1000)), got) << seed;
+  }
+  EXPECT_GE(orders.size(), 4u);     // of the 6 orders of the three that waited
+  EXPECT_GE(second_not_second, 8);  // 2 in 3 with even draws
+}
+
+// Small chunks: two equal messages handed over together share the side and end within a
+// chunk of each other, the last at 2b / r (the side never idles); neither arrives at
+// FIFO's b / r.
+TEST(InterleavedSharing, SmallChunksShareTheSide) {
+  for (uint64_t seed = 1; seed <= 10; ++seed) {
+    NetworkModel net(Interleaved(Duration::zero(), 1e9, 100), 2, 1, seed);
+    const std::vector<Duration> got = Arrivals(net, AtOnceToOneShard(2, 10'000));
+    const auto [lo, hi] = std::minmax_element(got.begin(), got.end());
+    EXPECT_EQ(*hi, nanoseconds(20'000)) << seed;
+    // The first to end waited for at least ten of the other's 100 chunks (with even draws,
+    // for about 90 of them).
+    EXPECT_GE(*lo, nanoseconds(10'000 + 10 * 100)) << seed;
+    // nic_wait: each message's time beyond its unshared 10,000 ns.
+    EXPECT_EQ(net.shard_stats(0).nic_wait, *lo + *hi - 2 * nanoseconds(10'000)) << seed;
+  }
+}
+
+// The side a chunk frees is offered to every message waiting on it, the one whose chunk
+// it was among them: a message that started first does not keep the side (as it would
+// if the freed transmit side, where it is alone, chose first). With two messages of ten
+// chunks, the first one ends at its unshared 10 chunks only if it wins nine draws of two
+// in a row.
+TEST(InterleavedSharing, AFreedSideDoesNotFavourTheMessageThatFreedIt) {
+  int kept_the_side = 0;
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    NetworkModel net(Interleaved(Duration::zero(), 1e9, 100), 2, 1, seed);
+    const std::vector<Duration> got =
+        Arrivals(net, {{Duration::zero(), true, 0, 0, 1000}, {nanoseconds(1), true, 1, 0, 1000}});
+    if (got[0] == nanoseconds(1000)) ++kept_the_side;
+    EXPECT_EQ(std::max(got[0], got[1]), nanoseconds(2000)) << seed;
+  }
+  EXPECT_LE(kept_the_side, 2);
+}
+
+// Work conservation, with both ends held: the staggered messages of the fair test end,
+// last, at (total bytes) / r for every chunk and seed; and a worker sending to two shards
+// at once keeps its transmit side busy: both end by 2b / r.
+TEST(InterleavedSharing, ABusySideIsWorkConserving) {
+  const std::vector<Message> staggered = {{Duration::zero(), true, 0, 0, 3000},
+                                          {nanoseconds(100), true, 1, 0, 1000},
+                                          {nanoseconds(200), true, 2, 0, 2500},
+                                          {nanoseconds(300), true, 3, 0, 500}};
+  for (const int64_t chunk : {int64_t{50}, int64_t{300}, int64_t{5000}}) {
+    for (uint64_t seed = 1; seed <= 5; ++seed) {
+      NetworkModel net(Interleaved(Duration::zero(), 1e9, chunk), 4, 1, seed);
+      const std::vector<Duration> got = Arrivals(net, staggered);
+      EXPECT_EQ(*std::max_element(got.begin(), got.end()), nanoseconds(7000)) << chunk;
+      NetworkModel two(Interleaved(Duration::zero(), 1e9, chunk), 1, 2, seed);
+      const std::vector<Duration> both = Arrivals(
+          two, {{Duration::zero(), true, 0, 0, 1000}, {Duration::zero(), true, 0, 1, 1000}});
+      EXPECT_EQ(*std::max_element(both.begin(), both.end()), nanoseconds(2000)) << chunk;
+    }
+  }
+}
+
+// The same options and seed give the same arrivals on a seeded mix of directions, sizes,
+// workers, shards and instants; another seed gives others (the choices are the model's).
+TEST(InterleavedSharing, TheSeedFixesEveryArrival) {
+  NetworkOptions o = NetworkPreset("dc_10gbe");
+  o.sharing = NetworkSharing::kInterleaved;
+  const std::vector<Message> messages = SeededMix();
+  NetworkModel a(o, 5, 3, 7), b(o, 5, 3, 7), c(o, 5, 3, 8);
+  const std::vector<Duration> got = Arrivals(a, messages);
+  EXPECT_EQ(got, Arrivals(b, messages));
+  EXPECT_NE(got, Arrivals(c, messages));
+  for (int s = 0; s < 3; ++s) EXPECT_EQ(a.shard_stats(s).nic_wait, b.shard_stats(s).nic_wait);
+  for (std::size_t i = 0; i < messages.size(); ++i) {
+    EXPECT_GE(got[i], messages[i].at + o.latency + a.TransferTime(messages[i].bytes)) << i;
+  }
+}
+
+// Zero bytes, or an infinite rate: the message arrives after the latency alone; the
+// synchronous sends are refused, as under fair sharing.
+TEST(InterleavedSharing, FreeMessagesAndSynchronousSends) {
+  const Duration latency = microseconds(3);
+  NetworkModel net(Interleaved(latency, 1e9, 100), 1, 1);
+  EXPECT_EQ(Arrivals(net, {{nanoseconds(5), true, 0, 0, 0}}),
+            (std::vector<Duration>{nanoseconds(5) + latency}));
+  NetworkModel fast(Interleaved(latency, std::numeric_limits<double>::infinity(), 100), 2, 1);
+  EXPECT_EQ(Arrivals(fast, AtOnceToOneShard(2, 1 << 20)),
+            (std::vector<Duration>{latency, latency}));
+  EXPECT_THROW(net.SendToShard(0, 0, 1000, Duration::zero()), InvariantError);
+  EXPECT_THROW(net.SendToWorker(0, 0, 1000, Duration::zero()), InvariantError);
+}
+
+TEST(InterleavedSharing, AChunkBelowOneByteIsRefused) {
+  NetworkOptions o = Interleaved(Duration::zero(), 1e9, 0);
+  try {
+    o.Validate();
+    ADD_FAILURE() << "a chunk of 0 bytes accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key(), "network.chunk_kib");
   }
 }
 

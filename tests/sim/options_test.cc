@@ -26,7 +26,7 @@ TEST(SimOptions, DefaultsAreValidAndEveryKeyIsDocumented) {
     const std::string value = k.default_value == "(preset)" ? "1" : std::string(k.default_value);
     EXPECT_NO_THROW(ApplySimOption(&copy, k.key, value)) << k.key;
   }
-  EXPECT_EQ(seen.size(), 23u);
+  EXPECT_EQ(seen.size(), 24u);
 }
 
 TEST(SimOptions, PresetFirstThenOverrides) {
@@ -42,7 +42,10 @@ TEST(SimOptions, PresetFirstThenOverrides) {
       {"sim.transport_us_per_message", "12.5"},
       {"sim.transport_ns_per_byte", "0.3"},
       {"network.sharing", "fair"},  // applied after the preset, which does not reset it
+      {"network.chunk_kib", "1.4140625"},
   });
+  EXPECT_EQ(o.network.chunk_bytes, 1448);  // one TCP segment's payload
+  EXPECT_EQ(SimOptions().network.chunk_bytes, 16 * 1024);
   EXPECT_EQ(o.network.latency, microseconds(40));
   EXPECT_EQ(o.network.sharing, NetworkSharing::kFair);
   EXPECT_EQ(SimOptions().network.sharing, NetworkSharing::kFifo);
@@ -93,6 +96,10 @@ TEST(SimOptions, BadValuesAreOneLineNamingTheKey) {
       {{"network.latency_us", "-3"}},
       {{"network.goodput", "1.5"}},
       {{"network.sharing", "lifo"}},
+      {{"network.chunk_kib", "0"}},
+      {{"network.chunk_kib", "-16"}},
+      {{"network.chunk_kib", "nan"}},
+      {{"network.chunk_kib", "a window"}},
       {{"network.server_ns_per_element", "-1"}},
       {{"sim.stack_kib", "64"}},
       {{"sim.stack_kib", "300.5"}},

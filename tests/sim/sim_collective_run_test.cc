@@ -270,18 +270,21 @@ TEST(SimCollectiveRunRefusal, TransportCpuChargeIsRefused) {
   }
 }
 
-// Fair sharing is the simulated store's network model; the simulated collective times its
-// own transfers, so a collective run refuses it.
-TEST(SimCollectiveRunRefusal, FairSharingIsRefused) {
-  testing::TempDir tmp;
-  const SimRun r = RunConfig(tmp, "bad",
-                             "[algorithm]\nname = allreduce_sgd\nworkers = 2\n[cluster]\n"
-                             "transport = sim\n[network]\nsharing = fair\n");
-  EXPECT_EQ(r.status, 2);
-  EXPECT_THAT(r.err, HasSubstr("network.sharing"));
-  EXPECT_THAT(r.err, HasSubstr("parameter-server strategies only")) << r.err;
-  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-  EXPECT_TRUE(r.dir.empty());
+// Fair and interleaved sharing are the simulated store's network model; the simulated
+// collective times its own transfers, so a collective run refuses them.
+TEST(SimCollectiveRunRefusal, FairAndInterleavedSharingAreRefused) {
+  for (const std::string sharing : {"fair", "interleaved"}) {
+    testing::TempDir tmp;
+    const SimRun r = RunConfig(tmp, "bad",
+                               "[algorithm]\nname = allreduce_sgd\nworkers = 2\n[cluster]\n"
+                               "transport = sim\n[network]\nsharing = " +
+                                   sharing + "\n");
+    EXPECT_EQ(r.status, 2) << sharing;
+    EXPECT_THAT(r.err, HasSubstr("network.sharing"));
+    EXPECT_THAT(r.err, HasSubstr("parameter-server strategies only")) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_TRUE(r.dir.empty()) << sharing;
+  }
   // fifo, said explicitly, is what the collective runs anyway.
   testing::TempDir ok;
   const SimRun f = RunConfig(ok, "ok",

@@ -82,6 +82,26 @@ TEST(SimRun, FairSharingGivesIdenticalCsvsToo) {
   EXPECT_NE(a.File("staleness.csv"), fifo.File("staleness.csv"));
 }
 
+// Interleaved chunks (network.sharing = interleaved) draw from the model's own stream of
+// the run's seed: the same seed gives the same bytes; and the model is the one used (on
+// a slow link FIFO gives other staleness rows).
+TEST(SimRun, InterleavedSharingGivesIdenticalCsvsToo) {
+  testing::TempDir tmp;
+  const std::string slow = std::string(kStragglers) + "link_gbps = 0.1\n";
+  const std::string interleaved = slow + "sharing = interleaved\nchunk_kib = 4\n";
+  const SimRun a = RunSim(tmp, "a", interleaved);
+  const SimRun b = RunSim(tmp, "b", interleaved);
+  ASSERT_EQ(a.status, 0) << a.err << a.out;
+  ASSERT_EQ(b.status, 0) << b.err << b.out;
+  ExpectSameRecords(a, b);
+  const std::string model = a.Provenance()["time_model"].get<std::string>();
+  EXPECT_THAT(model, HasSubstr("network.sharing=interleaved"));
+  EXPECT_THAT(model, HasSubstr("network.chunk_kib=4"));
+  const SimRun fifo = RunSim(tmp, "fifo", slow);
+  ASSERT_EQ(fifo.status, 0) << fifo.err;
+  EXPECT_NE(a.File("staleness.csv"), fifo.File("staleness.csv"));
+}
+
 // The run folder says it was simulated, and with which model; times are virtual.
 TEST(SimRun, WritesTheUsualFolderInVirtualSeconds) {
   testing::TempDir tmp;

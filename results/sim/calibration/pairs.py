@@ -58,6 +58,45 @@ def write_csv(path, cols, rows):
         w.writerows(rows)
 
 
+def rotation(hist, workers):
+    """Share of the pushes at staleness exactly workers - 1 (a strict rotation's)."""
+    total = sum(hist.values())
+    return hist.get(workers - 1, 0) / total if total else float("nan")
+
+
+def twin_rows(runs, kinds, select):
+    """One row per key that has a real run and a `select` twin (runs: load_runs'), in
+    natural order: the real run's samples/s, mean staleness and rotation, and for each kind
+    of `kinds` that has a twin its samples/s, gap (sim / real - 1, %), mean staleness,
+    rotation and KS distance from the real histogram. Returns (cols, rows)."""
+    keys = sorted({k for k, kind in runs if kind == select and (k, "real") in runs},
+                  key=natural)
+    cols = ["key", "workers", "real_samples_per_s", "real_staleness_mean", "real_rotation"]
+    for kind in kinds:
+        cols += [f"{kind}_samples_per_s", f"{kind}_gap_pct", f"{kind}_staleness_mean",
+                 f"{kind}_rotation", f"{kind}_staleness_ks"]
+    rows = []
+    for k in keys:
+        rs, rh = runs[(k, "real")]
+        workers = int(rs["workers"])
+        real = float(rs["samples_per_s"])
+        row = {"key": k, "workers": workers, "real_samples_per_s": f"{real:.1f}",
+               "real_staleness_mean": f"{float(rs['staleness_mean']):.3f}",
+               "real_rotation": f"{rotation(rh, workers):.3f}"}
+        for kind in kinds:
+            if (k, kind) not in runs:
+                continue
+            ss, sh = runs[(k, kind)]
+            s = float(ss["samples_per_s"])
+            row.update({f"{kind}_samples_per_s": f"{s:.1f}",
+                        f"{kind}_gap_pct": f"{100 * (s / real - 1):+.1f}",
+                        f"{kind}_staleness_mean": f"{float(ss['staleness_mean']):.3f}",
+                        f"{kind}_rotation": f"{rotation(sh, workers):.3f}",
+                        f"{kind}_staleness_ks": f"{ks(rh, sh):.3f}"})
+        rows.append(row)
+    return cols, rows
+
+
 def ks(a, b):
     ta, tb = sum(a.values()), sum(b.values())
     if ta == 0 or tb == 0:

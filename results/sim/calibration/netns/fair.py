@@ -14,45 +14,14 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from pairs import ks, load_runs, natural, write_csv  # noqa: E402
+from pairs import load_runs, twin_rows, write_csv  # noqa: E402
 
 KINDS = ("sim", "simfair", "simfaircpu")
 
 
-def rotation(hist, workers):
-    """Share of the pushes at staleness exactly workers - 1."""
-    total = sum(hist.values())
-    return hist.get(workers - 1, 0) / total if total else float("nan")
-
-
 def main():
     folder = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.abspath(__file__))
-    runs = load_runs(folder, ("real",) + KINDS)
-    keys = sorted({k for k, kind in runs if kind == "simfair" and (k, "real") in runs},
-                  key=natural)
-    cols = ["key", "workers", "real_samples_per_s", "real_staleness_mean", "real_rotation"]
-    for kind in KINDS:
-        cols += [f"{kind}_samples_per_s", f"{kind}_gap_pct", f"{kind}_staleness_mean",
-                 f"{kind}_rotation", f"{kind}_staleness_ks"]
-    rows = []
-    for k in keys:
-        rs, rh = runs[(k, "real")]
-        workers = int(rs["workers"])
-        real = float(rs["samples_per_s"])
-        row = {"key": k, "workers": workers, "real_samples_per_s": f"{real:.1f}",
-               "real_staleness_mean": f"{float(rs['staleness_mean']):.3f}",
-               "real_rotation": f"{rotation(rh, workers):.3f}"}
-        for kind in KINDS:
-            if (k, kind) not in runs:
-                continue
-            ss, sh = runs[(k, kind)]
-            s = float(ss["samples_per_s"])
-            row.update({f"{kind}_samples_per_s": f"{s:.1f}",
-                        f"{kind}_gap_pct": f"{100 * (s / real - 1):+.1f}",
-                        f"{kind}_staleness_mean": f"{float(ss['staleness_mean']):.3f}",
-                        f"{kind}_rotation": f"{rotation(sh, workers):.3f}",
-                        f"{kind}_staleness_ks": f"{ks(rh, sh):.3f}"})
-        rows.append(row)
+    cols, rows = twin_rows(load_runs(folder, ("real",) + KINDS), KINDS, "simfair")
     write_csv(os.path.join(folder, "fair.csv"), cols, rows)
     print("| run | workers | real samples/s | fifo | gap | fair | gap | fair + CPU | gap | "
           "staleness mean: real / fifo / fair | at workers − 1: real / fifo / fair | "

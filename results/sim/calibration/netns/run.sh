@@ -13,7 +13,8 @@
 # Run as root from the repository root with ASGD_DATA_DIR set, after the build of the
 # top-level README (build/asgd); about 6 minutes. Environment (defaults in brackets):
 # WORKERS ["2 4 8 16"], STRATEGIES ["async_sgd allreduce_sgd"], RATE_MBIT [100], DELAY_MS
-# [1], OUT [results/sim/calibration/netns], SUFFIX [""] (added to every run's name: a
+# [1], HIDDEN [64,64] (the MLP's hidden layers: the message size), OUT
+# [results/sim/calibration/netns], SUFFIX [""] (added to every run's name: a
 # repetition, e.g. SUFFIX=_r2, is paired with its own twin), MONITOR [0] (1: sample the
 # shard's two shaped queues every 20 ms into logs/real_NAME.links.csv; links.py sums them
 # up). SIM_ONLY=1 runs only the simulated side (no root needed), with the one-way latency
@@ -38,7 +39,7 @@ ASGD=${ASGD:-build/asgd}
 # The model and run length: a smaller MLP (784-64-64-10, 55,050 parameters, 220 KB a
 # message) so that one epoch at 100 Mbit/s is about half a minute and its 1,875 pushes give
 # the staleness histogram.
-COMMON=(--set model.hidden=64,64 --set experiment.epochs=1 --set experiment.progress=off
+COMMON=(--set model.hidden="${HIDDEN:-64,64}" --set experiment.epochs=1 --set experiment.progress=off
         --set metrics.eval_every_epochs=100)
 
 SIM_ONLY=${SIM_ONLY:-0}
