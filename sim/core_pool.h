@@ -17,11 +17,12 @@
 //
 // The transport's CPU (TransportCpu below, sim.transport_us_per_message and
 // sim.transport_ns_per_byte) takes cores from the same pool: with a charge set, the
-// simulated store (sim/sim_store.h) asks the pool for each message's CPU at both of its
-// ends, so on a host of C cores the gradients and the messages' handling compete for
-// them, first come first served. What the pool still leaves out: the shard server's
-// per-element time (network.server_*, its own thread beside the cores), the evaluator,
-// cache and memory-bandwidth contention, and the scheduler's time slices.
+// simulated store (sim/sim_store.h) and the simulated collective (sim/sim_collective.h)
+// ask the pool for each message's CPU at both of its ends, so on a host of C cores the
+// gradients and the messages' handling compete for them, first come first served. What
+// the pool still leaves out: the shard server's per-element time (network.server_*, its
+// own thread beside the cores), the evaluator, cache and memory-bandwidth contention, and
+// the scheduler's time slices.
 //
 // Deterministic: the earliest-free core is chosen with ties to the lowest index, and the
 // caller's order of requests at one virtual instant is the scheduler's event order.
@@ -36,9 +37,9 @@
 namespace asgd::sim {
 
 // The CPU a message costs at each of its ends (its sender before the wire, its receiver
-// after arrival): per_message + payload bytes x ns_per_byte (sim/sim_store.h says where
-// each charge falls). Both zero (the default): no charge, and the store behaves exactly
-// as without it.
+// after arrival): per_message + payload bytes x ns_per_byte (sim/sim_store.h and
+// sim/sim_collective.h say where each charge falls). Both zero (the default): no charge,
+// and the store and the collective behave exactly as without it.
 struct TransportCpu {
   // sim.transport_us_per_message: CPU per message at each end. Default 0. >= 0.
   Duration per_message{};

@@ -63,7 +63,7 @@ constexpr std::array kKeys = {
     OptionKey{keys::kTransportUsPerMessage, "0",
               "CPU each message costs at each end (the sender before the wire, the receiver "
               "after arrival), us, taken from the sim.cores cores (0 cores: each end's own "
-              "machine); parameter-server strategies"},
+              "machine); every strategy the simulator runs"},
     OptionKey{keys::kTransportNsPerByte, "0",
               "CPU each message costs at each end per payload byte, ns (with "
               "sim.transport_us_per_message)"},

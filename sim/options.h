@@ -37,8 +37,8 @@ struct SimOptions {
   int cores = 0;
   // sim.transport_us_per_message, sim.transport_ns_per_byte: the CPU each message costs at
   // each of its ends, on the cores above (sim/core_pool.h: TransportCpu; where each charge
-  // falls: sim/sim_store.h). Default 0 and 0: no charge. Parameter-server strategies only
-  // (the simulated collectives do not read it).
+  // falls: sim/sim_store.h, and for the strategies on a collective sim/sim_collective.h).
+  // Default 0 and 0: no charge.
   TransportCpu transport_cpu;
   // sim.share_buffers: the simulated workers of a scheduler share the model's scratch and
   // a gradient buffer, and async_sgd's worker pushes from its parameters

@@ -374,13 +374,11 @@ int64_t CeilDiv(std::size_t a, std::size_t b) { return static_cast<int64_t>((a +
 
 }  // namespace
 
-Duration AllreduceTime(col::Algorithm algorithm, int size, std::size_t count, Duration latency,
-                       double payload_rate) {
-  if (size <= 1 || count == 0) return Duration::zero();
+std::vector<int64_t> AllreduceStepBytes(col::Algorithm algorithm, int size, std::size_t count) {
+  std::vector<int64_t> steps;
+  if (size <= 1 || count == 0) return steps;
   const auto n = static_cast<std::size_t>(size);
-  auto step = [&](int64_t floats) {
-    return latency + TransferTime(floats * static_cast<int64_t>(sizeof(float)), payload_rate);
-  };
+  const auto floats = [](int64_t f) { return f * static_cast<int64_t>(sizeof(float)); };
   switch (algorithm) {
     case col::Algorithm::kRing: {
       // Each step moves every chunk of gloo's segments over one link, so it lasts as long
@@ -388,22 +386,34 @@ Duration AllreduceTime(col::Algorithm algorithm, int size, std::size_t count, Du
       // to the rounding of segments to whole floats.
       const uint64_t chunk =
           std::min<uint64_t>(col::GlooRingSegments(size, count).chunk_bytes, count * sizeof(float));
-      return 2 * static_cast<int64_t>(size - 1) *
-             (latency + TransferTime(static_cast<int64_t>(chunk), payload_rate));
+      steps.assign(2 * (n - 1), static_cast<int64_t>(chunk));
+      break;
     }
     case col::Algorithm::kRingChunked:
-      return 2 * static_cast<int64_t>(size - 1) * step(CeilDiv(count, n));
+      steps.assign(2 * (n - 1), floats(CeilDiv(count, n)));
+      break;
     case col::Algorithm::kHalvingDoubling: {
       const uint32_t k = Log2(n);
-      Duration t{};
-      for (uint32_t i = 1; i <= k; ++i) t += 2 * step(CeilDiv(count, std::size_t{1} << i));
-      for (uint32_t b = 0; b < k; ++b) {
-        if ((n >> b) & 1u) t += 2 * step(CeilDiv(count, std::size_t{1} << b));
+      for (uint32_t i = 1; i <= k; ++i) {
+        steps.insert(steps.end(), 2, floats(CeilDiv(count, std::size_t{1} << i)));
       }
-      return t;
+      for (uint32_t b = 0; b < k; ++b) {
+        if ((n >> b) & 1u)
+          steps.insert(steps.end(), 2, floats(CeilDiv(count, std::size_t{1} << b)));
+      }
+      break;
     }
   }
-  return Duration::zero();
+  return steps;
+}
+
+Duration AllreduceTime(col::Algorithm algorithm, int size, std::size_t count, Duration latency,
+                       double payload_rate) {
+  Duration t{};
+  for (const int64_t bytes : AllreduceStepBytes(algorithm, size, count)) {
+    t += latency + TransferTime(bytes, payload_rate);
+  }
+  return t;
 }
 
 // ---- the group ----------------------------------------------------------------------
@@ -577,6 +587,9 @@ col::Traffic SimCollectiveGroup::Allreduce(int rank, bool timed, std::span<float
          } else {
            GlooOrderAllreduce(algorithm_, spans_, op);
          }
+         if (cores_ != nullptr) {
+           return ChargedSteps(sched_->Now(), AllreduceStepBytes(algorithm_, size_, count));
+         }
          return AllreduceTime(algorithm_, size_, count, latency_, rate_);
        });
   // No rank can start the next operation before every rank has copied (or, for a view,
@@ -594,14 +607,26 @@ void SimCollectiveGroup::Broadcast(int rank, bool timed, std::span<float> data, 
          for (const std::span<float>& to : spans_) {
            if (to.data() != from.data()) std::copy(from.begin(), from.end(), to.begin());
          }
-         return latency_ + static_cast<int64_t>(size_ - 1) *
-                               TransferTime(static_cast<int64_t>(from.size_bytes()), rate_);
+         const auto bytes = static_cast<int64_t>(from.size_bytes());
+         if (cores_ != nullptr && size_ > 1) {
+           // The root's sends one after the other (its charge, then the wire), then the
+           // last receiver's charge.
+           const Duration now = sched_->Now();
+           Duration t = now;
+           for (int i = 1; i < size_; ++i) t = Charge(t, 1, bytes) + TransferTime(bytes, rate_);
+           return Charge(t + latency_, 1, bytes) - now;
+         }
+         return latency_ + static_cast<int64_t>(size_ - 1) * TransferTime(bytes, rate_);
        });
 }
 
 void SimCollectiveGroup::Barrier(int rank, bool timed) {
   Meet(rank, Kind::kBarrier, 0, col::ReduceOp::kSum, 0, timed, {}, "barrier", [&] {
     const auto rounds = static_cast<int64_t>(std::bit_width(static_cast<uint32_t>(size_ - 1)));
+    if (cores_ != nullptr) {
+      return ChargedSteps(sched_->Now(),
+                          std::vector<int64_t>(static_cast<std::size_t>(2 * rounds), 0));
+    }
     return 2 * rounds * latency_;
   });
 }
@@ -609,11 +634,38 @@ void SimCollectiveGroup::Barrier(int rank, bool timed) {
 std::pair<Duration, Duration> SimCollectiveGroup::Transfer(int from, int to, int64_t bytes) {
   Duration& tx = tx_free_[static_cast<std::size_t>(from)];
   Duration& rx = rx_free_[static_cast<std::size_t>(to)];
-  const Duration start = std::max({sched_->Now(), tx, rx - latency_});
+  // With a CPU charge the message goes on the wire when the sender's charge ends, and is
+  // received when the receiver's charge after its arrival ends.
+  const Duration handed = cores_ != nullptr ? Charge(sched_->Now(), 1, bytes) : sched_->Now();
+  const Duration start = std::max({handed, tx, rx - latency_});
   const Duration end = start + TransferTime(bytes, rate_);
   tx = end;
   rx = end + latency_;
-  return {end, end + latency_};
+  const Duration arrived = end + latency_;
+  return {end, cores_ != nullptr ? Charge(arrived, 1, bytes) : arrived};
+}
+
+void SimCollectiveGroup::ChargeHostCpu(CorePool* cores, const TransportCpu& cpu) {
+  cpu.Validate();
+  cpu_ = cpu;
+  cores_ = cpu.active() ? cores : nullptr;
+  ASGD_CHECK(!cpu.active() || cores != nullptr, "SimCollectiveGroup: a CPU charge needs cores");
+}
+
+Duration SimCollectiveGroup::Charge(Duration t, int jobs, int64_t bytes) {
+  const Duration work = cpu_.Cost(bytes);
+  Duration end = t;
+  for (int j = 0; j < jobs; ++j) end = std::max(end, cores_->Run(t, work));
+  return end;
+}
+
+Duration SimCollectiveGroup::ChargedSteps(Duration now, const std::vector<int64_t>& step_bytes) {
+  Duration t = now;
+  for (const int64_t bytes : step_bytes) {
+    t = Charge(t, size_, bytes) + latency_ + TransferTime(bytes, rate_);
+    t = Charge(t, size_, bytes);
+  }
+  return t - now;
 }
 
 SimCollectiveGroup::Channel& SimCollectiveGroup::ChannelOf(int from, int to) {

@@ -46,10 +46,24 @@
 //                        arrives at start + bytes / r + L; Send returns when the bytes
 //                        left (start + bytes / r), Recv when they arrived. A Send waits
 //                        for the matching Recv as gloo's does.
+// The transport's CPU (ChargeHostCpu: sim.transport_us_per_message,
+// sim.transport_ns_per_byte, on the sim.cores pool the ranks' steps use). Each message
+// costs c(b) = per message + b × per byte at each of its ends, as on the parameter server
+// (sim/core_pool.h). An allreduce or barrier step then takes every rank's send charge on
+// the pool from the step's start, the wire (L + b / r) from the last one's end, and every
+// rank's receive charge from the arrival: with N ranks on C cores a step of b bytes lasts
+// 2·⌈N/C⌉·c(b) + L + b / r (C = 0: each rank's own machine, 2·c(b) + L + b / r); a
+// halving-doubling cascade step is charged to every rank too (an overcharge for the ranks
+// that sit it out). A broadcast: the root's N − 1 sends one after the other, each its
+// charge then its wire, then the last receiver's charge; a send/recv: the sender's charge
+// before the wire (Send returns when the bytes have left), the receiver's after the
+// arrival (Recv returns when it ends). Without the keys, every time is the closed form
+// above (a separate code path).
 // What this leaves out: gloo's pipelining of two segments and its zero-byte
-// notifications, per-message CPU costs (the reduction's adds, copies), contention with
-// any other traffic (the worker links are idle at the start of a collective, since every
-// rank is in it), and TCP effects (see network_model.h).
+// notifications (an event-level replay of gloo's rendezvous over FIFO links moved a ring
+// allreduce by under 1 %), the reduction's adds and copies, contention with any other
+// traffic (the worker links are idle at the start of a collective, since every rank is in
+// it), and TCP effects (see network_model.h).
 //
 // Untimed handles (Rank(r, false)): an operation every rank joins through one takes no
 // virtual time; the ranks still wait for the last arrival. A driver uses them for work
@@ -75,6 +89,7 @@
 
 #include "collective/collective.h"
 #include "core/clock.h"
+#include "sim/core_pool.h"
 #include "sim/network_model.h"
 #include "sim/scheduler.h"
 
@@ -85,6 +100,10 @@ namespace asgd::sim {
 // time), as the header comment says. 0 for size 1 or count 0.
 Duration AllreduceTime(collective::Algorithm algorithm, int size, std::size_t count,
                        Duration latency, double payload_rate);
+// The payload bytes each rank sends in each step of that schedule, in order (empty for
+// size 1 or count 0): AllreduceTime is the sum of latency + bytes / rate over them.
+std::vector<int64_t> AllreduceStepBytes(collective::Algorithm algorithm, int size,
+                                        std::size_t count);
 
 // Reduces the ranks' vectors in place as gloo's `algorithm` does (the header comment),
 // every data[r] ending with the same bits. op is kSum or kMax. REQUIRES: every span of the
@@ -129,6 +148,10 @@ class SimCollectiveGroup {
   // through it is a CollectiveError).
   std::unique_ptr<collective::Collective> Rank(int r, bool timed = true);
 
+  // Charges each message's CPU at both ends on `cores` (the header comment). cores must
+  // outlive the group; a cpu that is not active() charges nothing (the default).
+  void ChargeHostCpu(CorePool* cores, const TransportCpu& cpu);
+
   // Fails every blocked call and every later one (the header comment).
   void Shutdown();
 
@@ -162,10 +185,18 @@ class SimCollectiveGroup {
   // A message from `from` to `to` of `bytes` handed over at Now(): books both links and
   // returns {when the sender is done, when it arrived}.
   std::pair<Duration, Duration> Transfer(int from, int to, int64_t bytes);
+  // With a CPU charge: `jobs` charges of c(bytes) asked of the pool at t; returns when the
+  // last ends.
+  Duration Charge(Duration t, int jobs, int64_t bytes);
+  // The charged time of steps of the given bytes, every rank sending and receiving in
+  // each, from `now` (the header comment).
+  Duration ChargedSteps(Duration now, const std::vector<int64_t>& step_bytes);
   void ThrowIfShut(int rank, const std::string& what) const;
   Channel& ChannelOf(int from, int to);
 
   Scheduler* sched_;
+  CorePool* cores_ = nullptr;  // with an active cpu_
+  TransportCpu cpu_;
   Duration latency_;
   double rate_;
   int size_;

@@ -54,17 +54,6 @@ using ::asgd::internal::StrCat;
 void CheckSimulable(const Config& config, const RunRequest& request) {
   RefuseCurveOnCollective(config);
   RefuseWhatNoSimulationDoes(config, request);
-  // The transport's CPU is charged by the simulated store (sim/sim_store.h); the simulated
-  // collective charges none, so a run that asked for it would silently go without.
-  for (const std::string_view key :
-       {sim::keys::kTransportUsPerMessage, sim::keys::kTransportNsPerByte}) {
-    const std::string name(key);
-    if (config.Double(name) != 0) {
-      throw ConfigError(name, config.Raw(name),
-                        "0 for a strategy on a collective (the transport's CPU is charged "
-                        "to parameter-server strategies only)");
-    }
-  }
   // Fair and interleaved sharing are the simulated store's network (sim/network_model.h);
   // the simulated collective times its own transfers and would silently ignore them.
   const std::string sharing(sim::keys::kSharing);
@@ -147,6 +136,9 @@ class SimCollectiveRun {
         control_(&sched, problem.plan.sim.network, problem.plan.workers,
                  problem.plan.collective.algorithm),
         scratch_(*problem.model) {
+    // The transport's CPU (sim.transport_*), on the cores the steps use: the strategy's
+    // messages only, not the control group's votes and checks.
+    payload_.ChargeHostCpu(&cores_, problem.plan.sim.transport_cpu);
     for (int w = 0; w < problem.plan.workers; ++w) {
       WorkerSetup ws = MakeWorkerSetup(config, problem, w);
       // sim.share_buffers: one model's scratch for all ranks (they run one at a time), and

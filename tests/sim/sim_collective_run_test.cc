@@ -253,21 +253,30 @@ TEST(SimCollectiveRunRefusal, CheckpointsAreRefused) {
   EXPECT_TRUE(r.dir.empty());
 }
 
-// The transport's CPU charge (sim.transport_*) is the simulated store's: a collective run
-// refuses it rather than run without it.
-TEST(SimCollectiveRunRefusal, TransportCpuChargeIsRefused) {
-  for (const std::string key : {"transport_us_per_message", "transport_ns_per_byte"}) {
-    testing::TempDir tmp;
-    const SimRun r = RunConfig(tmp, "bad",
-                               "[algorithm]\nname = local_sgd\nworkers = 2\n[cluster]\n"
-                               "transport = sim\n[sim]\ncores = 2\n" +
-                                   key + " = 3\n");
-    EXPECT_EQ(r.status, 2) << key;
-    EXPECT_THAT(r.err, HasSubstr("sim." + key)) << r.err;
-    EXPECT_THAT(r.err, HasSubstr("parameter-server strategies only")) << r.err;
-    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-    EXPECT_TRUE(r.dir.empty()) << key;
-  }
+// The transport's CPU charge (sim.transport_*) on a collective: only time changes. Two
+// ranks on two cores, a ring allreduce of the MLP's gradient each step: each of its 2
+// steps takes 2·⌈2/2⌉·c(b) more, so every collective operation 4·c(b) more, and the
+// trained model is the same.
+TEST(SimCollectiveRun, TheTransportsCpuChargeAddsTimeOnly) {
+  const std::string base =
+      "epochs = 0.2\n[algorithm]\nname = allreduce_sgd\nworkers = 2\n[cluster]\n"
+      "transport = sim\n[delay]\ncompute = constant\nmean_ms = 2\n[network]\n"
+      "preset = dc_10gbe\n[sim]\ncores = 2\n";
+  testing::TempDir tmp;
+  const SimRun plain = RunConfig(tmp, "plain", base);
+  const SimRun charged = RunConfig(tmp, "charged", base + "transport_us_per_message = 50\n");
+  ASSERT_EQ(plain.status, 0) << plain.err;
+  ASSERT_EQ(charged.status, 0) << charged.err;
+  const nlohmann::json a = plain.Provenance(), b = charged.Provenance();
+  const double ops = std::stod(a["sim_collective_operations"].get<std::string>());
+  ASSERT_GT(ops, 0);
+  EXPECT_EQ(b["sim_collective_operations"], a["sim_collective_operations"]);
+  EXPECT_NEAR(std::stod(b["sim_collective_time_s"].get<std::string>()) -
+                  std::stod(a["sim_collective_time_s"].get<std::string>()),
+              ops * 4 * 50e-6, 1e-6);
+  EXPECT_EQ(SummaryCell(plain, "final_test_accuracy"), SummaryCell(charged, "final_test_accuracy"));
+  EXPECT_GT(std::stod(SummaryCell(charged, "wall_time_s")),
+            std::stod(SummaryCell(plain, "wall_time_s")));
 }
 
 // Fair and interleaved sharing are the simulated store's network model; the simulated

@@ -322,6 +322,74 @@ TEST(SimCollectiveTime, SendWaitsForTheReceiveAndArrivesAfterTheLink) {
   EXPECT_EQ(got, std::vector<float>(1000, 2.5f));
 }
 
+// The transport's CPU (ChargeHostCpu): every step of an allreduce or barrier takes each
+// rank's send charge and, after the wire, each rank's receive charge, on the pool's cores:
+// 2·⌈N/C⌉·c(b) + L + b / r per step. Ring on 4 ranks, 4000 floats (the first test's 6
+// steps of 1,000 floats, 14 µs each) with c = 5 µs + 4,000 B × 1 ns = 9 µs: on 2 cores
+// 6·(14 + 2·2·9) = 300 µs; with a machine per rank (0 cores) 6·(14 + 2·9) = 192 µs. A
+// point-to-point message carries one charge at each end.
+TEST(SimCollectiveTime, TheTransportsCpuIsChargedPerStepOnTheCores) {
+  TransportCpu cpu;
+  cpu.per_message = microseconds(5);
+  cpu.ns_per_byte = 1.0;
+  const auto allreduce_end = [&](int cores_n, col::Algorithm algorithm, const TransportCpu& c) {
+    Scheduler sched;
+    CorePool cores(cores_n);
+    SimCollectiveGroup group(&sched, KnownLink(), 4, algorithm);
+    group.ChargeHostCpu(&cores, c);
+    std::vector<Duration> resumed(4);
+    for (int r = 0; r < 4; ++r) {
+      sched.Spawn("rank", [&, r] {
+        const auto h = group.Rank(r);
+        std::vector<float> v(4000, 1.0f);
+        h->Allreduce(v, col::ReduceOp::kSum);
+        EXPECT_EQ(v[0], 4.0f);
+        resumed[static_cast<std::size_t>(r)] = sched.Now();
+        h->Barrier();
+      });
+    }
+    sched.Run();
+    for (const Duration t : resumed) EXPECT_EQ(t, resumed[0]);
+    return std::pair{resumed[0], sched.Now() - resumed[0]};
+  };
+  EXPECT_EQ(allreduce_end(2, col::Algorithm::kRing, cpu).first, microseconds(300));
+  EXPECT_EQ(allreduce_end(0, col::Algorithm::kRing, cpu).first, microseconds(192));
+  EXPECT_EQ(allreduce_end(2, col::Algorithm::kRingChunked, cpu).first, microseconds(300));
+  // Halving-doubling: steps of 8,000, 8,000, 4,000 and 4,000 bytes (64 µs of wire) and
+  // charges of 13, 13, 9 and 9 µs, four each on 2 cores: 64 + 2·2·(13 + 13 + 9 + 9).
+  EXPECT_EQ(allreduce_end(2, col::Algorithm::kHalvingDoubling, cpu).first,
+            microseconds(64 + 4 * 44));
+  // The barrier: 2·⌈log₂4⌉ = 4 steps of 0 bytes, each 10 µs + 2·2·5 µs.
+  EXPECT_EQ(allreduce_end(2, col::Algorithm::kRing, cpu).second, microseconds(4 * 30));
+  // No charge: the closed forms, exactly.
+  EXPECT_EQ(allreduce_end(2, col::Algorithm::kRing, TransportCpu{}).first, microseconds(84));
+  EXPECT_EQ(allreduce_end(2, col::Algorithm::kRing, TransportCpu{}).second, microseconds(40));
+
+  // A send of 1,000 floats (c = 5 + 4 µs): the sender's charge, 4 µs on the wire (it
+  // returns at 100 + 9 + 4), the latency, the receiver's charge (113 + 10 + 9).
+  Scheduler sched;
+  CorePool cores(0);
+  SimCollectiveGroup group(&sched, KnownLink(), 2, col::Algorithm::kRing);
+  group.ChargeHostCpu(&cores, cpu);
+  Duration sent{}, received{};
+  sched.Spawn("sender", [&] {
+    const auto h = group.Rank(0);
+    std::vector<float> v(1000, 2.5f);
+    sched.Sleep(microseconds(100));
+    h->Send(1, v, 3);
+    sent = sched.Now();
+  });
+  sched.Spawn("receiver", [&] {
+    const auto h = group.Rank(1);
+    std::vector<float> got(1000);
+    h->Recv(0, got, 3);
+    received = sched.Now();
+  });
+  sched.Run();
+  EXPECT_EQ(sent, microseconds(113));
+  EXPECT_EQ(received, microseconds(132));
+}
+
 // Untimed handles: an operation every rank joins through one takes no virtual time, but
 // still waits for the last rank and reduces as any other; a rank that joins it through a
 // timed handle while the others use untimed ones fails with a CollectiveError, and an
