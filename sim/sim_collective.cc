@@ -374,11 +374,12 @@ int64_t CeilDiv(std::size_t a, std::size_t b) { return static_cast<int64_t>((a +
 
 }  // namespace
 
-std::vector<int64_t> AllreduceStepBytes(col::Algorithm algorithm, int size, std::size_t count) {
-  std::vector<int64_t> steps;
-  if (size <= 1 || count == 0) return steps;
+std::vector<StepRun> AllreduceSteps(col::Algorithm algorithm, int size, std::size_t count) {
+  std::vector<StepRun> runs;
+  if (size <= 1 || count == 0) return runs;
   const auto n = static_cast<std::size_t>(size);
   const auto floats = [](int64_t f) { return f * static_cast<int64_t>(sizeof(float)); };
+  const int64_t ring_steps = 2 * static_cast<int64_t>(size - 1);
   switch (algorithm) {
     case col::Algorithm::kRing: {
       // Each step moves every chunk of gloo's segments over one link, so it lasts as long
@@ -386,32 +387,30 @@ std::vector<int64_t> AllreduceStepBytes(col::Algorithm algorithm, int size, std:
       // to the rounding of segments to whole floats.
       const uint64_t chunk =
           std::min<uint64_t>(col::GlooRingSegments(size, count).chunk_bytes, count * sizeof(float));
-      steps.assign(2 * (n - 1), static_cast<int64_t>(chunk));
+      runs.push_back({static_cast<int64_t>(chunk), ring_steps});
       break;
     }
     case col::Algorithm::kRingChunked:
-      steps.assign(2 * (n - 1), floats(CeilDiv(count, n)));
+      runs.push_back({floats(CeilDiv(count, n)), ring_steps});
       break;
     case col::Algorithm::kHalvingDoubling: {
       const uint32_t k = Log2(n);
-      for (uint32_t i = 1; i <= k; ++i) {
-        steps.insert(steps.end(), 2, floats(CeilDiv(count, std::size_t{1} << i)));
-      }
+      for (uint32_t i = 1; i <= k; ++i)
+        runs.push_back({floats(CeilDiv(count, std::size_t{1} << i)), 2});
       for (uint32_t b = 0; b < k; ++b) {
-        if ((n >> b) & 1u)
-          steps.insert(steps.end(), 2, floats(CeilDiv(count, std::size_t{1} << b)));
+        if ((n >> b) & 1u) runs.push_back({floats(CeilDiv(count, std::size_t{1} << b)), 2});
       }
       break;
     }
   }
-  return steps;
+  return runs;
 }
 
 Duration AllreduceTime(col::Algorithm algorithm, int size, std::size_t count, Duration latency,
                        double payload_rate) {
   Duration t{};
-  for (const int64_t bytes : AllreduceStepBytes(algorithm, size, count)) {
-    t += latency + TransferTime(bytes, payload_rate);
+  for (const StepRun& r : AllreduceSteps(algorithm, size, count)) {
+    t += r.steps * (latency + TransferTime(r.bytes, payload_rate));
   }
   return t;
 }
@@ -588,7 +587,7 @@ col::Traffic SimCollectiveGroup::Allreduce(int rank, bool timed, std::span<float
            GlooOrderAllreduce(algorithm_, spans_, op);
          }
          if (cores_ != nullptr) {
-           return ChargedSteps(sched_->Now(), AllreduceStepBytes(algorithm_, size_, count));
+           return ChargedSteps(sched_->Now(), AllreduceSteps(algorithm_, size_, count));
          }
          return AllreduceTime(algorithm_, size_, count, latency_, rate_);
        });
@@ -624,8 +623,8 @@ void SimCollectiveGroup::Barrier(int rank, bool timed) {
   Meet(rank, Kind::kBarrier, 0, col::ReduceOp::kSum, 0, timed, {}, "barrier", [&] {
     const auto rounds = static_cast<int64_t>(std::bit_width(static_cast<uint32_t>(size_ - 1)));
     if (cores_ != nullptr) {
-      return ChargedSteps(sched_->Now(),
-                          std::vector<int64_t>(static_cast<std::size_t>(2 * rounds), 0));
+      const StepRun run{0, 2 * rounds};
+      return ChargedSteps(sched_->Now(), {&run, 1});
     }
     return 2 * rounds * latency_;
   });
@@ -659,11 +658,13 @@ Duration SimCollectiveGroup::Charge(Duration t, int jobs, int64_t bytes) {
   return end;
 }
 
-Duration SimCollectiveGroup::ChargedSteps(Duration now, const std::vector<int64_t>& step_bytes) {
+Duration SimCollectiveGroup::ChargedSteps(Duration now, std::span<const StepRun> runs) {
   Duration t = now;
-  for (const int64_t bytes : step_bytes) {
-    t = Charge(t, size_, bytes) + latency_ + TransferTime(bytes, rate_);
-    t = Charge(t, size_, bytes);
+  for (const StepRun& r : runs) {
+    for (int64_t i = 0; i < r.steps; ++i) {
+      t = Charge(t, size_, r.bytes) + latency_ + TransferTime(r.bytes, rate_);
+      t = Charge(t, size_, r.bytes);
+    }
   }
   return t - now;
 }

@@ -100,10 +100,14 @@ namespace asgd::sim {
 // time), as the header comment says. 0 for size 1 or count 0.
 Duration AllreduceTime(collective::Algorithm algorithm, int size, std::size_t count,
                        Duration latency, double payload_rate);
-// The payload bytes each rank sends in each step of that schedule, in order (empty for
-// size 1 or count 0): AllreduceTime is the sum of latency + bytes / rate over them.
-std::vector<int64_t> AllreduceStepBytes(collective::Algorithm algorithm, int size,
-                                        std::size_t count);
+// The steps of that schedule, in order, as runs of equal steps: each rank sends `bytes`
+// payload bytes in each of `steps` steps (empty for size 1 or count 0). AllreduceTime is
+// the sum of steps × (latency + bytes / rate) over them: a ring is one run of 2(N − 1).
+struct StepRun {
+  int64_t bytes = 0;
+  int64_t steps = 0;
+};
+std::vector<StepRun> AllreduceSteps(collective::Algorithm algorithm, int size, std::size_t count);
 
 // Reduces the ranks' vectors in place as gloo's `algorithm` does (the header comment),
 // every data[r] ending with the same bits. op is kSum or kMax. REQUIRES: every span of the
@@ -188,9 +192,9 @@ class SimCollectiveGroup {
   // With a CPU charge: `jobs` charges of c(bytes) asked of the pool at t; returns when the
   // last ends.
   Duration Charge(Duration t, int jobs, int64_t bytes);
-  // The charged time of steps of the given bytes, every rank sending and receiving in
-  // each, from `now` (the header comment).
-  Duration ChargedSteps(Duration now, const std::vector<int64_t>& step_bytes);
+  // The charged time of the given steps, every rank sending and receiving in each, from
+  // `now` (the header comment).
+  Duration ChargedSteps(Duration now, std::span<const StepRun> runs);
   void ThrowIfShut(int rank, const std::string& what) const;
   Channel& ChannelOf(int from, int to);
 
