@@ -234,8 +234,16 @@ TEST(Config, EasgdMovingRatePastTheStabilityConditionIsRefused) {
   EXPECT_EQ(error_of("name = easgd\nworkers = 4\nelastic_alpha = 0.39\n"), "");
   EXPECT_EQ(error_of("name = easgd\nworkers = 1\n"), "");
   EXPECT_EQ(error_of("name = easgd\nworkers = 64\n"), "");
-  // The asynchronous variants exchange one worker at a time (d·(1 - 2α)): not this bound.
+  // The asynchronous variants exchange one worker at a time (d·(1 - 2α)): not this bound,
+  // but 0 < α < 1, past which the worker and the centre swap at every exchange.
   EXPECT_EQ(error_of("name = aeasgd\nworkers = 4\nelastic_alpha = 0.5\n"), "");
+  EXPECT_EQ(error_of("name = aeamsgd\nworkers = 4\nelastic_alpha = 0.99\n"), "");
+  for (const std::string name : {"aeasgd", "aeamsgd"}) {
+    const std::string refused = error_of("name = " + name + "\nworkers = 1\nelastic_alpha = 1\n");
+    EXPECT_THAT(refused, AllOf(HasSubstr("algorithm.elastic_alpha = '1'"),
+                               HasSubstr("0 < elastic_alpha < 1 with " + name)));
+    EXPECT_EQ(refused.find('\n'), std::string::npos) << refused;
+  }
 }
 
 TEST(Config, ResolvedIniParsesBackToTheSameValues) {

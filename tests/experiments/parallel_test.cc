@@ -214,6 +214,10 @@ TEST(Parallel, BadStrategyOptionsAreConfigErrors) {
            Case{"name = aeasgd\nworkers = 2\nelastic_alpha = 1.5\n", "algorithm.elastic_alpha"},
            Case{"name = easgd\nworkers = 4\nelastic_alpha = 0.5\n",
                 "algorithm.elastic_alpha = '0.5': expected"},
+           Case{"name = aeasgd\nworkers = 2\nelastic_alpha = 1\n",
+                "algorithm.elastic_alpha = '1': expected 0 < elastic_alpha < 1 with aeasgd"},
+           Case{"name = aeamsgd\nworkers = 2\nelastic_alpha = 1\n",
+                "algorithm.elastic_alpha = '1': expected 0 < elastic_alpha < 1 with aeamsgd"},
            Case{"name = sync_sgd\nworkers = 2\naggregation = median\n", "algorithm.aggregation"},
        }) {
     testing::TempDir dir;
