@@ -315,7 +315,8 @@ TEST_P(EverySimulatedStrategy, RunsAndLearns) {
   const std::string extra = GetParam() == "sagn" ? "aggregation = sum\n" : "";
   const SimRun r = RunSim(tmp, "every",
                           "epochs = 3\n[algorithm]\nname = " + GetParam() +
-                              "\nworkers = 3\nwindow = 2\nlearning_rate = 0.1\n" + extra +
+                              "\nworkers = " + std::to_string(testing::RunTestWorkers(GetParam())) +
+                              "\nwindow = 2\nlearning_rate = 0.1\n" + extra +
                               "[cluster]\ntransport = sim\nshards = 2\n"
                               "[delay]\ncompute = lognormal\nmean_ms = 2\nstddev_ms = 1\n"
                               "straggler_fraction = 0.34\nstraggler_factor = 3\n"
