@@ -6,8 +6,16 @@
 // Worker k: g_k ← ∇L_B(θ); with β = algorithm.sign_momentum > 0 (Signum) its momentum
 // m_k ← β·m_k + (1 − β)·g_k (m_k = 0 at the start) stands for g_k; it pushes v_k = sign(g_k)
 // (or sign(m_k)) as a push-pull that returns when the round is complete, with the new θ.
-// The worker's sign is ±1 only: sign(x) = +1 for x ≥ 0 (zeros of either sign included),
-// −1 for x < 0, so that one bit carries it (a NaN stays NaN: the shard refuses the push).
+//
+// The worker's sign is ±1 only, so that one bit carries it: sign(x) = +1 for x > 0, −1 for
+// x < 0, and for an exact zero (+0 or −0) a fair coin, +1 or −1 with probability ½ each,
+// from the worker's own stream (WorkerEnv::seed, derived from the run's seed and the
+// worker). The coin is unbiased: a coordinate whose gradient is 0 on every worker (a dead
+// ReLU unit, a parameter the loss does not use) gets a vote of mean 0 and does not drift.
+// A fixed sign(0) = +1 made such a vote unanimous, and the coordinate moved by −η every
+// round for ever. (The reference Signum's torch.sign gives 0 for 0, which one bit cannot
+// carry.) A NaN stays NaN: the shard refuses the push.
+//
 // Server (SyncRule, Combine::kSignVote): a round takes the first N fresh pushes (N =
 // algorithm.replicas_to_aggregate, default every worker) and steps
 //   θ ← θ − η·schedule(e)·sign(Σ_k sign(v_k)),
@@ -29,9 +37,11 @@
 // gradients either way (it is the worker's, as in Signum). Staleness: 0 by construction.
 // The fault-tolerance experiments of the ICLR paper (adversarial workers) are not modelled.
 #include <cmath>
+#include <optional>
 
 #include "algorithms/builtin_strategies.h"
 #include "algorithms/sync_rule.h"
+#include "core/rng.h"
 
 namespace asgd::algorithms {
 namespace {
@@ -47,6 +57,8 @@ class SignVoteWorker final : public WorkerRule {
     momentum_.assign(beta_ > 0 ? n : 0, 0.0f);
     signs_.assign(n, 0.0f);
     steps_ = 0;
+    // Seeded once: a restart after a failed shard goes on with the stream, not repeating it.
+    if (!rng_) rng_.emplace(env.seed);
     return env.ps->Pull(theta_);
   }
 
@@ -69,15 +81,18 @@ class SignVoteWorker final : public WorkerRule {
   std::span<const float> local_params() const override { return theta_; }
 
  private:
-  // +1 for x >= 0 (so +0 and -0 alike), -1 for x < 0, NaN for NaN.
-  static float WorkerSign(float x) {
+  // +1 for x > 0, -1 for x < 0, a fair coin for +0 and -0, NaN for NaN.
+  float WorkerSign(float x) {
+    if (x > 0) return 1.0f;
     if (x < 0) return -1.0f;
-    return x >= 0 ? 1.0f : x;
+    if (x == 0) return (rng_->NextU64() >> 63) != 0 ? 1.0f : -1.0f;
+    return x;
   }
 
   float beta_;
   std::vector<float> theta_, grad_, momentum_, signs_;
   int64_t steps_ = 0;
+  std::optional<Rng> rng_;
 };
 
 }  // namespace
