@@ -1,9 +1,9 @@
 // signsgd_vote against its equation (Bernstein et al. 2018 §3, 2019 Algorithm 1) on small
-// exact cases: workers push sign(g), ±1 with a fair seeded coin for an exact zero (one bit
-// has no zero), a round steps θ ← θ − η·sign(Σ_k sign(g_k)) with sign(0) = 0 on a tied
-// vote, Signum pushes the sign of m ← β·m + (1 − β)·g, a coordinate whose gradient is zero
-// everywhere does not drift, and through the sign compressor a push is one bit per
-// coordinate and the result unchanged.
+// exact cases: workers push sign(g + λθ), ±1 with a fair seeded coin for an exact zero (one
+// bit has no zero), a round steps θ ← θ − η·sign(Σ_k sign(g_k)) with sign(0) = 0 on a tied
+// vote, Signum pushes the sign of m ← β·m + (1 − β)·(g + λθ) (the authors' reference
+// Signum), a coordinate whose gradient is zero everywhere does not drift, and through the
+// sign compressor a push is one bit per coordinate and the result unchanged.
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -92,6 +92,39 @@ TEST(SignSgdVote, SignumPushesTheSignOfTheMomentum) {
     std::vector<float> want = kInit;
     for (float& v : want) v += static_cast<float>(kRate) * moved;
     EXPECT_EQ(h.store->values(), want);
+  }
+}
+
+// Weight decay as the authors' reference Signum (Signum_pytorch, signum.py) applies it:
+// coupled L2 inside the momentum, d = g + λθ at the worker's θ (the server's, from the
+// last reply); m ← β·m + (1 − β)·d; θ ← θ − η·sign(m). By hand, λ = 0.5, η = 0.25, one
+// worker, θ_0 = {1, -2, 0.5, 4}:
+//   g_1 = {-0.25, 0.75, 1, -1}:  d = {0.25, -0.25, 1.25, 1}
+//     β = 0.5: m = {0.125, -0.125, 0.625, 0.5}  -> + - + +   (sign(g_1) is - + + -)
+//     β = 0:   the signs of d                    -> + - + +
+//     θ_1 = {0.75, -1.75, 0.25, 3.75}
+//   g_2 = {-0.25, -3, 1, -2}:    d = {0.125, -3.875, 1.125, -0.125}
+//     β = 0.5: m = {0.125, -2, 0.875, 0.1875}   -> + - + +   θ_2 = {0.5, -1.5, 0, 3.5}
+//     β = 0:                                     -> + - + -   θ_2 = {0.5, -1.5, 0, 4}
+// Without the decay term the first step's signs would be - + + - (θ_1 = {1.25, -2.25, 0.25,
+// 4.25}); decoupled decay (θ ← θ − ηλθ beside the vote) would not keep θ on multiples of η.
+TEST(SignSgdVote, WeightDecayIsInsideTheMomentumAsInTheReferenceSignum) {
+  struct Case {
+    double beta;
+    std::vector<float> want;
+  };
+  for (const Case& c : {Case{0.5, {0.5f, -1.5f, 0, 3.5f}}, Case{0.0, {0.5f, -1.5f, 0, 4}}}) {
+    SCOPED_TRACE(c.beta);
+    StrategyOptions so = testing::Options(kRate, 1);
+    so.settings.Set("sign_momentum", c.beta);
+    so.optimizer.weight_decay = 0.5;
+    Harness h("signsgd_vote", 1, so, "sgd", {1, -2, 0.5f, 4});
+    h.gradients = {Sequence({{-0.25f, 0.75f, 1, -1}, {-0.25f, -3, 1, -2}})};
+    h.Run(1);
+    EXPECT_EQ(h.store->values(), (std::vector<float>{0.75f, -1.75f, 0.25f, 3.75f}));
+    h.Run(1);
+    EXPECT_EQ(h.store->values(), c.want);
+    EXPECT_EQ(h.local(0), c.want);
   }
 }
 

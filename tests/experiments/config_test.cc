@@ -69,6 +69,10 @@ TEST(Config, IgnoredAlgorithmKeysAreTheSetKeysTheStrategyDoesNotRead) {
             (V{"algorithm.optimizer", "algorithm.warmup_epochs"}));
   EXPECT_EQ(ignored("[algorithm]\nname = aeamsgd\nweight_decay = 0.1\nmomentum = 0.5\n"),
             V{"algorithm.weight_decay"});
+  // signsgd_vote adds λθ to the gradient whose sign it pushes (the reference Signum's L2),
+  // but has no local optimizer.
+  EXPECT_EQ(ignored("[algorithm]\nname = signsgd_vote\nweight_decay = 5e-4\noptimizer = adam\n"),
+            V{"algorithm.optimizer"});
   EXPECT_EQ(ignored("[algorithm]\nname = sgd\nlearning_rate = 0.1\n"), V{});
   EXPECT_EQ(ignored("[algorithm]\nname = adag\nssp_bound = 2\n"), V{"algorithm.ssp_bound"});
 }
