@@ -20,18 +20,21 @@
 // locally updated θ − η·v instead, as in the decentralized momentum SGD other papers
 // study, is another algorithm.)
 //
-// Workers: N = 1 is plain SGD (W = 1, no exchange). N = 2 is refused: a ring of 2 has one
-// neighbour, so the mixing row would be ½/½, a complete average of the two workers every
-// step (as local_sgd with window = 1 takes, though dpsgd would then add each worker's own
-// step), not the partial mixing of D-PSGD at N >= 3.
+// Workers: N = 1 is plain SGD (W = 1, no exchange). N = 2 and N = 3 are refused: a ring of
+// 2 has one neighbour (the row would be ½/½) and a ring of 3 has both other workers as
+// neighbours (the row ⅓, ⅓, ⅓ covers everyone), so every step would be a complete average
+// of all the workers (as local_sgd with window = 1 takes, though dpsgd would then add each
+// worker's own step), not the partial mixing of D-PSGD at N >= 4.
 //
 // The exchange is two chains around the ring (to the right, then to the left): gloo's Send
-// waits for the peer's Recv, so rank 0 sends first and every other rank receives first;
+// waits for the peer's Recv, so even ranks send first and odd ranks receive first (Chain);
 // each worker sends and receives its vector twice a step. One gossip step is one
 // communication round (StepResult::pushes = 1).
 // Staleness: 0 by construction (no server; each gradient is applied to the replica it was
 // computed on). The runner reports the consensus distance (1/N)·Σ‖θ_i − θ̄‖² beside the
 // accuracy of the average θ̄.
+#include <string>
+
 #include "algorithms/builtin_strategies.h"
 #include "algorithms/collective_worker.h"
 #include "core/check.h"
@@ -55,7 +58,7 @@ class DpsgdWorker final : public CollectiveWorker {
     collective::Collective& c = *env.collective;
     const int n = c.size();
     if (n > 1) {
-      ASGD_CHECK(n >= 3, "dpsgd needs 1 or at least 3 workers");
+      ASGD_CHECK(n >= 4, "dpsgd needs 1 or at least 4 workers");
       const int i = c.rank();
       const int right = (i + 1) % n;
       const int left = (i + n - 1) % n;
@@ -113,11 +116,12 @@ Strategy DpsgdStrategy() {
       throw ConfigError("algorithm.topology", o.settings.String("topology"),
                         "ring (the only topology so far)");
     }
-    if (o.num_workers == 2) {
-      throw ConfigError("algorithm.workers", "2",
-                        "1 or at least 3 with dpsgd: a ring of 2 has one neighbour, so every "
-                        "step would average the two workers exactly (the complete average "
-                        "local_sgd with window = 1 takes), not D-PSGD's partial mixing");
+    if (o.num_workers == 2 || o.num_workers == 3) {
+      throw ConfigError(
+          "algorithm.workers", std::to_string(o.num_workers),
+          "1 or at least 4 with dpsgd: on a ring of 2 or 3 every worker is its neighbours' "
+          "neighbour, so every step would average all the workers exactly (the complete "
+          "average local_sgd with window = 1 takes), not D-PSGD's partial mixing");
     }
     return std::make_unique<DpsgdWorker>();
   };

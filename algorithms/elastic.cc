@@ -2,6 +2,7 @@
 
 #include "algorithms/finite_apply.h"
 #include "core/check.h"
+#include "core/error.h"
 
 namespace asgd::algorithms {
 namespace {
@@ -53,12 +54,27 @@ Setting ElasticAlphaSetting() {
   return DoubleSetting("elastic_alpha", "0", 0, false, 1, false,
                        "the moving rate α = ηρ of the elastic exchange; 0 = the paper's "
                        "β/workers with β = 0.9 (Zhang et al. 2015); easgd refuses "
-                       "α·(workers + 1) >= 2, where its exchange stops contracting");
+                       "α·(workers + 1) >= 2 and aeasgd, aeamsgd α = 1, where their "
+                       "exchanges stop contracting");
 }
 
 double ElasticAlpha(const StrategyOptions& o) {
   const double alpha = o.settings.Double("elastic_alpha");
   return alpha > 0 ? alpha : 0.9 / o.num_workers;
+}
+
+// An asynchronous exchange moves the worker by −α(x − x̃) and the centre by +α(x − x̃), so
+// their difference becomes (1 − 2α)(x − x̃) (Zhang et al. 2015, Alg. 1): it contracts only
+// for 0 < α < 1. At α = 1 the factor is −1: the worker and the centre swap places at every
+// exchange and never meet. (easgd's synchronous exchange has its own, tighter condition.)
+void CheckAsynchronousElasticAlpha(const StrategyOptions& o, const char* strategy) {
+  const double alpha = ElasticAlpha(o);
+  if (alpha > 0 && alpha < 1) return;
+  throw ConfigError("algorithm.elastic_alpha", o.settings.Raw("elastic_alpha"),
+                    internal::StrCat("0 < elastic_alpha < 1 with ", strategy,
+                                     " (an asynchronous exchange moves x − x̃ to (1 − 2α)(x − x̃); "
+                                     "at α = 1 the worker and the centre swap), or 0 = "
+                                     "0.9/workers"));
 }
 
 Status ElasticWorker::Start(WorkerEnv& env) {

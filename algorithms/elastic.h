@@ -57,5 +57,9 @@ std::unique_ptr<transport::ServerRule> NewElasticRule(double alpha);
 Setting ElasticAlphaSetting();
 // α: elastic_alpha, or 0.9 / workers (Zhang et al. 2015, β = 0.9).
 double ElasticAlpha(const StrategyOptions& o);
+// The Strategy::check of the asynchronous exchange (aeasgd, aeamsgd; `strategy` names it in
+// the message): throws ConfigError naming algorithm.elastic_alpha, its value and the stable
+// range 0 < α < 1 unless ElasticAlpha(o) is in it.
+void CheckAsynchronousElasticAlpha(const StrategyOptions& o, const char* strategy);
 
 }  // namespace asgd::algorithms

@@ -3,11 +3,27 @@
 // Zhao, Azizzadenesheli & Anandkumar, ICLR 2019, "signSGD with Majority Vote is
 // Communication Efficient and Fault Tolerant", Algorithm 1).
 //
-// Worker k: g_k ← ∇L_B(θ); with β = algorithm.sign_momentum > 0 (Signum) its momentum
-// m_k ← β·m_k + (1 − β)·g_k (m_k = 0 at the start) stands for g_k; it pushes v_k = sign(g_k)
-// (or sign(m_k)) as a push-pull that returns when the round is complete, with the new θ.
-// The worker's sign is ±1 only: sign(x) = +1 for x ≥ 0 (zeros of either sign included),
-// −1 for x < 0, so that one bit carries it (a NaN stays NaN: the shard refuses the push).
+// Worker k: g_k ← ∇L_B(θ) + λθ (λ = algorithm.weight_decay, θ the worker's copy, which is
+// the server's θ of the last reply); with β = algorithm.sign_momentum > 0 (Signum) its
+// momentum m_k ← β·m_k + (1 − β)·g_k (m_k = 0 at the start) stands for g_k; it pushes
+// v_k = sign(g_k) (or sign(m_k)) as a push-pull that returns when the round is complete,
+// with the new θ.
+//
+// Weight decay is coupled L2 inside the momentum, as in the authors' reference Signum
+// (J. Zhao, Signum_pytorch, signum.py: `d_p.add_(weight_decay, p.data)` before the momentum
+// buffer takes d_p; Zhao is a co-author of the ICLR 2019 paper): the decay term enters
+// the sign, so with β = 0 the push is sign(g + λθ); not the decoupled form (θ ← θ − ηλθ
+// applied beside the vote).
+//
+// The worker's sign is ±1 only, so that one bit carries it: sign(x) = +1 for x > 0, −1 for
+// x < 0, and for an exact zero (+0 or −0) a fair coin, +1 or −1 with probability ½ each,
+// from the worker's own stream (WorkerEnv::seed, derived from the run's seed and the
+// worker). The coin is unbiased: a coordinate whose gradient is 0 on every worker (a dead
+// ReLU unit, a parameter the loss does not use) gets a vote of mean 0 and does not drift.
+// A fixed sign(0) = +1 made such a vote unanimous, and the coordinate moved by −η every
+// round for ever. (The reference Signum's torch.sign gives 0 for 0, which one bit cannot
+// carry.) A NaN stays NaN: the shard refuses the push.
+//
 // Server (SyncRule, Combine::kSignVote): a round takes the first N fresh pushes (N =
 // algorithm.replicas_to_aggregate, default every worker) and steps
 //   θ ← θ − η·schedule(e)·sign(Σ_k sign(v_k)),
@@ -29,16 +45,19 @@
 // gradients either way (it is the worker's, as in Signum). Staleness: 0 by construction.
 // The fault-tolerance experiments of the ICLR paper (adversarial workers) are not modelled.
 #include <cmath>
+#include <optional>
 
 #include "algorithms/builtin_strategies.h"
 #include "algorithms/sync_rule.h"
+#include "core/rng.h"
 
 namespace asgd::algorithms {
 namespace {
 
 class SignVoteWorker final : public WorkerRule {
  public:
-  explicit SignVoteWorker(double beta) : beta_(static_cast<float>(beta)) {}
+  SignVoteWorker(double beta, double weight_decay)
+      : beta_(static_cast<float>(beta)), weight_decay_(static_cast<float>(weight_decay)) {}
 
   Status Start(WorkerEnv& env) override {
     const auto n = static_cast<std::size_t>(env.ps->size());
@@ -47,12 +66,17 @@ class SignVoteWorker final : public WorkerRule {
     momentum_.assign(beta_ > 0 ? n : 0, 0.0f);
     signs_.assign(n, 0.0f);
     steps_ = 0;
+    // Seeded once: a restart after a failed shard goes on with the stream, not repeating it.
+    if (!rng_) rng_.emplace(env.seed);
     return env.ps->Pull(theta_);
   }
 
   StepResult Step(WorkerEnv& env) override {
     StepResult r;
     r.loss = env.gradient(theta_, grad_);
+    if (weight_decay_ != 0) {
+      for (std::size_t i = 0; i < grad_.size(); ++i) grad_[i] += weight_decay_ * theta_[i];
+    }
     const std::vector<float>* v = &grad_;
     if (beta_ > 0) {
       for (std::size_t i = 0; i < grad_.size(); ++i) {
@@ -69,15 +93,19 @@ class SignVoteWorker final : public WorkerRule {
   std::span<const float> local_params() const override { return theta_; }
 
  private:
-  // +1 for x >= 0 (so +0 and -0 alike), -1 for x < 0, NaN for NaN.
-  static float WorkerSign(float x) {
+  // +1 for x > 0, -1 for x < 0, a fair coin for +0 and -0, NaN for NaN.
+  float WorkerSign(float x) {
+    if (x > 0) return 1.0f;
     if (x < 0) return -1.0f;
-    return x >= 0 ? 1.0f : x;
+    if (x == 0) return (rng_->NextU64() >> 63) != 0 ? 1.0f : -1.0f;
+    return x;
   }
 
   float beta_;
+  float weight_decay_;
   std::vector<float> theta_, grad_, momentum_, signs_;
   int64_t steps_ = 0;
+  std::optional<Rng> rng_;
 };
 
 }  // namespace
@@ -86,11 +114,11 @@ Strategy SignSgdVoteStrategy() {
   Strategy s;
   s.name = "signsgd_vote";
   s.description =
-      "signSGD with majority vote: workers push sign(g) (Signum: of their momentum), the server "
-      "steps θ − η·sign(Σ signs) per round of N (Bernstein et al. 2018, 2019)";
+      "signSGD with majority vote: workers push sign(g + λθ) (Signum: of their momentum), the "
+      "server steps θ − η·sign(Σ signs) per round of N (Bernstein et al. 2018, 2019)";
   s.supports_compression = true;
   s.compressors = {"sign"};
-  s.keys = ReadKeys(kCommonKeys, {"algorithm.lr_decay"});
+  s.keys = ReadKeys(kCommonKeys, {"algorithm.lr_decay", "algorithm.weight_decay"});
   s.settings = {
       ReplicasSetting(),
       DoubleSetting("sign_momentum", "0", 0, false, 1, true,
@@ -98,7 +126,8 @@ Strategy SignSgdVoteStrategy() {
                     "(Signum; Bernstein et al. use 0.9); 0 = the gradient's sign (signSGD)")};
   s.synchronous = true;
   s.worker_rule = [](const StrategyOptions& o) -> std::unique_ptr<WorkerRule> {
-    return std::make_unique<SignVoteWorker>(o.settings.Double("sign_momentum"));
+    return std::make_unique<SignVoteWorker>(o.settings.Double("sign_momentum"),
+                                            o.optimizer.weight_decay);
   };
   s.server_rule = [](const StrategyOptions& o, uint32_t) -> std::unique_ptr<transport::ServerRule> {
     SyncRule::ServerStep step;  // plain sgd: θ − lr·vote

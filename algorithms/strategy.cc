@@ -6,6 +6,7 @@
 #include "algorithms/builtin_strategies.h"
 #include "core/check.h"
 #include "core/error.h"
+#include "core/rng.h"
 #include "core/strings.h"
 
 namespace asgd::algorithms {
@@ -76,6 +77,10 @@ const std::map<std::string, Strategy>& Registry() {
 }
 
 }  // namespace
+
+uint64_t WorkerRuleSeed(uint64_t run_seed, int worker) {
+  return DeriveSeed(run_seed, "worker_rule", static_cast<uint64_t>(worker));
+}
 
 std::vector<std::string> ReadKeys(unsigned groups, std::initializer_list<const char*> own) {
   std::vector<std::string> keys = {"algorithm.name", "algorithm.workers", "algorithm.batch_size",

@@ -103,6 +103,10 @@ struct WorkerEnv {
   const Clock* clock = nullptr;    // not owned
   WorkerOptions options;
   double learning_rate_scale = 1.0;  // the runner's schedule (e.g. decay per epoch)
+  // The seed of the rule's own random choices (signsgd_vote's sign of an exact zero):
+  // WorkerRuleSeed(run seed, worker), so each worker has its own stream and a run is
+  // reproducible.
+  uint64_t seed = 0;
   // Strategies on a collective (Strategy::collective) instead of ps: this worker's rank
   // (rank = worker, size = num_workers), not owned, and its starting parameters (the
   // rules start from rank 0's, broadcast; every rank passes a span of the model's size).
@@ -126,6 +130,10 @@ struct WorkerEnv {
   //   `optimizer`, and reads its allreduce's result with Collective::AllreduceView.
   SharedReplica* shared_replica = nullptr;
 };
+
+// Worker w's WorkerEnv::seed in a run of seed `run_seed`: a stream of its own, unrelated to
+// the sampler's and the compressor's.
+uint64_t WorkerRuleSeed(uint64_t run_seed, int worker);
 
 // What one Step did.
 struct StepResult {

@@ -247,6 +247,7 @@ class WorkerLoop::Pass {
     if (s_.shared_replica == nullptr) optimizer_ = alg::NewOptimizer(s_.optimizer, n_params);
     env_.worker = w;
     env_.num_workers = s_.num_workers;
+    env_.seed = alg::WorkerRuleSeed(s_.seed, w);
     // The client's calls timed as communication (a collective strategy has no client).
     if (client_ != nullptr) {
       timed_.emplace(

@@ -55,7 +55,9 @@ struct WorkerSetup {
   // Random crops and flips of the training batches (data.random_crop_padding,
   // data.random_flip); the loop seeds them with DeriveSeed(seed, "augment", worker).
   datasets::AugmentOptions augment;
-  uint64_t seed = 0;  // the run's seed
+  // The run's seed; the sampler, augmentation and the worker rule's own choices
+  // (WorkerEnv::seed) each draw from a stream derived from it and the worker.
+  uint64_t seed = 0;
   // Batches drawn from the sampler and discarded before the first step: a resumed run on
   // a collective continues each worker's sequence of batches where the checkpoint left it.
   int64_t skip_batches = 0;

@@ -292,7 +292,7 @@ TEST(Dpsgd, OneStepIsLianEtAlsEquationAtDistinctPoints) {
 // v_i ← μ v_i + ∇f_i(x_{k,i}) + λ x_{k,i}, never gossiped, and steps from the gossiped
 // point: x_{k+1,i} = Σ_j W_ij x_{k,j} − η v_i. Pinned over three steps.
 TEST(Dpsgd, MomentumStepsFromTheGossipedPointWithALocalVelocity) {
-  constexpr int kWorkers = 3;
+  constexpr int kWorkers = 4;
   constexpr double kLr = 0.1, kMu = 0.9, kDecay = 0.25;
   OptimizerOptions oo;
   oo.name = "momentum";
@@ -305,32 +305,40 @@ TEST(Dpsgd, MomentumStepsFromTheGossipedPointWithALocalVelocity) {
       SCOPED_TRACE("step " + std::to_string(k) + ", worker " + std::to_string(i));
       const auto r = static_cast<std::size_t>(i);
       std::vector<float> want(kDim);
+      const auto left = static_cast<std::size_t>((i + kWorkers - 1) % kWorkers);
+      const auto right = static_cast<std::size_t>((i + 1) % kWorkers);
       for (std::size_t e = 0; e < kDim; ++e) {
-        double sum = 0;
-        for (std::size_t j = 0; j < kWorkers; ++j) sum += t.at[j][k][e];  // N = 3: all of them
         const double x = t.at[r][k][e];
+        const double mixed = (double{t.at[left][k][e]} + x + double{t.at[right][k][e]}) / 3.0;
         v[r][e] = kMu * v[r][e] + t.grad[r][k][e] + kDecay * x;
-        want[e] = static_cast<float>(sum / 3.0 - kLr * v[r][e]);
+        want[e] = static_cast<float>(mixed - kLr * v[r][e]);
       }
       ExpectNear(t.after[r][k], want, "x_{k+1,i}");
     }
   }
 }
 
-// A ring of 2 has one neighbour: its mixing would be a complete average of the two workers
-// every step (the one local_sgd with H = 1 takes), not D-PSGD's partial mixing at N >= 3.
-// Refused in one line naming algorithm.workers.
-TEST(Dpsgd, RefusesTwoWorkers) {
+// A ring of 2 has one neighbour and a ring of 3 has both other workers as neighbours: its
+// mixing would be a complete average of all the workers every step (the one local_sgd
+// with H = 1 takes), not D-PSGD's partial mixing at N >= 4. Refused in one line naming
+// algorithm.workers and its value.
+TEST(Dpsgd, RefusesTwoAndThreeWorkers) {
   StrategyOptions so = testing::Options(0.1, 1);
-  so.num_workers = 2;
-  try {
-    (void)FindStrategy("dpsgd").worker_rule(so);
-    FAIL() << "dpsgd with 2 workers was accepted";
-  } catch (const ConfigError& e) {
-    EXPECT_EQ(e.key(), "algorithm.workers");
-    EXPECT_NE(std::string(e.what()).find("local_sgd"), std::string::npos) << e.what();
+  for (int n : {2, 3}) {
+    so.num_workers = n;
+    try {
+      (void)FindStrategy("dpsgd").worker_rule(so);
+      ADD_FAILURE() << "dpsgd with " << n << " workers was accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_EQ(e.key(), "algorithm.workers");
+      EXPECT_EQ(e.value(), std::to_string(n));
+      const std::string what = e.what();
+      EXPECT_NE(what.find("1 or at least 4 with dpsgd"), std::string::npos) << what;
+      EXPECT_NE(what.find("local_sgd"), std::string::npos) << what;
+      EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+    }
   }
-  for (int n : {1, 3}) {
+  for (int n : {1, 4, 5}) {
     so.num_workers = n;
     EXPECT_NO_THROW((void)FindStrategy("dpsgd").worker_rule(so)) << n;
   }
@@ -399,7 +407,7 @@ TEST_P(DpsgdRing, PreservesTheAverageWhenGradientsAreZero) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Workers, DpsgdRing, ::testing::Values(1, 3, 4, 5));
+INSTANTIATE_TEST_SUITE_P(Workers, DpsgdRing, ::testing::Values(1, 4, 5, 6));
 
 TEST(CollectiveStrategies, BadKeysAreConfigErrors) {
   StrategyOptions so = testing::Options(0.1, 1);

@@ -160,7 +160,8 @@ TEST(Elastic, SynchronousExchangePastTheStabilityConditionGrowsTheOffset) {
 }
 
 // aeasgd: one asynchronous worker, zero gradients after the first step: the offset
-// contracts by 1 − 2α per exchange; α = 0.5 meets at the midpoint at once; α = 1 swaps.
+// contracts by 1 − 2α per exchange; α = 0.5 meets at the midpoint at once; α = 1 swaps
+// (the registry check refuses it, below; the harness builds the rule without the check).
 TEST(Elastic, AsynchronousExchangeContractsBy1MinusTwoAlpha) {
   for (double alpha : {0.1, 0.5, 1.0}) {
     SCOPED_TRACE(alpha);
@@ -181,6 +182,38 @@ TEST(Elastic, AsynchronousExchangeContractsBy1MinusTwoAlpha) {
       EXPECT_NEAR(x - c, -0.5 * (1.0 - 2.0 * alpha), 1e-6) << i;
       EXPECT_NEAR(x + c, -0.5, 1e-6) << i;
     }
+  }
+}
+
+// The asynchronous exchange's factor 1 − 2α is −1 at α = 1: the worker and the centre swap
+// at every exchange and never converge (above). aeasgd's and aeamsgd's registry checks
+// refuse it, naming algorithm.elastic_alpha, its value and the range 0 < α < 1; they
+// accept α just below 1 and the default 0.9/n (0.9 for one worker).
+TEST(Elastic, AsynchronousStrategiesRefuseAnAlphaOfOne) {
+  for (const char* name : {"aeasgd", "aeamsgd"}) {
+    SCOPED_TRACE(name);
+    const Strategy& s = FindStrategy(name);
+    ASSERT_TRUE(s.check);
+    StrategyOptions so = Options(0.1, 1);
+    so.num_workers = 2;
+    so.settings.Set("elastic_alpha", 1);
+    try {
+      s.check(so);
+      FAIL() << "elastic_alpha = 1 was accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_EQ(e.key(), "algorithm.elastic_alpha");
+      EXPECT_EQ(e.value(), "1");
+      const std::string what = e.what();
+      EXPECT_NE(what.find("0 < elastic_alpha < 1 with " + std::string(name)), std::string::npos)
+          << what;
+      EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+    }
+    for (const double alpha : {0.999, 0.5, 0.0}) {
+      so.settings.Set("elastic_alpha", alpha);
+      EXPECT_NO_THROW(s.check(so)) << alpha;
+    }
+    so.num_workers = 1;  // the default α = 0.9
+    EXPECT_NO_THROW(s.check(so));
   }
 }
 

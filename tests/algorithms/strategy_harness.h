@@ -78,13 +78,18 @@ inline StrategyOptions Options(double lr, int64_t window, int64_t fetch = 0) {
   return o;
 }
 
+// The run seed the harness derives its workers' rule seeds from, as the runner does.
+inline constexpr uint64_t kRunSeed = 42;
+
 // Worker w's environment (of `workers`) with its client and optimizer, not owned; the
-// gradient is the caller's to set.
+// gradient is the caller's to set. The rule's seed is WorkerRuleSeed(kRunSeed, w), as the
+// runner's.
 inline WorkerEnv MakeEnv(int w, int workers, ParamClient* ps, Optimizer* optimizer,
                          const StrategyOptions& so) {
   WorkerEnv e;
   e.worker = w;
   e.num_workers = workers;
+  e.seed = WorkerRuleSeed(kRunSeed, w);
   e.ps = ps;
   e.optimizer = optimizer;
   e.options = so.worker;

@@ -270,6 +270,14 @@ TEST(Cli, AnIgnoredAlgorithmKeyWarnsOrWithStrictFails) {
   r = RunCli({"run", SyntheticConfig(dir), "--strict"});  // learning_rate: sgd reads it
   EXPECT_EQ(r.status, kExitOk) << r.err;
   EXPECT_EQ(r.err, "");
+
+  // signsgd_vote reads weight_decay (the reference Signum's L2 inside the momentum), so it
+  // runs beside SGD runs with λ = 5e-4.
+  r = RunCli({"run",
+              SyntheticConfig(dir, "name = signsgd_vote\nworkers = 3\nweight_decay = 5e-4\n"),
+              "--strict"});
+  EXPECT_EQ(r.status, kExitOk) << r.err;
+  EXPECT_EQ(r.err, "");
 }
 
 TEST(Cli, NanLossStopsTheRunWithStatusTwoAndKeepsTheCsv) {

@@ -69,6 +69,10 @@ TEST(Config, IgnoredAlgorithmKeysAreTheSetKeysTheStrategyDoesNotRead) {
             (V{"algorithm.optimizer", "algorithm.warmup_epochs"}));
   EXPECT_EQ(ignored("[algorithm]\nname = aeamsgd\nweight_decay = 0.1\nmomentum = 0.5\n"),
             V{"algorithm.weight_decay"});
+  // signsgd_vote adds λθ to the gradient whose sign it pushes (the reference Signum's L2),
+  // but has no local optimizer.
+  EXPECT_EQ(ignored("[algorithm]\nname = signsgd_vote\nweight_decay = 5e-4\noptimizer = adam\n"),
+            V{"algorithm.optimizer"});
   EXPECT_EQ(ignored("[algorithm]\nname = sgd\nlearning_rate = 0.1\n"), V{});
   EXPECT_EQ(ignored("[algorithm]\nname = adag\nssp_bound = 2\n"), V{"algorithm.ssp_bound"});
 }
@@ -234,8 +238,16 @@ TEST(Config, EasgdMovingRatePastTheStabilityConditionIsRefused) {
   EXPECT_EQ(error_of("name = easgd\nworkers = 4\nelastic_alpha = 0.39\n"), "");
   EXPECT_EQ(error_of("name = easgd\nworkers = 1\n"), "");
   EXPECT_EQ(error_of("name = easgd\nworkers = 64\n"), "");
-  // The asynchronous variants exchange one worker at a time (d·(1 - 2α)): not this bound.
+  // The asynchronous variants exchange one worker at a time (d·(1 - 2α)): not this bound,
+  // but 0 < α < 1, past which the worker and the centre swap at every exchange.
   EXPECT_EQ(error_of("name = aeasgd\nworkers = 4\nelastic_alpha = 0.5\n"), "");
+  EXPECT_EQ(error_of("name = aeamsgd\nworkers = 4\nelastic_alpha = 0.99\n"), "");
+  for (const std::string name : {"aeasgd", "aeamsgd"}) {
+    const std::string refused = error_of("name = " + name + "\nworkers = 1\nelastic_alpha = 1\n");
+    EXPECT_THAT(refused, AllOf(HasSubstr("algorithm.elastic_alpha = '1'"),
+                               HasSubstr("0 < elastic_alpha < 1 with " + name)));
+    EXPECT_EQ(refused.find('\n'), std::string::npos) << refused;
+  }
 }
 
 TEST(Config, ResolvedIniParsesBackToTheSameValues) {

@@ -29,13 +29,16 @@ using namespace launch_test;  // NOLINT: the helpers of launch_test_util.h
 // ranks of a gloo group), the record as `asgd run` writes it. allreduce_sgd is
 // deterministic (every rank applies the same allreduced gradient) and so is the run in
 // one process with threads: the same final accuracy and loss, the same convergence rows
-// (test columns), the same bytes per worker.
+// (test columns), the same bytes per worker. dpsgd runs 4 workers (RunTestWorkers), the
+// others 3.
 TEST(Launch, CollectiveStrategiesRunAsProcesses) {
   for (const std::string name : {"allreduce_sgd", "local_sgd", "dpsgd"}) {
     SCOPED_TRACE(name);
     testing::TempDir dir;
     const std::string config = TrainingConfig(dir, name);
-    Subprocess launch({kAsgd, "launch", config}, dir.File("launch.log"));
+    const std::string n = std::to_string(testing::RunTestWorkers(name));
+    Subprocess launch({kAsgd, "launch", config, "--set", "algorithm.workers=" + n},
+                      dir.File("launch.log"));
     const auto status = launch.Wait(kTimeout);
     ASSERT_TRUE(status.has_value()) << "launch hung:\n" << launch.Output();
     EXPECT_EQ(*status, 0) << launch.Output();
@@ -48,7 +51,7 @@ TEST(Launch, CollectiveStrategiesRunAsProcesses) {
     EXPECT_EQ(s["status"], "completed");
     EXPECT_EQ(s["transport"], "gloo-ring");
     EXPECT_EQ(s["ps_shards"], "0");
-    EXPECT_EQ(s["workers"], "3");
+    EXPECT_EQ(s["workers"], n);
     EXPECT_EQ(s["staleness_max"], "0");
     EXPECT_GE(std::stod(s["final_test_accuracy"]), 0.85);
     EXPECT_GT(std::stoll(s["bytes_pushed"]), 0);

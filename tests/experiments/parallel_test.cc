@@ -75,9 +75,10 @@ std::vector<std::string> DistributedStrategies(bool aliases) {
 
 class EveryStrategy : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
 
-// Every strategy learns a separable problem with 3 workers, on both stores, and reports a
-// sane mean staleness (how much the threads interleave on a loaded 2-core machine varies,
-// so exact staleness is tested under the deterministic scheduler of algorithms_test).
+// Every strategy learns a separable problem with 3 workers (dpsgd 4: RunTestWorkers), on
+// both stores, and reports a sane mean staleness (how much the threads interleave on a loaded
+// 2-core machine varies, so exact staleness is tested under the deterministic scheduler of
+// algorithms_test).
 TEST_P(EveryStrategy, LearnsAndRecordsStaleness) {
   const auto& [name, transport] = GetParam();
   testing::TempDir dir;
@@ -86,9 +87,9 @@ TEST_P(EveryStrategy, LearnsAndRecordsStaleness) {
   // small problem within 3 epochs.
   const std::string extra = name == "sagn" ? "aggregation = sum\n" : "";
   Outcome o = RunConfig(dir, std::string(kSynthetic) + "[algorithm]\nname = " + name +
-                                 "\nworkers = 3\nwindow = 2\n"
-                                 "learning_rate = 0.1\n" +
-                                 extra + "[cluster]\ntransport = " + transport + "\n");
+                                 "\nworkers = " + std::to_string(testing::RunTestWorkers(name)) +
+                                 "\nwindow = 2\nlearning_rate = 0.1\n" + extra +
+                                 "[cluster]\ntransport = " + transport + "\n");
   ASSERT_EQ(o.status, 0) << o.err << o.out;
   EXPECT_THAT(o.out, HasSubstr("final test accuracy: "));
   EXPECT_THAT(o.out, HasSubstr("mean staleness: "));
@@ -214,6 +215,10 @@ TEST(Parallel, BadStrategyOptionsAreConfigErrors) {
            Case{"name = aeasgd\nworkers = 2\nelastic_alpha = 1.5\n", "algorithm.elastic_alpha"},
            Case{"name = easgd\nworkers = 4\nelastic_alpha = 0.5\n",
                 "algorithm.elastic_alpha = '0.5': expected"},
+           Case{"name = aeasgd\nworkers = 2\nelastic_alpha = 1\n",
+                "algorithm.elastic_alpha = '1': expected 0 < elastic_alpha < 1 with aeasgd"},
+           Case{"name = aeamsgd\nworkers = 2\nelastic_alpha = 1\n",
+                "algorithm.elastic_alpha = '1': expected 0 < elastic_alpha < 1 with aeamsgd"},
            Case{"name = sync_sgd\nworkers = 2\naggregation = median\n", "algorithm.aggregation"},
        }) {
     testing::TempDir dir;
@@ -489,7 +494,8 @@ TEST(CollectiveRun, ConsensusDistanceAndStaleness) {
     testing::TempDir dir;
     Outcome o = RunConfig(dir,
                           std::string(kSynthetic) + "[algorithm]\nname = " + name +
-                              "\nworkers = 3\nwindow = 4\nlearning_rate = 0.1\n",
+                              "\nworkers = " + std::to_string(testing::RunTestWorkers(name)) +
+                              "\nwindow = 4\nlearning_rate = 0.1\n",
                           {"algorithm.window=" + std::string(name == "local_sgd" ? "4" : "1")});
     ASSERT_EQ(o.status, 0) << o.err << o.out;
     EXPECT_GE(std::stod(o.provenance["final_test_accuracy"].get<std::string>()), 0.85) << o.out;
@@ -530,7 +536,7 @@ TEST(CollectiveRun, EveryAlgorithmCarriesARunWithManyBoundaries) {
 
 TEST(CollectiveRun, RefusesCurveInOneLine) {
   testing::TempDir dir;
-  const std::string config = std::string(kSynthetic) + "[algorithm]\nname = dpsgd\nworkers = 3\n";
+  const std::string config = std::string(kSynthetic) + "[algorithm]\nname = dpsgd\nworkers = 4\n";
   Outcome curve = RunConfig(dir, config, {"cluster.curve=true"});
   EXPECT_EQ(curve.status, 2);
   EXPECT_THAT(curve.err, HasSubstr("cluster.curve"));
@@ -544,22 +550,27 @@ TEST(CollectiveRun, RefusesCurveInOneLine) {
   EXPECT_THAT(out.str(), ::testing::Not(HasSubstr("pid")));
 }
 
-// dpsgd on a ring of 2 would average the two workers completely every step (not D-PSGD's
-// partial mixing at N >= 3): refused in one line naming algorithm.workers, exit status 2, by
-// `asgd run` and by `asgd launch` before it starts any process.
-TEST(CollectiveRun, DpsgdRefusesTwoWorkersInOneLine) {
-  testing::TempDir dir;
-  const std::string config = std::string(kSynthetic) + "[algorithm]\nname = dpsgd\nworkers = 2\n";
-  Outcome run = RunConfig(dir, config);
-  EXPECT_EQ(run.status, 2);
-  EXPECT_THAT(run.err, HasSubstr("algorithm.workers = '2'"));
-  EXPECT_THAT(run.err, HasSubstr("1 or at least 3 with dpsgd"));
-  std::ostringstream out, err;
-  EXPECT_EQ(Main({"launch", dir.File("run.ini")}, out, err), 2);
-  const std::string text = err.str();
-  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << text;
-  EXPECT_THAT(text, HasSubstr("algorithm.workers = '2'"));
-  EXPECT_THAT(out.str(), ::testing::Not(HasSubstr("pid")));
+// dpsgd on a ring of 2 or 3 would average all the workers completely every step (not
+// D-PSGD's partial mixing at N >= 4): refused in one line naming algorithm.workers, exit
+// status 2, by `asgd run` and by `asgd launch` before it starts any process.
+TEST(CollectiveRun, DpsgdRefusesTwoAndThreeWorkersInOneLine) {
+  for (const std::string workers : {"2", "3"}) {
+    SCOPED_TRACE(workers);
+    testing::TempDir dir;
+    const std::string config =
+        std::string(kSynthetic) + "[algorithm]\nname = dpsgd\nworkers = " + workers + "\n";
+    Outcome run = RunConfig(dir, config);
+    EXPECT_EQ(run.status, 2);
+    EXPECT_THAT(run.err, HasSubstr("algorithm.workers = '" + workers + "'"));
+    EXPECT_THAT(run.err, HasSubstr("1 or at least 4 with dpsgd"));
+    EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
+    std::ostringstream out, err;
+    EXPECT_EQ(Main({"launch", dir.File("run.ini")}, out, err), 2);
+    const std::string text = err.str();
+    EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << text;
+    EXPECT_THAT(text, HasSubstr("algorithm.workers = '" + workers + "'"));
+    EXPECT_THAT(out.str(), ::testing::Not(HasSubstr("pid")));
+  }
 }
 
 // Checkpoints of a run on a collective hold the workers' average at a round boundary and
@@ -574,7 +585,8 @@ TEST(CollectiveRun, ResumeContinuesBitForBit) {
     SCOPED_TRACE(name);
     testing::TempDir dir, whole;
     const std::string config = std::string(kSynthetic) + "[algorithm]\nname = " + name +
-                               "\nworkers = 3\nwindow = 4\nlearning_rate = 0.1\n";
+                               "\nworkers = " + std::to_string(testing::RunTestWorkers(name)) +
+                               "\nwindow = 4\nlearning_rate = 0.1\n";
     // A checkpoint every 2 communication rounds (taken at the next vote).
     Outcome first =
         RunConfig(dir, config, {"experiment.epochs=2", "experiment.checkpoint_every_steps=2"});
@@ -627,7 +639,8 @@ TEST(CollectiveRun, ResumeContinuesBitForBit) {
 // The final line, convergence.csv's and summary.csv's `updates` count communication
 // rounds: the allreduces of allreduce_sgd, dpsgd's gossip steps (one exchange with the
 // neighbours a step), local_sgd's averagings (one every H steps), not the pushes summed
-// over the workers (which counted 24 for 8 allreduces of 3 workers). 8 steps per worker.
+// over the workers (which counted 24 for 8 allreduces of 3 workers). 8 steps per worker
+// (3 workers, dpsgd 4).
 TEST(CollectiveRun, CountsCommunicationRounds) {
   struct Case {
     std::string name;
@@ -637,17 +650,18 @@ TEST(CollectiveRun, CountsCommunicationRounds) {
        {Case{"allreduce_sgd", 1, 8}, Case{"dpsgd", 1, 8}, Case{"local_sgd", 4, 2}}) {
     SCOPED_TRACE(c.name);
     testing::TempDir dir;
-    Outcome o = RunConfig(
-        dir,
-        std::string(kSynthetic) + "[algorithm]\nname = " + c.name +
-            "\nworkers = 3\nlearning_rate = 0.1\nwindow = " + std::to_string(c.window) + "\n",
-        {"experiment.max_steps=24"});
+    const int workers = testing::RunTestWorkers(c.name);
+    Outcome o = RunConfig(dir,
+                          std::string(kSynthetic) + "[algorithm]\nname = " + c.name +
+                              "\nworkers = " + std::to_string(workers) +
+                              "\nlearning_rate = 0.1\nwindow = " + std::to_string(c.window) + "\n",
+                          {"experiment.max_steps=" + std::to_string(8 * workers)});
     ASSERT_EQ(o.status, 0) << o.err << o.out;
     const std::string rounds = std::to_string(c.rounds);
     EXPECT_THAT(o.out, HasSubstr(", " + rounds + " communication rounds, ")) << o.out;
     const auto summary = ReadRows(RunFolder(dir) + "/summary.csv");
     ASSERT_EQ(summary.size(), 1u);
-    EXPECT_EQ(summary[0].at("steps"), "24");
+    EXPECT_EQ(summary[0].at("steps"), std::to_string(8 * workers));
     EXPECT_EQ(summary[0].at("updates"), rounds);
     EXPECT_EQ(ReadRows(RunFolder(dir) + "/convergence.csv").back().at("updates"), rounds);
     EXPECT_EQ(o.provenance["updates"], rounds);
@@ -668,15 +682,16 @@ TEST(CollectiveRun, ConstantDelaySetsTheStepTime) {
   for (const std::string name : {"allreduce_sgd", "dpsgd", "local_sgd"}) {
     SCOPED_TRACE(name);
     testing::TempDir dir;
+    const int n = testing::RunTestWorkers(name);
     Outcome o = RunConfig(
         dir,
         std::string(kSynthetic) + "[algorithm]\nname = " + name +
-            "\nworkers = 3\nlearning_rate = 0.1\nwindow = 2\n[delay]\ncompute = constant\n"
-            "mean_ms = 50\n",
-        {"experiment.max_steps=" + std::to_string(3 * kStepsPerWorker)});
+            "\nworkers = " + std::to_string(n) +
+            "\nlearning_rate = 0.1\nwindow = 2\n[delay]\ncompute = constant\nmean_ms = 50\n",
+        {"experiment.max_steps=" + std::to_string(n * kStepsPerWorker)});
     ASSERT_EQ(o.status, 0) << o.err << o.out;
     const auto workers = ReadRows(RunFolder(dir) + "/workers.csv");
-    ASSERT_EQ(workers.size(), 3u);
+    ASSERT_EQ(workers.size(), static_cast<std::size_t>(n));
     for (const auto& row : workers) {
       EXPECT_EQ(row.at("steps"), std::to_string(kStepsPerWorker));
       EXPECT_GE(std::stod(row.at("compute_time_s")), kStepsPerWorker * kStepS) << row.at("worker");

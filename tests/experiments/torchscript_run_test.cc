@@ -122,7 +122,7 @@ TEST_P(TorchScriptStrategies, Learns) {
   const std::string& param = GetParam();
   const bool sim = param == "downpour_sim";
   const std::string name = sim ? "downpour" : param;
-  const int workers = name == "sgd" ? 1 : 3;
+  const int workers = name == "sgd" ? 1 : testing::RunTestWorkers(name);
   const Outcome o = RunTs(dir_->File(param), "[algorithm]\nname = " + name +
                                                  "\nworkers = " + std::to_string(workers) +
                                                  "\nwindow = 2\nlearning_rate = 0.1\n" +

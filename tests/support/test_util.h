@@ -28,6 +28,10 @@ class TempDir {
 // Writes contents to path (throws on failure).
 void WriteTestFile(const std::string& path, const std::string& contents);
 
+// The workers a run test gives a strategy: 3 (an odd count), or 4 for dpsgd, which refuses
+// rings of 2 and 3 (every step would be a complete average of the workers).
+inline int RunTestWorkers(const std::string& strategy) { return strategy == "dpsgd" ? 4 : 3; }
+
 // The first cells (`name`, in backticks) of the markdown table that follows `heading` in
 // doc: how results/README.md documents a CSV's columns. Fails the test (and returns an
 // empty list) when the heading is missing.
