@@ -24,7 +24,10 @@
 // at r = min(link, shard NIC) × goodput (`network.goodput`). One rule for presets and
 // explicit rates: goodput defaults to 1448/1538 = 94.1 % (TCP over Ethernet, below), so an
 // explicit link_gbps = 10 moves exactly what the dc_10gbe preset moves; `loopback` alone
-// sets goodput = 1, since its rate is a measured payload rate (no Ethernet frames).
+// sets goodput = 1, since its rate is a measured payload rate (no Ethernet frames). A
+// link_gbps or shard_nic_gbps given on top of loopback is a line rate as anywhere else:
+// without an explicit network.goodput the run takes 94.1 %, and loopback's link, if kept,
+// the line rate that carries its measured payload (SimOptionsFromMap, sim/options.h).
 //
 // Fair sharing (`network.sharing = fair`, issue 33). Instead of whole messages in turn,
 // the messages on a NIC side share it as TCP flows share a link: a message from A to B
