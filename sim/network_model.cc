@@ -34,6 +34,12 @@ double NsToEnd(const F& f) {
   return f.remaining / f.rate * 1e9;
 }
 
+// A ratio of line rates this close (relative) to a whole number is that number: rates
+// written in decimal Gbit/s (0.3 and 0.1) need not divide exactly in binary.
+constexpr double kWholeRatioSlack = 1e-9;
+// More places than this on a side is no limit (an infinite NIC behind finite links).
+constexpr int kUnlimitedPlaces = 1 << 30;
+
 // The measured server costs of the header comment.
 constexpr Duration kServerPerMessage = microseconds(5);
 constexpr double kServerNsPerElement = 1.0;
@@ -114,6 +120,14 @@ NetworkOptions NetworkPreset(std::string_view name) {
   return o;
 }
 
+NetworkModel::FlowPlaces NetworkModel::PlacesFor(double ratio) {
+  if (!(ratio < kUnlimitedPlaces)) return {kUnlimitedPlaces, 0};
+  const double whole = std::round(ratio);
+  if (std::fabs(ratio - whole) <= kWholeRatioSlack * ratio) ratio = whole;
+  const double floor = std::floor(ratio);
+  return {static_cast<int>(floor), ratio - floor};
+}
+
 NetworkModel::NetworkModel(const NetworkOptions& options, int workers, int shards, uint64_t seed)
     : options_(options), rng_(DeriveSeed(seed, "network.interleaved")) {
   options_.Validate();
@@ -131,15 +145,28 @@ NetworkModel::NetworkModel(const NetworkOptions& options, int workers, int shard
   shard_cpu_.assign(s, Duration::zero());
   stats_.assign(s, ShardStats{});
   workers_ = workers;
-  const double shard_side =
-      (options_.shard_nic_bandwidth > 0 ? options_.shard_nic_bandwidth : options_.link_bandwidth) *
-      options_.goodput;
+  const double shard_line =
+      options_.shard_nic_bandwidth > 0 ? options_.shard_nic_bandwidth : options_.link_bandwidth;
   side_capacity_.assign(2 * w, options_.link_bandwidth * options_.goodput);
-  side_capacity_.resize(2 * w + 2 * s, shard_side);
+  side_capacity_.resize(2 * w + 2 * s, shard_line * options_.goodput);
   left_.assign(side_capacity_.size(), 0);
   unfixed_.assign(side_capacity_.size(), 0);
   waiting_.resize(side_capacity_.size());
-  side_busy_.assign(side_capacity_.size(), 0);
+  // kInterleaved: each side's room in flows of one flow's line rate (the slower end's),
+  // from the line rates themselves so that the goodput cannot make a whole ratio
+  // fractional.
+  const double flow_line = std::min(options_.link_bandwidth, shard_line);
+  places_.assign(side_capacity_.size(), 1);
+  rest_.assign(side_capacity_.size(), 0);
+  for (std::size_t side = 0; side < places_.size(); ++side) {
+    const double line = side < 2 * w ? options_.link_bandwidth : shard_line;
+    if (line == flow_line) continue;  // the presets' case: one chunk at a time
+    const FlowPlaces p = PlacesFor(line / flow_line);
+    places_[side] = p.whole;
+    rest_[side] = p.rest;
+  }
+  places_taken_.assign(side_capacity_.size(), 0);
+  rest_held_.assign(side_capacity_.size(), 0);
 }
 
 Duration NetworkModel::TransferTime(int64_t bytes) const {
@@ -345,26 +372,42 @@ void NetworkModel::StartChunked(int tx, int rx, int shard, int64_t bytes,
     id = free_chunked_.back();
     free_chunked_.pop_back();
   }
-  chunked_[static_cast<std::size_t>(id)] =
-      ChunkedMessage{tx, rx, shard, bytes, 0, now, std::move(on_arrival)};
+  chunked_[static_cast<std::size_t>(id)] = ChunkedMessage{
+      tx, rx, shard, bytes, 0, now, std::move(on_arrival), Duration::zero(), false, false};
   waiting_[static_cast<std::size_t>(tx)].push_back(id);
   waiting_[static_cast<std::size_t>(rx)].push_back(id);
   Dispatch(tx, rx);
 }
 
+bool NetworkModel::HasRoom(int side) const {
+  const auto si = static_cast<std::size_t>(side);
+  return places_taken_[si] < places_[si] || (rest_[si] > 0 && rest_held_[si] == 0);
+}
+
+bool NetworkModel::TakePlace(int side) {
+  const auto si = static_cast<std::size_t>(side);
+  if (places_taken_[si] < places_[si]) {
+    ++places_taken_[si];
+    return false;
+  }
+  rest_held_[si] = 1;
+  return true;
+}
+
 void NetworkModel::Dispatch(int a, int b) {
   for (;;) {
-    // The messages waiting on a free one of the two sides whose other side is free too,
-    // each once (one between a and b waits on both).
+    // The messages waiting on one of the two sides with room whose other side has room
+    // too, each once (one between a and b waits on both).
     candidates_.clear();
-    for (const int side : {a, b}) {
-      const auto si = static_cast<std::size_t>(side);
-      if (side_busy_[si] != 0 || (side == b && a == b)) continue;
-      for (const int id : waiting_[si]) {
+    const int sides[] = {a, b};
+    for (int i = 0; i < (a == b ? 1 : 2); ++i) {
+      const int side = sides[i];
+      if (!HasRoom(side)) continue;
+      for (const int id : waiting_[static_cast<std::size_t>(side)]) {
         const ChunkedMessage& m = chunked_[static_cast<std::size_t>(id)];
         const int other = m.tx == side ? m.rx : m.tx;
         if (side == b && other == a) continue;  // counted with a
-        if (side_busy_[static_cast<std::size_t>(other)] == 0) candidates_.push_back(id);
+        if (HasRoom(other)) candidates_.push_back(id);
       }
     }
     if (candidates_.empty()) return;
@@ -375,22 +418,46 @@ void NetworkModel::Dispatch(int a, int b) {
     for (const int s : {m.tx, m.rx}) {
       std::vector<int>& queue = waiting_[static_cast<std::size_t>(s)];
       queue.erase(std::find(queue.begin(), queue.end(), id));
-      side_busy_[static_cast<std::size_t>(s)] = 1;
     }
+    m.tx_rest = TakePlace(m.tx);
+    m.rx_rest = TakePlace(m.rx);
     // Each chunk's time from the bytes moved so far, so that a message's chunks add up
-    // to TransferTime(bytes) exactly.
+    // to TransferTime(bytes) exactly (every chunk moves at the flow's rate, whatever its
+    // places).
     const int64_t chunk = std::min(options_.chunk_bytes, m.bytes - m.sent);
     const Duration took = TransferTime(m.sent + chunk) - TransferTime(m.sent);
     m.sent += chunk;
+    m.chunk_started = sched_->Now();
     sched_->At(sched_->Now() + took, [this, id] { EndChunk(id); });
   }
+}
+
+void NetworkModel::ReleasePlace(int side, bool rest, Duration chunk_started) {
+  const auto si = static_cast<std::size_t>(side);
+  if (!rest) {
+    --places_taken_[si];
+    return;
+  }
+  // The fractional place carried its chunk at the flow's rate r in T; it rests until
+  // T / rest_ from the chunk's start, so that it moves rest_ · r on average.
+  const Duration now = sched_->Now();
+  const auto held = Duration(static_cast<Duration::rep>(
+      std::llround(static_cast<double>((now - chunk_started).count()) / rest_[si])));
+  if (chunk_started + held <= now) {
+    rest_held_[si] = 0;
+    return;
+  }
+  sched_->At(chunk_started + held, [this, side] {
+    rest_held_[static_cast<std::size_t>(side)] = 0;
+    Dispatch(side, side);
+  });
 }
 
 void NetworkModel::EndChunk(int id) {
   ChunkedMessage& m = chunked_[static_cast<std::size_t>(id)];
   const int tx = m.tx, rx = m.rx;
-  side_busy_[static_cast<std::size_t>(tx)] = 0;
-  side_busy_[static_cast<std::size_t>(rx)] = 0;
+  ReleasePlace(tx, m.tx_rest, m.chunk_started);
+  ReleasePlace(rx, m.rx_rest, m.chunk_started);
   if (m.sent == m.bytes) {
     const Duration now = sched_->Now();
     const Duration took = now - m.handed;

@@ -15,14 +15,19 @@
 // worker's transmit and the shard's receive side, replies the shard's transmit and the
 // worker's receive side. So k workers pushing b bytes to one shard at the same instant
 // arrive at latency + i·b/r, i = 1..k (the shared NIC serialises them), and one worker
-// pushing to k shards sends one message after the other.
+// pushing to k shards sends one message after the other. A shard NIC faster than the
+// links changes nothing under FIFO (one message at a time per side at r); fair and
+// interleaved sharing use it (below).
 //
 // Payload rate (goodput). link_bandwidth and shard_nic_bandwidth are line rates (what a
 // NIC is sold as: `network.link_gbps`, `network.shard_nic_gbps`); a message moves payload
 // at r = min(link, shard NIC) × goodput (`network.goodput`). One rule for presets and
 // explicit rates: goodput defaults to 1448/1538 = 94.1 % (TCP over Ethernet, below), so an
 // explicit link_gbps = 10 moves exactly what the dc_10gbe preset moves; `loopback` alone
-// sets goodput = 1, since its rate is a measured payload rate (no Ethernet frames).
+// sets goodput = 1, since its rate is a measured payload rate (no Ethernet frames). A
+// link_gbps or shard_nic_gbps given on top of loopback is a line rate as anywhere else:
+// without an explicit network.goodput the run takes 94.1 %, and loopback's link, if kept,
+// the line rate that carries its measured payload (SimOptionsFromMap, sim/options.h).
 //
 // Fair sharing (`network.sharing = fair`, issue 33). Instead of whole messages in turn,
 // the messages on a NIC side share it as TCP flows share a link: a message from A to B
@@ -43,23 +48,37 @@
 // thread (Serve) stays FIFO.
 //
 // Interleaved chunks (`network.sharing = interleaved`, issue 33). Between the two: a
-// message moves in chunks of `network.chunk_kib` (the last one shorter), and each NIC side
-// carries one chunk at a time. A chunk of c bytes from A to B holds A's transmit side and
-// B's receive side for c / r (r as in FIFO; cut-through, as FIFO). When a message is
-// handed over or a chunk ends, the sides it involves take the next chunks: each drawn
-// uniformly at random from the messages waiting on either of those sides whose two sides
-// are free (the model's own stream of the run's seed: the same seed, the same choices), so
-// the message whose chunk just ended competes with every other one waiting on its sides;
-// a message whose chunk has moved waits again for its next one.
+// message moves in chunks of `network.chunk_kib` (the last one shorter), one chunk after
+// the other, each at one flow's rate r (r as in FIFO, the slower end's; cut-through, as
+// FIFO): a chunk of c bytes takes c / r. A NIC side has room for k = its line rate / the
+// slower end's line rate such flows at once: k = 1 where a shard's NIC runs at the link
+// rate (every preset: one chunk at a time per side), and a shard NIC k times as fast as
+// the links (or a worker's link k times as fast as the shards' NICs) carries k chunks at
+// once, as fair sharing gives it k flows at r. Precisely: a side has floor(k) whole
+// places and, when k is not whole, one fractional place of f = k − floor(k) (a ratio
+// within 1e-9, relative, of a whole number counts as that number: 0.3 / 0.1 Gbit/s is 3).
+// A chunk holds a place on each of its two sides, a whole one where one is free, for its
+// c / r; a fractional place then rests, held until T / f after the chunk started (T the
+// chunk's time, rounded to a whole nanosecond), so it carries one chunk at r per T / f:
+// f · r on average, and the side k · r (a chunk on it can put the side above k · r for
+// that chunk's time, never by more than one chunk over any span). At 25 Gbit/s behind
+// 10 Gbit/s links a shard's side has two whole places and half of one. When a message is
+// handed over, a chunk ends or a fractional place stops resting, the sides involved take
+// the next chunks: each drawn uniformly at random from the messages waiting on either of
+// those sides that have room on both of their sides (the model's own stream of the run's
+// seed: the same seed, the same choices), so the message whose chunk just ended competes
+// with every other one waiting on its sides; a message whose chunk has moved waits again
+// for its next one (a message is one flow: never more than one chunk in flight).
 // A message ends when its last chunk has moved and arrives at end + latency (a message of
 // 0 bytes at once: handed over + latency). So a lone message arrives as under FIFO, at
-// latency + b / r; a side with messages waiting on it never idles while one of them has
-// its other side free; with chunks as long as the messages it is whole messages in a
-// random order instead of first come first served, and as chunks shrink it nears an equal
-// share per message, with the random order as TCP's: concurrent messages of equal length
-// no longer end together, nor in the order they started. The chunk stands for the data a
-// TCP flow puts on a shared queue at once (its window, its segmentation offload's
-// bursts); the default, 16 KiB, is what the calibration over shaped links measured best
+// latency + b / r; a side never leaves a place free (a whole one, or its fractional one
+// not resting) while a message waiting on it has room on its other side; with chunks as
+// long as the messages it is whole messages in a random order instead of first come
+// first served, and as chunks shrink it nears an equal share per message, with the
+// random order as TCP's: concurrent messages of equal length no longer end together, nor
+// in the order they started. The chunk stands for the data a TCP flow puts on a shared
+// queue at once (its window, its segmentation offload's bursts); the default, 16 KiB, is
+// what the calibration over shaped links measured best
 // (results/sim/calibration/netns/README.md). Choosing a chunk scans the side's waiting
 // messages: O(messages waiting) per chunk. Asynchronous sends only, as fair.
 //
@@ -75,14 +94,17 @@
 // fabric is non-blocking (no core congestion); no packet loss, retransmission or TCP slow
 // start; latency is the same for every link and has no jitter; with `fifo`, whole messages
 // one after the other instead of packet interleaving (the first of k concurrent messages
-// finishes earlier and the last at the same time as under fair sharing); with `fair`,
+// finishes earlier and the last at the same time as under fair sharing), and a shard NIC
+// faster than the links still one message at a time (pessimistic there); with `fair`,
 // idealised flows (rates change at once, no congestion window or ACK clocking, no
 // per-packet order: flows that start together end together, so equal messages keep
 // their senders in step; results/sim/calibration/netns/README.md measured what that
 // does against real TCP flows); with `interleaved`, one fixed chunk and a uniform choice
-// for TCP's windows, ACK clocking and the order it drains a queue in; a single flow is assumed to
-// reach the NIC's line rate (at 100 GbE one TCP flow on one core usually cannot); protocol headers
-// are not counted (callers pass payload bytes; the per-message cost sits in latency).
+// for TCP's windows, ACK clocking and the order it drains a queue in, and the fraction of
+// a side's rate beyond whole flows as a place that carries at r and rests (bursts, not a
+// steady share); a single flow is assumed to reach the NIC's line rate (at 100 GbE one
+// TCP flow on one core usually cannot); protocol headers are not counted (callers pass
+// payload bytes; the per-message cost sits in latency).
 //
 // Presets (NetworkPreset). Goodput is 94 % of the Ethernet line rate: a 1448-byte TCP
 // payload per 1538 bytes on the wire at MTU 1500 (preamble 8, Ethernet 14 + FCS 4,
@@ -146,7 +168,8 @@ struct NetworkOptions {
   // Default +infinity (no transfer time). > 0.
   double link_bandwidth = std::numeric_limits<double>::infinity();
   // Each shard server's NIC, line rate in bytes per second; 0 = the same as
-  // link_bandwidth. >= 0.
+  // link_bandwidth. >= 0. Faster than the links, it carries several of them at once
+  // under kFair and kInterleaved (the header comment), not under kFifo.
   double shard_nic_bandwidth = 0;
   // Payload bytes per byte of line rate, for every rate above. Default kEthernetGoodput.
   // In (0, 1].
@@ -249,7 +272,19 @@ class NetworkModel {
     int64_t sent = 0;
     Duration handed{};
     std::function<void()> on_arrival;
+    // Its chunk in flight (a message has at most one): when it started, and whether it
+    // holds the fractional place of its transmit side, of its receive side.
+    Duration chunk_started{};
+    bool tx_rest = false, rx_rest = false;
   };
+  // kInterleaved: the room of a side of k = ratio times one flow's rate: floor(k) whole
+  // places and the fraction k - floor(k) of one more (0: none); a ratio within 1e-9
+  // (relative) of a whole number counts as that number, an infinite one as no limit.
+  struct FlowPlaces {
+    int whole = 1;
+    double rest = 0;
+  };
+  static FlowPlaces PlacesFor(double ratio);
 
   Duration Send(Duration& tx_free, Duration& rx_free, int64_t bytes, Duration t, Duration* waited);
   // The asynchronous sends of kFair and kInterleaved: StartFlow or StartChunked.
@@ -263,13 +298,20 @@ class NetworkModel {
   void EndFinishedFlows();
   void ComputeRates();
   void ArmTimer();
-  // kInterleaved: a message handed over; the two sides it holds (or will) taking chunks
-  // while one of them is free and a message waiting on it has its other side free too,
-  // each chunk drawn from all such messages of both sides at once (so a side just freed
-  // does not favour the message whose chunk freed it); a chunk's end.
+  // kInterleaved: a message handed over; sides a and b (a == b: one side) taking chunks
+  // while one of them has room and a message waiting on it has room on its other side
+  // too, each chunk drawn from all such messages of both sides at once (so a side just
+  // freed does not favour the message whose chunk freed it); a chunk's end.
   void StartChunked(int tx, int rx, int shard, int64_t bytes, std::function<void()> on_arrival);
   void Dispatch(int a, int b);
   void EndChunk(int id);
+  // A side has room when one of its whole places is free or its fractional place is
+  // neither carrying nor resting. TakePlace takes a whole place if one is free, else the
+  // fractional one (returns true then); REQUIRES: HasRoom(side). ReleasePlace gives it
+  // back at a chunk's end: a whole place at once, the fractional one after its rest.
+  bool HasRoom(int side) const;
+  bool TakePlace(int side);
+  void ReleasePlace(int side, bool rest, Duration chunk_started);
 
   NetworkOptions options_;
   int workers_ = 0;
@@ -290,12 +332,17 @@ class NetworkModel {
   std::vector<int> unfixed_;
   std::vector<int> touched_;
   // kInterleaved state: the messages (slots, and the free ones), per side the messages
-  // waiting on it (in the order they began to wait) and whether a chunk holds it, the
-  // choices' generator, and Dispatch's scratch.
+  // waiting on it (in the order they began to wait), its whole places and the fraction
+  // of its fractional one (FlowPlaces), how many whole places chunks hold and whether
+  // the fractional one is held (carrying or resting), the choices' generator, and
+  // Dispatch's scratch.
   std::vector<ChunkedMessage> chunked_;
   std::vector<int> free_chunked_;
   std::vector<std::vector<int>> waiting_;
-  std::vector<char> side_busy_;
+  std::vector<int> places_;
+  std::vector<double> rest_;
+  std::vector<int> places_taken_;
+  std::vector<char> rest_held_;
   Rng rng_;
   std::vector<int> candidates_;
 };

@@ -40,7 +40,8 @@ constexpr std::array kKeys = {
               "rate)"},
     OptionKey{keys::kGoodput, "(preset)",
               "payload bytes per byte of line rate, for both rates above, in (0, 1]: 0.9415 "
-              "(TCP over Ethernet at MTU 1500) in every preset but loopback (1: its rate is "
+              "(TCP over Ethernet at MTU 1500) in every preset and for explicit rates; 1 on "
+              "loopback without network.link_gbps or network.shard_nic_gbps (its rate is "
               "measured payload)"},
     OptionKey{keys::kSharing, "fifo",
               "how a NIC side serves the messages on it: fifo (whole messages, first come "
@@ -180,11 +181,25 @@ void ApplySimOption(SimOptions* o, std::string_view key, std::string_view value)
 
 SimOptions SimOptionsFromMap(const std::map<std::string, std::string>& values) {
   SimOptions o;
+  const auto given = [&values](std::string_view key) {
+    return values.find(std::string(key)) != values.end();
+  };
+  bool loopback = false;
   if (auto it = values.find(std::string(keys::kPreset)); it != values.end()) {
     ApplySimOption(&o, it->first, it->second);
+    loopback = Trim(it->second) == "loopback";
   }
   for (const auto& [key, value] : values) {
     if (key != keys::kPreset) ApplySimOption(&o, key, value);
+  }
+  // Loopback's rate is measured payload, hence its goodput of 1; a rate given on top of
+  // it is a line rate, as in every other preset, so it takes the Ethernet goodput, and
+  // loopback's link, if kept, becomes the line rate that carries its payload. An explicit
+  // goodput is the user's own and stays.
+  if (loopback && !given(keys::kGoodput) &&
+      (given(keys::kLinkGbps) || given(keys::kShardNicGbps))) {
+    if (!given(keys::kLinkGbps)) o.network.link_bandwidth /= kEthernetGoodput;
+    o.network.goodput = kEthernetGoodput;
   }
   o.Validate();
   return o;

@@ -3,7 +3,11 @@
 //
 // The config layer hands the key/value pairs of the run's delay.*, network.* and sim.*
 // keys to SimOptionsFromMap, which applies network.preset first (whatever the order of
-// the pairs), then every other key on top of it, then validates once. Every error is an
+// the pairs), then every other key on top of it, then validates once. One rule is not a
+// plain override: a network.link_gbps or network.shard_nic_gbps given on top of the
+// loopback preset (whose measured payload rate has goodput 1) is a line rate, so without
+// network.goodput the run takes kEthernetGoodput, and loopback's own link, if kept, the
+// line rate that carries its payload (sim/network_model.h). Every error is an
 // asgd::ConfigError naming the key: an unknown key (with the closest known one), a value
 // that is not a number, a value out of range.
 //
@@ -68,7 +72,7 @@ std::span<const OptionKey> SimOptionKeys();
 void ApplySimOption(SimOptions* options, std::string_view key, std::string_view value);
 
 // Builds validated options from key/value pairs (keys as in SimOptionKeys(); absent keys
-// keep their defaults).
+// keep their defaults; a line rate on loopback as in the header comment).
 SimOptions SimOptionsFromMap(const std::map<std::string, std::string>& values);
 
 }  // namespace asgd::sim

@@ -499,6 +499,175 @@ TEST(InterleavedSharing, FreeMessagesAndSynchronousSends) {
   EXPECT_THROW(net.SendToWorker(0, 0, 1000, Duration::zero()), InvariantError);
 }
 
+// ---- Interleaved chunks on a side faster than one flow ------------------------------
+
+// Interleaved options with links of 1 byte per ns and shard NICs `ratio` times as fast.
+NetworkOptions FasterShardNic(double ratio, int64_t chunk_bytes) {
+  NetworkOptions o = Interleaved(Duration::zero(), 1e9, chunk_bytes);
+  o.shard_nic_bandwidth = ratio * 1e9;
+  return o;
+}
+
+// ∫ min(places, U(t)) dt in ns, U(t) the messages handed over and not yet arrived (no
+// latency): what a side of `places` whole places moves at 1 byte per ns if it never
+// leaves a place free while a message on it waits (each message is one flow: at most
+// one place).
+int64_t WorkConservingBytes(const std::vector<Message>& messages,
+                            const std::vector<Duration>& arrivals, int places) {
+  std::vector<std::pair<Duration, int>> steps;
+  for (std::size_t i = 0; i < messages.size(); ++i) {
+    steps.emplace_back(messages[i].at, +1);
+    steps.emplace_back(arrivals[i], -1);
+  }
+  std::sort(steps.begin(), steps.end());
+  int64_t moved = 0;
+  int on = 0;
+  Duration last{};
+  for (const auto& [t, d] : steps) {
+    moved += std::min(on, places) * (t - last).count();
+    on += d;
+    last = t;
+  }
+  return moved;
+}
+
+// A shard NIC k times as fast as the links carries k chunks at once, each at the link's
+// rate: k messages handed to it together all arrive after b / r, as k flows of the fair
+// model do (and unlike FIFO's one after the other); 2k of them in two waves of k with
+// whole-message chunks. The same holds for a worker's transmit side k times as fast as
+// the shards' NICs, sending to k shards at once.
+TEST(InterleavedFasterSide, KMessagesMoveAsKParallelFlows) {
+  for (const int k : {2, 4}) {
+    for (const int64_t chunk : {int64_t{100}, int64_t{1000}}) {
+      for (uint64_t seed = 1; seed <= 5; ++seed) {
+        NetworkModel net(FasterShardNic(k, chunk), 2 * k, 1, seed);
+        NetworkOptions fair_options = FasterShardNic(k, chunk);
+        fair_options.sharing = NetworkSharing::kFair;
+        NetworkModel fair(fair_options, k, 1);
+        const std::vector<Duration> parallel = Arrivals(fair, AtOnceToOneShard(k, 1000));
+        EXPECT_EQ(parallel, std::vector<Duration>(static_cast<std::size_t>(k), nanoseconds(1000)));
+        EXPECT_EQ(Arrivals(net, AtOnceToOneShard(k, 1000)), parallel) << k << " " << chunk;
+        EXPECT_EQ(net.shard_stats(0).nic_wait, Duration::zero());
+        NetworkModel waves(FasterShardNic(k, 1000), 2 * k, 1, seed);
+        std::vector<Duration> got = Arrivals(waves, AtOnceToOneShard(2 * k, 1000));
+        std::sort(got.begin(), got.end());
+        std::vector<Duration> expected(static_cast<std::size_t>(k), nanoseconds(1000));
+        expected.resize(static_cast<std::size_t>(2 * k), nanoseconds(2000));
+        EXPECT_EQ(got, expected) << k << " " << seed;
+      }
+    }
+    // A worker whose link is k times the shards' NICs: its transmit side holds k places.
+    NetworkOptions o = Interleaved(Duration::zero(), k * 1e9, 100);
+    o.shard_nic_bandwidth = 1e9;
+    NetworkModel net(o, 1, k, 3);
+    std::vector<Message> to_every_shard;
+    for (int s = 0; s < k; ++s) to_every_shard.push_back({Duration::zero(), true, 0, s, 1000});
+    EXPECT_EQ(Arrivals(net, to_every_shard),
+              std::vector<Duration>(static_cast<std::size_t>(k), nanoseconds(1000)));
+  }
+}
+
+// Work conservation on a side of k whole places: at every instant it moves min(k, the
+// messages on it) flows' worth, so the bytes of staggered messages of mixed lengths
+// equal ∫ min(k, U(t)) dt, for every chunk (one that divides nothing, and whole
+// messages) and seed; the last one ends no earlier than (total bytes) / (k·r).
+TEST(InterleavedFasterSide, ASideOfKPlacesIsWorkConserving) {
+  const std::vector<Message> staggered = {
+      {Duration::zero(), true, 0, 0, 3000}, {nanoseconds(100), true, 1, 0, 1000},
+      {nanoseconds(200), true, 2, 0, 2500}, {nanoseconds(300), true, 3, 0, 500},
+      {nanoseconds(350), true, 4, 0, 1700}, {nanoseconds(2000), true, 5, 0, 900}};
+  int64_t total = 0;
+  for (const Message& m : staggered) total += m.bytes;
+  for (const int k : {2, 3}) {
+    for (const int64_t chunk : {int64_t{70}, int64_t{300}, int64_t{5000}}) {
+      for (uint64_t seed = 1; seed <= 5; ++seed) {
+        NetworkModel net(FasterShardNic(k, chunk), 6, 1, seed);
+        const std::vector<Duration> got = Arrivals(net, staggered);
+        EXPECT_EQ(WorkConservingBytes(staggered, got, k), total)
+            << k << " " << chunk << " " << seed;
+        EXPECT_GE(*std::max_element(got.begin(), got.end()), nanoseconds(total / k));
+        for (std::size_t i = 0; i < got.size(); ++i) {
+          EXPECT_GE(got[i], staggered[i].at + nanoseconds(staggered[i].bytes)) << i;
+        }
+      }
+    }
+  }
+}
+
+// A ratio k that is not whole: floor(k) places at the flow's rate r and a fractional
+// one that carries a chunk at r too and then rests, holding it for T / (k - floor(k)),
+// so that it moves (k - floor(k))·r on average. At k = 1.5 with whole-message chunks of
+// T = 1000 ns, six messages handed over together: the whole place carries one per T,
+// the fractional one at 0 and 2T (held for 2T each time): arrivals T, T, 2T, 3T, 3T, 4T
+// (6 messages in 4T: 1.5·r; one place would take 6T, two 3T).
+TEST(InterleavedFasterSide, AFractionalPlaceCarriesItsShareOnAverage) {
+  for (uint64_t seed = 1; seed <= 10; ++seed) {
+    NetworkModel net(FasterShardNic(1.5, 1000), 6, 1, seed);
+    std::vector<Duration> got = Arrivals(net, AtOnceToOneShard(6, 1000));
+    std::sort(got.begin(), got.end());
+    EXPECT_EQ(got, (std::vector<Duration>{nanoseconds(1000), nanoseconds(1000), nanoseconds(2000),
+                                          nanoseconds(3000), nanoseconds(3000), nanoseconds(4000)}))
+        << seed;
+  }
+  // Small chunks: three messages of 1,200 bytes at k = 1.5 share 1.5·r while two or
+  // more remain, then the last moves at r: with t2 and t3 the last two arrivals, the
+  // side moved 1.5·t2 by t2 (to within a chunk, the fractional place's last one), and
+  // the last message the rest, 3,600 − 1.5·t2, in t3 − t2.
+  for (uint64_t seed = 1; seed <= 10; ++seed) {
+    NetworkModel net(FasterShardNic(1.5, 100), 3, 1, seed);
+    std::vector<Duration> got = Arrivals(net, AtOnceToOneShard(3, 1200));
+    std::sort(got.begin(), got.end());
+    const double t2 = static_cast<double>(got[1].count()), t3 = static_cast<double>(got[2].count());
+    EXPECT_NEAR(t3 + 0.5 * t2, 3600, 100) << seed;
+    EXPECT_GE(got[0], nanoseconds(1200));
+  }
+  // 2.5 (25 Gbit/s behind 10 Gbit/s links): two whole places and half of one: five
+  // whole-message chunks at once end at T, T, T (the third on the half place, which
+  // rests until 2T), 2T, 2T.
+  NetworkModel net(FasterShardNic(2.5, 1000), 5, 1, 1);
+  std::vector<Duration> got = Arrivals(net, AtOnceToOneShard(5, 1000));
+  std::sort(got.begin(), got.end());
+  EXPECT_EQ(got, (std::vector<Duration>{nanoseconds(1000), nanoseconds(1000), nanoseconds(1000),
+                                        nanoseconds(2000), nanoseconds(2000)}));
+  // A ratio that misses a whole number only by binary rounding (0.3 / 0.1) is that
+  // number: three places, not two and a 0.99999... one.
+  NetworkOptions decimal = Interleaved(Duration::zero(), 0.1, 1);
+  decimal.shard_nic_bandwidth = 0.3;
+  ASSERT_NE(decimal.shard_nic_bandwidth / decimal.link_bandwidth, 3.0);
+  NetworkModel snapped(decimal, 6, 1, 1);
+  std::vector<Duration> three = Arrivals(snapped, AtOnceToOneShard(6, 1));
+  std::sort(three.begin(), three.end());
+  const Duration t = snapped.TransferTime(1);
+  EXPECT_EQ(three, (std::vector<Duration>{t, t, t, 2 * t, 2 * t, 2 * t}));
+}
+
+// Determinism and causality with faster sides both ways (a 2.5x shard NIC, and links
+// 2.5x the NICs): the same options and seed give the same arrivals, another seed others,
+// and no message arrives before latency + b / r. Equal rates given explicitly are the
+// default's model, arrival for arrival.
+TEST(InterleavedFasterSide, TheSeedFixesEveryArrival) {
+  const std::vector<Message> messages = SeededMix();
+  for (const double nic_gbps : {25.0, 4.0}) {
+    NetworkOptions o = NetworkPreset("dc_10gbe");
+    o.sharing = NetworkSharing::kInterleaved;
+    o.shard_nic_bandwidth = nic_gbps * 1e9 / 8;
+    NetworkModel a(o, 5, 3, 7), b(o, 5, 3, 7), c(o, 5, 3, 8);
+    const std::vector<Duration> got = Arrivals(a, messages);
+    EXPECT_EQ(got, Arrivals(b, messages)) << nic_gbps;
+    EXPECT_NE(got, Arrivals(c, messages)) << nic_gbps;
+    for (int s = 0; s < 3; ++s) EXPECT_EQ(a.shard_stats(s).nic_wait, b.shard_stats(s).nic_wait);
+    for (std::size_t i = 0; i < messages.size(); ++i) {
+      EXPECT_GE(got[i], messages[i].at + o.latency + a.TransferTime(messages[i].bytes)) << i;
+    }
+  }
+  NetworkOptions same = NetworkPreset("dc_10gbe");
+  same.sharing = NetworkSharing::kInterleaved;
+  NetworkModel implicit(same, 5, 3, 7);
+  same.shard_nic_bandwidth = same.link_bandwidth;
+  NetworkModel explicit_nic(same, 5, 3, 7);
+  EXPECT_EQ(Arrivals(implicit, messages), Arrivals(explicit_nic, messages));
+}
+
 TEST(InterleavedSharing, AChunkBelowOneByteIsRefused) {
   NetworkOptions o = Interleaved(Duration::zero(), 1e9, 0);
   try {

@@ -84,6 +84,32 @@ TEST(SimOptions, AnExplicitLinkRateGetsThePresetsGoodput) {
   EXPECT_EQ(preset, std::chrono::nanoseconds(849'724));
 }
 
+// The same rule on loopback, whose own rate is measured payload (goodput 1): a line rate
+// given on top of it is a line rate. network.link_gbps = 10 moves what dc_10gbe moves; a
+// shard NIC alone is a line rate too, while loopback's link keeps its payload rate (the
+// line rate that carries it at 94 %); an explicit goodput still wins.
+TEST(SimOptions, OnLoopbackAnExplicitLineRateGetsTheGoodputToo) {
+  const auto network = [](std::map<std::string, std::string> values) {
+    values["network.preset"] = "loopback";
+    return SimOptionsFromMap(values).network;
+  };
+  const auto transfer = [](const NetworkOptions& n) {
+    return NetworkModel(n, 1, 1).TransferTime(1'000'000);
+  };
+  EXPECT_EQ(network({}).goodput, 1);
+  EXPECT_EQ(NetworkModel(network({}), 1, 1).payload_rate(), 3.67e9);
+  EXPECT_EQ(transfer(network({{"network.link_gbps", "10"}})), transfer(NetworkPreset("dc_10gbe")));
+  EXPECT_EQ(network({{"network.link_gbps", "10"}}).goodput, kEthernetGoodput);
+  EXPECT_EQ(transfer(network({{"network.link_gbps", "10"}, {"network.goodput", "1"}})),
+            std::chrono::nanoseconds(800'000));
+  // A 10 Gbit/s shard NIC is slower than loopback's 3.67 GB/s: it sets the rate, at 94 %.
+  EXPECT_EQ(transfer(network({{"network.shard_nic_gbps", "10"}})),
+            transfer(NetworkPreset("dc_10gbe")));
+  // A 100 Gbit/s one is not: loopback's measured 3.67 GB/s still does.
+  EXPECT_DOUBLE_EQ(NetworkModel(network({{"network.shard_nic_gbps", "100"}}), 1, 1).payload_rate(),
+                   3.67e9);
+}
+
 TEST(SimOptions, BadValuesAreOneLineNamingTheKey) {
   const std::map<std::string, std::string> bad[] = {
       {{"delay.compute", "gamma"}},
