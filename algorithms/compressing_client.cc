@@ -1,5 +1,6 @@
 #include "algorithms/compressing_client.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -9,23 +10,58 @@ namespace asgd::algorithms {
 
 CompressingClient::CompressingClient(std::unique_ptr<ParamClient> target,
                                      std::shared_ptr<const compression::Compressor> compressor,
-                                     bool error_feedback, uint64_t seed)
+                                     bool error_feedback, uint64_t seed,
+                                     std::span<const TensorSpec> tensors)
     : ParamClientWrapper(std::move(target)), compressor_(std::move(compressor)), rng_(seed) {
-  Init(error_feedback);
+  Init(error_feedback, tensors);
 }
 
 CompressingClient::CompressingClient(ParamClient* target,
                                      std::shared_ptr<const compression::Compressor> compressor,
-                                     bool error_feedback, uint64_t seed)
+                                     bool error_feedback, uint64_t seed,
+                                     std::span<const TensorSpec> tensors)
     : ParamClientWrapper(target), compressor_(std::move(compressor)), rng_(seed) {
-  Init(error_feedback);
+  Init(error_feedback, tensors);
 }
 
-void CompressingClient::Init(bool error_feedback) {
+std::vector<int64_t> TensorPieces(std::span<const Range> ranges,
+                                  std::span<const TensorSpec> tensors) {
+  std::vector<int64_t> pieces;
+  if (tensors.empty()) return pieces;
+  int last = -1;  // the tensor of pieces.back()
+  for (const Range& r : ranges) {
+    int64_t at = r.begin;
+    while (at < r.end()) {
+      // The tensor holding element `at`: the last one starting at or before it.
+      const auto it = std::upper_bound(tensors.begin(), tensors.end(), at,
+                                       [](int64_t i, const TensorSpec& t) { return i < t.offset; });
+      ASGD_CHECK(it != tensors.begin(), "element ", at, " lies before the first tensor");
+      const auto t = static_cast<int>(it - tensors.begin()) - 1;
+      const TensorSpec& spec = tensors[static_cast<std::size_t>(t)];
+      ASGD_CHECK(at < spec.offset + spec.size, "element ", at, " lies in no tensor");
+      const int64_t end = std::min(r.end(), spec.offset + spec.size);
+      if (t == last) {
+        pieces.back() += end - at;
+      } else {
+        pieces.push_back(end - at);
+        last = t;
+      }
+      at = end;
+    }
+  }
+  return pieces;
+}
+
+void CompressingClient::Init(bool error_feedback, std::span<const TensorSpec> tensors) {
   ASGD_CHECK(compressor_ != nullptr, "CompressingClient needs a compressor");
   ASGD_CHECK(this->target()->TakesEncodedPushes(),
              "the client below does not take compressed pushes");
   parts_ = this->target()->PushParts();
+  if (!tensors.empty()) {
+    const TensorSpec& last = tensors.back();
+    ASGD_CHECK_EQ(last.offset + last.size, size(), "the tensors cover the vector");
+  }
+  for (const PushPart& p : parts_) pieces_.push_back(TensorPieces(p.ranges, tensors));
   encoded_.resize(parts_.size());
   int64_t largest = 0;
   for (const PushPart& p : parts_) largest = std::max(largest, p.count);
@@ -35,7 +71,9 @@ void CompressingClient::Init(bool error_feedback) {
                " is not a contraction: error feedback needs the form NewCompressor builds with "
                "error_feedback = true");
     feedback_.reserve(parts_.size());
-    for (const PushPart& p : parts_) feedback_.emplace_back(p.count);
+    for (std::size_t i = 0; i < parts_.size(); ++i) {
+      feedback_.emplace_back(parts_[i].count, pieces_[i]);
+    }
   }
 }
 
@@ -71,7 +109,7 @@ Status CompressingClient::Send(std::span<const float> update, std::span<float> o
       x = std::span<const float>(gathered_.data(), at);
     }
     if (feedback_.empty()) {
-      compressor_->Encode(x, rng_, &e);
+      compressor_->Encode(x, rng_, &e, pieces_[i]);
     } else {
       feedback_[i].Encode(*compressor_, x, rng_, &e);
     }

@@ -6,6 +6,11 @@
 // of each shard's elements, and each shard decodes exactly its part), with error feedback
 // per part when on. Pulls, clocks and sparse pushes pass through unchanged.
 //
+// Tensor pieces: given the model's tensors (ParamLayout::tensors()), each part is encoded
+// with its tensor pieces (Compressor::Encode), the pieces of each tensor that fall in the
+// part, in the part's order (TensorPieces): terngrad takes a scale per piece, as Wen et
+// al. take one per layer. Without them each part is one piece.
+//
 // Accounting: this layer's traffic() counts the dense updates it was given; the client
 // below counts the encoded bytes (bytes_pushed) and their dense equivalent
 // (dense_bytes_pushed). wire_traffic() is the latter.
@@ -33,19 +38,28 @@
 #include "algorithms/param_client_wrapper.h"
 #include "compression/compressor.h"
 #include "compression/error_feedback.h"
+#include "core/param_layout.h"
 #include "core/rng.h"
 
 namespace asgd::algorithms {
 
+// The lengths of the tensor pieces of the elements of `ranges` taken in order (a push
+// part): each range split where a tensor ends, and consecutive pieces of one tensor (two
+// ranges meeting inside it) joined. Empty when tensors is. REQUIRES: tensors empty or
+// packed from 0 without gaps (ParamLayout), covering every range (checked).
+std::vector<int64_t> TensorPieces(std::span<const Range> ranges,
+                                  std::span<const TensorSpec> tensors);
+
 class CompressingClient final : public ParamClientWrapper {
  public:
-  // REQUIRES: target->TakesEncodedPushes() and compressor not null (checked).
+  // REQUIRES: target->TakesEncodedPushes() and compressor not null; tensors empty or the
+  // tensors of a layout of size() elements (checked).
   CompressingClient(std::unique_ptr<ParamClient> target,
                     std::shared_ptr<const compression::Compressor> compressor, bool error_feedback,
-                    uint64_t seed);
+                    uint64_t seed, std::span<const TensorSpec> tensors = {});
   // Borrows target, which must outlive the wrapper.
   CompressingClient(ParamClient* target, std::shared_ptr<const compression::Compressor> compressor,
-                    bool error_feedback, uint64_t seed);
+                    bool error_feedback, uint64_t seed, std::span<const TensorSpec> tensors = {});
 
   const compression::Compressor& compressor() const { return *compressor_; }
   bool error_feedback() const { return !feedback_.empty(); }
@@ -54,6 +68,8 @@ class CompressingClient final : public ParamClientWrapper {
   double ResidualNorm() const { return residual_norm_.load(std::memory_order_relaxed); }
   // The residual of PushParts()[part]. REQUIRES: error_feedback().
   std::span<const double> residual(std::size_t part) const { return feedback_.at(part).residual(); }
+  // The tensor pieces PushParts()[part] is encoded with (empty: one piece).
+  std::span<const int64_t> pieces(std::size_t part) const { return pieces_.at(part); }
 
  protected:
   Status DoPush(std::span<const float> update, int64_t step) override {
@@ -64,11 +80,12 @@ class CompressingClient final : public ParamClientWrapper {
   }
 
  private:
-  void Init(bool error_feedback);
+  void Init(bool error_feedback, std::span<const TensorSpec> tensors);
   Status Send(std::span<const float> update, std::span<float> out, int64_t step);
 
   std::shared_ptr<const compression::Compressor> compressor_;
   std::vector<PushPart> parts_;
+  std::vector<std::vector<int64_t>> pieces_;          // one per part
   std::vector<compression::ErrorFeedback> feedback_;  // one per part, or none
   std::vector<compression::Encoded> encoded_;         // one per part, reused
   std::vector<float> gathered_;

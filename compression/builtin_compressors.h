@@ -19,10 +19,12 @@ using Frames = std::span<const std::span<const std::byte>>;
 std::unique_ptr<Compressor> NewTopK(double ratio);
 // scaled: values times n / k (unbiased); else as they are (a contraction).
 std::unique_ptr<Compressor> NewRandK(double ratio, bool scaled);
-// contract: the norm (qsgd) or scale (terngrad) divided by 1 + w(x) (compressor.h).
-std::unique_ptr<Compressor> NewQsgd(int levels, bool contract);
+// contract: the error-feedback forms of compressor.h (qsgd's norms divided by 1 + w_b,
+// terngrad's scales chosen to minimise the error).
+std::unique_ptr<Compressor> NewQsgd(int levels, int64_t bucket, bool contract);
 std::unique_ptr<Compressor> NewSign();
-std::unique_ptr<Compressor> NewTernGrad(bool contract);
+// clip: c of the clipping bound c sigma, 0 for none.
+std::unique_ptr<Compressor> NewTernGrad(double clip, bool contract);
 
 std::string DecodeSparse(Frames frames, std::span<float> out);
 std::string DecodeQsgd(Frames frames, std::span<float> out);

@@ -34,6 +34,20 @@ int64_t Encoded::bytes() const {
   return n;
 }
 
+void Compressor::Encode(std::span<const float> x, Rng& rng, Encoded* out,
+                        std::span<const int64_t> pieces) const {
+  ASGD_CHECK(!x.empty(), Name(), " of an empty vector");
+  if (!pieces.empty()) {
+    int64_t sum = 0;
+    for (int64_t c : pieces) {
+      ASGD_CHECK(c >= 1, Name(), " piece of ", c, " elements");
+      sum += c;
+    }
+    ASGD_CHECK_EQ(sum, static_cast<int64_t>(x.size()), Name(), " pieces cover the vector");
+  }
+  DoEncode(x, pieces, rng, out);
+}
+
 std::string Decode(Encoding encoding, std::span<const std::span<const std::byte>> frames,
                    std::span<float> out) {
   switch (encoding) {
@@ -71,10 +85,12 @@ const std::vector<Entry>& Registry() {
   static const std::vector<Entry> kEntries = {
       {"none", "dense float32 pushes (no compression)", nullptr},
       {"qsgd",
-       "s-level stochastic quantization with the 2-norm, 1 + bit_width(s) bits per element "
-       "(Alistarh et al. 2017); with error feedback scaled by 1/(1 + w), w its variance "
-       "(Karimireddy et al. 2019)",
-       [](const CompressionOptions& o) { return internal::NewQsgd(o.levels, o.error_feedback); }},
+       "s-level stochastic quantization with a 2-norm per bucket of elements, 1 + bit_width(s) "
+       "bits per element (Alistarh et al. 2017); with error feedback each bucket scaled by "
+       "1/(1 + w), w its variance (Karimireddy et al. 2019)",
+       [](const CompressionOptions& o) {
+         return internal::NewQsgd(o.levels, o.bucket, o.error_feedback);
+       }},
       {"randk",
        "k random coordinates, scaled by n/k (unbiased) without error feedback and unscaled "
        "with it (Stich et al. 2018)",
@@ -84,9 +100,10 @@ const std::vector<Entry>& Registry() {
       {"sign", "1 bit per element times ||x||_1/d (Seide et al. 2014; Karimireddy et al. 2019)",
        [](const CompressionOptions&) { return internal::NewSign(); }},
       {"terngrad",
-       "stochastic ternary {-1,0,1} times max|x|, 2 bits per element (Wen et al. 2017); with "
-       "error feedback scaled by 1/(1 + w), w its variance (Karimireddy et al. 2019)",
-       [](const CompressionOptions& o) { return internal::NewTernGrad(o.error_feedback); }},
+       "stochastic ternary {-1,0,1} times max|x| per tensor, clipped to c sigma, 2 bits per "
+       "element (Wen et al. 2017); with error feedback each tensor's scale chosen to minimise "
+       "the error (Karimireddy et al. 2019)",
+       [](const CompressionOptions& o) { return internal::NewTernGrad(o.clip, o.error_feedback); }},
       {"topk",
        "the k largest magnitudes as index/value pairs (Aji & Heafield 2017; Lin et al. 2018)",
        [](const CompressionOptions& o) { return internal::NewTopK(o.ratio); }},
@@ -119,6 +136,14 @@ std::unique_ptr<Compressor> NewCompressor(const CompressionOptions& o) {
   if (o.levels < 1 || static_cast<uint32_t>(o.levels) > kMaxQsgdLevels) {
     throw ConfigError("compression.levels", ::asgd::internal::StrCat(o.levels),
                       ::asgd::internal::StrCat("an integer from 1 to ", kMaxQsgdLevels));
+  }
+  if (o.bucket < 1 || o.bucket > kMaxQsgdBucket) {
+    throw ConfigError("compression.bucket", ::asgd::internal::StrCat(o.bucket),
+                      ::asgd::internal::StrCat("an integer from 1 to ", kMaxQsgdBucket));
+  }
+  if (!(std::isfinite(o.clip) && o.clip >= 0)) {
+    throw ConfigError("compression.clip", ::asgd::internal::StrCat(o.clip),
+                      "a finite number >= 0 (0 = no clipping)");
   }
   if (e->make == nullptr) {
     if (o.error_feedback) {

@@ -1,13 +1,15 @@
 #include "compression/error_feedback.h"
 
 #include <cmath>
+#include <utility>
 
 #include "core/check.h"
 
 namespace asgd::compression {
 
-ErrorFeedback::ErrorFeedback(int64_t size)
-    : residual_(static_cast<std::size_t>(size), 0.0),
+ErrorFeedback::ErrorFeedback(int64_t size, std::vector<int64_t> pieces)
+    : pieces_(std::move(pieces)),
+      residual_(static_cast<std::size_t>(size), 0.0),
       corrected_(static_cast<std::size_t>(size)),
       decoded_(static_cast<std::size_t>(size)) {}
 
@@ -21,7 +23,7 @@ void ErrorFeedback::Encode(const Compressor& compressor, std::span<const float> 
     residual_[i] += update[i];  // now p_t
     corrected_[i] = static_cast<float>(residual_[i]);
   }
-  compressor.Encode(corrected_, rng, out);
+  compressor.Encode(corrected_, rng, out, pieces_);
   // Our own encoding: refusing it would be a bug in the compressor.
   const std::string problem = Decode(*out, decoded_);
   ASGD_CHECK(problem.empty(), compressor.Name(), " refused its own encoding: ", problem);

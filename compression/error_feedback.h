@@ -33,10 +33,13 @@ namespace asgd::compression {
 
 class ErrorFeedback {
  public:
-  // A residual of `size` zeros.
-  explicit ErrorFeedback(int64_t size);
+  // A residual of `size` zeros, for a vector made of `pieces` (Compressor::Encode: the
+  // tensor pieces of the part it stands for; empty for one piece). REQUIRES: pieces empty
+  // or each >= 1 and summing to size (checked at each Encode).
+  explicit ErrorFeedback(int64_t size, std::vector<int64_t> pieces = {});
 
-  // Encodes update + residual with compressor into *out and keeps the new residual.
+  // Encodes update + residual with compressor (and the pieces) into *out and keeps the new
+  // residual.
   // If sent is not empty it receives decode(*out) (size() elements), what the store will
   // apply. REQUIRES: update.size() == size() and compressor.contractive() (checked).
   void Encode(const Compressor& compressor, std::span<const float> update, Rng& rng, Encoded* out,
@@ -48,6 +51,7 @@ class ErrorFeedback {
   double ResidualNorm() const;
 
  private:
+  std::vector<int64_t> pieces_;
   std::vector<double> residual_;
   std::vector<float> corrected_;  // p_t as the compressor sees it
   std::vector<float> decoded_;

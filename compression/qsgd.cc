@@ -1,21 +1,31 @@
-// qsgd: s-level stochastic quantization with the vector's 2-norm (Alistarh, Grubic, Li,
+// qsgd: s-level stochastic quantization with a 2-norm per bucket (Alistarh, Grubic, Li,
 // Tomioka & Vojnovic 2017, "QSGD: Communication-Efficient SGD via Gradient Quantization
-// and Encoding", Q_s). Element i becomes norm * sign(x_i) * l / s, with l = floor(r) + 1
-// with probability r - floor(r), else floor(r), where r = |x_i| / norm * s: unbiased,
-// variance at most (norm / s)^2 / 4 per coordinate. Codes are bit-packed in 1 + bit_width(s)
-// bits (the paper's Elias coding is left out: fixed-width codes decode without branches).
+// and Encoding", Q_s, with the bucketing of its section 3.1 and experiments): the vector
+// is cut into buckets of d consecutive elements (the last may be shorter), and element i
+// of bucket b becomes norm_b * sign(x_i) * l / s, norm_b = ||x_b||_2, with l = floor(r) + 1
+// with probability r - floor(r), else floor(r), where r = |x_i| / norm_b * s: unbiased,
+// variance at most min(d / s^2, sqrt(d) / s) ||x_b||^2 per bucket (Lemma 3.1 with d for n),
+// where one norm for the whole part leaves min(n / s^2, sqrt(n) / s) ||x||^2, which grows
+// with the part. Codes are bit-packed in 1 + bit_width(s) bits (the paper's Elias coding is
+// left out: fixed-width codes decode without branches).
 // The rounding draws come from a LaneRng seeded by one draw of the caller's Rng, so that
 // a block of 64 elements is drawn, quantized and packed by vectorised loops
-// (quantize_blocks.h); the same seed gives the same encoding in every build.
-// With error feedback (contract) the norm field is ||x|| / (1 + w), w = (||x|| / s)^2
-// sum_i f_i (1 - f_i) / ||x||^2 the variance of this x's draw (f_i the fractional part of
-// r_i, computed from the same float r_i the encoder rounds; compressor.h): a contraction
-// with delta = 1 / (1 + w) >= 1 / (1 + min(n / s^2, sqrt(n) / s)). The levels drawn are the
-// same; only the decoded magnitude shrinks.
+// (quantize_blocks.h); the same seed gives the same encoding in every build. A bucket of a
+// multiple of 64 elements holds whole blocks, which then take one norm each; other sizes
+// give blocks across two buckets, whose elements take their own bucket's norm.
+// A bucket whose norm is positive but below s / FLT_MAX (every element under about
+// 10^-37) is sent as zeros with norm 0: s / norm would overflow float, and 0 * inf would
+// turn its zeros into NaN levels.
+// With error feedback (contract) each norm field is ||x_b|| / (1 + w_b), w_b = (||x_b|| /
+// s)^2 sum_{i in b} f_i (1 - f_i) / ||x_b||^2 the variance of this bucket's draw (f_i the
+// fractional part of r_i, computed from the same float r_i the encoder rounds;
+// compressor.h): a contraction with delta = min_b 1 / (1 + w_b) >= 1 / (1 + min(d / s^2,
+// sqrt(d) / s)). The levels drawn are the same; only the decoded magnitudes shrink.
 #include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "compression/bit_pack.h"
 #include "compression/builtin_compressors.h"
@@ -27,19 +37,36 @@ namespace {
 
 int CodeBits(uint32_t levels) { return 1 + std::bit_width(levels); }
 
+// ceil(n / d), without overflow.
+std::size_t Buckets(std::size_t n, std::size_t d) { return n / d + (n % d != 0 ? 1 : 0); }
+
 // The codes of the 64 elements at x from their draws u (quantize_blocks.h): the uniform of
-// element k is Uniform24(u[k]). min(top, r) rather than min(r, top): a
-// NaN r (from a NaN or infinite input, whose norm the decoder refuses anyway) becomes level
-// s instead of an undefined float-to-integer conversion.
+// element k is Uniform24(u[k]). min(top, r) rather than min(r, top): a NaN r (from a NaN or
+// infinite input, whose norm the decoder refuses anyway) becomes level s instead of an
+// undefined float-to-integer conversion.
 struct QsgdCodes {
-  float per_norm;
+  const float* per_norm;  // s / norm_b of each bucket (0 for a zero bucket)
+  RunCursor buckets;
   float top;
 
   template <typename Code>
-  void operator()(const float* x, const uint32_t* u, Code* codes) const {
+  void operator()(const float* x, const uint32_t* u, Code* codes, std::size_t first) {
+    std::size_t b;
+    std::size_t runs[kBlockCodes];
+    if (buckets.Block(first, &b, runs)) {
+      Quantize(x, u, codes, [p = per_norm[b]](int) { return p; });
+    } else {
+      alignas(64) float p[kBlockCodes];
+      for (int k = 0; k < kBlockCodes; ++k) p[k] = per_norm[runs[k]];
+      Quantize(x, u, codes, [&p](int k) { return p[k]; });
+    }
+  }
+
+  template <typename Code, typename PerNorm>
+  void Quantize(const float* x, const uint32_t* u, Code* codes, PerNorm per_norm_of) const {
     for (int k = 0; k < kBlockCodes; ++k) {
       const float uk = Uniform24(u[k]);
-      const float r = std::min(top, std::fabs(x[k]) * per_norm);
+      const float r = std::min(top, std::fabs(x[k]) * per_norm_of(k));
       const auto fl = static_cast<int32_t>(r);  // floor, as r >= 0
       const float frac = r - static_cast<float>(fl);
       // At most s: fl = s only when r = s, and then frac = 0.
@@ -52,45 +79,52 @@ struct QsgdCodes {
 
 class Qsgd final : public Compressor {
  public:
-  Qsgd(int levels, bool contract) : levels_(static_cast<uint32_t>(levels)), contract_(contract) {}
+  Qsgd(int levels, int64_t bucket, bool contract)
+      : levels_(static_cast<uint32_t>(levels)),
+        bucket_(static_cast<std::size_t>(bucket)),
+        contract_(contract) {}
   std::string_view Name() const override { return "qsgd"; }
   Encoding encoding() const override { return Encoding::kQsgd; }
   bool unbiased() const override { return !contract_; }
   bool contractive() const override { return contract_; }
 
-  void Encode(std::span<const float> x, Rng& rng, Encoded* out) const override {
-    ASGD_CHECK(!x.empty(), "qsgd of an empty vector");
-    // 32 partial sums in double: vectorisable without reassociating one sum, and enough
-    // independent additions to hide their latency. (Each square is exact in double.)
-    double lanes[32] = {};
-    std::size_t i = 0;
-    for (; i + 32 <= x.size(); i += 32) {
-      for (std::size_t j = 0; j < 32; ++j) lanes[j] += static_cast<double>(x[i + j]) * x[i + j];
-    }
-    for (; i < x.size(); ++i) lanes[0] += static_cast<double>(x[i]) * x[i];
-    double sq = 0;
-    for (double l : lanes) sq += l;
-    const auto norm = static_cast<float>(std::sqrt(sq));
+ protected:
+  void DoEncode(std::span<const float> x, std::span<const int64_t> /*pieces*/, Rng& rng,
+                Encoded* out) const override {
+    const std::size_t n = x.size();
+    const std::size_t buckets = Buckets(n, bucket_);
     const int bits = CodeBits(levels_);
-    ShapeFrames(out, Encoding::kQsgd, static_cast<int64_t>(x.size()),
-                {8, PackedWords(x.size(), bits) * 8});
-    const QsgdCodes q{norm > 0 ? static_cast<float>(levels_) / norm : 0.0f,
-                      static_cast<float>(levels_)};
-    float sent_norm = norm;
-    if (contract_ && norm > 0 && std::isfinite(norm)) {
-      // w = E||Q(x) - x||^2 / ||x||^2: element i is step * (floor(r_i) + Bernoulli(f_i)),
-      // variance step^2 f_i (1 - f_i), with r_i as QsgdCodes computes it.
-      double spread = 0;
-      for (float v : x) {
-        const float r = std::min(q.top, std::fabs(v) * q.per_norm);
-        const double f = static_cast<double>(r) - std::floor(static_cast<double>(r));
-        spread += f * (1 - f);
+    ShapeFrames(out, Encoding::kQsgd, static_cast<int64_t>(n),
+                {8 + 4 * buckets, PackedWords(n, bits) * 8});
+    std::byte* head = out->frames[0].data();
+    const auto bucket32 = static_cast<uint32_t>(bucket_);
+    std::memcpy(head, &levels_, 4);
+    std::memcpy(head + 4, &bucket32, 4);
+    const auto top = static_cast<float>(levels_);
+    std::vector<float> per_norm(buckets);
+    for (std::size_t b = 0; b < buckets; ++b) {
+      const std::span<const float> xb = x.subspan(b * bucket_, std::min(bucket_, n - b * bucket_));
+      const double sq = SumOfSquares(xb);
+      auto norm = static_cast<float>(std::sqrt(sq));
+      float pn = norm > 0 ? top / norm : 0.0f;
+      if (!std::isfinite(pn)) norm = pn = 0;  // below s / FLT_MAX (see above)
+      per_norm[b] = pn;
+      float sent = norm;
+      if (contract_ && pn > 0) {
+        // w_b = E||Q(x_b) - x_b||^2 / ||x_b||^2: element i is step * (floor(r_i) +
+        // Bernoulli(f_i)), variance step^2 f_i (1 - f_i), with r_i as QsgdCodes computes it.
+        double spread = 0;
+        for (float v : xb) {
+          const float r = std::min(top, std::fabs(v) * pn);
+          const double f = static_cast<double>(r) - std::floor(static_cast<double>(r));
+          spread += f * (1 - f);
+        }
+        const double step = static_cast<double>(norm) / levels_;
+        sent = static_cast<float>(norm / (1.0 + step * step * spread / sq));
       }
-      const double step = static_cast<double>(norm) / levels_;
-      sent_norm = static_cast<float>(norm / (1.0 + step * step * spread / sq));
+      std::memcpy(head + 8 + 4 * b, &sent, 4);
     }
-    std::memcpy(out->frames[0].data(), &sent_norm, 4);
-    std::memcpy(out->frames[0].data() + 4, &levels_, 4);
+    QsgdCodes q{per_norm.data(), RunCursor(n, bucket_), top};
     LaneRng gen(rng.NextU64());
     std::byte* codes = out->frames[1].data();
     const bool narrow =
@@ -100,6 +134,7 @@ class Qsgd final : public Compressor {
 
  private:
   uint32_t levels_;
+  std::size_t bucket_;
   bool contract_;
 };
 
@@ -122,10 +157,11 @@ float Value(uint32_t code, float step) {
 }
 
 // Codes of up to 8 bits, a block at a time: a first pass checks every code (so that a
-// refused push writes nothing), a second unpacks again and writes.
+// refused push writes nothing), a second unpacks again and writes, each element with its
+// bucket's step norm_b / s.
 template <int B>
-std::string DecodeNarrow(std::span<const std::byte> frame, uint32_t levels, float step,
-                         std::span<float> out) {
+std::string DecodeNarrow(std::span<const std::byte> frame, uint32_t levels,
+                         std::span<const float> steps, std::size_t bucket, std::span<float> out) {
   const auto top = static_cast<uint8_t>(levels);  // levels < 128 when codes fit 8 bits
   std::string problem;
   VisitBlocks<B>(frame, out.size(), [&](const uint8_t* c, std::size_t first, std::size_t m) {
@@ -148,11 +184,17 @@ std::string DecodeNarrow(std::span<const std::byte> frame, uint32_t levels, floa
   });
   if (!problem.empty()) return problem;
   float* o = out.data();
+  RunCursor buckets(out.size(), bucket);
   VisitBlocks<B>(frame, out.size(), [&](const uint8_t* c, std::size_t first, std::size_t m) {
-    if (m == kBlockCodes) {
+    std::size_t b;
+    std::size_t runs[kBlockCodes];
+    if (!buckets.Block(first, &b, runs)) {
+      for (std::size_t k = 0; k < m; ++k) o[first + k] = Value(c[k], steps[runs[k]]);
+    } else if (m == kBlockCodes) {
+      const float step = steps[b];
       for (int k = 0; k < kBlockCodes; ++k) o[first + k] = Value(c[k], step);
     } else {
-      for (std::size_t k = 0; k < m; ++k) o[first + k] = Value(c[k], step);
+      for (std::size_t k = 0; k < m; ++k) o[first + k] = Value(c[k], steps[b]);
     }
     return true;
   });
@@ -161,41 +203,66 @@ std::string DecodeNarrow(std::span<const std::byte> frame, uint32_t levels, floa
 
 }  // namespace
 
-std::unique_ptr<Compressor> NewQsgd(int levels, bool contract) {
-  return std::make_unique<Qsgd>(levels, contract);
+std::unique_ptr<Compressor> NewQsgd(int levels, int64_t bucket, bool contract) {
+  return std::make_unique<Qsgd>(levels, bucket, contract);
 }
 
 std::string DecodeQsgd(Frames frames, std::span<float> out) {
   using ::asgd::internal::StrCat;
-  if (std::string e = CheckShape("qsgd", frames, 8); !e.empty()) return e;
-  const auto norm = Load<float>(frames[0], 0);
-  const auto levels = Load<uint32_t>(frames[0], 4);
-  if (std::string e = CheckScale("qsgd", "norm", norm); !e.empty()) return e;
+  if (std::string e = CheckShape("qsgd", frames, 0); !e.empty()) return e;
+  if (frames[0].size() < 8) {
+    return StrCat("qsgd norm frame has ", frames[0].size(), " bytes, expected s, d and the norms");
+  }
+  const auto levels = Load<uint32_t>(frames[0], 0);
+  const auto bucket = Load<uint32_t>(frames[0], 4);
   if (levels == 0 || levels > kMaxQsgdLevels) {
     return StrCat("qsgd levels s = ", levels, ", expected 1 to ", kMaxQsgdLevels);
   }
-  const int bits = CodeBits(levels);
-  const std::size_t want = PackedWords(out.size(), bits) * 8;
-  if (frames[1].size() != want) {
-    return StrCat("qsgd code frame has ", frames[1].size(), " bytes, expected ", want, " for ",
-                  out.size(), " elements of ", bits, " bits");
+  if (bucket == 0) return "qsgd bucket d = 0, expected at least 1";
+  const std::size_t n = out.size();
+  const std::size_t buckets = Buckets(n, bucket);
+  if (frames[0].size() != 8 + 4 * buckets) {
+    return StrCat("qsgd norm frame has ", frames[0].size(), " bytes, expected ", 8 + 4 * buckets,
+                  " (s, d and ", buckets, " norms for ", n, " elements in buckets of ", bucket,
+                  ")");
   }
-  const float step = norm / static_cast<float>(levels);
+  std::vector<float> steps(buckets);
+  for (std::size_t b = 0; b < buckets; ++b) {
+    const auto norm = Load<float>(frames[0], 8 + 4 * b);
+    if (!(std::isfinite(norm) && norm >= 0)) {
+      return StrCat("qsgd norm of bucket ", b, " = ", norm, ", expected a finite value >= 0");
+    }
+    steps[b] = norm / static_cast<float>(levels);
+  }
+  const int bits = CodeBits(levels);
+  const std::size_t want = PackedWords(n, bits) * 8;
+  if (frames[1].size() != want) {
+    return StrCat("qsgd code frame has ", frames[1].size(), " bytes, expected ", want, " for ", n,
+                  " elements of ", bits, " bits");
+  }
   std::string problem;
   if (WithNarrowWidth(bits, [&](auto b) {
-        problem = DecodeNarrow<decltype(b)::value>(frames[1], levels, step, out);
+        problem = DecodeNarrow<decltype(b)::value>(frames[1], levels, steps, bucket, out);
       })) {
     return problem;
   }
   // Checked in a first pass so that a refused push writes nothing.
   BitReader check(frames[1].data(), bits);
-  for (std::size_t i = 0; i < out.size(); ++i) {
+  for (std::size_t i = 0; i < n; ++i) {
     const uint64_t code = check.Get();
     if (!ValidCode(code, levels)) return BadCode(i, code, levels);
   }
   if (!check.RestIsZero()) return kBadPadding;
   BitReader r(frames[1].data(), bits);
-  for (float& v : out) v = Value(static_cast<uint32_t>(r.Get()), step);
+  std::size_t b = 0, left = bucket;
+  for (float& v : out) {
+    if (left == 0) {
+      ++b;
+      left = bucket;
+    }
+    v = Value(static_cast<uint32_t>(r.Get()), steps[b]);
+    --left;
+  }
   return {};
 }
 

@@ -26,7 +26,9 @@ class Sign final : public Compressor {
   // ||C(x) - x||^2 = ||x||^2 - ||x||_1^2 / n: delta = ||x||_1^2 / (n ||x||^2) >= 1 / n.
   bool contractive() const override { return true; }
 
-  void Encode(std::span<const float> x, Rng& /*rng*/, Encoded* out) const override {
+ protected:
+  void DoEncode(std::span<const float> x, std::span<const int64_t> /*pieces*/, Rng& /*rng*/,
+                Encoded* out) const override {
     ASGD_CHECK(!x.empty(), "sign of an empty vector");
     const std::size_t n = x.size();
     ShapeFrames(out, Encoding::kSign, static_cast<int64_t>(n), {4, PackedWords(n, 1) * 8});

@@ -69,7 +69,9 @@ class TopK final : public Compressor {
   bool unbiased() const override { return false; }
   bool contractive() const override { return true; }  // delta = k / n
 
-  void Encode(std::span<const float> x, Rng& /*rng*/, Encoded* out) const override {
+ protected:
+  void DoEncode(std::span<const float> x, std::span<const int64_t> /*pieces*/, Rng& /*rng*/,
+                Encoded* out) const override {
     const auto n = static_cast<int64_t>(x.size());
     ASGD_CHECK(n >= 1 && n <= int64_t{UINT32_MAX}, "topk of ", n, " elements");
     const int64_t k = SparseK(ratio_, n);

@@ -480,7 +480,7 @@ DecodeError DecodeHeader(std::span<const std::byte> frame, Header* out) {
   return {};
 }
 
-uint64_t MaxEncodedBytes(uint64_t count) { return 8 * count + 8; }
+uint64_t MaxEncodedBytes(uint64_t count) { return 9 * count + 16; }
 
 DecodeError CheckPayloadFrames(const Header& h, std::span<const std::size_t> frame_sizes,
                                uint64_t max_payload_bytes) {

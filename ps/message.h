@@ -243,8 +243,10 @@ DecodeError CheckPayloadFrames(const Header& h, std::span<const std::size_t> fra
 // [offset, offset + count) inside [0, shard_size).
 DecodeError CheckRequestForShard(const Header& h, uint32_t shard, uint64_t shard_size);
 
-// The most bytes a compressed encoding of count elements may take (sparse pairs at
-// k = count: 8 bytes per element, plus a scale frame).
+// The most bytes a compressed encoding of count elements may take: 9 count + 16, above
+// each form's largest (compression/compressor.h): sparse pairs at k = count, 8 count;
+// terngrad with a piece per element, 4 + 8 count (the piece table) + 2 bits per element
+// in whole words; qsgd with buckets of 1, 8 + 4 count (the norms) + 17 bits per element.
 uint64_t MaxEncodedBytes(uint64_t count);
 
 // Bytes per element of dtype (0 for kNone and unknown values).

@@ -159,7 +159,8 @@ int RunTrainingWorkerRole(const Config& config, const RoleRequest& request, std:
   };
   hooks.ending = [&] { return stop.load(); };
   const std::unique_ptr<alg::ParamClient> client =
-      CompressPushes(std::move(ps_client), s.problem.plan.compression, s.problem.plan.seed, w);
+      CompressPushes(std::move(ps_client), s.problem.plan.compression, s.problem.plan.seed, w,
+                     s.problem.model->layout().tensors());
   const WorkerOutcome outcome = loop.Run(*client, hooks);
   finished.store(true);
   reporter.join();

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <fstream>
 #include <sstream>
 
@@ -16,9 +17,15 @@ namespace po = boost::program_options;
 
 namespace {
 
+// A bound as a user would write it: whole numbers in full (1048576, not 1.04858e+06, whose
+// rounding hid the limit), others with the stream's 6 significant digits.
 std::string FormatNumber(double v) {
   std::ostringstream os;
-  os << v;
+  if (v == std::floor(v) && std::fabs(v) < 0x1p53) {
+    os << static_cast<int64_t>(v);
+  } else {
+    os << v;
+  }
   return os.str();
 }
 

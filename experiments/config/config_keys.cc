@@ -435,6 +435,15 @@ Schema BuildSchema() {
             "fraction"));
   s.Add(Int("compression.levels", 15, 1, compression::kMaxQsgdLevels,
             "qsgd: s, the quantization levels; codes take 1 + bit_width(s) bits", "levels"));
+  s.Add(Int("compression.bucket", 512, 1, static_cast<double>(compression::kMaxQsgdBucket),
+            "qsgd: d, each bucket of d consecutive elements of a pushed part is quantized with "
+            "its own 2-norm (4 bytes each); 512 as in Alistarh et al. 2017's experiments; a "
+            "bucket at least the part's size (1073741824 for any) is one norm per part",
+            "elements"));
+  s.Add(Num("compression.clip", "2.5", 0, false, std::nullopt, false,
+            "terngrad: c, each element is clipped to [-c sigma, c sigma] before ternarizing, "
+            "sigma the root mean square of its tensor's piece of the pushed part; 2.5 as in "
+            "Wen et al. 2017; 0 = no clipping (then unbiased)"));
   s.Add(Bool("compression.error_feedback", false,
              "each worker keeps what compression left out of a push and adds it to its next "
              "update (Seide et al. 2014; Karimireddy et al. 2019); convergence.csv then gains "

@@ -196,6 +196,8 @@ compression::CompressionOptions BuildCompressionOptions(const Config& config) {
   o.name = config.String("compression.name");
   o.ratio = config.Double("compression.ratio");
   o.levels = static_cast<int>(config.Int("compression.levels"));
+  o.bucket = config.Int("compression.bucket");
+  o.clip = config.Double("compression.clip");
   o.error_feedback = config.Bool("compression.error_feedback");
   compression::NewCompressor(o);  // its checks, naming the key
   if (o.name == "none") return o;

@@ -55,7 +55,8 @@ int64_t ChunkBytes(const Config& config);
 // [compression], checked against the strategy: ConfigError naming compression.name when
 // the strategy pushes something compression would destroy (Strategy::supports_compression)
 // or takes only some compressors (Strategy::compressors: signsgd_vote, sign only), or the
-// run is simulated (cluster.transport = sim), and the compressor's own checks (compression.ratio, levels, error_feedback with none).
+// run is simulated (cluster.transport = sim), and the compressor's own checks
+// (compression.ratio, levels, bucket, clip, error_feedback with none).
 compression::CompressionOptions BuildCompressionOptions(const Config& config);
 
 // The algorithm.* keys the config sets (file or --set) that its strategy does not read

@@ -51,9 +51,9 @@ class ThreadRun {
       if (delay_) ws.after_gradient = InjectedDelay(delay_.get(), clock, w);
       loops_.push_back(std::make_unique<WorkerLoop>(std::move(ws)));
       const alg::CompressingClient* compressing = nullptr;
-      clients_.push_back(
-          CompressPushes(store.NewClient(static_cast<uint32_t>(w), tp::Role::kWorker),
-                         plan.compression, plan.seed, w, &compressing));
+      clients_.push_back(CompressPushes(
+          store.NewClient(static_cast<uint32_t>(w), tp::Role::kWorker), plan.compression, plan.seed,
+          w, problem.model->layout().tensors(), &compressing));
       compressing_.push_back(compressing);
     }
   }

@@ -93,9 +93,9 @@ class SimRun {
         centre_(static_cast<std::size_t>(problem.n_params)) {
     for (int w = 0; w < problem.plan.workers; ++w) {
       const alg::CompressingClient* compressing = nullptr;
-      clients_.push_back(
-          CompressPushes(store.NewClient(static_cast<uint32_t>(w), tp::Role::kWorker),
-                         problem.plan.compression, problem.plan.seed, w, &compressing));
+      clients_.push_back(CompressPushes(
+          store.NewClient(static_cast<uint32_t>(w), tp::Role::kWorker), problem.plan.compression,
+          problem.plan.seed, w, problem.model->layout().tensors(), &compressing));
       compressing_.push_back(compressing);
     }
   }

@@ -146,13 +146,14 @@ std::string DescribeNonFiniteLoss(const NonFiniteLoss& f) {
 std::unique_ptr<alg::ParamClient> CompressPushes(std::unique_ptr<alg::ParamClient> client,
                                                  const compression::CompressionOptions& options,
                                                  uint64_t seed, int worker,
+                                                 std::span<const TensorSpec> tensors,
                                                  const alg::CompressingClient** compressing) {
   if (compressing != nullptr) *compressing = nullptr;
   std::shared_ptr<const compression::Compressor> compressor = compression::NewCompressor(options);
   if (compressor == nullptr) return client;
   auto wrapped = std::make_unique<alg::CompressingClient>(
       std::move(client), std::move(compressor), options.error_feedback,
-      DeriveSeed(seed, "compression", static_cast<uint64_t>(worker)));
+      DeriveSeed(seed, "compression", static_cast<uint64_t>(worker)), tensors);
   if (compressing != nullptr) *compressing = wrapped.get();
   return wrapped;
 }

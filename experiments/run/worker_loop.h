@@ -86,11 +86,13 @@ struct WorkerSetup {
 
 // The worker's client with [compression] applied: `client` itself for name = none, else
 // a CompressingClient over it (algorithms/compressing_client.h) whose stochastic
-// compressors draw from DeriveSeed(seed, "compression", worker). *compressing (if not
-// null) is set to the wrapper, or null.
+// compressors draw from DeriveSeed(seed, "compression", worker) and encode each part with
+// its pieces of the model's `tensors` (ParamLayout::tensors()). *compressing (if not null)
+// is set to the wrapper, or null.
 std::unique_ptr<algorithms::ParamClient> CompressPushes(
     std::unique_ptr<algorithms::ParamClient> client, const compression::CompressionOptions& options,
-    uint64_t seed, int worker, const algorithms::CompressingClient** compressing = nullptr);
+    uint64_t seed, int worker, std::span<const TensorSpec> tensors,
+    const algorithms::CompressingClient** compressing = nullptr);
 // The error-feedback residual of all workers: sqrt(sum of ResidualNorm()^2) over the
 // clients that compress (null entries are skipped); convergence.csv's ef_residual_norm.
 double ResidualNorm(std::span<const algorithms::CompressingClient* const> clients);

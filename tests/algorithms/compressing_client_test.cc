@@ -4,12 +4,16 @@
 #include "algorithms/compressing_client.h"
 
 #include <cmath>
+#include <cstring>
+#include <initializer_list>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "algorithms/memory_store.h"
+#include "core/error.h"
 #include "core/rng.h"
 #include "ps/server_rule.h"
 #include "tests/algorithms/strategy_harness.h"
@@ -135,6 +139,89 @@ TEST(CompressingClient, NonFiniteUpdateIsRefusedAsADensePushAndLeavesTheResidual
   EXPECT_EQ(store.values(), values);
   EXPECT_EQ(client.ResidualNorm(), residual);
   EXPECT_EQ(store.version(), 1u);
+}
+
+std::vector<TensorSpec> Tensors(std::initializer_list<int64_t> sizes) {
+  std::vector<TensorSpec> tensors;
+  int64_t at = 0;
+  for (int64_t n : sizes) {
+    tensors.push_back(TensorSpec{"t" + std::to_string(tensors.size()), {n}, at, n});
+    at += n;
+  }
+  return tensors;
+}
+
+// A part's tensor pieces: each range cut where a tensor ends, consecutive pieces of one
+// tensor joined, in the part's order.
+TEST(TensorPieces, CutRangesAtTensorBoundsAndJoinATensorsConsecutivePieces) {
+  const std::vector<TensorSpec> t = Tensors({10, 15, 5});  // [0, 10) [10, 25) [25, 30)
+  using P = std::vector<int64_t>;
+  EXPECT_EQ(TensorPieces(std::vector<Range>{{0, 30}}, t), (P{10, 15, 5}));
+  EXPECT_EQ(TensorPieces(std::vector<Range>{{5, 10}}, t), (P{5, 5}));
+  EXPECT_EQ(TensorPieces(std::vector<Range>{{12, 3}}, t), (P{3}));
+  // Two ranges meeting inside tensor 1 join; tensor 2's piece follows.
+  EXPECT_EQ(TensorPieces(std::vector<Range>{{20, 2}, {24, 3}}, t), (P{3, 2}));
+  // Interleaved: tensor 0, tensor 1, tensor 0 again are three pieces.
+  EXPECT_EQ(TensorPieces(std::vector<Range>{{0, 3}, {12, 2}, {5, 2}}, t), (P{3, 2, 2}));
+  EXPECT_EQ(TensorPieces(std::vector<Range>{{29, 1}}, t), (P{1}));
+  EXPECT_EQ(TensorPieces(std::vector<Range>{{0, 30}}, {}), P{});
+  EXPECT_THROW(TensorPieces(std::vector<Range>{{25, 6}}, t), InvariantError);
+}
+
+// Below the compressor: a store split in two parts that cut tensor 1 (of [0, 20) [20, 47)
+// [47, 67)), decoding each part.
+class TwoParts final : public ParamClientWrapper {
+ public:
+  explicit TwoParts(std::unique_ptr<ParamClient> target) : ParamClientWrapper(std::move(target)) {}
+  std::vector<PushPart> PushParts() const override {
+    return {PushPart{{{0, 30}}, 30}, PushPart{{{30, 37}}, 37}};
+  }
+  std::vector<compression::Encoded> last;
+
+ protected:
+  Status DoPushEncoded(std::span<const compression::Encoded> parts, std::span<float> /*out*/,
+                       int64_t /*step*/) override {
+    last.assign(parts.begin(), parts.end());
+    return Status::Ok();
+  }
+};
+
+// With the model's tensors, each part is encoded in its tensor pieces: terngrad sends a
+// scale per piece of each part (tensor 1 split between the parts has a piece in each),
+// with and without error feedback.
+TEST(CompressingClient, EncodesEachPartInItsTensorPieces) {
+  const std::vector<TensorSpec> tensors = Tensors({20, 27, 20});
+  for (const bool error_feedback : {false, true}) {
+    MemoryStore store(std::vector<float>(kSize, 0.0f), transport::NewAddRule());
+    auto parts = std::make_unique<TwoParts>(std::make_unique<MemoryClient>(&store, 0));
+    TwoParts* below = parts.get();
+    CompressingClient client(std::move(parts), Make("terngrad", error_feedback), error_feedback, 1,
+                             tensors);
+    EXPECT_EQ(std::vector<int64_t>(client.pieces(0).begin(), client.pieces(0).end()),
+              (std::vector<int64_t>{20, 10}));
+    EXPECT_EQ(std::vector<int64_t>(client.pieces(1).begin(), client.pieces(1).end()),
+              (std::vector<int64_t>{17, 20}));
+    // Piece magnitudes 1, 100, 100, 0.01: each piece's scale is its own.
+    std::vector<float> x(kSize);
+    for (int i = 0; i < kSize; ++i) {
+      const float mag = i < 20 ? 1.0f : i < 47 ? 100.0f : 0.01f;
+      x[i] = i % 2 ? mag : -mag;
+    }
+    ASSERT_TRUE(client.Push(x, 0).ok());
+    ASSERT_EQ(below->last.size(), 2u);
+    const std::vector<std::vector<float>> scales = {{1, 100}, {100, 0.01f}};
+    for (std::size_t p = 0; p < 2; ++p) {
+      const compression::Encoded& e = below->last[p];
+      uint32_t m;
+      std::memcpy(&m, e.frames[0].data(), 4);
+      ASSERT_EQ(m, 2u);
+      for (std::size_t j = 0; j < 2; ++j) {
+        float scale;
+        std::memcpy(&scale, e.frames[0].data() + 4 + 8 + 4 * j, 4);
+        EXPECT_FLOAT_EQ(scale, scales[p][j]) << "part " << p << " piece " << j;
+      }
+    }
+  }
 }
 
 // topk keeping every element is exact, so every strategy that takes compression must end

@@ -80,15 +80,16 @@ TEST(ErrorFeedback, ResidualIsWhatTheLastPushLeftOut) {
   EXPECT_DOUBLE_EQ(ef.ResidualNorm(), 0.5);
 }
 
-
 // The contraction every compressor promises under error feedback: E||C(x) - x||^2 <=
 // (1 - delta) ||x||^2 for every x of n elements, written out here from each method's own
 // analysis so that the test does not take it from the code it checks.
 //   topk, randk (unscaled under feedback):  delta = k / n
 //   sign, ||x||_1 / n * sign(x):             delta = ||x||_1^2 / (n ||x||^2) >= 1 / n
-//   qsgd, terngrad scaled by 1 / (1 + w):    delta = 1 / (1 + w), w their worst variance
-//     qsgd (Alistarh et al. 2017, Lemma 3.1): w = min(n / s^2, sqrt(n) / s)
-//     terngrad: s ||x||_1 - ||x||^2 <= (sqrt(n) - 1) / 2 * ||x||^2 (s = max |x_i|)
+//   qsgd, each bucket of d scaled by 1 / (1 + w_b): delta = 1 / (1 + w), w the worst
+//     variance of a bucket (Alistarh et al. 2017, Lemma 3.1): min(d / s^2, sqrt(d) / s)
+//   terngrad, each piece of m scaled to minimise the error: delta >= min(1, c^2 / m) 2 /
+//     (1 + sqrt(m)) (compression/terngrad.cc; without clipping the first factor is 1:
+//     s ||x||_1 - ||x||^2 <= (sqrt(m) - 1) / 2 * ||x||^2 for s = max |x_i|)
 double Delta(const CompressionOptions& o, int64_t n) {
   const auto dn = static_cast<double>(n);
   if (o.name == "topk" || o.name == "randk") {
@@ -98,9 +99,13 @@ double Delta(const CompressionOptions& o, int64_t n) {
   if (o.name == "sign") return 1 / dn;
   if (o.name == "qsgd") {
     const double s = o.levels;
-    return 1 / (1 + std::min(dn / (s * s), std::sqrt(dn) / s));
+    const double d = std::min(dn, static_cast<double>(o.bucket));
+    return 1 / (1 + std::min(d / (s * s), std::sqrt(d) / s));
   }
-  if (o.name == "terngrad") return 1 / (1 + (std::sqrt(dn) - 1) / 2);
+  if (o.name == "terngrad") {
+    const double clipped = o.clip > 0 ? std::min(1.0, o.clip * o.clip / dn) : 1;
+    return clipped * 2 / (1 + std::sqrt(dn));
+  }
   ADD_FAILURE() << "no contraction known for " << o.name;
   return 0;
 }
@@ -116,18 +121,36 @@ double Delta(const CompressionOptions& o, int64_t n) {
 TEST(ErrorFeedback, ResidualStaysBoundedForEveryAcceptedCompressor) {
   constexpr int64_t kN = 10000;
   constexpr int kSteps = 300;
-  // Every compressor, at the ratios and levels that change its contraction.
+  // Every compressor, at the ratios, levels, buckets and clipping that change its
+  // contraction.
+  struct Setting {
+    double ratio = 0.01;
+    int levels = 15;
+    int64_t bucket = 512;
+    double clip = 2.5;
+  };
   std::vector<CompressionOptions> combos;
   for (const std::string& name : CompressorNames()) {
     if (name == "none") continue;
-    std::vector<std::pair<double, int>> settings = {{0.01, 15}};
-    if (name == "topk" || name == "randk") settings = {{0.01, 15}, {0.1, 15}, {1.0, 15}};
-    if (name == "qsgd") settings = {{0.01, 1}, {0.01, 4}, {0.01, 15}, {0.01, 255}};
-    for (const auto& [ratio, levels] : settings) {
+    std::vector<Setting> settings = {{}};
+    if (name == "topk" || name == "randk") settings = {{0.01}, {0.1}, {1.0}};
+    if (name == "qsgd") {
+      settings = {{0.01, 1},
+                  {0.01, 4},
+                  {0.01, 15},
+                  {0.01, 255},
+                  {0.01, 15, 100},
+                  {0.01, 1, kMaxQsgdBucket},
+                  {0.01, 15, kMaxQsgdBucket}};
+    }
+    if (name == "terngrad") settings = {{0.01, 15, 512, 2.5}, {0.01, 15, 512, 0}};
+    for (const Setting& setting : settings) {
       CompressionOptions o;
       o.name = name;
-      o.ratio = ratio;
-      o.levels = levels;
+      o.ratio = setting.ratio;
+      o.levels = setting.levels;
+      o.bucket = setting.bucket;
+      o.clip = setting.clip;
       o.error_feedback = true;
       combos.push_back(o);
     }
@@ -147,7 +170,8 @@ TEST(ErrorFeedback, ResidualStaysBoundedForEveryAcceptedCompressor) {
     // keeps its direction, where what is left out piles up).
     for (const bool drift : {false, true}) {
       SCOPED_TRACE(o.name + " ratio " + std::to_string(o.ratio) + " levels " +
-                   std::to_string(o.levels) + (drift ? " drift" : " gaussian"));
+                   std::to_string(o.levels) + " bucket " + std::to_string(o.bucket) + " clip " +
+                   std::to_string(o.clip) + (drift ? " drift" : " gaussian"));
       Rng data(17), draws(DeriveSeed(3, o.name));
       std::vector<float> mean(kN, 0.0f), x(kN);
       if (drift) {
@@ -183,7 +207,8 @@ TEST(ErrorFeedback, ResidualStaysBoundedForEveryAcceptedCompressor) {
 // The residual enters the next encoding: with e_1 from a first push, the second push
 // encodes exactly float(x_2 + e_1), frame for frame, as the compressor alone would with
 // the same draws. (sent + residual = input holds for any compressor, even one that
-// ignored the residual; this does not.) qsgd, whose norm is taken of p_t, first.
+// ignored the residual; this does not.) qsgd, whose norm is taken of p_t, first. The
+// vector is in two pieces, which the encodings take (terngrad a scale each).
 TEST(ErrorFeedback, TheResidualIsPartOfTheNextEncoding) {
   constexpr std::size_t kN = 67;
   for (const std::string name : {"qsgd", "topk", "randk", "sign", "terngrad"}) {
@@ -194,7 +219,8 @@ TEST(ErrorFeedback, TheResidualIsPartOfTheNextEncoding) {
     o.levels = 4;
     o.error_feedback = true;
     std::unique_ptr<Compressor> c = NewCompressor(o);
-    ErrorFeedback ef(kN);
+    const std::vector<int64_t> pieces = {30, 37};
+    ErrorFeedback ef(kN, pieces);
     Rng data(8), draws(DeriveSeed(2, name));
     Encoded e;
     ef.Encode(*c, GridUpdate(kN, data), draws, &e);
@@ -208,7 +234,7 @@ TEST(ErrorFeedback, TheResidualIsPartOfTheNextEncoding) {
       }
       Rng same = draws;
       Encoded want;
-      c->Encode(p, same, &want);
+      c->Encode(p, same, &want, pieces);
       ef.Encode(*c, x2, draws, &e);
       ASSERT_EQ(e.frames.size(), want.frames.size());
       for (std::size_t f = 0; f < e.frames.size(); ++f) {

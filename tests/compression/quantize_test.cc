@@ -6,6 +6,9 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <iterator>
+#include <limits>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -63,10 +66,13 @@ std::vector<float> RandomVector(std::size_t n, uint64_t seed) {
   return x;
 }
 
-std::unique_ptr<Compressor> Make(const std::string& name, int levels = 15) {
+std::unique_ptr<Compressor> Make(const std::string& name, int levels = 15, int64_t bucket = 512,
+                                 double clip = 2.5) {
   CompressionOptions o;
   o.name = name;
   o.levels = levels;
+  o.bucket = bucket;
+  o.clip = clip;
   return NewCompressor(o);
 }
 
@@ -76,16 +82,29 @@ std::vector<std::byte> Bytes(const std::vector<uint64_t>& words) {
   return b;
 }
 
-// qsgd's frames by the definition, with the norm the encoder sent (its summation order is
-// the encoder's business; the norm is checked against a double sum apart).
-std::vector<std::byte> ReferenceQsgd(std::span<const float> x, uint32_t s, float norm,
-                                     uint64_t seed) {
+float LoadFloat(const std::vector<std::byte>& frame, std::size_t at) {
+  float v;
+  std::memcpy(&v, frame.data() + at, 4);
+  return v;
+}
+uint32_t LoadU32(const std::vector<std::byte>& frame, std::size_t at) {
+  uint32_t v;
+  std::memcpy(&v, frame.data() + at, 4);
+  return v;
+}
+
+// qsgd's code frame by the definition, with the norms the encoder sent (its summation order
+// is the encoder's business; the norms are checked against double sums apart): element i
+// of bucket b = i / d rounds |x_i| * (s / norm_b).
+std::vector<std::byte> ReferenceQsgd(std::span<const float> x, uint32_t s, std::size_t d,
+                                     std::span<const float> norms, uint64_t seed) {
   auto lanes = Lanes(seed);
   const int bits = 1 + std::bit_width(s);
   std::vector<uint64_t> words(PackedWords(x.size(), bits));
   BitWriter w(words.data(), bits);
-  const float per_norm = norm > 0 ? static_cast<float>(s) / norm : 0.0f;
   for (std::size_t i = 0; i < x.size(); ++i) {
+    const float norm = norms[i / d];
+    const float per_norm = norm > 0 ? static_cast<float>(s) / norm : 0.0f;
     const float u = Uniform(lanes, i);
     const float r = std::min(static_cast<float>(s), std::fabs(x[i]) * per_norm);
     const float fl = std::floor(r);
@@ -96,19 +115,48 @@ std::vector<std::byte> ReferenceQsgd(std::span<const float> x, uint32_t s, float
   return Bytes(words);
 }
 
-std::vector<std::byte> ReferenceTernGrad(std::span<const float> x, uint64_t seed) {
+// terngrad's frames by the definition (terngrad.cc): per piece, sigma = sqrt(sum x^2 / m)
+// in double, the bound c sigma rounded to float, the scale max min(|x_i|, bound), then
+// keep element i with probability min(|x_i|, bound) / scale.
+std::vector<std::vector<std::byte>> ReferenceTernGrad(std::span<const float> x,
+                                                      std::span<const int64_t> pieces, double clip,
+                                                      uint64_t seed) {
+  std::vector<int64_t> p(pieces.begin(), pieces.end());
+  if (p.empty()) p.push_back(static_cast<int64_t>(x.size()));
+  const std::size_t m = p.size();
+  std::vector<std::byte> head(4 + 8 * m);
+  const auto m32 = static_cast<uint32_t>(m);
+  std::memcpy(head.data(), &m32, 4);
+  std::vector<float> bound(x.size()), inv(x.size());
+  std::size_t at = 0;
+  for (std::size_t j = 0; j < m; ++j) {
+    const auto len = static_cast<std::size_t>(p[j]);
+    double sq = 0;
+    for (std::size_t i = at; i < at + len; ++i) sq += double{x[i]} * x[i];
+    const float b = clip > 0 ? static_cast<float>(clip * std::sqrt(sq / static_cast<double>(len)))
+                             : std::numeric_limits<float>::infinity();
+    float scale = 0;
+    for (std::size_t i = at; i < at + len; ++i)
+      scale = std::max(scale, std::min(std::fabs(x[i]), b));
+    for (std::size_t i = at; i < at + len; ++i) {
+      bound[i] = b;
+      inv[i] = scale > 0 ? 1.0f / scale : 0.0f;
+    }
+    const auto count = static_cast<uint32_t>(len);
+    std::memcpy(head.data() + 4 + 4 * j, &count, 4);
+    std::memcpy(head.data() + 4 + 4 * m + 4 * j, &scale, 4);
+    at += len;
+  }
   auto lanes = Lanes(seed);
-  float scale = 0;
-  for (float v : x) scale = std::max(scale, std::fabs(v));
   std::vector<uint64_t> words(PackedWords(x.size(), 2));
   BitWriter w(words.data(), 2);
   for (std::size_t i = 0; i < x.size(); ++i) {
     const float u = Uniform(lanes, i);
-    const bool keep = u < std::fabs(x[i]) * (scale > 0 ? 1.0f / scale : 0.0f);
+    const bool keep = u < std::min(std::fabs(x[i]), bound[i]) * inv[i];
     w.Put(!keep ? 0 : x[i] < 0 ? 2 : 1);
   }
   w.Finish();
-  return Bytes(words);
+  return {head, Bytes(words)};
 }
 
 // Lengths around the 64-element blocks and the 64-bit words, for every tail position.
@@ -117,6 +165,22 @@ std::vector<std::size_t> Lengths() {
   for (std::size_t i = 1; i <= 130; ++i) n.push_back(i);
   for (std::size_t i : {191, 192, 193, 255, 256, 257, 1000, 4097}) n.push_back(i);
   return n;
+}
+
+// Piece lengths summing to n: none (one piece), ones (a piece per element, every block
+// mixed), and pieces of 1 to 150 elements (blocks inside one piece and across several).
+std::vector<std::vector<int64_t>> PieceSplits(std::size_t n, uint64_t seed) {
+  std::vector<std::vector<int64_t>> splits = {{}};
+  splits.emplace_back(n, 1);
+  Rng rng(seed);
+  std::vector<int64_t> random;
+  for (std::size_t left = n; left > 0;) {
+    const auto len = std::min<std::size_t>(left, 1 + rng.UniformInt(150));
+    random.push_back(static_cast<int64_t>(len));
+    left -= len;
+  }
+  splits.push_back(random);
+  return splits;
 }
 
 TEST(LaneRng, IsSixteenXoshiro128StarStarLanes) {
@@ -130,95 +194,159 @@ TEST(LaneRng, IsSixteenXoshiro128StarStarLanes) {
   }
 }
 
-TEST(Quantize, QsgdEqualsTheReferenceAtEveryLengthAndWidth) {
-  for (int levels : {1, 2, 3, 7, 15, 16, 127, 128, 255, 32768}) {
-    auto c = Make("qsgd", levels);
-    for (std::size_t n : Lengths()) {
-      const std::vector<float> x = RandomVector(n, n);
-      Rng rng(n * 31 + levels), seeds = rng;
-      Encoded e;
-      c->Encode(x, rng, &e);
-      float norm;
-      std::memcpy(&norm, e.frames[0].data(), 4);
-      double sq = 0;
-      for (float v : x) sq += double{v} * v;
-      ASSERT_NEAR(norm, std::sqrt(sq), 1e-6 * std::sqrt(sq));
-      ASSERT_EQ(e.frames[1], ReferenceQsgd(x, levels, norm, seeds.NextU64()))
-          << "s = " << levels << ", n = " << n;
+// Every width at the default bucket and one bucket per vector; a few widths at buckets that
+// are multiples of 64 (blocks inside a bucket), that are not (blocks across buckets), and
+// of one element.
+TEST(Quantize, QsgdEqualsTheReferenceAtEveryLengthWidthAndBucket) {
+  std::vector<std::pair<int64_t, std::vector<int>>> cases;
+  const std::vector<int> every = {1, 2, 3, 7, 15, 16, 127, 128, 255, 32768};
+  const std::vector<int> some = {1, 15, 255, 32768};
+  cases.emplace_back(512, every);
+  cases.emplace_back(kMaxQsgdBucket, every);
+  for (int64_t d : {1, 7, 64, 100, 128, 130}) cases.emplace_back(d, some);
+  for (const auto& [d, widths] : cases) {
+    for (int levels : widths) {
+      auto c = Make("qsgd", levels, d);
+      for (std::size_t n : Lengths()) {
+        const std::vector<float> x = RandomVector(n, n);
+        Rng rng(n * 31 + static_cast<uint64_t>(levels)), seeds = rng;
+        Encoded e;
+        c->Encode(x, rng, &e);
+        const auto du = static_cast<std::size_t>(d);
+        const std::size_t buckets = (n + du - 1) / du;
+        ASSERT_EQ(e.frames[0].size(), 8 + 4 * buckets) << "d = " << d << ", n = " << n;
+        ASSERT_EQ(LoadU32(e.frames[0], 0), static_cast<uint32_t>(levels));
+        ASSERT_EQ(LoadU32(e.frames[0], 4), static_cast<uint32_t>(d));
+        std::vector<float> norms(buckets);
+        for (std::size_t b = 0; b < buckets; ++b) {
+          norms[b] = LoadFloat(e.frames[0], 8 + 4 * b);
+          double sq = 0;
+          for (std::size_t i = b * du; i < std::min(n, (b + 1) * du); ++i)
+            sq += double{x[i]} * x[i];
+          ASSERT_NEAR(norms[b], std::sqrt(sq), 1e-6 * std::sqrt(sq)) << "bucket " << b;
+        }
+        ASSERT_EQ(e.frames[1], ReferenceQsgd(x, levels, du, norms, seeds.NextU64()))
+            << "s = " << levels << ", d = " << d << ", n = " << n;
+      }
     }
   }
 }
 
-TEST(Quantize, TernGradEqualsTheReferenceAtEveryLength) {
-  auto c = Make("terngrad");
-  for (std::size_t n : Lengths()) {
-    const std::vector<float> x = RandomVector(n, n + 1000);
-    Rng rng(n), seeds = rng;
-    Encoded e;
-    c->Encode(x, rng, &e);
-    ASSERT_EQ(e.frames[1], ReferenceTernGrad(x, seeds.NextU64())) << "n = " << n;
+TEST(Quantize, TernGradEqualsTheReferenceAtEveryLengthPiecesAndClip) {
+  for (double clip : {0.0, 2.5, 0.5}) {
+    auto c = Make("terngrad", 15, 512, clip);
+    for (std::size_t n : Lengths()) {
+      const std::vector<float> x = RandomVector(n, n + 1000);
+      for (const std::vector<int64_t>& pieces : PieceSplits(n, n)) {
+        Rng rng(n), seeds = rng;
+        Encoded e;
+        c->Encode(x, rng, &e, pieces);
+        const auto want = ReferenceTernGrad(x, pieces, clip, seeds.NextU64());
+        ASSERT_EQ(e.frames[0], want[0])
+            << "clip " << clip << " n = " << n << ", " << pieces.size() << " pieces";
+        ASSERT_EQ(e.frames[1], want[1])
+            << "clip " << clip << " n = " << n << ", " << pieces.size() << " pieces";
+      }
+    }
   }
 }
 
 // The reference decoder: compressor.h's value of element i, "" or refused.
 bool ReferenceDecode(const Encoded& e, std::vector<float>* out) {
-  float scale;
-  std::memcpy(&scale, e.frames[0].data(), 4);
   const bool qsgd = e.encoding == Encoding::kQsgd;
+  const std::vector<std::byte>& head = e.frames[0];
+  const std::size_t n = out->size();
+  std::vector<float> scale_of(n);  // the norm or scale element i takes
   uint32_t s = 0;
-  if (qsgd) std::memcpy(&s, e.frames[0].data() + 4, 4);
+  if (qsgd) {
+    if (head.size() < 8) return false;
+    s = LoadU32(head, 0);
+    const uint32_t d = LoadU32(head, 4);
+    if (s == 0 || s > kMaxQsgdLevels || d == 0) return false;
+    const std::size_t buckets = (n + d - 1) / d;
+    if (head.size() != 8 + 4 * buckets) return false;
+    for (std::size_t i = 0; i < n; ++i) scale_of[i] = LoadFloat(head, 8 + 4 * (i / d));
+  } else {
+    if (head.size() < 4) return false;
+    const uint32_t m = LoadU32(head, 0);
+    if (m == 0 || m > n || head.size() != 4 + 8 * std::size_t{m}) return false;
+    std::size_t at = 0;
+    for (uint32_t j = 0; j < m; ++j) {
+      const uint32_t count = LoadU32(head, 4 + 4 * j);
+      if (count == 0 || count > n - at) return false;
+      for (std::size_t i = at; i < at + count; ++i)
+        scale_of[i] = LoadFloat(head, 4 + 4 * m + 4 * j);
+      at += count;
+    }
+    if (at != n) return false;
+  }
+  for (float v : scale_of) {
+    if (!(std::isfinite(v) && v >= 0)) return false;
+  }
   const int bits = qsgd ? 1 + std::bit_width(s) : 2;
+  if (e.frames[1].size() != PackedWords(n, bits) * 8) return false;
   BitReader r(e.frames[1].data(), bits);
-  for (float& v : *out) {
+  for (std::size_t i = 0; i < n; ++i) {
     const uint64_t code = r.Get();
+    float& v = (*out)[i];
     if (qsgd) {
       const uint64_t level = code >> 1;
       if (level > s || (level == 0 && (code & 1))) return false;
-      const float mag = scale / static_cast<float>(s) * static_cast<float>(level);
+      const float mag = scale_of[i] / static_cast<float>(s) * static_cast<float>(level);
       v = (code & 1) ? -mag : mag;
     } else {
       if (code == 3) return false;
-      v = code == 0 ? 0.0f : code == 1 ? scale : -scale;
+      v = code == 0 ? 0.0f : code == 1 ? scale_of[i] : -scale_of[i];
     }
   }
   return r.RestIsZero();
 }
 
-// Decode of valid streams and of streams with one code or one padding bit spoiled, at every
-// length and width: the fast decoder accepts exactly what the reference accepts and writes
-// the same floats (or nothing).
+// Decode of valid streams and of streams with one code, padding, norm, scale, count or
+// header bit spoiled, at every length and width, for buckets inside and across blocks and
+// terngrad's pieces: the fast
+// decoder accepts exactly what the reference accepts and writes the same floats (or
+// nothing).
 TEST(Quantize, DecodeEqualsTheReference) {
   Rng pick(5);
-  for (auto [name, levels] : {std::pair{"terngrad", 15},
-                              {"qsgd", 1},
-                              {"qsgd", 3},
-                              {"qsgd", 4},
-                              {"qsgd", 15},
-                              {"qsgd", 63},
-                              {"qsgd", 100},
-                              {"qsgd", 127},
-                              {"qsgd", 255}}) {
-    auto c = Make(name, levels);
+  struct Case {
+    const char* name;
+    int levels;
+    int64_t bucket;
+  };
+  const Case cases[] = {{"terngrad", 15, 512}, {"qsgd", 1, 512},   {"qsgd", 3, 512},
+                        {"qsgd", 4, 512},      {"qsgd", 15, 512},  {"qsgd", 63, 512},
+                        {"qsgd", 100, 512},    {"qsgd", 127, 512}, {"qsgd", 255, 512},
+                        {"qsgd", 15, 100},     {"qsgd", 15, 1},    {"qsgd", 255, 100},
+                        {"qsgd", 15, 64}};
+  for (const Case& k : cases) {
+    auto c = Make(k.name, k.levels, k.bucket);
     for (std::size_t n : Lengths()) {
       const std::vector<float> x = RandomVector(n, n + 7);
-      Rng rng(n);
-      Encoded e;
-      c->Encode(x, rng, &e);
-      for (int spoil = 0; spoil < 4; ++spoil) {
-        Encoded bad = e;
-        if (spoil > 0) {  // flip one random bit of the code frame, padding included
-          const std::size_t bit = pick.UniformInt(bad.frames[1].size() * 8);
-          bad.frames[1][bit / 8] ^= std::byte{static_cast<unsigned char>(1u << (bit % 8))};
-        }
-        std::vector<float> want(n, 7.0f), got(n, 7.0f);
-        const bool ok = ReferenceDecode(bad, &want);
-        const std::string problem = Decode(bad, got);
-        ASSERT_EQ(problem.empty(), ok)
-            << name << " s = " << levels << " n = " << n << ": " << problem;
-        if (ok) {
-          ASSERT_EQ(std::memcmp(got.data(), want.data(), n * 4), 0) << name << " n = " << n;
-        } else {
-          ASSERT_EQ(got, std::vector<float>(n, 7.0f)) << name << " wrote before refusing";
+      for (const std::vector<int64_t>& pieces : PieceSplits(n, n + 3)) {
+        if (!pieces.empty() && std::string(k.name) == "qsgd") continue;  // qsgd ignores them
+        Rng rng(n);
+        Encoded e;
+        c->Encode(x, rng, &e, pieces);
+        for (int spoil = 0; spoil < 6; ++spoil) {
+          // Flip one random bit of the code frame (padding included), or of the frame of
+          // s, d and the norms, or of the piece table.
+          Encoded bad = e;
+          if (spoil > 0) {
+            std::vector<std::byte>& f = bad.frames[spoil < 4 ? 1 : 0];
+            const std::size_t bit = pick.UniformInt(f.size() * 8);
+            f[bit / 8] ^= std::byte{static_cast<unsigned char>(1u << (bit % 8))};
+          }
+          std::vector<float> want(n, 7.0f), got(n, 7.0f);
+          const bool ok = ReferenceDecode(bad, &want);
+          const std::string problem = Decode(bad, got);
+          ASSERT_EQ(problem.empty(), ok) << k.name << " s = " << k.levels << " d = " << k.bucket
+                                         << " n = " << n << ": " << problem;
+          if (ok) {
+            ASSERT_EQ(std::memcmp(got.data(), want.data(), n * 4), 0) << k.name << " n = " << n;
+          } else {
+            ASSERT_EQ(got, std::vector<float>(n, 7.0f)) << k.name << " wrote before refusing";
+          }
         }
       }
     }
@@ -238,15 +366,29 @@ uint64_t Digest(const Encoded& e) {
 
 TEST(Quantize, EncodingsArePinned) {
   const std::vector<float> x = RandomVector(1000, 123);
-  const std::pair<const char*, int> cases[] = {
-      {"qsgd", 1}, {"qsgd", 15}, {"qsgd", 255}, {"terngrad", 15}};
-  const uint64_t pinned[] = {0xdaf2a6f170f85965ULL, 0x472974fc2648d973ULL, 0x967af07002415c3cULL,
-                             0xafa3b41cd50571afULL};
-  for (std::size_t k = 0; k < 4; ++k) {
+  struct Case {
+    const char* name;
+    int levels;
+    int64_t bucket;
+    double clip;
+    std::vector<int64_t> pieces;
+  };
+  const Case cases[] = {
+      {"qsgd", 1, 512, 0, {}},      {"qsgd", 15, 512, 0, {}},
+      {"qsgd", 255, 512, 0, {}},    {"qsgd", 15, kMaxQsgdBucket, 0, {}},
+      {"qsgd", 15, 100, 0, {}},     {"terngrad", 15, 512, 2.5, {}},
+      {"terngrad", 15, 512, 0, {}}, {"terngrad", 15, 512, 2.5, {300, 1, 450, 249}}};
+  const uint64_t pinned[] = {0x634caca022d9c17eULL, 0xc00f354e7df0f727ULL, 0x9c843e58d6f86bd4ULL,
+                             0x40fdbcda32dc9063ULL, 0x08aedf18d77ef7e4ULL, 0xb44c64091150a362ULL,
+                             0x5a2fdc57ad7340a7ULL, 0xb516351088d1dd3bULL};
+  for (std::size_t k = 0; k < std::size(cases); ++k) {
+    const Case& c = cases[k];
     Rng rng(2026);
     Encoded e;
-    Make(cases[k].first, cases[k].second)->Encode(x, rng, &e);
-    EXPECT_EQ(Digest(e), pinned[k]) << cases[k].first << " s = " << cases[k].second;
+    Make(c.name, c.levels, c.bucket, c.clip)->Encode(x, rng, &e, c.pieces);
+    EXPECT_EQ(Digest(e), pinned[k])
+        << c.name << " s = " << c.levels << " d = " << c.bucket << " clip " << c.clip << ", "
+        << c.pieces.size() << " pieces: 0x" << std::hex << Digest(e);
   }
 }
 

@@ -152,6 +152,21 @@ TEST(Cli, RefusedCompressionIsOneLineAndExitTwo) {
                         "compression.name=qsgd", "--set", "compression.levels=0"});
   EXPECT_EQ(r.status, kExitBadInput);
   EXPECT_THAT(r.err, HasSubstr("compression.levels"));
+  // qsgd's bucket and terngrad's clipping factor: one line naming the key.
+  for (const char* bad : {"0", "-512", "1.5", "nan", "inf", "2000000000", "many"}) {
+    r = RunCli({"run", SyntheticConfig(dir), "--set", "algorithm.name=async_sgd", "--set",
+                "compression.name=qsgd", "--set", std::string("compression.bucket=") + bad});
+    EXPECT_EQ(r.status, kExitBadInput) << bad;
+    EXPECT_TRUE(OneLine(r.err)) << r.err;
+    EXPECT_THAT(r.err, HasSubstr("compression.bucket")) << bad;
+  }
+  for (const char* bad : {"-1", "nan", "inf", "x"}) {
+    r = RunCli({"run", SyntheticConfig(dir), "--set", "algorithm.name=async_sgd", "--set",
+                "compression.name=terngrad", "--set", std::string("compression.clip=") + bad});
+    EXPECT_EQ(r.status, kExitBadInput) << bad;
+    EXPECT_TRUE(OneLine(r.err)) << r.err;
+    EXPECT_THAT(r.err, HasSubstr("compression.clip")) << bad;
+  }
   r = RunCli({"run", SyntheticConfig(dir), "--set", "algorithm.name=async_sgd", "--set",
               "compression.error_feedback=true"});
   EXPECT_EQ(r.status, kExitBadInput);

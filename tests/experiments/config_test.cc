@@ -168,6 +168,12 @@ TEST(Config, OutOfRangeNamesTheBound) {
   EXPECT_THAT(ErrorOf("[model]\nhidden = 10,-1\n"), HasSubstr("model.hidden"));
   EXPECT_THAT(ErrorOf("[model]\nname = transformer\n"),
               AllOf(HasSubstr("model.name"), HasSubstr("transformer"), HasSubstr("mlp")));
+  // Whole-number bounds in full, not rounded to 6 digits.
+  EXPECT_THAT(ErrorOf("[algorithm]\nbatch_size = 0\n"), HasSubstr("in [1, 1048576]"));
+  EXPECT_THAT(ErrorOf("[compression]\nbucket = 0\n"),
+              AllOf(HasSubstr("compression.bucket"), HasSubstr("in [1, 1073741824]")));
+  EXPECT_THAT(ErrorOf("[compression]\nclip = -1\n"),
+              AllOf(HasSubstr("compression.clip"), HasSubstr(">= 0")));
 }
 
 TEST(Config, MalformedOverrideAndMissingFile) {

@@ -16,7 +16,9 @@
 #include <gtest/gtest.h>
 #include <msgpack.hpp>
 
+#include "compression/compressor.h"
 #include "core/error.h"
+#include "core/rng.h"
 #include "tests/ps/codec_test_util.h"
 
 namespace asgd::transport {
@@ -142,6 +144,28 @@ TEST(Codec, EncodingRoundTripsOnPushRequests) {
   EXPECT_TRUE(Decode(Encode(h)).ok());
 }
 
+// Every compressor's largest encoding fits MaxEncodedBytes: topk keeping everything, qsgd
+// at the widest codes with a norm per element (bucket 1), terngrad with a piece per
+// element (a tensor per element), at counts around the word boundaries.
+TEST(Codec, EveryCompressorsLargestEncodingFits) {
+  for (uint64_t n : {1, 2, 3, 31, 32, 33, 63, 64, 65, 100, 1000}) {
+    std::vector<float> x(n);
+    for (uint64_t i = 0; i < n; ++i) x[i] = static_cast<float>(i % 7) - 3.0f;
+    const std::vector<int64_t> pieces(n, 1);
+    compression::CompressionOptions o;
+    o.ratio = 1.0;
+    o.levels = static_cast<int>(compression::kMaxQsgdLevels);
+    o.bucket = 1;
+    for (const char* name : {"topk", "randk", "qsgd", "sign", "terngrad"}) {
+      o.name = name;
+      Rng rng(1);
+      compression::Encoded e;
+      compression::NewCompressor(o)->Encode(x, rng, &e, pieces);
+      EXPECT_LE(static_cast<uint64_t>(e.bytes()), MaxEncodedBytes(n)) << name << " n = " << n;
+    }
+  }
+}
+
 TEST(Codec, EncodingIsRefusedWhereItMeansNothingOrCannotBe) {
   auto with_encoding = [](Header h, FieldWriter encoding) {
     std::vector<FieldWriter> fields = WireFields(h);
@@ -169,7 +193,7 @@ TEST(Codec, EncodingIsRefusedWhereItMeansNothingOrCannotBe) {
   ExpectRejected(Decode(Encode(h)), ErrorCode::kBadFrames, "sign push in 3 frames");
   h = CompressedPush(compression::Encoding::kQsgd);
   h.payload_bytes = MaxEncodedBytes(h.count) + 1;
-  ExpectRejected(Decode(Encode(h)), ErrorCode::kPayloadMismatch, "qsgd payload of 41 bytes");
+  ExpectRejected(Decode(Encode(h)), ErrorCode::kPayloadMismatch, "qsgd payload of 53 bytes");
   h = CompressedPush(compression::Encoding::kQsgd);
   h.payload_bytes = 0;
   h.frames = 0;
