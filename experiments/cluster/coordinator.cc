@@ -95,8 +95,8 @@ void Coordinator::OpenRunDir() {
       retired_[w] = c.manifest.workers[w];
     }
     last_ckpt_step_ = c.manifest.step;
-    out_ << "coordinator: resuming " << run_->id() << " from " << c.dir << " (update "
-         << c.manifest.step << ")" << std::endl;
+    out_ << "coordinator: resuming " << run_->id() << " from " << c.dir << " ("
+         << CheckpointPosition(c.manifest) << ")" << std::endl;
   } else {
     run_ = std::make_unique<RunDir>(
         RunDir::Create(WithDataStatistics(s_.config, s_.problem.data.train), request_.name,

@@ -50,7 +50,16 @@ void Coordinator::MaybeCheckpoint() {
   m.time_to_target_s = recorder_->time_to_target_s();
   m.config_hash = TrainingConfigHash(c);
   m.algorithm = s_.problem.plan.strategy->name;
-  request.dir = checkpointer_->Folder(m.step);
+  if (collective_) {
+    // Named by rounds. Rank 0 takes it at its next vote, and that boundary's rounds name
+    // the complete folder (CompleteCollectiveCheckpoint). Until then the folder is named
+    // past the newest complete checkpoint: the reports lag the ranks, so updates / N may
+    // still be at or below that one's rounds, and rank 0 must not write into it.
+    const int64_t after =
+        last_complete_ && last_complete_->rounds >= 0 ? last_complete_->rounds + 1 : 0;
+    m.rounds = std::max(updates / s_.problem.plan.workers, after);
+  }
+  request.dir = checkpointer_->Folder(m);
   request.since = Steady::now();
   ckpt_ = std::move(request);
   last_ckpt_step_ = updates;
@@ -65,7 +74,7 @@ void Coordinator::CompleteCheckpoint() {
     const std::string dir = checkpointer_->WriteManifest(m);
     last_complete_ = m;
     last_complete_dir_ = dir;
-    out_ << "coordinator: checkpoint " << dir << " (update " << m.step << ")" << std::endl;
+    out_ << "coordinator: checkpoint " << dir << " (" << CheckpointPosition(m) << ")" << std::endl;
   } catch (const IoError& e) {
     ASGD_LOG(kError, "coordinator: checkpoint failed: ", e.what());
   }
@@ -159,6 +168,7 @@ void Coordinator::CompleteCollectiveCheckpoint(const CollectiveSaved& saved) {
   m.steps = v * n;
   m.samples = plan_->SamplesAtStep(v);
   m.step = (resume_ ? resume_->step : 0) + saved.pushes * n;
+  m.rounds = m.step / n;
   m.time_s = Elapsed();
   m.convergence_rows = recorder_->convergence_rows();
   // Every worker took v steps: their rows up to v are written now (the reports lag), so
@@ -182,9 +192,9 @@ void Coordinator::CompleteCollectiveCheckpoint(const CollectiveSaved& saved) {
   e.version = saved.shard.version;
   e.elements = saved.shard.elements;
   ckpt_->saved[0] = e;
-  // The folder was named by the update count when asked for; the manifest's is the
-  // boundary's, and loading expects the folder to carry it.
-  const std::string dir = checkpointer_->Folder(m.step);
+  // The folder was named when asked for; the manifest's rounds are the boundary's, and
+  // the folder carries them.
+  const std::string dir = checkpointer_->Folder(m);
   if (dir != ckpt_->dir) {
     std::error_code ec;
     std::filesystem::rename(ckpt_->dir, dir, ec);

@@ -143,8 +143,9 @@ Schema BuildSchema() {
   s.Add(Num("experiment.max_time_s", "0", 0, false, std::nullopt, false,
             "stop after this much wall time; 0 = no limit", "seconds"));
   s.Add(Int("experiment.checkpoint_every_steps", 0, 0, std::nullopt,
-            "save a checkpoint (run folder checkpoints/) every this many parameter updates "
-            "(communication rounds for the strategies on a collective); 0 = not by updates; "
+            "save a checkpoint (run folder checkpoints/step-<updates>/) every this many "
+            "parameter updates (communication rounds for the strategies on a collective, "
+            "checkpoints/round-<rounds>/); 0 = not by updates; "
             "`asgd run CONFIG --resume RUN_DIR` continues from the newest",
             "updates"));
   s.Add(Num("experiment.checkpoint_every_s", "0", 0, false, std::nullopt, false,

@@ -1,11 +1,15 @@
 #include "experiments/record/checkpoint.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cinttypes>
 #include <cstdio>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <sstream>
+#include <string_view>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -27,24 +31,49 @@ using nlohmann::json;
 constexpr int kManifestFormat = 1;
 constexpr const char* kManifest = "manifest.json";
 
-std::string StepFolder(int64_t step) {
-  char name[32];
-  std::snprintf(name, sizeof(name), "step-%012" PRId64, step);
+constexpr const char* kStepPrefix = "step-";    // runs on the parameter server: updates
+constexpr const char* kRoundPrefix = "round-";  // runs on a collective: rounds
+
+std::string FolderName(const CheckpointManifest& m) {
+  const bool rounds = m.rounds >= 0;
+  char name[40];
+  std::snprintf(name, sizeof(name), "%s%012" PRId64, rounds ? kRoundPrefix : kStepPrefix,
+                rounds ? m.rounds : m.step);
   return name;
 }
 
-// Checkpoint folders under root, newest (highest step) first.
-std::vector<fs::path> Folders(const std::string& root) {
-  std::vector<fs::path> out;
-  std::error_code ec;
-  if (!fs::is_directory(root, ec)) return out;
-  for (const auto& e : fs::directory_iterator(root, ec)) {
-    const std::string name = e.path().filename().string();
-    if (e.is_directory() && name.rfind("step-", 0) == 0) out.push_back(e.path());
+// A checkpoint folder's place in time: round- folders after step- ones (a run on a
+// collective saved by summed pushes, then resumed by a build that saves by rounds), then
+// the number. Empty for a name that is not a checkpoint folder's.
+std::optional<std::pair<int, int64_t>> FolderOrder(const std::string& name) {
+  for (const auto& [prefix, kind] : {std::pair{kStepPrefix, 0}, std::pair{kRoundPrefix, 1}}) {
+    const std::string_view p(prefix);
+    if (name.size() <= p.size() || name.compare(0, p.size(), p) != 0) continue;
+    int64_t n = 0;
+    const char* first = name.data() + p.size();
+    const char* last = name.data() + name.size();
+    const auto [end, ec] = std::from_chars(first, last, n);
+    if (ec != std::errc() || end != last || n < 0) return std::nullopt;
+    return std::pair{kind, n};
   }
-  std::sort(out.begin(), out.end(), [](const fs::path& a, const fs::path& b) {
-    return a.filename().string() > b.filename().string();
-  });
+  return std::nullopt;
+}
+
+// Checkpoint folders under root, newest first.
+std::vector<fs::path> Folders(const std::string& root) {
+  std::vector<std::pair<std::pair<int, int64_t>, fs::path>> found;
+  std::error_code ec;
+  if (!fs::is_directory(root, ec)) return {};
+  for (const auto& e : fs::directory_iterator(root, ec)) {
+    if (!e.is_directory()) continue;
+    if (const auto order = FolderOrder(e.path().filename().string())) {
+      found.emplace_back(*order, e.path());
+    }
+  }
+  std::sort(found.begin(), found.end(),
+            [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::vector<fs::path> out;
+  for (auto& f : found) out.push_back(std::move(f.second));
   return out;
 }
 
@@ -52,6 +81,7 @@ json ToJson(const CheckpointManifest& m) {
   json j;
   j["format"] = kManifestFormat;
   j["step"] = m.step;
+  if (m.rounds >= 0) j["rounds"] = m.rounds;
   j["steps"] = m.steps;
   j["samples"] = m.samples;
   j["time_s"] = m.time_s;
@@ -101,6 +131,8 @@ CheckpointManifest FromJson(const std::string& text, const std::string& file) {
     }
     CheckpointManifest m;
     m.step = j.at("step").get<int64_t>();
+    // Absent: a run on the parameter server, or a collective's checkpoint of before rounds.
+    m.rounds = j.contains("rounds") ? j.at("rounds").get<int64_t>() : -1;
     m.steps = j.at("steps").get<int64_t>();
     m.samples = j.at("samples").get<int64_t>();
     m.time_s = j.at("time_s").get<double>();
@@ -143,7 +175,8 @@ CheckpointManifest FromJson(const std::string& text, const std::string& file) {
       x.dense_bytes_pushed = w.value("dense_bytes_pushed", x.bytes_pushed);
       m.workers.push_back(x);
     }
-    if (m.step < 0 || m.samples < 0 || m.convergence_rows < 0 || m.staleness_rows < 0) {
+    if (m.step < 0 || (j.contains("rounds") && m.rounds < 0) || m.samples < 0 ||
+        m.convergence_rows < 0 || m.staleness_rows < 0) {
       throw DataError(file, "negative counters");
     }
     return m;
@@ -202,6 +235,11 @@ std::string TrainingConfigHash(const Config& config) {
   return Sha256Hex(text);
 }
 
+std::string CheckpointPosition(const CheckpointManifest& manifest) {
+  return manifest.rounds >= 0 ? StrCat("round ", manifest.rounds)
+                              : StrCat("update ", manifest.step);
+}
+
 CheckpointManifest ManifestOfRun(const std::string& algorithm, const std::string& config_hash,
                                  int resumes, const RunRecorder& recorder) {
   CheckpointManifest m;
@@ -233,15 +271,15 @@ CheckpointManifest::Shard WriteShardFile(const std::string& folder, std::size_t 
   return entry;
 }
 
-std::string Checkpointer::Folder(int64_t step) const {
-  return (fs::path(root_) / StepFolder(step)).string();
+std::string Checkpointer::Folder(const CheckpointManifest& manifest) const {
+  return (fs::path(root_) / FolderName(manifest)).string();
 }
 
 std::string Checkpointer::Save(CheckpointManifest manifest,
                                const std::vector<transport::ShardSnapshot>& shards) {
-  const std::string dir = Folder(manifest.step);
+  const std::string dir = Folder(manifest);
   std::error_code ec;
-  if (fs::exists(fs::path(dir) / kManifest, ec)) return dir;  // this step is saved already
+  if (fs::exists(fs::path(dir) / kManifest, ec)) return dir;  // this point is saved already
   manifest.shards.clear();
   for (std::size_t i = 0; i < shards.size(); ++i) {
     manifest.shards.push_back(WriteShardFile(dir, i, shards[i], manifest.algorithm));
@@ -250,7 +288,7 @@ std::string Checkpointer::Save(CheckpointManifest manifest,
 }
 
 std::string Checkpointer::WriteManifest(const CheckpointManifest& manifest) {
-  const fs::path dir = Folder(manifest.step);
+  const fs::path dir = Folder(manifest);
   MakeDirs(dir.string());
   WriteFileAtomic((dir / kManifest).string(), ToJson(manifest).dump(1) + "\n");
   // Older complete checkpoints beyond keep_, and incomplete ones (a crash mid-save).

@@ -4,9 +4,19 @@
 //                                                    values, version, the rule's state)
 //   checkpoints/step-000000012345/manifest.json      written last
 //
-// The manifest names the step (updates applied), samples, training time, the CSV rows
-// written up to then, the config hash, each shard file with its SHA-256 and version, the
-// staleness histogram and the workers' counters. Every file goes through
+// The folder's number is what the run's `updates` count: a run on the parameter server's
+// folder is step-<updates applied> (pushes, summed over the workers); a run on a
+// collective's (allreduce_sgd, local_sgd, dpsgd) is round-<communication rounds> (each
+// rank's pushes, the same number in every rank), e.g. checkpoints/round-000000000030/.
+// Before collective checkpoints were named by rounds they were step-<pushes summed over
+// the ranks> with the same content: such a folder still loads, and any round- folder is
+// newer than every step- folder (a run folder holds both only when a run on a collective
+// saved by pushes was resumed by a build that saves by rounds).
+//
+// The manifest names the step (updates applied), for a collective also the rounds, samples,
+// training time, the CSV rows written up to then, the config hash, each shard file with its
+// SHA-256 and version, the staleness histogram and the workers' counters. Every file goes
+// through
 // WriteFileAtomic (temporary name, fsync, rename, fsync of the folder): a crash mid-save
 // leaves a folder without a manifest, which loading ignores and the next save removes,
 // and the previous checkpoint intact.
@@ -31,7 +41,11 @@
 namespace asgd::experiments {
 
 struct CheckpointManifest {
-  int64_t step = 0;     // updates applied (pushes) when it was taken
+  int64_t step = 0;  // updates applied (pushes, summed over the workers) when it was taken
+  // A run on a collective: the communication rounds when it was taken (each rank's pushes,
+  // the same in every rank; step = rounds x workers), which name its folder. -1: a run on
+  // the parameter server, or a collective's checkpoint of before the field (named by step).
+  int64_t rounds = -1;
   int64_t steps = 0;    // worker steps
   int64_t samples = 0;  // training examples consumed
   double time_s = 0;    // training time (the runs' time_s) when it was taken
@@ -59,6 +73,10 @@ struct CheckpointManifest {
 CheckpointManifest ManifestOfRun(const std::string& algorithm, const std::string& config_hash,
                                  int resumes, const RunRecorder& recorder);
 
+// Where a checkpoint was taken, in the unit its folder counts: "round 30" (a run on a
+// collective) or "update 120".
+std::string CheckpointPosition(const CheckpointManifest& manifest);
+
 struct LoadedCheckpoint {
   std::string dir;  // the checkpoint's folder
   CheckpointManifest manifest;
@@ -83,9 +101,10 @@ class Checkpointer {
                    const std::vector<transport::ShardSnapshot>& shards);
 
   // The two halves of Save, for shards that save themselves (multi-process runs: each
-  // ps writes its file with WriteShardFile into Folder(step), the coordinator then writes
-  // the manifest with their entries).
-  std::string Folder(int64_t step) const;
+  // ps writes its file with WriteShardFile into Folder(manifest), the coordinator then
+  // writes the manifest with their entries).
+  // Folder: round-<manifest.rounds> when rounds >= 0, else step-<manifest.step>.
+  std::string Folder(const CheckpointManifest& manifest) const;
   std::string WriteManifest(const CheckpointManifest& manifest);
 
  private:

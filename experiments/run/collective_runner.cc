@@ -204,13 +204,15 @@ class CollectiveRun {
   }
 
   // One "shard" holding θ̄, its version the steps every worker took (the boundary), in the
-  // checkpoint format of the other runners (experiments/record/checkpoint.h). Called while
-  // the workers are parked at that boundary (or have ended there), so the counters and the
-  // staleness rows are exactly those of the steps before it.
+  // checkpoint format of the other runners (experiments/record/checkpoint.h), its folder
+  // named by the rounds. Called while the workers are parked at that boundary (or have
+  // ended there), so the counters and the staleness rows are exactly those of the steps
+  // before it.
   void SaveCheckpoint(const std::vector<float>& average, int64_t step) {
     RunCounters& c = session_.counters();
     CheckpointManifest m = session_.NewManifest();
     m.step = c.pushes.load();
+    m.rounds = Rounds();
     m.steps = c.steps.load();
     m.samples = c.samples.load();
     m.time_s = session_.Seconds();

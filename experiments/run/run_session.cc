@@ -72,8 +72,9 @@ RunDir OpenRunDir(const Config& config, const RunRequest& request, const Problem
   }
   RunDir run = ReopenRunDir(request.resume_dir, request.command_line, resume.manifest,
                             /*truncate_staleness=*/true);
-  ASGD_LOG(kInfo, "resuming ", run.id(), " from ", resume.dir, " (update ", resume.manifest.step,
-           ", ", resume.manifest.samples, " samples, ", resume.manifest.time_s, " s)");
+  ASGD_LOG(kInfo, "resuming ", run.id(), " from ", resume.dir, " (",
+           CheckpointPosition(resume.manifest), ", ", resume.manifest.samples, " samples, ",
+           resume.manifest.time_s, " s)");
   return run;
 }
 

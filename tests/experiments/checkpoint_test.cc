@@ -242,6 +242,44 @@ TEST(Resume, RefusesWithOneLine) {
   EXPECT_THAT(none.err, HasSubstr("a run folder with a checkpoint"));
 }
 
+// A run on the parameter server's folders count updates (step-), a run on a collective's
+// count rounds (round-, the manifest's rounds); a round- folder is newer than any step-
+// folder, so a run on a collective checkpointed by summed pushes before folders counted
+// rounds and then resumed loads its new checkpoints first, and the old ones are pruned
+// as the older.
+TEST(Checkpointer, NamesCollectiveCheckpointsByRoundsAndTheyAreTheNewest) {
+  testing::TempDir dir;
+  Checkpointer checkpointer(dir.path(), 2);
+  transport::ShardSnapshot snapshot;
+  snapshot.values = {1.0f, 2.0f};
+  auto save = [&](int64_t step, int64_t rounds) {
+    CheckpointManifest m;
+    m.step = step;
+    m.rounds = rounds;
+    m.config_hash = "h";
+    snapshot.version = static_cast<uint64_t>(rounds >= 0 ? rounds : step);
+    return fs::path(checkpointer.Save(m, {snapshot})).filename().string();
+  };
+  EXPECT_EQ(save(900, -1), "step-000000000900");  // summed pushes: 300 rounds of 3 ranks
+  EXPECT_EQ(save(15, 5), "round-000000000005");
+  LoadedCheckpoint newest = LoadNewestCheckpoint(dir.path(), "h");
+  EXPECT_EQ(fs::path(newest.dir).filename(), "round-000000000005");
+  EXPECT_EQ(newest.manifest.rounds, 5);
+  EXPECT_EQ(newest.manifest.step, 15);
+  EXPECT_EQ(CheckpointPosition(newest.manifest), "round 5");
+  EXPECT_EQ(save(18, 6), "round-000000000006");  // keep 2: the step- folder goes
+  EXPECT_FALSE(fs::exists(dir.File("checkpoints/step-000000000900")));
+  EXPECT_TRUE(fs::exists(dir.File("checkpoints/round-000000000005")));
+  // A manifest without rounds (the parameter server's, or a collective's of before).
+  fs::remove_all(dir.File("checkpoints"));
+  EXPECT_EQ(save(900, -1), "step-000000000900");
+  newest = LoadNewestCheckpoint(dir.path(), "h");
+  EXPECT_EQ(newest.manifest.rounds, -1);
+  EXPECT_EQ(CheckpointPosition(newest.manifest), "update 900");
+  EXPECT_EQ(ReadFile(dir.File("checkpoints/step-000000000900/manifest.json")).find("rounds"),
+            std::string::npos);
+}
+
 TEST(TruncateCsv, KeepsHeaderAndRows) {
   testing::TempDir dir;
   const std::string path = dir.File("a.csv");

@@ -11,9 +11,11 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 #include <signal.h>
 #include <unistd.h>
 
+#include "core/file_util.h"
 #include "experiments/record/csv.h"
 #include "tests/experiments/launch_test_util.h"
 #include "tests/support/subprocess.h"
@@ -177,6 +179,20 @@ TEST(Launch, KilledCoordinatorResumesACollectiveRunBitForBit) {
   for (pid_t pid : pids) EXPECT_FALSE(Alive(pid)) << "pid " << pid << " survived";
   fs::path run;
   (void)Summary(dir, &run);
+  // Named by communication rounds (as `asgd run` names them): round-<rounds>, the
+  // manifest's rounds, its step the pushes of the 3 ranks.
+  int complete = 0;
+  for (const auto& e : fs::directory_iterator(run / "checkpoints")) {
+    const std::string name = e.path().filename().string();
+    ASSERT_EQ(name.rfind("round-", 0), 0u) << name;
+    if (!fs::exists(e.path() / "manifest.json")) continue;  // asked for when it was killed
+    ++complete;
+    const auto m = nlohmann::json::parse(ReadFile((e.path() / "manifest.json").string()));
+    EXPECT_EQ(m.at("rounds").get<int64_t>(), std::stoll(name.substr(6))) << name;
+    EXPECT_EQ(m.at("step").get<int64_t>(), 3 * m.at("rounds").get<int64_t>()) << name;
+    EXPECT_EQ(m.at("shards").at(0).at("version"), m.at("rounds")) << name;  // allreduce_sgd
+  }
+  EXPECT_GE(complete, 1);
   std::vector<std::string> again = {kAsgd, "launch", config, "--resume", run.string()};
   again.insert(again.end(), sets.begin(), sets.end());
   Subprocess resumed(again, dir.File("resumed.log"));

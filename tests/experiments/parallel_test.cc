@@ -636,6 +636,84 @@ TEST(CollectiveRun, ResumeContinuesBitForBit) {
   }
 }
 
+// A run on a collective names its checkpoints by communication rounds, the number the
+// `updates` columns and each worker's `pushes` give, not by the pushes summed over the
+// ranks: checkpoints/round-<rounds>/, whose manifest says rounds, step = rounds x N, and
+// whose shard's version (each rank's steps) is rounds x H. A checkpoint every k rounds is
+// taken at the first vote at or past each multiple of k. A checkpoint of before
+// (step-<summed pushes>, no rounds in its manifest) still resumes; the resumed run's
+// checkpoints are round- folders, newer than it (with checkpoint_keep = 1 it goes).
+TEST(CollectiveRun, CheckpointFoldersCountRounds) {
+  struct Case {
+    std::string name;
+    int64_t window;
+  };
+  constexpr int64_t kEvery = 5;
+  for (const Case& c : {Case{"allreduce_sgd", 1}, Case{"local_sgd", 4}, Case{"dpsgd", 1}}) {
+    SCOPED_TRACE(c.name);
+    testing::TempDir dir;
+    const std::string config =
+        std::string(kSynthetic) + "[algorithm]\nname = " + c.name +
+        "\nworkers = 3\nlearning_rate = 0.1\nwindow = " + std::to_string(c.window) + "\n";
+    Outcome first = RunConfig(
+        dir, config,
+        {"experiment.epochs=4", "experiment.checkpoint_every_steps=" + std::to_string(kEvery),
+         "experiment.checkpoint_keep=100"});
+    ASSERT_EQ(first.status, 0) << first.err;
+    const std::string run = RunFolder(dir);
+    std::vector<int64_t> rounds;
+    for (const auto& e : fs::directory_iterator(run + "/checkpoints")) {
+      const std::string name = e.path().filename().string();
+      ASSERT_EQ(name.rfind("round-", 0), 0u) << name;
+      const int64_t n = std::stoll(name.substr(6));
+      EXPECT_EQ(name.size(), 6u + 12u) << name;  // zero-padded to 12 digits
+      const auto m = nlohmann::json::parse(ReadFile((e.path() / "manifest.json").string()));
+      EXPECT_EQ(m.at("rounds").get<int64_t>(), n) << name;
+      EXPECT_EQ(m.at("step").get<int64_t>(), 3 * n) << name;
+      EXPECT_EQ(m.at("shards").at(0).at("version").get<int64_t>(), n * c.window) << name;
+      for (const auto& w : m.at("workers")) EXPECT_EQ(w.at("pushes").get<int64_t>(), n) << name;
+      rounds.push_back(n);
+    }
+    std::sort(rounds.begin(), rounds.end());
+    ASSERT_GE(rounds.size(), 2u);  // at least one mid-run, and the finished run's last
+    EXPECT_GE(rounds.front(), kEvery);
+    for (std::size_t i = 1; i + 1 < rounds.size(); ++i) {
+      EXPECT_GT(rounds[i] / kEvery, rounds[i - 1] / kEvery) << rounds[i];  // a mark between
+    }
+    EXPECT_EQ(std::to_string(rounds.back()), ReadRows(run + "/summary.csv").at(0).at("updates"));
+
+    // The newest as a checkpoint of before: step-<summed pushes>, no rounds.
+    const int64_t last = rounds.back();
+    char old_name[32], new_name[32];
+    std::snprintf(old_name, sizeof(old_name), "step-%012lld", static_cast<long long>(3 * last));
+    std::snprintf(new_name, sizeof(new_name), "round-%012lld", static_cast<long long>(last));
+    const fs::path checkpoints = fs::path(run) / "checkpoints";
+    for (const auto& e : fs::directory_iterator(checkpoints)) {
+      if (e.path().filename() != new_name) fs::remove_all(e.path());
+    }
+    fs::rename(checkpoints / new_name, checkpoints / old_name);
+    auto manifest = nlohmann::json::parse(ReadFile((checkpoints / old_name / "manifest.json")));
+    manifest.erase("rounds");
+    testing::WriteTestFile((checkpoints / old_name / "manifest.json").string(), manifest.dump(1));
+    std::ostringstream out, err;
+    ASSERT_EQ(Main({"run", dir.File("run.ini"), "--resume", run, "--set", "experiment.epochs=6",
+                    "--set", "experiment.checkpoint_every_steps=" + std::to_string(kEvery), "--set",
+                    "experiment.checkpoint_keep=1"},
+                   out, err),
+              0)
+        << err.str();
+    const int64_t total = last / 4 * 6;  // the rounds of 6 epochs
+    EXPECT_EQ(std::to_string(total), ReadRows(run + "/summary.csv").at(0).at("updates"));
+    // Keep 1: the newest, the finished run's last, is a round- folder; the step- one went.
+    std::vector<std::string> names;
+    for (const auto& e : fs::directory_iterator(checkpoints)) {
+      names.push_back(e.path().filename().string());
+    }
+    std::snprintf(new_name, sizeof(new_name), "round-%012lld", static_cast<long long>(total));
+    EXPECT_EQ(names, std::vector<std::string>{new_name});
+  }
+}
+
 // The final line, convergence.csv's and summary.csv's `updates` count communication
 // rounds: the allreduces of allreduce_sgd, dpsgd's gossip steps (one exchange with the
 // neighbours a step), local_sgd's averagings (one every H steps), not the pushes summed
