@@ -58,6 +58,9 @@ class Model {
   virtual std::string Name() const = 0;
   // e.g. "mlp 784-256-256-10 relu (269322 params)"
   virtual std::string Describe() const = 0;
+  // The config setting this model comes from, for messages that send the user to it:
+  // "model.name = mlp"; the TorchScript model's "model.file = <its file>".
+  virtual std::string Source() const;
   virtual const ParamLayout& layout() const = 0;
 
   // Fills params (layout().size() floats) with seeded initial values (He or Glorot per

@@ -88,7 +88,8 @@ class SequentialRun {
       const float loss = trainer_.LossAndGradient(params_, batch, grad_);
       if (!std::isfinite(loss)) {
         failed_ = true;
-        reason_ = stop.NonFiniteLossReason(loss, updates_ + 1);
+        reason_ = updates_ == 0 ? NonFiniteFirstLossReason(loss, "", trainer_.Source())
+                                : stop.NonFiniteLossReason(loss, updates_ + 1);
         break;
       }
       optimizer_->Step(params_, grad_, static_cast<float>(lr_));

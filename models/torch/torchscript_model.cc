@@ -131,6 +131,7 @@ class TorchScriptModel final : public Model {
   }
 
   std::string Name() const override { return "torchscript"; }
+  std::string Source() const override { return std::string(kFileKey) + " = " + shared_->file; }
   std::string Describe() const override {
     return "torchscript " + shared_->file + " input " + ShapeText(shared_->input_shape) + " (" +
            std::to_string(shared_->layout.size()) + " params in " +

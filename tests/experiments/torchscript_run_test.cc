@@ -317,6 +317,61 @@ TEST_F(TorchScriptRun, BestModelEvaluatesInPythonToTheBestAccuracy) {
   }
 }
 
+// Scripts to dir_/<file> a Linear(16, 3) whose forward returns NaN logits when `when`
+// (TorchScript, over `steps`: the training forwards so far, this one included) holds.
+void ScriptNanModule(const std::string& when, const std::string& file) {
+  const std::string program = R"(import sys, torch
+class M(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(16, 3)
+        self.register_buffer('steps', torch.zeros(1))
+    def forward(self, x):
+        if self.training:
+            self.steps.add_(1)
+        if bool()" + when + R"():
+            return self.fc(x) * float('nan')
+        return self.fc(x)
+torch.jit.save(torch.jit.script(M()), sys.argv[1])
+)";
+  ASSERT_TRUE(testing::WriteByPython(program, file));
+}
+
+// A module whose forward gives NaN in training whatever its parameters: the run stops at
+// the first step and says the model produced it before any update, naming model.file, not
+// that the learning rate is too high: in the sequential run, on threads and in the
+// simulator.
+TEST_F(TorchScriptRun, NanFromTheModuleAtTheFirstStepBlamesTheModelNotTheRate) {
+  REQUIRE_TORCH();
+  ScriptNanModule("self.training", dir_->File("nan.pt"));
+  for (const std::string run : {"sgd", "downpour", "sim"}) {
+    SCOPED_TRACE(run);
+    const Outcome o =
+        RunTs(dir_->File("nan_" + run),
+              std::string("[algorithm]\nname = ") + (run == "sim" ? "async_sgd" : run) +
+                  "\nworkers = " + (run == "sgd" ? "1" : "2") + "\nlearning_rate = 0.01\n" +
+                  (run == "sim" ? "[cluster]\ntransport = sim\n" : ""),
+              "../nan.pt");
+    EXPECT_EQ(o.status, 2) << o.err << o.out;
+    EXPECT_THAT(o.out, HasSubstr("training loss is NaN"));
+    EXPECT_THAT(o.out, HasSubstr("at the first step, before any update: the model (model.file = " +
+                                 dir_->File("nan.pt") + ")"));
+    EXPECT_THAT(o.out, ::testing::Not(HasSubstr("lower algorithm.learning_rate"))) << o.out;
+  }
+}
+
+// A NaN after updates keeps the advice to lower the rate: a module whose forward gives
+// NaN from its 4th training step on.
+TEST_F(TorchScriptRun, NanAfterUpdatesStillAdvisesALowerRate) {
+  REQUIRE_TORCH();
+  ScriptNanModule("self.steps > 3", dir_->File("late_nan.pt"));
+  const Outcome o = RunTs(dir_->File("late_nan"), "[algorithm]\nname = sgd\nlearning_rate = 0.05\n",
+                          "../late_nan.pt");
+  EXPECT_EQ(o.status, 2) << o.err << o.out;
+  EXPECT_THAT(o.out, HasSubstr("training loss is NaN at update 4; lower algorithm.learning_rate "
+                               "(now 0.05)"));
+}
+
 // A model file that is not there: one line naming it, exit status 2, no run folder. In a
 // build without the backend, one line saying so.
 TEST_F(TorchScriptRun, MissingFileIsOneLineAndNoRunFolder) {
