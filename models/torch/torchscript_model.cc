@@ -154,10 +154,16 @@ class TorchScriptModel final : public Model {
     BindGrads(grad);
     std::fill(grad.begin(), grad.end(), 0.0f);
     module_.train();
-    const at::Tensor logits = Forward(batch);
-    const at::Tensor loss = at::cross_entropy_loss(logits, Labels(batch));
-    loss.backward();
-    return loss.item<float>();
+    try {
+      const at::Tensor logits = Forward(batch);
+      const at::Tensor loss = at::cross_entropy_loss(logits, Labels(batch));
+      loss.backward();
+      return loss.item<float>();
+    } catch (const c10::Error& e) {
+      // libtorch's message spans a C++ backtrace; the load-time checks make this rare.
+      throw InputError(std::string(kFileKey) + " " + shared_->file +
+                       ": a training step failed: " + FirstLine(e));
+    }
   }
 
   EvalResult Evaluate(std::span<const float> params, const datasets::BatchView& batch) override {
@@ -313,30 +319,58 @@ class TorchScriptModel final : public Model {
   throw ConfigError(kFileKey, file, expected);
 }
 
-// Runs the module once on zeros of the input's shape, in eval mode without autograd, and
-// checks that it returns [2, classes] floats.
-void CheckForward(torch::jit::Module& module, const Shared& s) {
+// Runs the module on zeros of the input's shape, in eval() mode without autograd and in
+// train() mode with autograd and a backward pass, as Evaluate and LossAndGradient do, and
+// checks that it returns [2, classes] floats in both.
+void CheckForward(torch::jit::Module& module, const Shared* s) {
   std::vector<int64_t> shape = {2};
-  shape.insert(shape.end(), s.input_shape.begin(), s.input_shape.end());
+  shape.insert(shape.end(), s->input_shape.begin(), s->input_shape.end());
   const std::string wanted = "a module whose forward maps float32 " + ShapeText(shape) +
-                             " (a batch of the data) to logits [2," + std::to_string(s.classes) +
+                             " (a batch of the data) to logits [2," + std::to_string(s->classes) +
                              "]";
-  torch::NoGradGuard no_grad;
-  module.eval();
+  // One mode's output: a float32 tensor [2, classes], or a refusal saying what it was.
+  auto check_output = [&](const c10::IValue& out, const std::string& mode) {
+    const std::string where = wanted + " in " + mode + "() mode";
+    if (!out.isTensor()) Refuse(s->file, where + "; it returned a " + out.tagKind());
+    const at::Tensor t = out.toTensor();
+    const std::vector<int64_t> got(t.sizes().begin(), t.sizes().end());
+    if (got != std::vector<int64_t>{2, s->classes}) {
+      Refuse(s->file, where + "; it returned " + ShapeText(got));
+    }
+    if (t.scalar_type() != at::kFloat) {
+      Refuse(s->file, where + "; it returned " + std::string(c10::toString(t.scalar_type())));
+    }
+    return t;
+  };
+  const at::Tensor zeros = at::zeros(shape, at::kFloat);
+  {
+    torch::NoGradGuard no_grad;
+    module.eval();
+    c10::IValue out;
+    try {
+      out = module.forward({zeros});
+    } catch (const std::exception& e) {
+      Refuse(s->file, wanted + "; forward failed: " + FirstLine(e));
+    }
+    check_output(out, "eval");
+  }
+  // A module may return something else when training (auxiliary logits, a tuple): found
+  // here, not at the first step. The statistics this updates are the check copy's.
+  torch::AutoGradMode grad_mode(true);
+  module.train();
   c10::IValue out;
   try {
-    out = module.forward({at::zeros(shape, at::kFloat)});
+    out = module.forward({zeros});
   } catch (const std::exception& e) {
-    Refuse(s.file, wanted + "; forward failed: " + FirstLine(e));
+    Refuse(s->file,
+           wanted + " in train() mode too; forward in train() mode failed: " + FirstLine(e));
   }
-  if (!out.isTensor()) Refuse(s.file, wanted + "; forward returned a " + out.tagKind());
-  const at::Tensor t = out.toTensor();
-  const std::vector<int64_t> got(t.sizes().begin(), t.sizes().end());
-  if (got != std::vector<int64_t>{2, s.classes}) {
-    Refuse(s.file, wanted + "; it returned " + ShapeText(got));
-  }
-  if (t.scalar_type() != at::kFloat) {
-    Refuse(s.file, wanted + "; it returned " + std::string(c10::toString(t.scalar_type())));
+  const at::Tensor logits = check_output(out, "train");
+  try {
+    at::cross_entropy_loss(logits, at::zeros({2}, at::kLong)).backward();
+  } catch (const std::exception& e) {
+    Refuse(s->file,
+           wanted + " whose loss has a gradient; backward in train() mode failed: " + FirstLine(e));
   }
 }
 
@@ -428,7 +462,7 @@ std::unique_ptr<Model> NewTorchScriptModel(const TorchScriptOptions& options,
                       flat.data_ptr<float>() + flat.numel());
   }
   if (s->layout.size() == 0) Refuse(options.file, "a module with parameters; it has none");
-  CheckForward(module, *s);
+  CheckForward(module, s.get());
   return std::make_unique<TorchScriptModel>(std::move(s));
 }
 

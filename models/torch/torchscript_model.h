@@ -22,6 +22,9 @@
 //   - Loss: mean softmax cross-entropy over the batch (labels converted to int64), as every
 //     asgd model; LossAndGradient runs the module in train() mode (dropout on), Evaluate in
 //     eval() mode without autograd.
+//   - Errors at a step: a libtorch error in LossAndGradient (after the load-time checks,
+//     rare) is an InputError naming model.file and libtorch's first line, without its
+//     C++ backtrace.
 //   - No copy per step: the module's parameters are views of the params buffer passed in
 //     and their .grad views of the grad buffer (re-pointed only when a buffer's address
 //     changes); LossAndGradient zeroes grad and backward() accumulates into it.
@@ -70,9 +73,9 @@ struct TorchScriptOptions {
 // model.input_shape) and what was expected, on one line, for a missing or unreadable
 // file, a file that is not a TorchScript module, a module without parameters, with a
 // parameter that is not float32, with a BatchNorm whose momentum cannot be read (traced)
-// or is 0, whose forward fails on a batch of
-// input_shape, or whose output is not [B, num_classes] floats; for sparse input and an
-// input_shape whose product is not the dataset's features.
+// or is 0, whose forward fails on a batch of input_shape or does not return
+// [B, num_classes] floats, in eval() mode or in train() mode (where backward must run
+// too); for sparse input and an input_shape whose product is not the dataset's features.
 std::unique_ptr<Model> NewTorchScriptModel(const TorchScriptOptions& options,
                                            const InputSpec& input);
 

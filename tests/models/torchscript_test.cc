@@ -426,6 +426,47 @@ TEST(TorchScriptModel, RefusesNonFloatParametersNoParametersAndTracedBatchNorm) 
   ExpectContains(traced, "'1' has BatchNorm statistics but no momentum");
 }
 
+// A module that returns something else in train() mode than in eval() mode passes an
+// eval()-mode check and would fail at the first step with libtorch's backtrace: refused at
+// load, in one line naming the file, the mode and what it returned.
+TEST(TorchScriptModel, RefusesAModuleWhoseTrainModeOutputIsNotTheLogits) {
+  REQUIRE_TORCH_PYTHON();
+  ::asgd::testing::TempDir dir;
+  // The module, returning `train_output` in train() mode and the logits in eval() mode.
+  auto with = [](const std::string& train_output) {
+    return R"(
+from typing import Any
+class M(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(12, 3)
+        self.aux = torch.nn.Linear(12, 3)
+    def forward(self, x) -> Any:
+        if self.training:
+            return )" +
+           train_output + R"(
+        return self.fc(x)
+m = M()
+)";
+  };
+  // Auxiliary logits as a tuple (as torchvision's Inception and GoogLeNet train).
+  Script(with("(self.fc(x), self.aux(x))"), dir.File("tuple.pt"));
+  const std::string tuple = Refusal(dir.File("tuple.pt"), Spec({12}, 3));
+  ExpectContains(tuple, "model.file");
+  ExpectContains(tuple, "tuple.pt");
+  ExpectContains(tuple, "logits [2,3] in train() mode; it returned a Tuple");
+  // Auxiliary logits concatenated to the main ones.
+  Script(with("torch.cat([self.fc(x), self.aux(x)], 1)"), dir.File("wide.pt"));
+  ExpectContains(Refusal(dir.File("wide.pt"), Spec({12}, 3)),
+                 "logits [2,3] in train() mode; it returned [2,6]");
+  // A forward that fails only in training.
+  Script(with("self.fc(x[:, :5])"), dir.File("fails.pt"));
+  ExpectContains(Refusal(dir.File("fails.pt"), Spec({12}, 3)), "forward in train() mode failed");
+  // The same module with logits in both modes loads.
+  Script(with("self.fc(x) + self.aux(x)"), dir.File("fine.pt"));
+  EXPECT_EQ(Load(dir.File("fine.pt"), Spec({12}, 3))->num_classes(), 3);
+}
+
 // Two BatchNorms (momentum 0.1 and None) between linear layers; data for them.
 constexpr const char* kBatchNorm =
     "m = torch.nn.Sequential(torch.nn.Linear(12, 4), torch.nn.BatchNorm1d(4), "
