@@ -67,6 +67,14 @@ class Model {
   // layer, biases zero). The same seed gives the same values on every platform.
   virtual void Initialize(std::span<float> params, uint64_t seed) const = 0;
 
+  // Where the random draws of this instance's training steps come from (a TorchScript
+  // module's dropout; asgd's own models draw nothing in a step and ignore it): the next
+  // LossAndGradient draws from a generator seeded with DeriveSeed(seed, "step", step)
+  // (core/rng.h), the one after with step + 1, and so on. Before the first call: seed 0,
+  // step 0. A caller that calls it before every step with its own step count gives each
+  // step the same draws whichever instance computes it.
+  virtual void SeedTraining(uint64_t /*seed*/, int64_t /*step*/) {}
+
   // Computes the mean loss over the batch at params and writes its gradient (overwriting,
   // not accumulating) into grad. REQUIRES: params.size() == grad.size() == layout().size();
   // the batch matches the model's input (dense with num_features() columns, or sparse).

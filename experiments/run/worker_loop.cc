@@ -247,6 +247,7 @@ class WorkerLoop::Pass {
     sopt.augment = s_.augment;
     sopt.augment.seed = DeriveSeed(s_.seed, "augment", static_cast<uint64_t>(w));
     sampler_.emplace(*s_.train, s_.examples, sopt);
+    dropout_seed_ = DeriveSeed(s_.seed, "dropout", static_cast<uint64_t>(w));
     for (int64_t i = 0; i < s_.skip_batches; ++i) (void)sampler_->Next();
     if (s_.shared_replica == nullptr) optimizer_ = alg::NewOptimizer(s_.optimizer, n_params);
     env_.worker = w;
@@ -352,6 +353,9 @@ class WorkerLoop::Pass {
     last_batch_ = batch.size;
     const Duration t0 = clock_.Now();
     const Duration cpu0 = s_.after_gradient ? sim::ThreadCpuTime() : Duration::zero();
+    // Seeded before every gradient, so that the k-th gradient of worker w draws the same
+    // (dropout) whether the model is this worker's or shared (simulated workers).
+    model_->SeedTraining(dropout_seed_, gradients_);
     const float loss = model_->LossAndGradient(params, batch, grad);
     if (s_.after_gradient) {
       const Duration cpu = sim::ThreadCpuTime() - cpu0;
@@ -436,9 +440,11 @@ class WorkerLoop::Pass {
   // The first non-finite parameter the last loss was computed on (-1: none), looked up
   // only when the loss is not finite.
   int64_t non_finite_param_ = -1;
-  // Gradients this worker evaluated, and whether the first was non-finite on θ₀.
+  // Gradients this worker evaluated (the step count SeedTraining gets), whether the first
+  // was non-finite on θ₀, and the seed of its models' random draws.
   int64_t gradients_ = 0;
   bool first_step_ = false;
+  uint64_t dropout_seed_ = 0;
 
   std::unique_ptr<models::Model> own_model_;  // null when the scratch is shared
   models::Model* model_ = nullptr;

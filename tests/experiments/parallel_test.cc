@@ -224,6 +224,52 @@ TEST(WorkerLoop, NanAtTheInitialParametersBlamesTheModelNotTheRate) {
                                        "algorithm.learning_rate"));
 }
 
+// A model that records SeedTraining's arguments (into a log its clones share) and
+// otherwise is the MLP it wraps.
+class SeedRecordingModel final : public models::Model {
+ public:
+  using Log = std::vector<std::pair<uint64_t, int64_t>>;
+  SeedRecordingModel(std::unique_ptr<models::Model> inner, std::shared_ptr<Log> log)
+      : inner_(std::move(inner)), log_(std::move(log)) {}
+  std::string Name() const override { return inner_->Name(); }
+  std::string Describe() const override { return inner_->Describe(); }
+  const ParamLayout& layout() const override { return inner_->layout(); }
+  void Initialize(std::span<float> p, uint64_t seed) const override { inner_->Initialize(p, seed); }
+  void SeedTraining(uint64_t seed, int64_t step) override { log_->emplace_back(seed, step); }
+  float LossAndGradient(std::span<const float> p, const datasets::BatchView& b,
+                        std::span<float> g) override {
+    return inner_->LossAndGradient(p, b, g);
+  }
+  models::EvalResult Evaluate(std::span<const float> p, const datasets::BatchView& b) override {
+    return inner_->Evaluate(p, b);
+  }
+  int64_t num_features() const override { return inner_->num_features(); }
+  int num_classes() const override { return inner_->num_classes(); }
+  std::unique_ptr<models::Model> Clone() const override {
+    return std::make_unique<SeedRecordingModel>(inner_->Clone(), log_);
+  }
+
+ private:
+  std::unique_ptr<models::Model> inner_;
+  std::shared_ptr<Log> log_;
+};
+
+// Before each gradient the loop seeds the model's training draws (dropout) with worker w's
+// stream, DeriveSeed(seed, "dropout", w), at the worker's gradient count: each worker its
+// own draws, the same whichever instance computes.
+TEST(WorkerLoop, SeedsTheModelsDrawsPerWorkerAndGradient) {
+  for (int worker : {0, 2}) {
+    OneWorker w(/*nan_data=*/false, worker);
+    auto log = std::make_shared<SeedRecordingModel::Log>();
+    const SeedRecordingModel recording(w.model->Clone(), log);
+    const WorkerOutcome o = w.Run(w.Initial(), 3, &recording);
+    EXPECT_TRUE(o.failure.empty()) << o.failure;
+    const uint64_t stream = DeriveSeed(OneWorker::kSeed, "dropout", static_cast<uint64_t>(worker));
+    EXPECT_EQ(*log, (SeedRecordingModel::Log{{stream, 0}, {stream, 1}, {stream, 2}}));
+  }
+  EXPECT_NE(DeriveSeed(OneWorker::kSeed, "dropout", 0), DeriveSeed(OneWorker::kSeed, "dropout", 2));
+}
+
 TEST(WorkerLoop, NonFiniteLossNamesItsSource) {
   NonFiniteLoss f;
   f.worker = 2;
