@@ -146,6 +146,7 @@ std::unique_ptr<Model> NewTorchScriptModelOn(const ModelOptions& options, const 
   TorchScriptOptions torch_options;
   torch_options.file = options.file;
   torch_options.input_shape = options.input_shape;
+  torch_options.init = options.init;
   torch_options.bn_batches = options.bn_batches;
   torch_options.bn_batch_size = options.bn_batch_size;
   return std::unique_ptr<Model>(TorchModuleEntry()(&torch_options, &input));

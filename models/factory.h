@@ -62,6 +62,12 @@ struct ModelOptions {
   // dataset's example shape. Default: empty.
   std::vector<int64_t> input_shape;
 
+  // torchscript: the initial parameters θ₀ (TorchScriptOptions::init): "file" (the values
+  // stored in the file, whatever the seed) or "seed" (every submodule's reset_parameters()
+  // under torch's generator seeded from the run's seed). asgd's own models always draw θ₀
+  // from the seed. Default: "file".
+  std::string init = "file";
+
   // torchscript: BatchNorm statistics are recomputed before each evaluation from the first
   // bn_batches batches of bn_batch_size training examples (TorchScriptOptions). Defaults:
   // 20 and 64 (experiments/ sets bn_batch_size to algorithm.batch_size).

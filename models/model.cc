@@ -4,6 +4,8 @@
 
 namespace asgd::models {
 
+std::string Model::Source() const { return "model.name = " + Name(); }
+
 float Model::LossAndSparseGradient(std::span<const float> /*params*/,
                                    const datasets::BatchView& /*batch*/, SparseGradient* /*grad*/) {
   ASGD_CHECK(HasSparseGradient(), "model ", Name(), " has no sparse gradient");

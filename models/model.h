@@ -58,11 +58,22 @@ class Model {
   virtual std::string Name() const = 0;
   // e.g. "mlp 784-256-256-10 relu (269322 params)"
   virtual std::string Describe() const = 0;
+  // The config setting this model comes from, for messages that send the user to it:
+  // "model.name = mlp"; the TorchScript model's "model.file = <its file>".
+  virtual std::string Source() const;
   virtual const ParamLayout& layout() const = 0;
 
   // Fills params (layout().size() floats) with seeded initial values (He or Glorot per
   // layer, biases zero). The same seed gives the same values on every platform.
   virtual void Initialize(std::span<float> params, uint64_t seed) const = 0;
+
+  // Where the random draws of this instance's training steps come from (a TorchScript
+  // module's dropout; asgd's own models draw nothing in a step and ignore it): the next
+  // LossAndGradient draws from a generator seeded with DeriveSeed(seed, "step", step)
+  // (core/rng.h), the one after with step + 1, and so on. Before the first call: seed 0,
+  // step 0. A caller that calls it before every step with its own step count gives each
+  // step the same draws whichever instance computes it.
+  virtual void SeedTraining(uint64_t /*seed*/, int64_t /*step*/) {}
 
   // Computes the mean loss over the batch at params and writes its gradient (overwriting,
   // not accumulating) into grad. REQUIRES: params.size() == grad.size() == layout().size();

@@ -214,8 +214,13 @@ Schema BuildSchema() {
                "model.file (builds with libtorch only)"));
   s.Add(Str("model.file", "",
             "torchscript: the module's file (torch.jit.save; relative to the config file's "
-            "folder). Its parameters in named_parameters() order are the flat vector, and its "
-            "stored values the initial parameters of every worker and shard"));
+            "folder). Its parameters in named_parameters() order are the flat vector; "
+            "model.init says where their initial values come from"));
+  s.Add(Choice("model.init", "file", {"file", "seed"},
+               "torchscript: the initial parameters of every worker and shard: file = the "
+               "values stored in model.file; seed = every submodule's reset_parameters() "
+               "(PyTorch's rule for its standard layers, or the module's own exported "
+               "TorchScript method) under torch's generator seeded from experiment.seed"));
   s.Add(IntList("model.input_shape", "", 1,
                 "torchscript: the shape of one example as the module takes it (e.g. 3,32,32); "
                 "empty = the dataset's (1,28,28 for MNIST)",

@@ -85,6 +85,7 @@ models::ModelOptions BuildModelOptions(const Config& config) {
     m.file = std::filesystem::absolute(file).lexically_normal().string();
   }
   m.input_shape = config.IntList("model.input_shape");
+  m.init = config.String("model.init");
   m.bn_batches = config.Int("model.bn_batches");
   m.bn_batch_size = config.Int("algorithm.batch_size");
   return m;

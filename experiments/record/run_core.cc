@@ -166,6 +166,14 @@ std::string StopPolicy::NonFiniteLossReason(double loss, int64_t update) const {
          limits_.learning_rate_text + ")";
 }
 
+std::string NonFiniteFirstLossReason(double loss, const std::string& who,
+                                     const std::string& model) {
+  return "training loss is " + std::string(std::isnan(loss) ? "NaN" : "infinite") + who +
+         " at the first step, before any update: the model (" + model +
+         ") produced it from the initial parameters on the first batch, so the learning rate "
+         "played no part; check the model's forward (and the data)";
+}
+
 std::string StopPolicy::SignalReason(int signal) {
   return signal == SIGINT ? "interrupted (SIGINT)" : "terminated (SIGTERM)";
 }

@@ -113,6 +113,12 @@ class RunRecorder {
   double time_to_target_ = -1;
 };
 
+// A non-finite training loss at the first step, computed on the initial parameters before
+// any update was applied: the model produced it (`model`: its Model::Source(), e.g.
+// "model.file = net.pt"), so the reason names the model and no rate. `who` is "" or,
+// for a worker of a distributed run, " on worker 2".
+std::string NonFiniteFirstLossReason(double loss, const std::string& who, const std::string& model);
+
 // When a run stops, and why. Built from the experiment.* keys; the reasons are the texts
 // recorded in provenance.json and printed at the end of a run.
 class StopPolicy {
@@ -150,6 +156,7 @@ class StopPolicy {
   std::string TimeReason() const;
   std::string TargetReason() const;
   // A non-finite training loss at `update` (1-based), with the advice to lower the rate.
+  // At update 1, before any update was applied, see NonFiniteFirstLossReason instead.
   std::string NonFiniteLossReason(double loss, int64_t update) const;
   // A stop signal: "interrupted (SIGINT)" or "terminated (SIGTERM)" (the coordinator's
   // wording; a failure, not a completed run).

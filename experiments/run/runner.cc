@@ -69,6 +69,9 @@ class SequentialRun {
         grad_(static_cast<std::size_t>(problem.n_params)),
         lr_(problem.plan.learning_rate) {
     problem.model->Initialize(params_, DeriveSeed(problem.plan.seed, "init"));
+    // The draws of its steps (a TorchScript module's dropout): worker 0's stream, as in
+    // the worker loop.
+    trainer_.SeedTraining(DeriveSeed(problem.plan.seed, "dropout", 0), 0);
   }
 
   // Trains until a limit or a non-finite loss; the last row evaluates the whole test set.
@@ -88,7 +91,8 @@ class SequentialRun {
       const float loss = trainer_.LossAndGradient(params_, batch, grad_);
       if (!std::isfinite(loss)) {
         failed_ = true;
-        reason_ = stop.NonFiniteLossReason(loss, updates_ + 1);
+        reason_ = updates_ == 0 ? NonFiniteFirstLossReason(loss, "", trainer_.Source())
+                                : stop.NonFiniteLossReason(loss, updates_ + 1);
         break;
       }
       optimizer_->Step(params_, grad_, static_cast<float>(lr_));

@@ -10,6 +10,7 @@
 #include "core/check.h"
 #include "core/rng.h"
 #include "datasets/sampler.h"
+#include "experiments/record/run_core.h"
 #include "ps/status.h"
 #include "sim/delay_model.h"
 
@@ -113,6 +114,9 @@ std::function<void(Duration)> InjectedDelay(sim::DelayModel* delay, Clock* clock
 
 std::string DescribeNonFiniteLoss(const NonFiniteLoss& f) {
   const std::string what = std::isnan(f.loss) ? "NaN" : "infinite";
+  if (f.first_step) {
+    return NonFiniteFirstLossReason(f.loss, StrCat(" on worker ", f.worker), f.model);
+  }
   const std::string head = StrCat("training loss is ", what, " on worker ", f.worker);
   if (f.worker_element < 0) {
     // Finite parameters, non-finite loss: the step itself overflowed.
@@ -244,6 +248,7 @@ class WorkerLoop::Pass {
     sopt.augment = s_.augment;
     sopt.augment.seed = DeriveSeed(s_.seed, "augment", static_cast<uint64_t>(w));
     sampler_.emplace(*s_.train, s_.examples, sopt);
+    dropout_seed_ = DeriveSeed(s_.seed, "dropout", static_cast<uint64_t>(w));
     for (int64_t i = 0; i < s_.skip_batches; ++i) (void)sampler_->Next();
     if (s_.shared_replica == nullptr) optimizer_ = alg::NewOptimizer(s_.optimizer, n_params);
     env_.worker = w;
@@ -349,6 +354,9 @@ class WorkerLoop::Pass {
     last_batch_ = batch.size;
     const Duration t0 = clock_.Now();
     const Duration cpu0 = s_.after_gradient ? sim::ThreadCpuTime() : Duration::zero();
+    // Seeded before every gradient, so that the k-th gradient of worker w draws the same
+    // (dropout) whether the model is this worker's or shared (simulated workers).
+    model_->SeedTraining(dropout_seed_, gradients_);
     const float loss = model_->LossAndGradient(params, batch, grad);
     if (s_.after_gradient) {
       const Duration cpu = sim::ThreadCpuTime() - cpu0;
@@ -359,8 +367,21 @@ class WorkerLoop::Pass {
       }
     }
     compute_ += clock_.Now() - t0;
-    if (!std::isfinite(loss)) non_finite_param_ = FirstNonFinite(params);
+    if (!std::isfinite(loss)) {
+      non_finite_param_ = FirstNonFinite(params);
+      first_step_ = gradients_ == 0 && non_finite_param_ < 0 && AtInitialParameters(params);
+    }
+    ++gradients_;
     return loss;
+  }
+
+  // Whether params are the run's θ₀ (every driver initialises with DeriveSeed(seed,
+  // "init")): on the failure path only. A resumed run's seed differs, and so do its
+  // parameters, which updates made.
+  bool AtInitialParameters(std::span<const float> params) const {
+    std::vector<float> initial(params.size());
+    model_->Initialize(initial, DeriveSeed(s_.seed, "init"));
+    return std::equal(params.begin(), params.end(), initial.begin());
   }
 
   // WorkerEnv::sparse_gradient (hogwild's sparse path): reads the batch's coordinates
@@ -392,6 +413,8 @@ class WorkerLoop::Pass {
     f.strategy = s_.strategy->name;
     f.shared_memory = s_.strategy->shared_memory;
     f.worker_element = non_finite_param_;
+    f.first_step = first_step_;
+    f.model = model_->Source();
     if (f.worker_element >= 0 && !f.shared_memory && client_ != nullptr) {
       // Were the server's parameters already non-finite? One pull, on this failure path
       // only (it fails harmlessly if the store is shutting down).
@@ -418,6 +441,11 @@ class WorkerLoop::Pass {
   // The first non-finite parameter the last loss was computed on (-1: none), looked up
   // only when the loss is not finite.
   int64_t non_finite_param_ = -1;
+  // Gradients this worker evaluated (the step count SeedTraining gets), whether the first
+  // was non-finite on θ₀, and the seed of its models' random draws.
+  int64_t gradients_ = 0;
+  bool first_step_ = false;
+  uint64_t dropout_seed_ = 0;
 
   std::unique_ptr<models::Model> own_model_;  // null when the scratch is shared
   models::Model* model_ = nullptr;

@@ -137,10 +137,15 @@ struct NonFiniteLoss {
   bool shared_memory = false;   // hogwild: the workers write the one vector
   int64_t worker_element = -1;  // first non-finite parameter the loss was computed on; -1: none
   int64_t server_element = -1;  // first non-finite value of a fresh pull; -1: none or unknown
+  // The worker's first gradient, computed on the run's initial parameters: no update had
+  // been applied, so the model itself produced the value.
+  bool first_step = false;
+  std::string model;  // the model's Source(), for first_step
 };
-// One line naming where the non-finite value came from: the step on finite parameters
-// (the model diverged), the server's rule (the server's values were already non-finite:
-// shards refuse non-finite pushes), or the worker's own local update.
+// One line naming where the non-finite value came from: the model itself (first_step:
+// no rate is blamed), the step on finite parameters (the model diverged), the server's
+// rule (the server's values were already non-finite: shards refuse non-finite pushes), or
+// the worker's own local update.
 std::string DescribeNonFiniteLoss(const NonFiniteLoss& f);
 
 // Runs the loop until before_step says stop, the run ends, or a failure. Thread-safe as

@@ -2,9 +2,11 @@
 #include "models/torch/torchscript_model.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <mutex>
 #include <optional>
+#include <shared_mutex>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -17,11 +19,13 @@
 #include "core/check.h"
 #include "core/error.h"
 #include "core/file_util.h"
+#include "core/rng.h"
 
 namespace asgd::models {
 namespace {
 
 constexpr const char* kFileKey = "model.file";
+constexpr const char* kInitKey = "model.init";
 
 // The first line of a libtorch error (its messages carry a C++ backtrace).
 std::string FirstLine(const std::exception& e) {
@@ -54,10 +58,226 @@ struct Shared {
   std::vector<int64_t> input_shape;  // one example, without the batch dimension
   int classes = 0;
   ParamLayout layout;
-  std::vector<float> initial;  // θ₀: the file's parameter values, flat
+  std::vector<float> initial;  // the file's parameter values, flat (θ₀ for init = file)
+  bool init_by_seed = false;   // init = seed
+  bool draws = false;          // forward in train() mode draws from torch's generator
   int64_t bn_batches = 20;
   int64_t bn_batch_size = 64;
 };
+
+// ---- torch's generator -----------------------------------------------------------------
+
+// libtorch's default CPU generator is one per process, and dropout draws from it (a
+// TorchScript graph passes no generator). Whoever needs a run of several draws to be its
+// own (θ₀ by seed, the load-time check) holds `use` exclusively; a training step that
+// seeds and draws holds it shared, so steps still run at once and only wait for those
+// rare holders. glibc's read-write lock lets readers overtake a waiting writer, which
+// steps of several threads would do without end: an exclusive holder takes `gate` first,
+// and a step passes through it before taking `use`.
+struct GeneratorUse {
+  std::mutex gate;
+  std::shared_mutex use;
+};
+GeneratorUse& TheGeneratorUse() {
+  static GeneratorUse g;
+  return g;
+}
+
+// For a training step: shares the generator with other steps.
+std::shared_lock<std::shared_mutex> ShareGenerator() {
+  GeneratorUse& g = TheGeneratorUse();
+  std::lock_guard<std::mutex> pass(g.gate);
+  return std::shared_lock<std::shared_mutex>(g.use);
+}
+
+// The generator alone for the lease's lifetime, put back in the state it was found in.
+class GeneratorLease {
+ public:
+  GeneratorLease()
+      : gate_(TheGeneratorUse().gate),
+        lock_(TheGeneratorUse().use),
+        gen_(at::detail::getDefaultCPUGenerator()),
+        saved_(State()) {}
+  ~GeneratorLease() {
+    std::lock_guard<std::mutex> g(gen_.mutex());
+    gen_.set_state(saved_);
+  }
+  GeneratorLease(const GeneratorLease&) = delete;
+  GeneratorLease& operator=(const GeneratorLease&) = delete;
+
+  // As torch.manual_seed(seed) does for the CPU.
+  void Seed(uint64_t seed) {
+    std::lock_guard<std::mutex> g(gen_.mutex());
+    gen_.set_current_seed(seed);
+  }
+  // Whether anything drew since the lease began (and Seed was not called).
+  bool Moved() { return !at::equal(State(), saved_); }
+
+ private:
+  at::Tensor State() {
+    std::lock_guard<std::mutex> g(gen_.mutex());
+    return gen_.get_state();
+  }
+  std::lock_guard<std::mutex> gate_;
+  std::unique_lock<std::shared_mutex> lock_;
+  at::Generator gen_;
+  at::Tensor saved_;
+};
+
+// ---- reset_parameters -------------------------------------------------------------------
+
+// A submodule's constant (scripted from __constants__) or attribute; nullopt: neither.
+std::optional<c10::IValue> ConstantOrAttribute(const torch::jit::Module& m,
+                                               const std::string& name) {
+  if (m.type()->hasConstant(name)) return m.type()->getConstant(name);
+  if (m.hasattr(name)) return m.attr(name);
+  return std::nullopt;
+}
+
+// How a submodule's parameters are re-initialised for init = seed.
+enum class Reset {
+  kNone,       // not at all (an init = seed module refuses a parameter of it)
+  kScripted,   // its own TorchScript method reset_parameters
+  kKaiming,    // Linear, Conv*d, ConvTranspose*d
+  kBilinear,   // Bilinear
+  kAffine,     // BatchNorm*d, SyncBatchNorm, InstanceNorm*d, LayerNorm, GroupNorm
+  kEmbedding,  // Embedding, EmbeddingBag
+  kRecurrent,  // RNN, LSTM, GRU, RNNCell, LSTMCell, GRUCell
+};
+
+// "Conv2d" for a scripted torch.nn.Conv2d (type __torch__.torch.nn.modules.conv.Conv2d,
+// or ...conv.___torch_mangle_3.Conv2d when two instances differ in their constants); ""
+// for a class that is not torch.nn's.
+std::string TorchNnClass(const torch::jit::Module& m) {
+  static const std::string kPrefix = "__torch__.torch.nn.modules.";
+  const std::string name = m.type()->name() ? m.type()->name()->qualifiedName() : "";
+  if (name.rfind(kPrefix, 0) != 0) return "";
+  return name.substr(name.rfind('.') + 1);
+}
+
+Reset ResetOf(const torch::jit::Module& m) {
+  if (m.find_method("reset_parameters")) return Reset::kScripted;
+  const std::string c = TorchNnClass(m);
+  if (c.empty()) return Reset::kNone;
+  if (c == "Linear" || c.rfind("Conv", 0) == 0) return Reset::kKaiming;
+  if (c == "Bilinear") return Reset::kBilinear;
+  if (c.rfind("BatchNorm", 0) == 0 || c == "SyncBatchNorm" || c.rfind("InstanceNorm", 0) == 0 ||
+      c == "LayerNorm" || c == "GroupNorm") {
+    return Reset::kAffine;
+  }
+  if (c == "Embedding" || c == "EmbeddingBag") return Reset::kEmbedding;
+  for (const char* r : {"RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell"}) {
+    if (c == r) return Reset::kRecurrent;
+  }
+  return Reset::kNone;
+}
+
+// m's own parameter `name`, or an undefined tensor (absent, or None as a bias may be).
+at::Tensor OwnParameter(const torch::jit::Module& m, const std::string& name) {
+  for (const auto& p : m.named_parameters(/*recurse=*/false)) {
+    if (p.name == name) return p.value;
+  }
+  return {};
+}
+
+// torch.nn.init._calculate_fan_in_and_fan_out's fan_in: size(1) times the receptive field.
+int64_t FanIn(const at::Tensor& w) {
+  int64_t fan_in = w.dim() >= 2 ? w.size(1) : 0;
+  for (int64_t d = 2; d < w.dim(); ++d) fan_in *= w.size(d);
+  return fan_in;
+}
+
+// PyTorch 1.13's reset_parameters of its standard layers (torch/nn/modules/linear.py,
+// conv.py, batchnorm.py, normalization.py, sparse.py, rnn.py), step by step and draw by
+// draw from the default generator, in double precision as Python computes the bounds.
+// REQUIRES: a NoGradGuard (the parameters are leaves that require grad).
+void ResetStandardLayer(Reset kind, const torch::jit::Module& m) {
+  const at::Tensor weight = OwnParameter(m, "weight");
+  const at::Tensor bias = OwnParameter(m, "bias");
+  switch (kind) {
+    case Reset::kKaiming: {
+      // init.kaiming_uniform_(weight, a=math.sqrt(5)): gain = sqrt(2 / (1 + a^2)),
+      // std = gain / sqrt(fan_in), bound = sqrt(3) * std.
+      const double fan_in = static_cast<double>(FanIn(weight));
+      const double gain = std::sqrt(2.0 / (1 + std::pow(std::sqrt(5.0), 2)));
+      const double bound = std::sqrt(3.0) * (gain / std::sqrt(fan_in));
+      weight.uniform_(-bound, bound);
+      if (bias.defined() && fan_in > 0) {
+        const double b = 1 / std::sqrt(fan_in);
+        bias.uniform_(-b, b);
+      }
+      return;
+    }
+    case Reset::kBilinear: {
+      const double bound = 1 / std::sqrt(static_cast<double>(weight.size(1)));
+      weight.uniform_(-bound, bound);
+      if (bias.defined()) bias.uniform_(-bound, bound);
+      return;
+    }
+    case Reset::kAffine:
+      // The running statistics are buffers, not θ₀; those of the instances stay theirs.
+      if (weight.defined()) weight.fill_(1);
+      if (bias.defined()) bias.zero_();
+      return;
+    case Reset::kEmbedding: {
+      weight.normal_(0, 1);
+      const std::optional<c10::IValue> padding = ConstantOrAttribute(m, "padding_idx");
+      if (padding && padding->isInt()) weight[padding->toInt()].fill_(0);
+      return;
+    }
+    case Reset::kRecurrent: {
+      const std::optional<c10::IValue> hidden = ConstantOrAttribute(m, "hidden_size");
+      const int64_t h = hidden && hidden->isInt() ? hidden->toInt() : 0;
+      const double stdv = h > 0 ? 1.0 / std::sqrt(static_cast<double>(h)) : 0.0;
+      for (const at::Tensor& p : m.parameters(/*recurse=*/false)) p.uniform_(-stdv, stdv);
+      return;
+    }
+    case Reset::kNone:
+    case Reset::kScripted:
+      return;
+  }
+}
+
+// Every submodule's reset_parameters, in named_modules() order (the module itself
+// first), as `for m in module.modules(): m.reset_parameters()` in PyTorch. Throws what a
+// scripted reset_parameters throws, with the submodule's name.
+void ResetParameters(torch::jit::Module& module) {
+  torch::NoGradGuard no_grad;
+  for (const auto& sub : module.named_modules()) {
+    const Reset kind = ResetOf(sub.value);
+    if (kind != Reset::kScripted) {
+      ResetStandardLayer(kind, sub.value);
+      continue;
+    }
+    try {
+      sub.value.get_method("reset_parameters")({});
+    } catch (const std::exception& e) {
+      throw std::runtime_error("reset_parameters() of '" +
+                               (sub.name.empty() ? std::string("(the module)") : sub.name) +
+                               "' fails: " + FirstLine(e));
+    }
+  }
+}
+
+// θ₀ for init = seed: a fresh copy of the file's module, reset under the generator
+// seeded with `seed`, flattened in named_parameters() order into out.
+void ParametersFromSeed(const std::string& bytes, uint64_t seed, std::span<float> out) {
+  torch::jit::Module copy = LoadModule(bytes);
+  {
+    GeneratorLease lease;
+    lease.Seed(seed);
+    ResetParameters(copy);
+  }
+  std::size_t offset = 0;
+  for (const at::Tensor& p : copy.parameters()) {
+    const at::Tensor flat = p.detach().contiguous().view({-1});
+    ASGD_CHECK_LE(offset + static_cast<std::size_t>(flat.numel()), out.size(), "params size");
+    std::copy_n(flat.data_ptr<float>(), flat.numel(),
+                out.begin() + static_cast<std::ptrdiff_t>(offset));
+    offset += static_cast<std::size_t>(flat.numel());
+  }
+  ASGD_CHECK_EQ(offset, out.size(), "params size");
+}
 
 // A BatchNorm (a submodule with running_mean and running_var buffers) and its momentum:
 // the factor of its running average, or nullopt for momentum = None (a cumulative
@@ -83,22 +303,18 @@ std::vector<BatchNormRef> FindBatchNorms(const torch::jit::Module& module) {
     const torch::jit::Module& m = sub.value;
     if (!HasOwnBuffer(m, "running_mean") || !HasOwnBuffer(m, "running_var")) continue;
     const std::string name = sub.name.empty() ? "(the module)" : sub.name;
-    c10::IValue momentum;
-    if (m.type()->hasConstant("momentum")) {
-      momentum = m.type()->getConstant("momentum");
-    } else if (m.hasattr("momentum")) {
-      momentum = m.attr("momentum");
-    } else {
+    const std::optional<c10::IValue> momentum = ConstantOrAttribute(m, "momentum");
+    if (!momentum) {
       throw std::runtime_error("'" + name +
                                "' has BatchNorm statistics but no momentum (traced? script it "
                                "with torch.jit.script)");
     }
     BatchNormRef ref{sub.name, m, std::nullopt};
-    if (!momentum.isNone()) {
-      if (!momentum.isDouble() || !(momentum.toDouble() > 0.0)) {
+    if (!momentum->isNone()) {
+      if (!momentum->isDouble() || !(momentum->toDouble() > 0.0)) {
         throw std::runtime_error("'" + name + "' has a BatchNorm momentum that is not > 0");
       }
-      ref.momentum = momentum.toDouble();
+      ref.momentum = momentum->toDouble();
     }
     out.push_back(std::move(ref));
   }
@@ -131,6 +347,7 @@ class TorchScriptModel final : public Model {
   }
 
   std::string Name() const override { return "torchscript"; }
+  std::string Source() const override { return std::string(kFileKey) + " = " + shared_->file; }
   std::string Describe() const override {
     return "torchscript " + shared_->file + " input " + ShapeText(shared_->input_shape) + " (" +
            std::to_string(shared_->layout.size()) + " params in " +
@@ -138,25 +355,51 @@ class TorchScriptModel final : public Model {
   }
   const ParamLayout& layout() const override { return shared_->layout; }
 
-  // θ₀ is the file's values, whatever the seed (the same in every worker and process).
-  void Initialize(std::span<float> params, uint64_t /*seed*/) const override {
+  // init = file: the file's values, whatever the seed; init = seed: a function of the
+  // seed only. Either way the same in every worker and process.
+  void Initialize(std::span<float> params, uint64_t seed) const override {
     ASGD_CHECK_EQ(static_cast<int64_t>(params.size()), shared_->layout.size(), "params size");
-    std::copy(shared_->initial.begin(), shared_->initial.end(), params.begin());
+    if (shared_->init_by_seed) {
+      ParametersFromSeed(shared_->bytes, seed, params);
+    } else {
+      std::copy(shared_->initial.begin(), shared_->initial.end(), params.begin());
+    }
+  }
+
+  void SeedTraining(uint64_t seed, int64_t step) override {
+    train_seed_ = seed;
+    train_step_ = step;
   }
 
   float LossAndGradient(std::span<const float> params, const datasets::BatchView& batch,
                         std::span<float> grad) override {
     ASGD_CHECK_EQ(static_cast<int64_t>(grad.size()), shared_->layout.size(), "grad size");
     InitThisThread();
+    std::shared_lock<std::shared_mutex> generator_use;
+    if (shared_->draws) {
+      // A seed is used once (one per step), so steps of threads computing at once, which
+      // draw from the one generator in turn, never get the same numbers.
+      generator_use = ShareGenerator();
+      at::Generator gen = at::detail::getDefaultCPUGenerator();
+      std::lock_guard<std::mutex> g(gen.mutex());
+      gen.set_current_seed(DeriveSeed(train_seed_, "step", static_cast<uint64_t>(train_step_)));
+    }
+    ++train_step_;
     torch::AutoGradMode grad_mode(true);
     BindParams(params);
     BindGrads(grad);
     std::fill(grad.begin(), grad.end(), 0.0f);
     module_.train();
-    const at::Tensor logits = Forward(batch);
-    const at::Tensor loss = at::cross_entropy_loss(logits, Labels(batch));
-    loss.backward();
-    return loss.item<float>();
+    try {
+      const at::Tensor logits = Forward(batch);
+      const at::Tensor loss = at::cross_entropy_loss(logits, Labels(batch));
+      loss.backward();
+      return loss.item<float>();
+    } catch (const c10::Error& e) {
+      // libtorch's message spans a C++ backtrace; the load-time checks make this rare.
+      throw InputError(std::string(kFileKey) + " " + shared_->file +
+                       ": a training step failed: " + FirstLine(e));
+    }
   }
 
   EvalResult Evaluate(std::span<const float> params, const datasets::BatchView& batch) override {
@@ -306,36 +549,97 @@ class TorchScriptModel final : public Model {
   float* bound_grad_ = nullptr;
   std::vector<int64_t> labels_;
   std::vector<BatchNormRef> batch_norms_;  // submodules of module_, this instance's own
+  uint64_t train_seed_ = 0;                // SeedTraining: the draws of the next step
+  int64_t train_step_ = 0;
 };
 
 [[noreturn]] void Refuse(const std::string& file, const std::string& expected) {
   throw ConfigError(kFileKey, file, expected);
 }
 
-// Runs the module once on zeros of the input's shape, in eval mode without autograd, and
-// checks that it returns [2, classes] floats.
-void CheckForward(torch::jit::Module& module, const Shared& s) {
+// Runs the module on zeros of the input's shape, in eval() mode without autograd and in
+// train() mode with autograd and a backward pass, as Evaluate and LossAndGradient do, and
+// checks that it returns [2, classes] floats in both. The train() pass holds torch's
+// generator (GeneratorLease), leaves it as it was, and sets s->draws if it drew (dropout).
+void CheckForward(torch::jit::Module& module, Shared* s) {
   std::vector<int64_t> shape = {2};
-  shape.insert(shape.end(), s.input_shape.begin(), s.input_shape.end());
+  shape.insert(shape.end(), s->input_shape.begin(), s->input_shape.end());
   const std::string wanted = "a module whose forward maps float32 " + ShapeText(shape) +
-                             " (a batch of the data) to logits [2," + std::to_string(s.classes) +
+                             " (a batch of the data) to logits [2," + std::to_string(s->classes) +
                              "]";
-  torch::NoGradGuard no_grad;
-  module.eval();
+  // One mode's output: a float32 tensor [2, classes], or a refusal saying what it was.
+  auto check_output = [&](const c10::IValue& out, const std::string& mode) {
+    const std::string where = wanted + " in " + mode + "() mode";
+    if (!out.isTensor()) Refuse(s->file, where + "; it returned a " + out.tagKind());
+    const at::Tensor t = out.toTensor();
+    const std::vector<int64_t> got(t.sizes().begin(), t.sizes().end());
+    if (got != std::vector<int64_t>{2, s->classes}) {
+      Refuse(s->file, where + "; it returned " + ShapeText(got));
+    }
+    if (t.scalar_type() != at::kFloat) {
+      Refuse(s->file, where + "; it returned " + std::string(c10::toString(t.scalar_type())));
+    }
+    return t;
+  };
+  const at::Tensor zeros = at::zeros(shape, at::kFloat);
+  {
+    torch::NoGradGuard no_grad;
+    module.eval();
+    c10::IValue out;
+    try {
+      out = module.forward({zeros});
+    } catch (const std::exception& e) {
+      Refuse(s->file, wanted + "; forward failed: " + FirstLine(e));
+    }
+    check_output(out, "eval");
+  }
+  // A module may return something else when training (auxiliary logits, a tuple): found
+  // here, not at the first step. The statistics this updates are the check copy's.
+  GeneratorLease lease;
+  torch::AutoGradMode grad_mode(true);
+  module.train();
   c10::IValue out;
   try {
-    out = module.forward({at::zeros(shape, at::kFloat)});
+    out = module.forward({zeros});
   } catch (const std::exception& e) {
-    Refuse(s.file, wanted + "; forward failed: " + FirstLine(e));
+    Refuse(s->file,
+           wanted + " in train() mode too; forward in train() mode failed: " + FirstLine(e));
   }
-  if (!out.isTensor()) Refuse(s.file, wanted + "; forward returned a " + out.tagKind());
-  const at::Tensor t = out.toTensor();
-  const std::vector<int64_t> got(t.sizes().begin(), t.sizes().end());
-  if (got != std::vector<int64_t>{2, s.classes}) {
-    Refuse(s.file, wanted + "; it returned " + ShapeText(got));
+  const at::Tensor logits = check_output(out, "train");
+  try {
+    at::cross_entropy_loss(logits, at::zeros({2}, at::kLong)).backward();
+  } catch (const std::exception& e) {
+    Refuse(s->file,
+           wanted + " whose loss has a gradient; backward in train() mode failed: " + FirstLine(e));
   }
-  if (t.scalar_type() != at::kFloat) {
-    Refuse(s.file, wanted + "; it returned " + std::string(c10::toString(t.scalar_type())));
+  s->draws = lease.Moved();
+}
+
+// init = seed: every parameter must belong to a module that reset_parameters()
+// re-initialises, and the resets must run (once, here, with seed 0).
+void CheckResets(const Shared& s) {
+  torch::jit::Module module = LoadModule(s.bytes);
+  for (const auto& sub : module.named_modules()) {
+    if (ResetOf(sub.value) != Reset::kNone) continue;
+    for (const auto& p : sub.value.named_parameters(/*recurse=*/false)) {
+      const std::string owner = sub.name.empty() ? "the module itself" : "'" + sub.name + "'";
+      const std::string type =
+          sub.value.type()->name() ? sub.value.type()->name()->qualifiedName() : "?";
+      throw ConfigError(kInitKey, "seed",
+                        "a module whose every parameter a reset_parameters() re-initialises "
+                        "(PyTorch's standard layers, or a module's own method exported with "
+                        "@torch.jit.export), or model.init = file; parameter '" +
+                            (sub.name.empty() ? p.name : sub.name + "." + p.name) + "' of " +
+                            s.file + " belongs to " + owner + " (" + type + "), which has none");
+    }
+  }
+  std::vector<float> scratch(static_cast<std::size_t>(s.layout.size()));
+  try {
+    ParametersFromSeed(s.bytes, 0, scratch);
+  } catch (const std::runtime_error& e) {
+    throw ConfigError(kInitKey, "seed",
+                      "a module whose reset_parameters() run, or model.init = file; in " + s.file +
+                          ", " + e.what());
   }
 }
 
@@ -370,6 +674,13 @@ std::unique_ptr<Model> NewTorchScriptModel(const TorchScriptOptions& options,
   s->classes = input.num_classes;
   s->bn_batches = options.bn_batches;
   s->bn_batch_size = options.bn_batch_size;
+  if (options.init != "file" && options.init != "seed") {
+    throw ConfigError(kInitKey, options.init,
+                      "file (the initial parameters are the values in model.file) or seed (every "
+                      "submodule's reset_parameters() under torch's generator seeded from "
+                      "experiment.seed)");
+  }
+  s->init_by_seed = options.init == "seed";
   if (options.file.empty()) {
     throw ConfigError(kFileKey, "",
                       "the path of a TorchScript file (torch.jit.save) for "
@@ -427,7 +738,8 @@ std::unique_ptr<Model> NewTorchScriptModel(const TorchScriptOptions& options,
                       flat.data_ptr<float>() + flat.numel());
   }
   if (s->layout.size() == 0) Refuse(options.file, "a module with parameters; it has none");
-  CheckForward(module, *s);
+  CheckForward(module, s.get());
+  if (s->init_by_seed) CheckResets(*s);
   return std::make_unique<TorchScriptModel>(std::move(s));
 }
 

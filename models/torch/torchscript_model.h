@@ -15,13 +15,34 @@
 //     asgd's flat vector; the ParamLayout's tensor names are the module's names
 //     ("fc1.weight", "layer1.0.conv1.weight", ...). Every parameter must be float32, and
 //     every one is trained (one saved with requires_grad = False gets its gradient too).
-//   - θ₀: the values stored in the file. Initialize ignores the seed, so every worker,
-//     shard and process starts from the same parameters, those the researcher saved.
+//   - θ₀ (TorchScriptOptions::init): "file", the values stored in the file (Initialize
+//     ignores the seed); or "seed", the parameters after every submodule's
+//     reset_parameters(), called in named_modules() order (the module itself first) under
+//     torch's default CPU generator seeded with Initialize's seed. A scripted module keeps
+//     only the methods forward reaches and those exported with @torch.jit.export, so
+//     PyTorch's own reset_parameters (not scriptable: torch.nn.init is plain Python) is
+//     never in the file: for PyTorch's standard layers (Linear, Bilinear, Conv*d,
+//     ConvTranspose*d, BatchNorm*d, SyncBatchNorm, InstanceNorm*d, LayerNorm, GroupNorm,
+//     Embedding, EmbeddingBag, RNN, LSTM, GRU and their cells) it is re-implemented here,
+//     the same draws in the same order, so the values equal PyTorch's; any other module
+//     must carry its own exported TorchScript reset_parameters, which is called (it wins
+//     over the table). Either way every worker, shard and process gets the same θ₀ from
+//     the same seed. Buffers are not part of θ₀ (each instance keeps the file's).
 //   - Forward: the module takes float32 [B, *input_shape] (input_shape from the dataset,
 //     e.g. {1, 28, 28}, or TorchScriptOptions::input_shape) and returns logits [B, classes].
 //   - Loss: mean softmax cross-entropy over the batch (labels converted to int64), as every
 //     asgd model; LossAndGradient runs the module in train() mode (dropout on), Evaluate in
 //     eval() mode without autograd.
+//   - Random draws (dropout): a module whose train-mode forward draws from torch's
+//     generator (found at load) gets it seeded before every LossAndGradient as
+//     Model::SeedTraining says, so a step's dropout masks are a function of the seed and
+//     the step when one thread computes at a time (the sequential runner, the simulator).
+//     The generator is one per process: steps of several threads at once draw from it in
+//     turn, each draw new (a seed is used once), but which thread gets which numbers
+//     depends on timing.
+//   - Errors at a step: a libtorch error in LossAndGradient (after the load-time checks,
+//     rare) is an InputError naming model.file and libtorch's first line, without its
+//     C++ backtrace.
 //   - No copy per step: the module's parameters are views of the params buffer passed in
 //     and their .grad views of the grad buffer (re-pointed only when a buffer's address
 //     changes); LossAndGradient zeroes grad and backward() accumulates into it.
@@ -38,7 +59,9 @@
 // team size from it on first use.
 //
 // Thread safety: as every Model, one instance per thread (Clone()); instances share the
-// file's bytes and the layout, read-only.
+// file's bytes and the layout, read-only. Initialize (init = seed) and the load-time check
+// have torch's generator to themselves while they use it (steps of modules that draw wait
+// for them) and put its state back.
 #pragma once
 
 #include <cstdint>
@@ -64,15 +87,21 @@ struct TorchScriptOptions {
   // data is shorter). Both >= 1. Defaults: 20 and 64.
   int64_t bn_batches = 20;
   int64_t bn_batch_size = 64;
+  // Where θ₀ comes from (model.init): "file" (the file's values) or "seed" (every
+  // submodule's reset_parameters() under torch's generator seeded with Initialize's
+  // seed; see above). Default: "file".
+  std::string init = "file";
 };
 
 // Loads and checks the module against the input: ConfigError naming model.file (or
-// model.input_shape) and what was expected, on one line, for a missing or unreadable
-// file, a file that is not a TorchScript module, a module without parameters, with a
-// parameter that is not float32, with a BatchNorm whose momentum cannot be read (traced)
-// or is 0, whose forward fails on a batch of
-// input_shape, or whose output is not [B, num_classes] floats; for sparse input and an
-// input_shape whose product is not the dataset's features.
+// model.input_shape, model.init) and what was expected, on one line, for a missing or
+// unreadable file, a file that is not a TorchScript module, a module without parameters,
+// with a parameter that is not float32, with a BatchNorm whose momentum cannot be read
+// (traced) or is 0, whose forward fails on a batch of input_shape or does not return
+// [B, num_classes] floats, in eval() mode or in train() mode (where backward must run
+// too); for sparse input, an input_shape whose product is not the dataset's features,
+// an init other than file or seed, and init = seed with a parameter no reset_parameters()
+// re-initialises or one that fails.
 std::unique_ptr<Model> NewTorchScriptModel(const TorchScriptOptions& options,
                                            const InputSpec& input);
 

@@ -16,6 +16,7 @@
 #include "algorithms/memory_store.h"
 #include "algorithms/strategy.h"
 #include "core/file_util.h"
+#include "core/rng.h"
 #include "datasets/synthetic.h"
 #include "experiments/cli/cli.h"
 #include "experiments/config/setup.h"
@@ -134,42 +135,139 @@ TEST(Parallel, NanLossStopsEveryWorkerWithStatusTwo) {
 // real server rule that overflows, e.g. dc_asgd with a huge λ, may first hand out huge
 // finite values, so which message a run gets is timing-dependent; the store here holds
 // NaN from the start.)
+// One worker of async_sgd on an in-memory store holding `centre`, with an MLP on small
+// synthetic data (`nan_data`: every example's first feature NaN), run with the run seed
+// kSeed for `steps` steps (0: until a failure).
+struct OneWorker {
+  static constexpr uint64_t kSeed = 7;
+
+  explicit OneWorker(bool nan_data = false, int worker = 0) : worker_id(worker) {
+    datasets::SyntheticOptions so;
+    so.num_train = 200;
+    so.num_test = 10;
+    so.num_features = 8;
+    so.num_classes = 3;
+    data = datasets::MakeSynthetic(so);
+    if (nan_data) {
+      for (int64_t i = 0; i < so.num_train; ++i) {
+        data.train.dense[i * so.num_features] = std::nanf("");
+      }
+    }
+    models::ModelOptions mo;
+    mo.name = "mlp";
+    mo.hidden = {8};
+    mo.activation = "tanh";  // passes a NaN on (a ReLU may turn it into 0)
+    model = models::NewModel(mo, InputSpecFor(data.train));
+  }
+  // θ₀ as every driver makes it.
+  std::vector<float> Initial() const {
+    std::vector<float> v(static_cast<std::size_t>(model->layout().size()));
+    model->Initialize(v, DeriveSeed(kSeed, "init"));
+    return v;
+  }
+  WorkerOutcome Run(std::vector<float> centre, int steps = 0,
+                    const models::Model* worker_model = nullptr) {
+    const algorithms::Strategy& strategy = algorithms::FindStrategy("async_sgd");
+    algorithms::StrategyOptions options;
+    algorithms::MemoryStore store(std::move(centre), strategy.server_rule(options, 0));
+    algorithms::MemoryClient client(&store, static_cast<uint32_t>(worker_id));
+    const std::unique_ptr<Clock> clock = NewSystemClock();
+    WorkerSetup ws;
+    ws.worker = worker_id;
+    ws.num_workers = worker_id + 1;
+    ws.strategy = &strategy;
+    ws.options = options;
+    ws.model = worker_model != nullptr ? worker_model : model.get();
+    ws.train = &data.train;
+    for (int64_t i = 0; i < data.train.num_examples; ++i) ws.examples.push_back(i);
+    ws.batch_size = 10;
+    ws.seed = kSeed;
+    ws.clock = clock.get();
+    WorkerLoop loop(std::move(ws));
+    WorkerHooks hooks;
+    int left = steps;
+    hooks.before_step = [&](double* lr_scale) {
+      *lr_scale = 1.0;
+      return steps == 0 || left-- > 0;
+    };
+    return loop.Run(client, hooks);
+  }
+
+  int worker_id;
+  datasets::TrainTest data;
+  std::unique_ptr<models::Model> model;
+};
+
 TEST(WorkerLoop, NanFromTheServerIsBlamedOnTheServerRule) {
-  datasets::SyntheticOptions so;
-  so.num_train = 200;
-  so.num_test = 10;
-  so.num_features = 8;
-  so.num_classes = 3;
-  const datasets::TrainTest data = datasets::MakeSynthetic(so);
-  models::ModelOptions mo;
-  mo.name = "mlp";
-  mo.hidden = {8};
-  const std::unique_ptr<models::Model> model = models::NewModel(mo, InputSpecFor(data.train));
-  const algorithms::Strategy& strategy = algorithms::FindStrategy("async_sgd");
-  algorithms::StrategyOptions options;
-  algorithms::MemoryStore store(
-      std::vector<float>(static_cast<std::size_t>(model->layout().size()), std::nanf("")),
-      strategy.server_rule(options, 0));
-  algorithms::MemoryClient client(&store, 0);
-  const std::unique_ptr<Clock> clock = NewSystemClock();
-  WorkerSetup ws;
-  ws.strategy = &strategy;
-  ws.options = options;
-  ws.model = model.get();
-  ws.train = &data.train;
-  for (int64_t i = 0; i < so.num_train; ++i) ws.examples.push_back(i);
-  ws.batch_size = 10;
-  ws.clock = clock.get();
-  WorkerLoop loop(std::move(ws));
-  WorkerHooks hooks;
-  hooks.before_step = [](double* lr_scale) {
-    *lr_scale = 1.0;
-    return true;
-  };
-  const WorkerOutcome o = loop.Run(client, hooks);
+  OneWorker w;
+  const WorkerOutcome o = w.Run(std::vector<float>(w.Initial().size(), std::nanf("")));
   EXPECT_TRUE(o.nan_loss);
   EXPECT_THAT(o.failure, HasSubstr("the server's parameters hold a non-finite value at element "
                                    "0, made by async_sgd's server rule"));
+}
+
+// A non-finite loss at the worker's first gradient, on θ₀ itself: no update was applied,
+// so the model (here its data) made it, and the rate is not blamed. The same loss on
+// finite parameters that are not θ₀ keeps the advice to lower the rate.
+TEST(WorkerLoop, NanAtTheInitialParametersBlamesTheModelNotTheRate) {
+  OneWorker w(/*nan_data=*/true);
+  const WorkerOutcome first = w.Run(w.Initial());
+  EXPECT_TRUE(first.nan_loss);
+  EXPECT_THAT(first.failure,
+              HasSubstr("training loss is NaN on worker 0 at the first step, before any update: "
+                        "the model (model.name = mlp) produced it"));
+  EXPECT_THAT(first.failure, ::testing::Not(HasSubstr("learning_rate")));
+  std::vector<float> moved = w.Initial();
+  moved[0] += 0.5f;
+  const WorkerOutcome later = w.Run(moved);
+  EXPECT_THAT(later.failure, HasSubstr("computed on finite parameters: the model diverged; lower "
+                                       "algorithm.learning_rate"));
+}
+
+// A model that records SeedTraining's arguments (into a log its clones share) and
+// otherwise is the MLP it wraps.
+class SeedRecordingModel final : public models::Model {
+ public:
+  using Log = std::vector<std::pair<uint64_t, int64_t>>;
+  SeedRecordingModel(std::unique_ptr<models::Model> inner, std::shared_ptr<Log> log)
+      : inner_(std::move(inner)), log_(std::move(log)) {}
+  std::string Name() const override { return inner_->Name(); }
+  std::string Describe() const override { return inner_->Describe(); }
+  const ParamLayout& layout() const override { return inner_->layout(); }
+  void Initialize(std::span<float> p, uint64_t seed) const override { inner_->Initialize(p, seed); }
+  void SeedTraining(uint64_t seed, int64_t step) override { log_->emplace_back(seed, step); }
+  float LossAndGradient(std::span<const float> p, const datasets::BatchView& b,
+                        std::span<float> g) override {
+    return inner_->LossAndGradient(p, b, g);
+  }
+  models::EvalResult Evaluate(std::span<const float> p, const datasets::BatchView& b) override {
+    return inner_->Evaluate(p, b);
+  }
+  int64_t num_features() const override { return inner_->num_features(); }
+  int num_classes() const override { return inner_->num_classes(); }
+  std::unique_ptr<models::Model> Clone() const override {
+    return std::make_unique<SeedRecordingModel>(inner_->Clone(), log_);
+  }
+
+ private:
+  std::unique_ptr<models::Model> inner_;
+  std::shared_ptr<Log> log_;
+};
+
+// Before each gradient the loop seeds the model's training draws (dropout) with worker w's
+// stream, DeriveSeed(seed, "dropout", w), at the worker's gradient count: each worker its
+// own draws, the same whichever instance computes.
+TEST(WorkerLoop, SeedsTheModelsDrawsPerWorkerAndGradient) {
+  for (int worker : {0, 2}) {
+    OneWorker w(/*nan_data=*/false, worker);
+    auto log = std::make_shared<SeedRecordingModel::Log>();
+    const SeedRecordingModel recording(w.model->Clone(), log);
+    const WorkerOutcome o = w.Run(w.Initial(), 3, &recording);
+    EXPECT_TRUE(o.failure.empty()) << o.failure;
+    const uint64_t stream = DeriveSeed(OneWorker::kSeed, "dropout", static_cast<uint64_t>(worker));
+    EXPECT_EQ(*log, (SeedRecordingModel::Log{{stream, 0}, {stream, 1}, {stream, 2}}));
+  }
+  EXPECT_NE(DeriveSeed(OneWorker::kSeed, "dropout", 0), DeriveSeed(OneWorker::kSeed, "dropout", 2));
 }
 
 TEST(WorkerLoop, NonFiniteLossNamesItsSource) {

@@ -87,6 +87,12 @@ TEST(StopPolicy, FailureReasons) {
             "training loss is infinite at update 3; lower algorithm.learning_rate (now 0.5)");
   EXPECT_EQ(StopPolicy::SignalReason(SIGINT), "interrupted (SIGINT)");
   EXPECT_EQ(StopPolicy::SignalReason(SIGTERM), "terminated (SIGTERM)");
+  // At the first step, before any update: the model, not the rate.
+  EXPECT_EQ(NonFiniteFirstLossReason(INFINITY, " on worker 3", "model.file = net.pt"),
+            "training loss is infinite on worker 3 at the first step, before any update: the "
+            "model (model.file = net.pt) produced it from the initial parameters on the first "
+            "batch, so the learning rate played no part; check the model's forward (and the "
+            "data)");
 }
 
 TEST(EvalSchedule, BySamples) {

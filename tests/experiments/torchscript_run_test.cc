@@ -70,6 +70,13 @@ class TorchScriptRun : public ::testing::Test {
                                "torch.nn.Linear(64, 3))\n"
                                "torch.jit.save(torch.jit.script(m), sys.argv[1])\n",
                                dir_->File("bn.pt")));
+    // Dropout between the layers: its masks come from torch's generator.
+    ASSERT_TRUE(
+        testing::WriteByPython("import sys, torch\ntorch.manual_seed(0)\n"
+                               "m = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU(), "
+                               "torch.nn.Dropout(0.5), torch.nn.Linear(16, 3))\n"
+                               "torch.jit.save(torch.jit.script(m), sys.argv[1])\n",
+                               dir_->File("dropout.pt")));
   }
   static void TearDownTestSuite() {
     delete dir_;
@@ -315,6 +322,146 @@ TEST_F(TorchScriptRun, BestModelEvaluatesInPythonToTheBestAccuracy) {
     EXPECT_NEAR(PythonAccuracy(folder + "/run.ini", folder, o.run_dir + "/best_model.pt"),
                 BestAccuracy(o.run_dir), 0.5 / 600.0);
   }
+}
+
+// Scripts to dir_/<file> a Linear(16, 3) whose forward returns NaN logits when `when`
+// (TorchScript, over `steps`: the training forwards so far, this one included) holds.
+void ScriptNanModule(const std::string& when, const std::string& file) {
+  const std::string program = R"(import sys, torch
+class M(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(16, 3)
+        self.register_buffer('steps', torch.zeros(1))
+    def forward(self, x):
+        if self.training:
+            self.steps.add_(1)
+        if bool()" + when + R"():
+            return self.fc(x) * float('nan')
+        return self.fc(x)
+torch.jit.save(torch.jit.script(M()), sys.argv[1])
+)";
+  ASSERT_TRUE(testing::WriteByPython(program, file));
+}
+
+// A module whose forward gives NaN in training whatever its parameters: the run stops at
+// the first step and says the model produced it before any update, naming model.file, not
+// that the learning rate is too high: in the sequential run, on threads and in the
+// simulator.
+TEST_F(TorchScriptRun, NanFromTheModuleAtTheFirstStepBlamesTheModelNotTheRate) {
+  REQUIRE_TORCH();
+  ScriptNanModule("self.training", dir_->File("nan.pt"));
+  for (const std::string run : {"sgd", "downpour", "sim"}) {
+    SCOPED_TRACE(run);
+    const Outcome o =
+        RunTs(dir_->File("nan_" + run),
+              std::string("[algorithm]\nname = ") + (run == "sim" ? "async_sgd" : run) +
+                  "\nworkers = " + (run == "sgd" ? "1" : "2") + "\nlearning_rate = 0.01\n" +
+                  (run == "sim" ? "[cluster]\ntransport = sim\n" : ""),
+              "../nan.pt");
+    EXPECT_EQ(o.status, 2) << o.err << o.out;
+    EXPECT_THAT(o.out, HasSubstr("training loss is NaN"));
+    EXPECT_THAT(o.out, HasSubstr("at the first step, before any update: the model (model.file = " +
+                                 dir_->File("nan.pt") + ")"));
+    EXPECT_THAT(o.out, ::testing::Not(HasSubstr("lower algorithm.learning_rate"))) << o.out;
+  }
+}
+
+// A NaN after updates keeps the advice to lower the rate: a module whose forward gives
+// NaN from its 4th training step on.
+TEST_F(TorchScriptRun, NanAfterUpdatesStillAdvisesALowerRate) {
+  REQUIRE_TORCH();
+  ScriptNanModule("self.steps > 3", dir_->File("late_nan.pt"));
+  const Outcome o = RunTs(dir_->File("late_nan"), "[algorithm]\nname = sgd\nlearning_rate = 0.05\n",
+                          "../late_nan.pt");
+  EXPECT_EQ(o.status, 2) << o.err << o.out;
+  EXPECT_THAT(o.out, HasSubstr("training loss is NaN at update 4; lower algorithm.learning_rate "
+                               "(now 0.05)"));
+}
+
+// The rows of a run's convergence.csv without the wall-clock column: what a run computed.
+std::vector<std::string> ComputedRows(const std::string& run_dir) {
+  std::ifstream in(run_dir + "/convergence.csv");
+  std::string line;
+  std::getline(in, line);
+  const std::vector<std::string> names = ParseCsvLine(line);
+  std::vector<std::string> rows;
+  while (std::getline(in, line)) {
+    const std::vector<std::string> cells = ParseCsvLine(line);
+    std::string row;
+    for (std::size_t i = 0; i < cells.size() && i < names.size(); ++i) {
+      if (names[i] != "time_s") row += names[i] + "=" + cells[i] + " ";
+    }
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+// model.init = seed reaches the runs: θ₀ (which the first row of convergence.csv
+// evaluates) is not the file's, and is the same again with the same seed, in the
+// sequential run and on worker threads. (The synthetic data follow experiment.seed too,
+// so that θ₀ follows the seed is tested on the model: SeedInitIsPyTorchsResetParameters.)
+TEST_F(TorchScriptRun, SeedInitReachesTheRuns) {
+  REQUIRE_TORCH();
+  auto first_row = [&](const std::string& name, const std::string& init, int seed,
+                       const std::string& algorithm) {
+    const Outcome o =
+        RunTs(dir_->File("init_" + name),
+              "init = " + init + "\n[algorithm]\nname = " + algorithm +
+                  "\nworkers = " + (algorithm == "sgd" ? "1" : "2") +
+                  "\n[experiment]\nmax_steps = 2\nseed = " + std::to_string(seed) + "\n");
+    EXPECT_EQ(o.status, 0) << o.err << o.out;
+    const std::vector<std::string> rows = ComputedRows(o.run_dir);
+    EXPECT_FALSE(rows.empty()) << o.run_dir;
+    return rows.empty() ? std::string() : rows.front();
+  };
+  const std::string seed1 = first_row("seed1", "seed", 1, "sgd");
+  EXPECT_THAT(seed1, HasSubstr("samples=0 "));
+  EXPECT_EQ(seed1, first_row("seed1_again", "seed", 1, "sgd"));
+  EXPECT_EQ(seed1, first_row("seed1_threads", "seed", 1, "downpour"));
+  EXPECT_NE(seed1, first_row("file1", "file", 1, "sgd"));
+  EXPECT_NE(first_row("seed2", "seed", 2, "sgd"), first_row("file2", "file", 2, "sgd"));
+}
+
+// With dropout, a sequential run and a simulated one (a step-time model that does not
+// measure) are reproducible with the same seed, also after other runs in the process have
+// drawn from torch's generator (which the tests' runs share: unseeded, the second run
+// would draw other masks).
+TEST_F(TorchScriptRun, DropoutRunsAreReproducibleWithTheSameSeed) {
+  REQUIRE_TORCH();
+  for (const std::string run : {"sgd", "sim"}) {
+    SCOPED_TRACE(run);
+    auto rows = [&](const std::string& name, int seed) {
+      const Outcome o =
+          RunTs(dir_->File("dropout_" + run + name),
+                std::string("[algorithm]\nname = ") + (run == "sim" ? "async_sgd" : "sgd") +
+                    "\nworkers = " + (run == "sim" ? "3" : "1") +
+                    "\nlearning_rate = 0.1\n[metrics]\neval_every_epochs = 0.5\n"
+                    "[experiment]\nseed = " +
+                    std::to_string(seed) + "\n" +
+                    (run == "sim" ? "[cluster]\ntransport = sim\n[delay]\ncompute = constant\n"
+                                    "mean_ms = 1\n"
+                                  : ""),
+                "../dropout.pt");
+      EXPECT_EQ(o.status, 0) << o.err << o.out;
+      return ComputedRows(o.run_dir);
+    };
+    const std::vector<std::string> a = rows("a", 5);
+    EXPECT_GT(a.size(), 3u);
+    EXPECT_NE(a, rows("other", 6));
+    EXPECT_EQ(a, rows("b", 5));
+  }
+}
+
+// model.init other than file or seed: one line naming the key, exit status 2.
+TEST_F(TorchScriptRun, BadInitIsOneLine) {
+  testing::TempDir tmp;
+  const Outcome o = RunTs(tmp.File("cfg"), "init = random\n[algorithm]\nname = sgd\n");
+  EXPECT_EQ(o.status, 2);
+  EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+  EXPECT_THAT(o.err, HasSubstr("model.init"));
+  EXPECT_THAT(o.err, HasSubstr("file, seed"));
+  EXPECT_FALSE(fs::exists(tmp.File("cfg") + "/runs"));
 }
 
 // A model file that is not there: one line naming it, exit status 2, no run folder. In a
