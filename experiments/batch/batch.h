@@ -42,7 +42,8 @@
 //                metric by its mean (highest accuracies and samples/s, lowest times and
 //                staleness)
 //   sweep_<metric>_vs_<key>.png   (unless --no-plots) final accuracy, time to target,
-//                samples/s and mean staleness against each grid key, drawn by experiments/plots/asgd_plots.py
+//                samples/s and mean staleness against each grid key, drawn by
+//                experiments/plots/asgd_plots.py
 // Suite folder (default results/suites/<name>-<UTC yyyymmdd-hhmmss>):
 //   suite.ini (a copy of the suite file), runs/ logs/ comparison.{csv,md} *.png
 #pragma once
@@ -73,5 +74,10 @@ int SweepCommand(const std::vector<std::string>& args, std::ostream& out);
 // `asgd suite FILE [--parallel P] [--out DIR] [--set section.key=value ...] [--gpus LIST |
 // --backend slurm ...]` or `asgd suite collect DIR`.
 int SuiteCommand(const std::vector<std::string>& args, std::ostream& out);
+
+// `asgd tune CONFIG --grid section.key=SPEC ... --metric M [--target A] [--seeds N]
+// [--extend K] [--parallel P] [--set ...] [--out DIR] [--launch | --gpus LIST | --backend
+// slurm ...]` or `asgd tune collect DIR`.
+int TuneCommand(const std::vector<std::string>& args, std::ostream& out);
 
 }  // namespace asgd::experiments
