@@ -35,8 +35,9 @@ MeanInterval Interval95(const std::vector<double>& values);
 
 // True when both have an interval and the intervals share a point: the seeds do not
 // separate the two means. Non-overlap of two 95 % intervals is the stricter of the two
-// tests (it implies a difference at about the 0.5 % level), so "not separated" does not
-// mean "equal": it means these seeds cannot tell.
+// tests (for equal standard errors it means a difference of at least 2.77 standard errors
+// of the difference, p ~ 0.006 for normal values), so "not separated" does not mean
+// "equal": it means these seeds cannot tell.
 bool NotSeparated(const MeanInterval& a, const MeanInterval& b);
 
 // Config keys that name or place a run without changing what it computes; runs that

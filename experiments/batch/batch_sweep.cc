@@ -140,7 +140,8 @@ void WriteSweepTables(const std::string& dir, const std::string& config_path,
      << "of its 95 % confidence interval, t(0.975, n − 1) · s / √n (Student's t; one run: no\n"
      << "interval); sweep.csv adds the standard deviation, min and max. — means no value (e.g.\n"
      << "a target never reached; \"(k of n)\": only k runs have one); † marks an interval that\n"
-     << "overlaps the best point's, which these seeds do not separate from it. Accuracies are\n"
+     << "overlaps the best point's, which these seeds do not separate from it (not for\n"
+     << "staleness, which is no goal). Accuracies are\n"
      << "fractions of the test set, times seconds of training wall time.\n\n";
   md << "| label | runs | failed |";
   for (const auto& m : metrics) md << " " << MetricHeader(m) << " |";
@@ -159,7 +160,9 @@ void WriteSweepTables(const std::string& dir, const std::string& config_path,
       const SampleStats s = Describe(values[p].values[m]);
       const MeanInterval& i = intervals[m][p];
       for (double v : {s.mean, s.std, i.half_width, s.min, s.max}) cells.push_back(CsvCell(v));
-      const bool not_separated = best[m] >= 0 && static_cast<std::size_t>(best[m]) != p &&
+      // Staleness is a property, not a goal: its cells are not marked (as in comparison.md).
+      const bool not_separated = metrics[m] != "staleness_mean" && best[m] >= 0 &&
+                                 static_cast<std::size_t>(best[m]) != p &&
                                  NotSeparated(i, intervals[m][static_cast<std::size_t>(best[m])]);
       md << " " << SweepCell(metrics[m], i, values[p].completed, not_separated) << " |";
     }

@@ -261,6 +261,9 @@ po::options_description TuneOptions() {
       "metric", po::value<std::string>(),
       "what a run is scored by: time_to_target, epochs_to_target, bytes_to_target, "
       "best_accuracy or final_accuracy")(
+      "points", po::value<std::vector<std::string>>()->composing(),
+      "comparison points: --points section.key=v1,v2 (repeatable; their product), each "
+      "tuned on its own as a point, e.g. --points algorithm.name=agn,downpour")(
       "target", po::value<double>(),
       "the target accuracy of the *_to_target metrics (sets experiment.target_accuracy)")(
       "seeds", po::value<int>(), "seeds at the best value (experiment.seed + 1..N; default 3)")(
@@ -280,14 +283,16 @@ po::options_description TuneOptions() {
 
 constexpr const char* kTuneUsage =
     "usage: asgd tune CONFIG --grid section.key=SPEC [--grid ...] --metric M [--target A]\n"
-    "                 [--seeds N] [--extend K] [--parallel P] [--set ...] [--out DIR]\n\n"
+    "                 [--points section.key=v1,v2 ...] [--seeds N] [--extend K]\n"
+    "                 [--parallel P] [--set ...] [--out DIR]\n\n"
     "Tunes CONFIG as one comparison point: runs every grid value once (seed\n"
     "experiment.seed), scores each by M (a run that never reaches the target ranks after\n"
     "every run that does, by its best accuracy), adds the next value beyond the grid's edge\n"
     "when the best lies on it (at most K rounds), then runs the best value with N more\n"
     "seeds and reports the mean, standard deviation and 95 % confidence interval (Student's\n"
     "t) of M and of the final accuracy: DIR/tune.csv (every run), best.csv, tune.md, and\n"
-    "tune_<M>_vs_<key>.png. Runs: grid + edge runs + N per point. SIGINT leaves tune.csv\n"
+    "tune_<M>_vs_<key>.png. With --points, every point of their product is tuned so,\n"
+    "in one table. Runs: grid + edge runs + N per point. SIGINT leaves tune.csv\n"
     "of the finished runs; the same command with --out DIR resumes.\n\n"
     "With --backend slurm every value runs with every seed as one job array; then\n"
     "`asgd tune collect DIR` scores the values by the seeds' mean and submits the edge\n"
@@ -323,6 +328,40 @@ std::vector<std::string> TuneSets(const po::variables_map& vm, const std::vector
     }
   }
   return sets;
+}
+
+// The comparison points: the config once (labelled by its experiment.name or stem), or
+// with --points every point of their product, each with its values after the sets.
+std::vector<TunePoint> TunePoints(const std::string& config, const std::vector<std::string>& sets,
+                                  const std::vector<std::string>& point_specs,
+                                  const std::vector<GridAxis>& grid) {
+  const std::vector<GridAxis> axes = ParseGrid(point_specs, "tune");
+  for (const auto& a : axes) {
+    for (const auto& g : grid) {
+      if (a.key == g.key) {
+        throw InputError("asgd tune: " + a.key + " is given by both --points and --grid");
+      }
+    }
+    for (const auto& st : sets) {
+      if (KeyOf(st) == a.key) {
+        throw InputError("asgd tune: " + a.key + " is given by both --set and --points");
+      }
+    }
+  }
+  std::vector<TunePoint> points;
+  for (const auto& index : GridPoints(axes)) {
+    TunePoint p;
+    p.config_path = config;
+    p.sets = sets;
+    const std::vector<std::string> values = PointValues(axes, index);
+    for (std::size_t a = 0; a < axes.size(); ++a) p.sets.push_back(axes[a].key + "=" + values[a]);
+    const Config base = Config::FromFile(config, p.sets, ExperimentSchema());
+    p.base_seed = base.Int("experiment.seed");
+    const std::string name = base.String("experiment.name");
+    p.label = ValuesLabel(axes, values, name.empty() ? ConfigStem(config) : name);
+    points.push_back(std::move(p));
+  }
+  return points;
 }
 
 }  // namespace
@@ -577,27 +616,33 @@ int Tune(const std::vector<std::string>& given_args, std::ostream& out) {
   s.seeds = PositiveOption(vm, "seeds", kDefaultSeeds);
   s.extend = NonNegativeOption(vm, "extend", kDefaultExtend);
   const SlurmOptions backend = ReadBackendOptions(vm, "tune");
-  TunePoint point;
-  point.config_path = backend.backend == "slurm" ? AbsolutePath(vm["config"].as<std::string>())
-                                                 : vm["config"].as<std::string>();
-  point.sets = TuneSets(vm, s.axes);
-  const Config base = Config::FromFile(point.config_path, point.sets, ExperimentSchema());
-  point.base_seed = base.Int("experiment.seed");
-  const std::string stem = ConfigStem(point.config_path);
-  point.label = base.String("experiment.name").empty() ? stem : base.String("experiment.name");
-  s.points.push_back(point);
-  std::vector<std::string> with_grid = point.sets;
+  const std::string config = backend.backend == "slurm"
+                                 ? AbsolutePath(vm["config"].as<std::string>())
+                                 : vm["config"].as<std::string>();
+  const std::vector<std::string> points =
+      vm.count("points") ? vm["points"].as<std::vector<std::string>>() : std::vector<std::string>();
+  const std::vector<std::string> sets = TuneSets(vm, s.axes);
+  s.points = TunePoints(config, sets, points, s.axes);
+  s.prefix_labels = !points.empty();
+  std::vector<std::string> with_grid = sets;
   with_grid.insert(with_grid.end(), grid.begin(), grid.end());
+  with_grid.insert(with_grid.end(), points.begin(), points.end());
   TuneExecution ex = TuneExecutionOf(vm, backend, ReadGpus(vm, with_grid, "tune", backend));
+  const std::string stem = ConfigStem(config);
   ex.given_out = vm.count("out") ? vm["out"].as<std::string>() : "";
   ex.default_out = "results/tunes/" + WallTimeCompact() + "-" + stem;
   ex.collect_dir = collect_dir;
   ex.job_name = "asgd-tune-" + SanitizeLabel(stem);
-  std::vector<std::string> replan = {
-      point.config_path,       "--metric", s.metric->name,          "--seeds",
-      std::to_string(s.seeds), "--extend", std::to_string(s.extend)};
+  std::vector<std::string> replan = {config,
+                                     "--metric",
+                                     s.metric->name,
+                                     "--seeds",
+                                     std::to_string(s.seeds),
+                                     "--extend",
+                                     std::to_string(s.extend)};
   for (const auto& g : grid) replan.insert(replan.end(), {"--grid", g});
-  for (const auto& st : point.sets) replan.insert(replan.end(), {"--set", st});
+  for (const auto& p : points) replan.insert(replan.end(), {"--points", p});
+  for (const auto& st : sets) replan.insert(replan.end(), {"--set", st});
   ex.replan.insert(ex.replan.begin(), replan.begin(), replan.end());
   return RunTune(s, ex, out);
 }

@@ -27,7 +27,7 @@ struct PointResult {
   MeanInterval metric, final_accuracy;
   std::vector<std::string> on_edge;  // "learning_rate (largest tried)"
   bool simulated = false;
-  int selection_runs = 0, edge_runs = 0;
+  int selection_runs = 0, edge_runs = 0, seed_runs = 0;
   std::string separation;  // several points: best, not separated, separated, no interval
 };
 
@@ -58,6 +58,7 @@ PointResult Summarize(const TuneState& st, std::size_t p) {
     if (t.point != p || !t.Ended()) continue;
     if (t.stage == "grid") ++r.selection_runs;
     if (StartsWith(t.stage, "edge")) ++r.edge_runs;
+    if (t.stage == "seeds") ++r.seed_runs;
   }
   if (ranked.empty() || ranked[0].score.outcome == Outcome::kNoRecord) return r;
   r.chosen = true;
@@ -172,8 +173,7 @@ void ChosenTable(const TuneState& st, const std::vector<PointResult>& results, s
        << (r.chosen ? MarkdownCell(ValuesLabel(st.settings.axes, r.best.values, "")) : "—") << " | "
        << IntervalText(m, r.metric) << mark << " | " << r.metric.n << " of " << r.confirm.size()
        << " | " << IntervalText(FinalAccuracy(), r.final_accuracy) << " | " << r.selection_runs
-       << " + " << r.edge_runs << " + "
-       << (r.confirm.size() == r.best.runs.size() ? 0 : r.confirm.size()) << " | "
+       << " + " << r.edge_runs << " + " << r.seed_runs << " | "
        << (r.on_edge.empty() ? "" : "on the edge: " + MarkdownCell(Join(r.on_edge, ", ")))
        << " |\n";
   }

@@ -294,8 +294,8 @@ SWEEP_METRICS = [
 ]
 
 
-def read_sweep(path):
-    """sweep.csv -> (grid keys, rows); the grid keys are the columns between label and runs."""
+def read_table(path, first, last):
+    """A CSV written by asgd -> (the columns between first and last, rows)."""
     try:
         with open(path, newline="") as f:
             reader = csv.DictReader(f)
@@ -303,10 +303,14 @@ def read_sweep(path):
             rows = list(reader)
     except OSError as e:
         raise BadInput(f"{path}: cannot be read: {e.strerror}")
-    if "label" not in header or "runs" not in header:
-        raise BadInput(f"{path}: expected the columns label and runs")
-    keys = header[header.index("label") + 1:header.index("runs")]
-    return keys, rows
+    if first not in header or last not in header:
+        raise BadInput(f"{path}: expected the columns {first} and {last}")
+    return header[header.index(first) + 1:header.index(last)], rows
+
+
+def read_sweep(path):
+    """sweep.csv -> (grid keys, rows); the grid keys are the columns between label and runs."""
+    return read_table(path, "label", "runs")
 
 
 def ordered_values(rows, key):
@@ -375,20 +379,6 @@ def plot_sweep(plt, sweep_csv, out_dir):
             plt.close(fig)
             messages.append(f"wrote {path}")
     return messages
-
-
-def read_table(path, first, last):
-    """A CSV written by asgd -> (the columns between first and last, rows)."""
-    try:
-        with open(path, newline="") as f:
-            reader = csv.DictReader(f)
-            header = reader.fieldnames or []
-            rows = list(reader)
-    except OSError as e:
-        raise BadInput(f"{path}: cannot be read: {e.strerror}")
-    if first not in header or last not in header:
-        raise BadInput(f"{path}: expected the columns {first} and {last}")
-    return header[header.index(first) + 1:header.index(last)], rows
 
 
 def plot_tune(plt, tune_csv, best_csv, out_dir):

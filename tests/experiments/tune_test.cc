@@ -290,8 +290,11 @@ TEST(Tune, PicksTheClearlyBestRateRanksTheDivergedOneAndGivesTheSeedsInterval) {
   EXPECT_NEAR(Cell(best[0], "final_accuracy_ci95"), Interval95(finals).half_width, 1e-9);
   EXPECT_THAT(t.out, HasSubstr("tune: best learning_rate=1: time_to_target "));
   EXPECT_THAT(t.out, HasSubstr("(95 % CI, 3 of 3 seeds)"));
-  EXPECT_THAT(ReadFile(out + "/tune.md"), HasSubstr("| sim | learning_rate=1 | "));
-  if (FileExists(out + "/accuracy.png")) {  // matplotlib present
+  const std::string md = ReadFile(out + "/tune.md");
+  EXPECT_THAT(md, HasSubstr("| sim | learning_rate=1 | "));
+  EXPECT_THAT(md, HasSubstr(" | 3 of 3 | "));
+  EXPECT_THAT(md, HasSubstr(" | 5 + 0 + 3 | "));  // grid + edge + seed runs
+  if (FileExists(out + "/accuracy.png")) {        // matplotlib present
     EXPECT_TRUE(FileExists(out + "/tune_time_to_target_vs_algorithm_learning_rate.png")) << t.out;
   }
 }
@@ -518,6 +521,24 @@ TEST(Tune, ASuiteTunesEveryRunAndComparesThePoints) {
   EXPECT_EQ(both.status, kExitBadInput);
   EXPECT_THAT(both.err, HasSubstr("[run fixed] algorithm.learning_rate is set for the run and "
                                   "tuned by [tune] grid"));
+}
+
+// --points: a whole comparison as one command, each point of their product tuned alone.
+TEST(Tune, PointsAreTunedEachOnItsOwn) {
+  testing::TempDir dir;
+  const std::string config = SimConfig(dir);
+  const CliResult r =
+      Cli({"tune", config, "--points", "algorithm.name=agn,downpour", "--grid",
+           "algorithm.learning_rate=0.1,1", "--metric", "time_to_target", "--dry-run"});
+  ASSERT_EQ(r.status, kExitOk) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("would run 4 runs"));
+  EXPECT_THAT(r.out, HasSubstr("--set algorithm.name=downpour --set algorithm.learning_rate=1 "));
+  EXPECT_THAT(r.out, HasSubstr("'experiment.name=name=agn learning_rate=0.1'"));
+  const CliResult both =
+      Cli({"tune", config, "--points", "algorithm.learning_rate=0.1", "--grid",
+           "algorithm.learning_rate=0.1,1", "--metric", "time_to_target", "--dry-run"});
+  EXPECT_EQ(both.status, kExitBadInput);
+  EXPECT_THAT(both.err, HasSubstr("algorithm.learning_rate is given by both --points and --grid"));
 }
 
 // --launch: each run as local processes (`asgd launch`), scored as any other.
