@@ -186,12 +186,7 @@ void WriteSweepTables(const std::string& dir, const std::string& config_path,
   out << "wrote " << JoinPath(dir, "sweep.md") << "\n";
 }
 
-}  // namespace
-
-int Sweep(const std::vector<std::string>& given_args, std::ostream& out) {
-  // `collect DIR` replans the batch from what the submission wrote, then gathers.
-  std::string collect_dir;
-  const std::vector<std::string> args = ReplanIfCollect(given_args, "sweep", &collect_dir);
+po::options_description SweepOptions() {
   po::options_description desc("Options");
   desc.add_options()("help,h", "describe this command")(
       "grid", po::value<std::vector<std::string>>()->composing(),
@@ -208,22 +203,33 @@ int Sweep(const std::vector<std::string>& given_args, std::ostream& out) {
       "dry-run", "validate and list the runs without starting them")(
       "config", po::value<std::string>(), "the experiment config (INI)");
   AddBackendOptions(desc);
+  return desc;
+}
+
+constexpr const char* kSweepUsage =
+    "usage: asgd sweep CONFIG --grid section.key=v1,v2 [--grid ...] [--seeds N]\n"
+    "                  [--parallel P] [--set section.key=value ...] [--out DIR]\n\n"
+    "Runs CONFIG at every point of the grid (the cartesian product of the --grid axes)\n"
+    "with N seeds each, as `asgd run` children, P at a time; then writes\n"
+    "DIR/sweep.csv and sweep.md (mean, 95 % interval, std, min, max over seeds per point)\n"
+    "and compares the runs (comparison.csv, comparison.md, plots). Logs: DIR/logs/.\n"
+    "Exit 2 if a run failed; SIGINT/SIGTERM end every run by PID (exit 128 + the signal).\n\n"
+    "With --backend slurm the runs become one SLURM job array instead: the script is\n"
+    "written to DIR/slurm/array.sbatch and submitted with sbatch (the job id is printed);\n"
+    "`asgd sweep collect DIR` then writes the tables once the tasks have ended.";
+
+}  // namespace
+
+int Sweep(const std::vector<std::string>& given_args, std::ostream& out) {
+  // `collect DIR` replans the batch from what the submission wrote, then gathers.
+  std::string collect_dir;
+  const std::vector<std::string> args = ReplanIfCollect(given_args, "sweep", &collect_dir);
+  const po::options_description desc = SweepOptions();
   po::positional_options_description pos;
   pos.add("config", 1);
   auto vm = ParseCommandLine(args, desc, pos, "sweep");
-  const std::string usage =
-      "usage: asgd sweep CONFIG --grid section.key=v1,v2 [--grid ...] [--seeds N]\n"
-      "                  [--parallel P] [--set section.key=value ...] [--out DIR]\n\n"
-      "Runs CONFIG at every point of the grid (the cartesian product of the --grid axes)\n"
-      "with N seeds each, as `asgd run` children, P at a time; then writes\n"
-      "DIR/sweep.csv and sweep.md (mean, 95 % interval, std, min, max over seeds per point)\n"
-      "and compares the runs (comparison.csv, comparison.md, plots). Logs: DIR/logs/.\n"
-      "Exit 2 if a run failed; SIGINT/SIGTERM end every run by PID (exit 128 + the signal).\n\n"
-      "With --backend slurm the runs become one SLURM job array instead: the script is\n"
-      "written to DIR/slurm/array.sbatch and submitted with sbatch (the job id is printed);\n"
-      "`asgd sweep collect DIR` then writes the tables once the tasks have ended.";
   if (vm.count("help")) {
-    out << usage << "\n" << desc;
+    out << kSweepUsage << "\n" << desc;
     return kExitOk;
   }
   if (!vm.count("config")) throw InputError("asgd sweep: missing CONFIG (see `asgd sweep --help`)");
