@@ -517,7 +517,11 @@ std::vector<std::string> ReplanIfCollect(const std::vector<std::string>& given,
   }
   *collect_dir = fs::absolute(given[1]).lexically_normal().string();
   std::vector<std::string> args = ReadReplanArgs(*collect_dir, command);
-  if (given.size() == 3) args.emplace_back("--no-plots");
+  // A batch submitted with --no-plots has it in its args already (given twice, the
+  // option parser would refuse it).
+  if (given.size() == 3 && std::find(args.begin(), args.end(), "--no-plots") == args.end()) {
+    args.emplace_back("--no-plots");
+  }
   // The batch was planned for SLURM (its --srun, if any, is in the replanned options).
   args.insert(args.end(), {"--backend", "slurm"});
   return args;

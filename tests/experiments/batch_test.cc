@@ -270,6 +270,19 @@ TEST(Sweep, SlurmEmitOnlyWritesTheArrayScriptAndOneTaskPerRun) {
   EXPECT_THAT(collect.out, HasSubstr("was never submitted"));
 }
 
+// A sweep submitted with --no-plots can be collected with --no-plots too.
+TEST(Sweep, CollectTakesNoPlotsTwice) {
+  testing::TempDir dir;
+  const std::string sweep = dir.File("sweep");
+  ASSERT_EQ(Cli({"sweep", TinyConfig(dir), "--grid", "algorithm.window=1", "--backend", "slurm",
+                 "--emit-only", "--no-plots", "--out", sweep})
+                .status,
+            kExitOk);
+  const CliResult collect = Cli({"sweep", "collect", sweep, "--no-plots"});
+  EXPECT_THAT(collect.out, HasSubstr("0 of 1 runs completed, 0 failed, 1 missing")) << collect.err;
+  EXPECT_THAT(collect.err, ::testing::Not(HasSubstr("cannot be specified more than once")));
+}
+
 TEST(Sweep, BadBackendInputsAreOneLineExit2) {
   testing::TempDir dir;
   const std::string config = TinyConfig(dir);
