@@ -20,6 +20,7 @@
 #include "core/file_util.h"
 #include "core/process.h"
 #include "core/strings.h"
+#include "experiments/analysis/seed_stats.h"
 #include "experiments/config/command_line.h"
 #include "experiments/config/config_keys.h"
 #include "experiments/config/exit_status.h"
@@ -173,8 +174,45 @@ std::string Label(const RunSummary& s, const std::map<std::string, std::string>&
   return s.Get("run_id");
 }
 
-std::string ComparisonMarkdown(const std::vector<RunSummary>& runs,
-                               const std::vector<std::string>& labels) {
+// A column of comparison.md: a summary.csv metric, how its cells are written, and which
+// way is better (+1 higher, -1 lower, 0 neither: no "not separated" mark).
+struct MetricColumn {
+  std::string header;
+  std::string column;
+  int better = 0;
+  std::string (*format)(double) = nullptr;
+};
+
+std::string Accuracy(double v) { return MarkdownNumber(v, 4); }
+std::string Whole(double v) { return MarkdownNumber(v, 0); }
+std::string Staleness(double v) { return MarkdownNumber(v, 2); }
+
+std::vector<MetricColumn> MarkdownColumns(const std::string& target_header) {
+  return {{"final test acc.", "final_test_accuracy", +1, Accuracy},
+          {"best test acc.", "best_test_accuracy", +1, Accuracy},
+          {target_header, "time_to_target_s", -1, MarkdownSeconds},
+          {"wall time (s)", "wall_time_s", -1, MarkdownSeconds},
+          {"samples/s", "samples_per_s", +1, Whole},
+          {"staleness mean", "staleness_mean", 0, Staleness},
+          {"staleness p99", "staleness_p99", 0, Whole},
+          {"dropped pushes", "dropped_pushes", 0, Whole}};
+}
+
+// A cell: the value (one seed) or mean ± half-width; "(k of n)" when only k of the row's
+// n runs have a value (e.g. reached the target); † when the seeds do not separate it from
+// the best row's.
+std::string GroupCell(const MetricColumn& c, const MeanInterval& m, std::size_t runs,
+                      bool not_separated) {
+  if (m.n == 0) return "—";
+  std::string cell = c.format(m.mean);
+  if (m.HasInterval()) cell += " ± " + c.format(m.half_width);
+  if (static_cast<std::size_t>(m.n) < runs)
+    cell += " (" + std::to_string(m.n) + " of " + std::to_string(runs) + ")";
+  if (not_separated) cell += " †";
+  return cell;
+}
+
+std::string ComparisonMarkdown(const std::vector<RunSummary>& runs, const SeedGrouping& groups) {
   std::set<std::string> targets;
   for (const auto& r : runs) targets.insert(r.Get("target_accuracy"));
   std::string target_header = "time to target (s)";
@@ -182,28 +220,55 @@ std::string ComparisonMarkdown(const std::vector<RunSummary>& runs,
     const double t = runs.front().Number("target_accuracy");
     if (std::isfinite(t) && t > 0) target_header = "time to " + CsvCell(t) + " (s)";
   }
+  const std::vector<MetricColumn> columns = MarkdownColumns(target_header);
+  // stats[g][c]: the interval of column c over group g's runs.
+  std::vector<std::vector<MeanInterval>> stats(groups.labels.size());
+  for (std::size_t g = 0; g < groups.labels.size(); ++g) {
+    for (const auto& c : columns) {
+      std::vector<double> values;
+      for (std::size_t i : groups.members[g]) values.push_back(runs[i].Number(c.column));
+      stats[g].push_back(Interval95(values));
+    }
+  }
   std::ostringstream md;
   md << "# Comparison of " << runs.size() << (runs.size() == 1 ? " run" : " runs") << "\n\n"
      << "Written by `asgd compare`; comparison.csv beside this file has every column of\n"
-     << "each run's summary.csv. Accuracies are fractions of the test set, times are seconds\n"
-     << "of training wall time, staleness is in updates (ssp: clocks); — means not\n"
-     << "applicable or not reached.\n\n";
+     << "each run's summary.csv. A row is one configuration: runs that differ only in\n"
+     << "experiment.seed are one row (seeds: how many); its cells are the mean ± the\n"
+     << "half-width of the 95 % confidence interval (Student's t), or the value for one\n"
+     << "seed. Accuracies are fractions of the test set, times are seconds of training wall\n"
+     << "time, staleness is in updates (ssp: clocks); — means not applicable or not reached.\n\n";
   if (const std::string note = MixedTimesNote(runs); !note.empty()) md << note << ".\n\n";
-  md << "| label | algorithm | workers | final test acc. | best test acc. | " << target_header
-     << " | wall time (s) | samples/s | staleness mean | staleness p99 | dropped pushes |\n"
-     << "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
-  for (std::size_t i = 0; i < runs.size(); ++i) {
-    const RunSummary& r = runs[i];
-    md << "| " << MarkdownCell(labels[i]) << " | " << MarkdownCell(r.Get("algorithm")) << " | "
-       << MarkdownCell(r.Get("workers")) << " | "
-       << MarkdownNumber(r.Number("final_test_accuracy"), 4) << " | "
-       << MarkdownNumber(r.Number("best_test_accuracy"), 4) << " | "
-       << MarkdownSeconds(r.Number("time_to_target_s")) << " | "
-       << MarkdownSeconds(r.Number("wall_time_s")) << " | "
-       << MarkdownNumber(r.Number("samples_per_s"), 0) << " | "
-       << MarkdownNumber(r.Number("staleness_mean"), 2) << " | "
-       << MarkdownNumber(r.Number("staleness_p99"), 0) << " | "
-       << MarkdownNumber(r.Number("dropped_pushes"), 0) << " |\n";
+  md << "| label | seeds | algorithm | workers |";
+  for (const auto& c : columns) md << " " << c.header << " |";
+  md << "\n| --- | ---: | --- | ---: |";
+  for (std::size_t c = 0; c < columns.size(); ++c) md << " ---: |";
+  md << "\n";
+  bool marked = false;
+  for (std::size_t g = 0; g < groups.labels.size(); ++g) {
+    const RunSummary& first = runs[groups.members[g].front()];
+    md << "| " << MarkdownCell(groups.labels[g]) << " | " << groups.members[g].size() << " | "
+       << MarkdownCell(first.Get("algorithm")) << " | " << MarkdownCell(first.Get("workers"))
+       << " |";
+    for (std::size_t c = 0; c < columns.size(); ++c) {
+      bool not_separated = false;
+      if (columns[c].better != 0) {
+        std::vector<MeanInterval> column;
+        for (const auto& row : stats) column.push_back(row[c]);
+        const std::ptrdiff_t best = BestRow(column, columns[c].better > 0);
+        not_separated = best >= 0 && static_cast<std::size_t>(best) != g &&
+                        NotSeparated(stats[g][c], column[static_cast<std::size_t>(best)]);
+      }
+      marked = marked || not_separated;
+      md << " " << GroupCell(columns[c], stats[g][c], groups.members[g].size(), not_separated)
+         << " |";
+    }
+    md << "\n";
+  }
+  if (marked) {
+    md << "\n† its 95 % interval overlaps the interval of the best row in this column: these\n"
+       << "seeds do not separate the two (a row of one seed has no interval and is never "
+          "marked).\n";
   }
   return md.str();
 }
@@ -336,14 +401,16 @@ std::vector<RunSummary> CompareRuns(const CompareOptions& options, std::ostream&
   if (options.run_dirs.empty()) throw InputError("asgd compare: no run folders to compare");
   std::vector<RunSummary> runs;
   std::vector<std::string> labels;
+  std::vector<std::map<std::string, std::string>> configs;
   for (std::size_t i = 0; i < options.run_dirs.size(); ++i) {
     runs.push_back(ReadRunSummary(options.run_dirs[i]));
-    labels.push_back(options.labels.empty()
-                         ? Label(runs.back(), ReadRunConfig(options.run_dirs[i]), options.label_key)
-                         : options.labels[i]);
+    configs.push_back(ReadRunConfig(options.run_dirs[i]));
+    labels.push_back(options.labels.empty() ? Label(runs.back(), configs.back(), options.label_key)
+                                            : options.labels[i]);
   }
+  const SeedGrouping groups = GroupSeeds(labels, configs);
   // Every column of every summary, documented ones first, in order of appearance.
-  std::vector<std::string> columns = {"label", "run_dir"};
+  std::vector<std::string> columns = {"label", "run_dir", "group"};
   for (const auto& r : runs) {
     for (const auto& c : r.columns) {
       if (std::find(columns.begin(), columns.end(), c) == columns.end()) columns.push_back(c);
@@ -352,8 +419,9 @@ std::vector<RunSummary> CompareRuns(const CompareOptions& options, std::ostream&
   std::ostringstream csv;
   CsvWriter writer(csv, columns);
   for (std::size_t i = 0; i < runs.size(); ++i) {
-    std::vector<std::string> cells = {CsvCell(labels[i]), CsvCell(runs[i].dir)};
-    for (std::size_t c = 2; c < columns.size(); ++c) {
+    std::vector<std::string> cells = {CsvCell(labels[i]), CsvCell(runs[i].dir),
+                                      CsvCell(groups.labels[groups.group[i]])};
+    for (std::size_t c = 3; c < columns.size(); ++c) {
       auto it = runs[i].values.find(columns[c]);
       cells.push_back(it == runs[i].values.end() ? "nan" : CsvCell(it->second));
     }
@@ -364,7 +432,7 @@ std::vector<RunSummary> CompareRuns(const CompareOptions& options, std::ostream&
   const std::string md_path = JoinPath(options.out_dir, "comparison.md");
   WriteFileAtomic(csv_path, csv.str());
   out << "wrote " << csv_path << "\n";
-  WriteFileAtomic(md_path, ComparisonMarkdown(runs, labels));
+  WriteFileAtomic(md_path, ComparisonMarkdown(runs, groups));
   out << "wrote " << md_path << "\n";
   if (const std::string note = MixedTimesNote(runs); !note.empty()) out << note << "\n";
   out.flush();

@@ -6,11 +6,22 @@
 // (optional: plots; a run without them is left out of the plots that need them).
 //
 // CompareRuns writes, into the output folder:
-//   comparison.csv   one row per run: label, run_dir, then every summary.csv column
-//   comparison.md    a markdown table of the columns a paper reports
-//   accuracy.png, accuracy_samples.png, staleness.png, throughput.png
+//   comparison.csv   one row per run: label, run_dir, group (the label of its row in
+//                    comparison.md), then every summary.csv column
+//   comparison.md    a markdown table of the columns a paper reports, one row per
+//                    configuration: runs whose config.ini differ only in experiment.seed
+//                    (and keys that only name or place a run, seed_stats.h) are one row,
+//                    with their count ("seeds") and each metric as mean ± the half-width
+//                    of its 95 % confidence interval (one seed: the value; "(k of n)" when
+//                    only k runs have a value, e.g. reached the target). In the accuracy,
+//                    time and throughput columns, a cell whose interval overlaps the best
+//                    row's is marked † (not separated by these seeds).
+//   accuracy.png, accuracy_samples.png, accuracy_bytes.png, staleness.png, throughput.png
 //                    drawn by experiments/plots/asgd_plots.py (matplotlib, Agg backend,
-//                    800 x 500 pixels: 8 x 5 inches at 100 dpi). staleness.png is skipped
+//                    800 x 500 pixels: 8 x 5 inches at 100 dpi). The accuracy plots draw a
+//                    line per group: one run's curve, or for several seeds their mean
+//                    (evaluations matched by their order) with a band from the lowest to
+//                    the highest seed. staleness.png is skipped
 //                    when no run has staleness_histogram.csv, throughput.png unless some
 //                    algorithm was run at two worker counts or more.
 // The script is the copy beside the asgd binary, else the source tree's; the interpreter

@@ -55,4 +55,8 @@ int SuiteCommand(const std::vector<std::string>& args, std::ostream& out) {
   return batch::Suite(args, out);
 }
 
+int TuneCommand(const std::vector<std::string>& args, std::ostream& out) {
+  return batch::Tune(args, out);
+}
+
 }  // namespace asgd::experiments

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include <boost/program_options.hpp>
+#include <nlohmann/json.hpp>
 #include <signal.h>
 #include <unistd.h>
 
@@ -32,6 +33,7 @@
 #include "experiments/config/setup.h"
 #include "experiments/config/signals.h"
 #include "experiments/record/csv.h"
+#include "experiments/record/run_core.h"
 #include "experiments/record/run_dir.h"
 #include "models/device.h"
 
@@ -47,12 +49,21 @@ constexpr auto kPollInterval = std::chrono::milliseconds(50);
 const std::vector<std::string> kBatchKeys = {"experiment.name", "experiment.out_dir",
                                              "experiment.progress"};
 
+// `asgd launch` prefixes each role's lines with "[role] " or "[role i] ": the line
+// without it (or as it is).
+std::string WithoutRolePrefix(const std::string& line) {
+  if (line.empty() || line[0] != '[') return line;
+  const std::size_t close = line.find("] ");
+  return close == std::string::npos ? line : line.substr(close + 2);
+}
+
 // The line of a failed run's log that says why: asgd's error line, else "run stopped:",
 // else the last line that is not the closing "run folder:".
 std::string WhyItFailed(const std::string& log_path) {
   std::ifstream in(log_path);
-  std::string line, error, stopped, last;
-  while (std::getline(in, line)) {
+  std::string raw, error, stopped, last;
+  while (std::getline(in, raw)) {
+    const std::string line = WithoutRolePrefix(raw);
     if (Trim(line).empty() || StartsWith(line, "run folder: ")) continue;
     if (StartsWith(line, "asgd: ")) error = line;
     if (StartsWith(line, "run stopped: ")) stopped = line;
@@ -80,9 +91,10 @@ bool IsRunId(const std::string& id, const std::string& name, int64_t seed) {
 // else the folder under runs_dir named for the run.
 std::string FindRunDir(const BatchRun& run, const std::string& runs_dir) {
   std::ifstream in(run.log_path);
-  std::string line, found;
+  std::string raw, found;
   const std::string prefix = "run folder: ";
-  while (std::getline(in, line)) {
+  while (std::getline(in, raw)) {
+    const std::string line = WithoutRolePrefix(raw);
     if (StartsWith(line, prefix)) found = std::string(Trim(line.substr(prefix.size())));
   }
   if (!found.empty() && IsDirectory(found)) return found;
@@ -96,6 +108,23 @@ std::string FindRunDir(const BatchRun& run, const std::string& runs_dir) {
   }
   std::sort(matches.begin(), matches.end());
   return matches.empty() ? std::string() : matches.back();
+}
+
+// True when the run folder holds a summary of a run that ended by itself: not one that a
+// stop signal ended (its provenance.json gives that reason; `asgd run` killed by a
+// signal leaves no summary at all).
+bool EndedByItself(const std::string& run_dir) {
+  if (!FileExists(JoinPath(run_dir, "summary.csv"))) return false;
+  const std::string provenance = JoinPath(run_dir, "provenance.json");
+  if (!FileExists(provenance)) return true;
+  try {
+    const auto j = nlohmann::json::parse(ReadFile(provenance));
+    const std::string reason = j.value("status_reason", std::string());
+    return reason != StopPolicy::SignalReason(SIGINT) &&
+           reason != StopPolicy::SignalReason(SIGTERM);
+  } catch (const nlohmann::json::exception&) {
+    return false;  // a provenance cut short: the run did not end cleanly
+  }
 }
 
 std::string Seconds(double s) {
@@ -115,7 +144,7 @@ std::string JoinPath(const std::string& dir, const std::string& name) {
 }
 
 std::vector<std::string> ChildArgv(const std::string& program, const BatchRun& run) {
-  std::vector<std::string> argv = {program, "run", run.config_path};
+  std::vector<std::string> argv = {program, run.launch ? "launch" : "run", run.config_path};
   if (run.tasks > 0) {
     argv = {"srun",         "--ntasks=" + std::to_string(run.tasks), program, "task", "--config",
             run.config_path};
@@ -172,6 +201,42 @@ void Finish(BatchRun& run, int status, double seconds, const std::string& runs_d
         << ")\n";
   }
   out.flush();
+}
+
+std::string FinishedRunDir(const BatchRun& run, const std::string& runs_dir,
+                           const std::string& moved_to) {
+  std::vector<std::string> finished;
+  if (!IsDirectory(runs_dir)) return "";
+  for (const auto& e : fs::directory_iterator(runs_dir)) {
+    if (!e.is_directory() || !IsRunId(e.path().filename().string(), run.name, run.seed)) continue;
+    if (EndedByItself(e.path().string())) {
+      finished.push_back(e.path().string());
+    } else {
+      MakeDirs(moved_to);
+      fs::rename(e.path(), fs::path(moved_to) / e.path().filename());
+    }
+  }
+  std::sort(finished.begin(), finished.end());
+  return finished.empty() ? std::string() : finished.back();
+}
+
+void Reuse(BatchRun& run, const std::string& run_dir, std::ostream& out) {
+  run.run_dir = run_dir;
+  run.seconds = 0;
+  try {
+    const RunSummary s = ReadRunSummary(run_dir);
+    run.ok = s.Get("status") == "completed";
+    run.exit_status = run.ok ? 0 : kExitBadInput;  // what `asgd run` exits with on failure
+    if (!run.ok) {
+      const std::string why = WhyItFailed(run.log_path);
+      run.problem = "status " + s.Get("status") + (why.empty() ? "" : ": " + why);
+    }
+  } catch (const InputError& e) {
+    run.exit_status = kExitBadInput;
+    run.problem = e.what();
+  }
+  out << "[resumed] " << run.label << " s" << run.seed << ": finished before, "
+      << (run.ok ? "completed" : "FAILED (" + run.problem + ")") << " (" << run_dir << ")\n";
 }
 
 // Runs every run as a child of program, at most parallel at a time.

@@ -71,7 +71,10 @@ ToolResult RunTool(const std::vector<std::string>& argv, std::chrono::millisecon
   return result;
 }
 
-std::string SlurmDir(const std::string& dir) { return JoinPath(dir, "slurm"); }
+// The folder of one job array's files: slurm/, or a tune's extension arrays' slurm-edge<k>/.
+std::string SlurmDir(const std::string& dir, const std::string& sub = kSlurmFolder) {
+  return JoinPath(dir, sub);
+}
 
 // Array task index -> SLURM state (e.g. PENDING, RUNNING, CANCELLED) for the tasks SLURM
 // still knows: squeue for the queued and running, then sacct when accounting is there,
@@ -124,6 +127,15 @@ std::map<std::size_t, std::string> SlurmTaskStates(const std::string& job) {
   return states;
 }
 
+// "asgd-sweep-mnist" -> "sweep": the command whose `collect` gathers the array.
+std::string CommandOfJob(const std::string& job_name) {
+  const std::string prefix = "asgd-";
+  if (!StartsWith(job_name, prefix)) return "sweep";
+  const std::size_t dash = job_name.find('-', prefix.size());
+  return job_name.substr(prefix.size(),
+                         dash == std::string::npos ? std::string::npos : dash - prefix.size());
+}
+
 }  // namespace
 
 // ---- SLURM backend ---------------------------------------------------------------
@@ -152,7 +164,11 @@ void AddBackendOptions(po::options_description& desc) {
       "cluster.shards shards, algorithm.workers workers) started by `srun asgd task`")(
       "sbatch", po::value<std::vector<std::string>>()->composing(),
       "--backend slurm: one more sbatch option, passed as it is (repeatable), e.g. "
-      "--sbatch=--account=abc");
+      "--sbatch=--account=abc")(
+      "launch",
+      "local backend: run each run as processes with `asgd launch` (coordinator, shards, "
+      "workers and evaluator on this machine over cluster.launch_transport) instead of "
+      "threads in one `asgd run`");
 }
 
 SlurmOptions ReadBackendOptions(const po::variables_map& vm, const std::string& command) {
@@ -168,6 +184,11 @@ SlurmOptions ReadBackendOptions(const po::variables_map& vm, const std::string& 
       throw InputError("asgd " + command + ": --" + name + " needs --backend slurm");
     }
   }
+  if (vm.count("launch") && slurm) {
+    throw InputError("asgd " + command +
+                     ": --launch is the local backend's; with --backend slurm use --srun");
+  }
+  o.launch = vm.count("launch") > 0;
   o.emit_only = vm.count("emit-only") > 0;
   o.srun = vm.count("srun") > 0;
   if (vm.count("partition")) o.partition = vm["partition"].as<std::string>();
@@ -244,16 +265,41 @@ std::string FindOnPath(const std::string& program) {
   return "";
 }
 
+void RequireSbatch(const SlurmOptions& backend, const std::string& command) {
+  if (backend.backend == "slurm" && !backend.emit_only && FindOnPath("sbatch").empty()) {
+    throw InputError("asgd " + command +
+                     ": --backend slurm: sbatch not found on PATH (--emit-only writes "
+                     "the script without submitting)");
+  }
+}
+
+std::vector<std::string> BackendReplanArgs(const po::variables_map& vm) {
+  std::vector<std::string> args;
+  for (const char* name : {"partition", "time"}) {
+    if (vm.count(name))
+      args.insert(args.end(), {std::string("--") + name, vm[name].as<std::string>()});
+  }
+  for (const char* name : {"gpus-per-task", "parallel"}) {
+    if (vm.count(name)) {
+      args.insert(args.end(), {std::string("--") + name, std::to_string(vm[name].as<int>())});
+    }
+  }
+  if (vm.count("sbatch")) {
+    for (const auto& a : vm["sbatch"].as<std::vector<std::string>>())
+      args.push_back("--sbatch=" + a);
+  }
+  for (const char* flag : {"srun", "emit-only"}) {
+    if (vm.count(flag)) args.push_back(std::string("--") + flag);
+  }
+  return args;
+}
+
 std::string StartBatchDir(std::vector<BatchRun>& runs, const std::string& given,
                           const std::string& fallback, const std::string& command,
                           const SlurmOptions& backend,
                           const std::function<void(const std::string& dir)>& fix_runs) {
   const bool slurm = backend.backend == "slurm";
-  if (slurm && !backend.emit_only && FindOnPath("sbatch").empty()) {
-    throw InputError("asgd " + command +
-                     ": --backend slurm: sbatch not found on PATH (--emit-only writes "
-                     "the script without submitting)");
-  }
+  RequireSbatch(backend, command);
   std::string dir = MakeBatchDir(given, fallback, command);
   if (slurm) dir = fs::absolute(dir).lexically_normal().string();
   fix_runs(dir);
@@ -262,18 +308,30 @@ std::string StartBatchDir(std::vector<BatchRun>& runs, const std::string& given,
   return dir;
 }
 
+// sgd and hogwild run in one process only.
+void RefuseOneProcessStrategy(const Config& c, const std::string& option) {
+  const std::string name = c.String("algorithm.name");
+  const algorithms::Strategy& s = algorithms::FindStrategy(name);
+  if (s.sequential || s.shared_memory) {
+    throw ConfigError("algorithm.name", name,
+                      "a strategy over the parameter server for " + option +
+                          " (sgd and hogwild run in one process: leave " + option + " out)");
+  }
+}
+
+void PlanLaunchRuns(std::vector<BatchRun>& runs) {
+  for (auto& r : runs) {
+    RefuseOneProcessStrategy(LoadRunConfig(r.config_path, r.overrides), "--launch");
+    r.launch = true;
+  }
+}
+
 void PlanSrunRuns(std::vector<BatchRun>& runs) {
   int most = 0;
   std::vector<int64_t> base_ports;
   for (auto& r : runs) {
     const Config c = LoadRunConfig(r.config_path, r.overrides);
-    const std::string name = c.String("algorithm.name");
-    const algorithms::Strategy* s = &algorithms::FindStrategy(name);
-    if (s->sequential || s->shared_memory) {
-      throw ConfigError("algorithm.name", name,
-                        "a strategy over the parameter server for --srun (sgd and hogwild run in "
-                        "one process: leave --srun out)");
-    }
+    RefuseOneProcessStrategy(c, "--srun");
     r.tasks = static_cast<int>(1 + c.Int("cluster.shards") + c.Int("algorithm.workers"));
     most = std::max(most, r.tasks);
     base_ports.push_back(c.Int("cluster.base_port"));
@@ -293,8 +351,8 @@ void PlanSrunRuns(std::vector<BatchRun>& runs) {
 std::string WriteSlurmFiles(const std::vector<BatchRun>& runs, const std::string& dir,
                             const std::vector<std::string>& replan_args,
                             const std::optional<int>& parallel, const SlurmOptions& options,
-                            const std::string& job_name) {
-  const std::string slurm = SlurmDir(dir);
+                            const std::string& job_name, const std::string& sub) {
+  const std::string slurm = SlurmDir(dir, sub);
   MakeDirs(JoinPath(slurm, "status"));
   MakeDirs(JoinPath(slurm, "output"));
   const std::string program = SelfExecutable();
@@ -314,9 +372,8 @@ std::string WriteSlurmFiles(const std::vector<BatchRun>& runs, const std::string
     << "# Written by asgd: one array task per run; task i runs line i + 1 of tasks.txt\n"
     << "# (an `asgd run`, or with --srun an `srun asgd task` run, into " << JoinPath(dir, "runs")
     << ")\n# and writes its exit status"
-    << " to status/i. Gather the results with `asgd "
-    << (job_name.find("suite") != std::string::npos ? "suite" : "sweep") << " collect " << dir
-    << "`.\n"
+    << " to status/i. Gather the results with `asgd " << CommandOfJob(job_name) << " collect "
+    << dir << "`.\n"
     << "#SBATCH --job-name=" << job_name << "\n"
     << "#SBATCH --array=0-" << runs.size() - 1;
   if (parallel) s << "%" << *parallel;
@@ -350,7 +407,7 @@ std::string WriteSlurmFiles(const std::vector<BatchRun>& runs, const std::string
 // Submits the script; prints and returns the job id. Throws InputError with sbatch's
 // first error line when it refuses.
 std::string SubmitSlurm(const std::string& dir, const std::string& script,
-                        const std::string& command, std::ostream& out) {
+                        const std::string& command, std::ostream& out, const std::string& sub) {
   const ToolResult r = RunTool({"sbatch", "--parsable", script}, std::chrono::seconds(60));
   if (r.status == -1 && r.lines.empty()) {
     throw InputError("asgd " + command + ": --backend slurm: sbatch not found on PATH");
@@ -375,7 +432,7 @@ std::string SubmitSlurm(const std::string& dir, const std::string& script,
     throw InputError("asgd " + command + ": sbatch refused " + script + " (exit " +
                      std::to_string(r.status) + ")" + (why.empty() ? "" : ": " + why));
   }
-  WriteFileAtomic(JoinPath(SlurmDir(dir), "job_id"), job + "\n");
+  WriteFileAtomic(JoinPath(SlurmDir(dir, sub), "job_id"), job + "\n");
   out << "submitted job " << job << " (" << CommandLine({script}) << ")\n"
       << "collect with: asgd " << command << " collect " << dir << "\n";
   out.flush();
@@ -385,8 +442,8 @@ std::string SubmitSlurm(const std::string& dir, const std::string& script,
 // `collect`: how every run of a submitted batch ended, from slurm/status/ and the run
 // folders, with SLURM's word on the tasks that left no status. One line per run.
 BatchOutcome CollectSlurm(std::vector<BatchRun>& runs, const std::string& dir,
-                          const std::string& command, std::ostream& out) {
-  const std::string slurm = SlurmDir(dir);
+                          const std::string& command, std::ostream& out, const std::string& sub) {
+  const std::string slurm = SlurmDir(dir, sub);
   const std::string job_file = JoinPath(slurm, "job_id");
   const std::string job =
       FileExists(job_file) ? std::string(Trim(ReadFile(job_file))) : std::string();
@@ -433,6 +490,7 @@ BatchOutcome CollectSlurm(std::vector<BatchRun>& runs, const std::string& dir,
       << failed << " failed, " << missing << " missing, " << waiting << " not finished\n";
   out.flush();
   outcome.failed = failed + missing + waiting;
+  outcome.waiting = waiting;
   return outcome;
 }
 
@@ -459,7 +517,11 @@ std::vector<std::string> ReplanIfCollect(const std::vector<std::string>& given,
   }
   *collect_dir = fs::absolute(given[1]).lexically_normal().string();
   std::vector<std::string> args = ReadReplanArgs(*collect_dir, command);
-  if (given.size() == 3) args.emplace_back("--no-plots");
+  // A batch submitted with --no-plots has it in its args already (given twice, the
+  // option parser would refuse it).
+  if (given.size() == 3 && std::find(args.begin(), args.end(), "--no-plots") == args.end()) {
+    args.emplace_back("--no-plots");
+  }
   // The batch was planned for SLURM (its --srun, if any, is in the replanned options).
   args.insert(args.end(), {"--backend", "slurm"});
   return args;

@@ -128,142 +128,296 @@ void CheckKeys(const std::string& path, const IniSection& s,
   }
 }
 
-}  // namespace
+// A suite file, read and checked.
+struct SuiteFile {
+  std::string name, out_dir;
+  std::vector<std::string> sets;   // [suite] set: for every run, before its own
+  std::vector<BatchRun> runs;      // [run LABEL]: label, name, config, its own set
+  std::optional<IniSection> tune;  // [tune]
+};
 
-int Suite(const std::vector<std::string>& given_args, std::ostream& out) {
-  // `collect DIR` replans the batch from what the submission wrote, then gathers.
-  std::string collect_dir;
-  const std::vector<std::string> args = ReplanIfCollect(given_args, "suite", &collect_dir);
+// A [run LABEL] section as a run: its label, config (relative to the suite's folder) and
+// its own set.
+BatchRun ReadRunSection(const std::string& path, const IniSection& s,
+                        const std::vector<BatchRun>& before) {
+  const std::string where = path + ":" + std::to_string(s.line);
+  const std::string base_dir = fs::path(path).parent_path().string();
+  BatchRun r;
+  r.label = std::string(Trim(s.name.substr(4)));
+  for (const auto& other : before) {
+    if (other.label == r.label) throw InputError(where + ": [run " + r.label + "] is given twice");
+  }
+  CheckKeys(path, s, {"config", "set"});
+  const std::string section = path + ": [run " + r.label + "]";
+  const IniEntry* config = FindEntry(s, "config");
+  if (config == nullptr || config->value.empty()) {
+    throw InputError(section + " config: missing (expected config = PATH of an experiment config)");
+  }
+  r.config_path = fs::path(config->value).is_absolute() || base_dir.empty()
+                      ? config->value
+                      : (fs::path(base_dir) / config->value).string();
+  if (!FileExists(r.config_path)) {
+    throw InputError(section + " config: no such file " + QuoteForMessage(r.config_path, 200));
+  }
+  if (const IniEntry* set = FindEntry(s, "set")) r.overrides = SplitSets(set->value);
+  for (const auto& o : r.overrides) {
+    if (IsBatchKey(KeyOf(o))) {
+      throw InputError(section + " set: " + KeyOf(o) + ": set by asgd suite for every run");
+    }
+  }
+  r.name = SanitizeLabel(r.label);
+  return r;
+}
+
+SuiteFile ReadSuite(const std::string& path) {
+  SuiteFile f;
+  bool have_suite = false;
+  for (const auto& s : ParseSuiteFile(path)) {
+    const std::string where = path + ":" + std::to_string(s.line);
+    if (s.name == "suite") {
+      if (have_suite) throw InputError(where + ": [suite] is given twice");
+      have_suite = true;
+      CheckKeys(path, s, {"name", "out_dir", "set"});
+      if (const IniEntry* e = FindEntry(s, "name")) f.name = e->value;
+      if (const IniEntry* e = FindEntry(s, "out_dir")) f.out_dir = e->value;
+      if (const IniEntry* e = FindEntry(s, "set")) f.sets = SplitSets(e->value);
+      if (f.name.empty())
+        throw InputError(path + ": [suite] name: missing (expected name = LABEL)");
+    } else if (s.name == "tune") {
+      if (f.tune) throw InputError(where + ": [tune] is given twice");
+      CheckKeys(path, s, {"grid", "metric", "seeds", "target", "extend"});
+      f.tune = s;
+    } else if (StartsWith(s.name, "run ") && !Trim(s.name.substr(4)).empty()) {
+      f.runs.push_back(ReadRunSection(path, s, f.runs));
+    } else {
+      throw InputError(where + ": [" + s.name +
+                       "]: unknown section (expected [suite], [tune] or [run LABEL])");
+    }
+  }
+  if (!have_suite) {
+    throw InputError(path + ": no [suite] section (expected [suite] with name = LABEL)");
+  }
+  if (f.runs.empty()) throw InputError(path + ": no [run LABEL] sections");
+  return f;
+}
+
+// [tune] grid: axes separated by ';'. A piece without '=' continues the axis before it
+// (the ';' between values of a list-valued key: model.hidden=64,64;256,256).
+std::vector<std::string> SplitGridAxes(const std::string& text) {
+  std::vector<std::string> axes;
+  for (const auto& piece : Split(text, ';')) {
+    const std::string p(Trim(piece));
+    if (p.empty()) continue;
+    if (p.find('=') == std::string::npos && !axes.empty()) {
+      axes.back() += ";" + p;
+    } else {
+      axes.push_back(p);
+    }
+  }
+  return axes;
+}
+
+// An integer of [tune] (seeds, extend) at least min, or fallback.
+int TuneInteger(const std::string& path, const IniSection& s, const std::string& key, int min,
+                int fallback) {
+  const IniEntry* e = FindEntry(s, key);
+  if (e == nullptr) return fallback;
+  const auto v = ParseInt64(e->value);
+  if (!v || *v < min || *v > 1000) {
+    throw InputError(path + ":" + std::to_string(e->line) + ": [tune] " + key + " = " +
+                     QuoteForMessage(e->value) + ": expected an integer >= " + std::to_string(min));
+  }
+  return static_cast<int>(*v);
+}
+
+// The [tune] section as the settings of a tune whose points are the suite's runs.
+TuneSettings SuiteTuneSettings(const std::string& path, const SuiteFile& f,
+                               const std::vector<std::string>& cli_sets) {
+  const IniSection& t = *f.tune;
+  TuneSettings s;
+  s.command = "suite";
+  s.where = path + ": ";
+  s.prefix_labels = true;
+  const IniEntry* grid = FindEntry(t, "grid");
+  const IniEntry* metric = FindEntry(t, "metric");
+  if (grid == nullptr || SplitGridAxes(grid->value).empty()) {
+    throw InputError(path + ": [tune] grid: missing (expected grid = section.key=SPEC; ...)");
+  }
+  if (metric == nullptr) {
+    throw InputError(path +
+                     ": [tune] metric: missing (expected one of time_to_target, "
+                     "epochs_to_target, bytes_to_target, best_accuracy, final_accuracy)");
+  }
+  try {
+    s.metric = &FindTuneMetric(metric->value);
+    s.axes = ParseGrid(SplitGridAxes(grid->value), "suite");
+  } catch (const InputError& e) {
+    throw InputError(path + ": [tune] " + e.what());
+  }
+  s.seeds = TuneInteger(path, t, "seeds", 1, 3);
+  s.extend = TuneInteger(path, t, "extend", 0, 2);
+  std::vector<std::string> extra;
+  if (const IniEntry* target = FindEntry(t, "target")) {
+    extra.push_back("experiment.target_accuracy=" + target->value);
+  }
+  extra.insert(extra.end(), cli_sets.begin(), cli_sets.end());
+  for (const auto& r : f.runs) {
+    TunePoint p;
+    p.label = r.label;
+    p.config_path = r.config_path;
+    p.sets = f.sets;
+    p.sets.insert(p.sets.end(), r.overrides.begin(), r.overrides.end());
+    p.sets.insert(p.sets.end(), extra.begin(), extra.end());
+    for (const auto& o : p.sets) {
+      for (const auto& a : s.axes) {
+        if (KeyOf(o) == a.key) {
+          throw InputError(path + ": [run " + r.label + "] " + a.key +
+                           " is set for the run and tuned by [tune] grid");
+        }
+      }
+    }
+    try {
+      p.base_seed =
+          Config::FromFile(p.config_path, p.sets, ExperimentSchema()).Int("experiment.seed");
+    } catch (const ConfigError& e) {
+      throw InputError(path + ": [run " + r.label + "] " + e.what());
+    }
+    s.points.push_back(std::move(p));
+  }
+  s.plan = {"suite " + f.name};
+  return s;
+}
+
+// What a plain suite's runs get besides their own set: --set, experiment.seed when there
+// are several seeds, and the keys of the batch.
+void FixSuiteRuns(std::vector<BatchRun>& runs, const std::vector<std::size_t>& own_sets,
+                  const std::vector<std::string>& sets, int seeds, const std::string& dir) {
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    BatchRun& r = runs[i];
+    r.overrides.resize(own_sets[i]);
+    r.overrides.insert(r.overrides.end(), sets.begin(), sets.end());
+    if (seeds > 1) r.overrides.push_back("experiment.seed=" + std::to_string(r.seed));
+    r.overrides.push_back("experiment.out_dir=" + JoinPath(dir, "runs"));
+    r.overrides.push_back("experiment.name=" + r.label);
+    r.overrides.push_back("experiment.progress=off");
+  }
+}
+
+// With seeds > 1, each run becomes seeds runs at experiment.seed + 0 .. seeds - 1 (the
+// run's own seed first), as a sweep's points do.
+void ExpandSeeds(std::vector<BatchRun>& runs, std::vector<std::size_t>& own_sets, int seeds) {
+  if (seeds <= 1) return;
+  std::vector<BatchRun> expanded;
+  std::vector<std::size_t> sizes;
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    for (int k = 0; k < seeds; ++k) {
+      expanded.push_back(runs[i]);
+      expanded.back().seed = runs[i].seed + k;
+      sizes.push_back(own_sets[i]);
+    }
+  }
+  runs = std::move(expanded);
+  own_sets = std::move(sizes);
+}
+
+po::options_description SuiteOptions() {
   po::options_description desc("Options");
   desc.add_options()("help,h", "describe this command")("parallel", po::value<int>(),
                                                         "runs at a time (default 1)")(
-      "out", po::value<std::string>(),
-      "the suite folder (default: [suite] out_dir, else results/suites/<name>-<UTC time>)")(
+      "seeds", po::value<int>(),
+      "runs per [run], seeds experiment.seed + 0..N-1 (default 1; a [tune] section sets its "
+      "own)")("out", po::value<std::string>(),
+              "the suite folder (default: [suite] out_dir, else results/suites/<name>-<UTC "
+              "time>)")(
       "set", po::value<std::vector<std::string>>()->composing(),
       "override one key for every run: --set section.key=value (repeatable; applied after "
       "the run's own set)")("no-plots", "compare without drawing the PNGs")(
       "dry-run", "validate and list the runs without starting them")(
       "file", po::value<std::string>(), "the suite file (INI)");
   AddBackendOptions(desc);
+  return desc;
+}
+
+constexpr const char* kSuiteUsage =
+    "usage: asgd suite FILE [--parallel P] [--seeds N] [--out DIR] [--set section.key=value "
+    "...]\n\n"
+    "FILE is an INI file: [suite] with name (and optionally out_dir), then one\n"
+    "[run LABEL] section per run with config = PATH (relative to FILE's folder) and\n"
+    "optionally set = section.key=value; section.key=value. Runs each as an `asgd run`\n"
+    "child, P at a time, then compares them into the suite folder (comparison.csv,\n"
+    "comparison.md, plots). Logs: DIR/logs/. Exit 2 if a run failed; SIGINT/SIGTERM\n"
+    "end every run by PID (exit 128 + the signal).\n\n"
+    "A [tune] section (grid, metric, seeds, target, extend: as `asgd tune` takes them)\n"
+    "tunes every [run] as a point of its own instead and writes one table of them.\n\n"
+    "With --backend slurm the runs become one SLURM job array instead (DIR/slurm/\n"
+    "array.sbatch, submitted with sbatch); `asgd suite collect DIR` compares them after.";
+
+}  // namespace
+
+int Suite(const std::vector<std::string>& given_args, std::ostream& out) {
+  // `collect DIR` replans the batch from what the submission wrote, then gathers.
+  std::string collect_dir;
+  const std::vector<std::string> args = ReplanIfCollect(given_args, "suite", &collect_dir);
+  const po::options_description desc = SuiteOptions();
   po::positional_options_description pos;
   pos.add("file", 1);
   auto vm = ParseCommandLine(args, desc, pos, "suite");
-  const std::string usage =
-      "usage: asgd suite FILE [--parallel P] [--out DIR] [--set section.key=value ...]\n\n"
-      "FILE is an INI file: [suite] with name (and optionally out_dir), then one\n"
-      "[run LABEL] section per run with config = PATH (relative to FILE's folder) and\n"
-      "optionally set = section.key=value; section.key=value. Runs each as an `asgd run`\n"
-      "child, P at a time, then compares them into the suite folder (comparison.csv,\n"
-      "comparison.md, plots). Logs: DIR/logs/. Exit 2 if a run failed; SIGINT/SIGTERM\n"
-      "end every run by PID (exit 128 + the signal).\n\n"
-      "With --backend slurm the runs become one SLURM job array instead (DIR/slurm/\n"
-      "array.sbatch, submitted with sbatch); `asgd suite collect DIR` compares them after.";
   if (vm.count("help")) {
-    out << usage << "\n" << desc;
+    out << kSuiteUsage << "\n" << desc;
     return kExitOk;
   }
   if (!vm.count("file")) throw InputError("asgd suite: missing FILE (see `asgd suite --help`)");
   const SlurmOptions backend = ReadBackendOptions(vm, "suite");
   const bool slurm = backend.backend == "slurm";
-  const std::vector<int> gpus = ReadGpus(
-      vm, vm.count("set") ? vm["set"].as<std::vector<std::string>>() : std::vector<std::string>(),
-      "suite", backend);
+  std::vector<std::string> sets;
+  if (vm.count("set")) sets = vm["set"].as<std::vector<std::string>>();
+  const std::vector<int> gpus = ReadGpus(vm, sets, "suite", backend);
   const std::string path =
       slurm ? fs::absolute(vm["file"].as<std::string>()).string() : vm["file"].as<std::string>();
   const int parallel = PositiveOption(vm, "parallel", 1);
-  std::vector<std::string> sets;
-  if (vm.count("set")) sets = vm["set"].as<std::vector<std::string>>();
+  const int seeds = PositiveOption(vm, "seeds", 1);
   ValidateSets(sets, "suite");
   if (!FileExists(path)) throw InputError(path + ": no such suite file");
-
-  const std::vector<IniSection> sections = ParseSuiteFile(path);
-  const std::string base_dir = fs::path(path).parent_path().string();
-  std::string name, file_out;
-  std::vector<std::string> suite_sets;  // [suite] set: for every run, before its own
-  bool have_suite = false;
-  std::vector<BatchRun> runs;
-  for (const auto& s : sections) {
-    const std::string where = path + ":" + std::to_string(s.line);
-    if (s.name == "suite") {
-      if (have_suite) throw InputError(where + ": [suite] is given twice");
-      have_suite = true;
-      CheckKeys(path, s, {"name", "out_dir", "set"});
-      if (const IniEntry* e = FindEntry(s, "name")) name = e->value;
-      if (const IniEntry* e = FindEntry(s, "out_dir")) file_out = e->value;
-      if (const IniEntry* e = FindEntry(s, "set")) suite_sets = SplitSets(e->value);
-      if (name.empty()) throw InputError(path + ": [suite] name: missing (expected name = LABEL)");
-      continue;
+  SuiteFile f = ReadSuite(path);
+  const std::string given_out = vm.count("out") ? vm["out"].as<std::string>() : f.out_dir;
+  const std::string default_out =
+      "results/suites/" + SanitizeLabel(f.name) + "-" + WallTimeCompact();
+  std::vector<std::string> replan = {path};
+  for (const auto& st : sets) replan.insert(replan.end(), {"--set", st});
+  if (vm.count("seeds")) replan.insert(replan.end(), {"--seeds", std::to_string(seeds)});
+  if (f.tune) {
+    if (vm.count("seeds")) {
+      throw InputError("asgd suite: --seeds: " + path +
+                       " has a [tune] section, whose seeds key sets the seeds of a tuned suite");
     }
-    if (!StartsWith(s.name, "run ") || Trim(s.name.substr(4)).empty()) {
-      throw InputError(where + ": [" + s.name +
-                       "]: unknown section (expected [suite] or "
-                       "[run LABEL])");
-    }
-    BatchRun r;
-    r.label = std::string(Trim(s.name.substr(4)));
-    for (const auto& other : runs) {
-      if (other.label == r.label)
-        throw InputError(where + ": [run " + r.label + "] is given twice");
-    }
-    CheckKeys(path, s, {"config", "set"});
-    const std::string section = path + ": [run " + r.label + "]";
-    const IniEntry* config = FindEntry(s, "config");
-    if (config == nullptr || config->value.empty()) {
-      throw InputError(section +
-                       " config: missing (expected config = PATH of an experiment config)");
-    }
-    r.config_path = fs::path(config->value).is_absolute() || base_dir.empty()
-                        ? config->value
-                        : (fs::path(base_dir) / config->value).string();
-    if (!FileExists(r.config_path)) {
-      throw InputError(section + " config: no such file " + QuoteForMessage(r.config_path, 200));
-    }
-    if (const IniEntry* set = FindEntry(s, "set")) r.overrides = SplitSets(set->value);
-    r.name = SanitizeLabel(r.label);
-    runs.push_back(std::move(r));
+    TuneExecution ex = TuneExecutionOf(vm, backend, gpus);
+    ex.given_out = given_out;
+    ex.default_out = default_out;
+    ex.collect_dir = collect_dir;
+    ex.replan.insert(ex.replan.begin(), replan.begin(), replan.end());
+    ex.job_name = "asgd-suite-" + SanitizeLabel(f.name);
+    return RunTune(SuiteTuneSettings(path, f, sets), ex, out);
   }
-  if (!have_suite)
-    throw InputError(path + ": no [suite] section (expected [suite] with name = LABEL)");
-  if (runs.empty()) throw InputError(path + ": no [run LABEL] sections");
-  for (auto& r : runs)
-    r.overrides.insert(r.overrides.begin(), suite_sets.begin(), suite_sets.end());
-
-  const std::string given_out = vm.count("out") ? vm["out"].as<std::string>() : file_out;
-  const std::string default_out = "results/suites/" + SanitizeLabel(name) + "-" + WallTimeCompact();
+  std::vector<BatchRun>& runs = f.runs;
+  for (auto& r : runs) r.overrides.insert(r.overrides.begin(), f.sets.begin(), f.sets.end());
   std::string planned = given_out.empty() ? default_out : given_out;
   if (!collect_dir.empty()) planned = collect_dir;
   if (slurm) planned = fs::absolute(planned).lexically_normal().string();
   std::vector<std::size_t> own_sets;  // how many overrides are the run's own set
   for (const auto& r : runs) own_sets.push_back(r.overrides.size());
-  auto add_fixed = [&](const std::string& dir) {
-    for (std::size_t i = 0; i < runs.size(); ++i) {
-      BatchRun& r = runs[i];
-      r.overrides.resize(own_sets[i]);
-      r.overrides.insert(r.overrides.end(), sets.begin(), sets.end());
-      r.overrides.push_back("experiment.out_dir=" + JoinPath(dir, "runs"));
-      r.overrides.push_back("experiment.name=" + r.label);
-      r.overrides.push_back("experiment.progress=off");
-    }
-  };
-  for (std::size_t i = 0; i < runs.size(); ++i) {
-    for (std::size_t j = 0; j < own_sets[i]; ++j) {
-      const std::string key = KeyOf(runs[i].overrides[j]);
-      if (IsBatchKey(key)) {
-        throw InputError(path + ": [run " + runs[i].label + "] set: " + key +
-                         ": set by asgd suite for every run");
-      }
-    }
-  }
-  add_fixed(planned);
+  FixSuiteRuns(runs, own_sets, sets, 1, planned);
   for (auto& r : runs) {
     try {
-      const Config c = LoadRunConfig(r.config_path, r.overrides);
-      r.seed = c.Int("experiment.seed");
+      r.seed = LoadRunConfig(r.config_path, r.overrides).Int("experiment.seed");
     } catch (const ConfigError& e) {
       throw InputError(path + ": [run " + r.label + "] " + e.what());
     }
   }
+  ExpandSeeds(runs, own_sets, seeds);
+  auto add_fixed = [&](const std::string& dir) { FixSuiteRuns(runs, own_sets, sets, seeds, dir); };
+  add_fixed(planned);
   if (backend.srun) PlanSrunRuns(runs);
+  if (backend.launch) PlanLaunchRuns(runs);
   AssignLogs(runs, planned);
   if (vm.count("dry-run")) {
     PrintDryRun(runs, planned, out);
@@ -278,27 +432,24 @@ int Suite(const std::vector<std::string>& given_args, std::ostream& out) {
   const std::string dir = StartBatchDir(runs, given_out, default_out, "suite", backend, add_fixed);
   WriteFileAtomic(JoinPath(dir, "suite.ini"), ReadFile(path));
   if (slurm) {
-    std::vector<std::string> replan = {path};
-    for (const auto& st : sets) replan.insert(replan.end(), {"--set", st});
     if (vm.count("no-plots")) replan.emplace_back("--no-plots");
     if (backend.srun) replan.emplace_back("--srun");
     const std::string script = WriteSlurmFiles(
         runs, dir, replan, vm.count("parallel") ? std::optional<int>(parallel) : std::nullopt,
-        backend, "asgd-suite-" + SanitizeLabel(name));
-    out << "suite " << name << ": " << runs.size() << " runs as a SLURM job array into " << dir
+        backend, "asgd-suite-" + SanitizeLabel(f.name));
+    out << "suite " << f.name << ": " << runs.size() << " runs as a SLURM job array into " << dir
         << "\n"
         << "wrote " << script << "\n";
     if (!backend.emit_only) SubmitSlurm(dir, script, "suite", out);
     return kExitOk;
   }
-  out << "suite " << name << ": " << runs.size() << " runs, "
+  out << "suite " << f.name << ": " << runs.size() << " runs, "
       << (gpus.empty() ? parallel : std::min<int>(parallel, static_cast<int>(gpus.size())))
       << " at a time" << (gpus.empty() ? "" : " (one per GPU of --gpus)") << ", into " << dir
       << "\n";
   out.flush();
-  const std::string runs_dir = JoinPath(dir, "runs");
   const BatchOutcome outcome =
-      RunBatch(runs, SelfExecutable(), parallel, runs_dir, "suite", out, gpus);
+      RunBatch(runs, SelfExecutable(), parallel, JoinPath(dir, "runs"), "suite", out, gpus);
   if (outcome.signal != 0) return 128 + outcome.signal;
   const std::string plot_error = CompareBatch(runs, dir, !vm.count("no-plots"), out);
   return BatchResult(outcome, runs.size(), plot_error, dir, "suite", out);

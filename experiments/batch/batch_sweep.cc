@@ -25,6 +25,7 @@
 #include "core/process.h"
 #include "core/strings.h"
 #include "experiments/analysis/compare.h"
+#include "experiments/analysis/seed_stats.h"
 #include "experiments/batch/batch.h"
 #include "experiments/batch/batch_internal.h"
 #include "experiments/config/command_line.h"
@@ -43,100 +44,12 @@ namespace {
 
 // ---- Sweep -----------------------------------------------------------------------
 
-struct GridAxis {
-  std::string key;                  // section.key
-  std::string short_key;            // as shown in labels
-  std::vector<std::string> values;  // as given
-};
-
-std::vector<GridAxis> ParseGrid(const std::vector<std::string>& specs) {
-  std::vector<GridAxis> axes;
-  const Schema& schema = ExperimentSchema();
-  for (const auto& spec : specs) {
-    const std::size_t eq = spec.find('=');
-    if (eq == std::string::npos || eq == 0) {
-      throw InputError("asgd sweep: --grid " + QuoteForMessage(spec) +
-                       ": expected section.key=v1,v2[,...], e.g. "
-                       "--grid algorithm.learning_rate=0.01,0.1");
-    }
-    GridAxis axis;
-    axis.key = std::string(Trim(std::string_view(spec).substr(0, eq)));
-    schema.Get(axis.key);  // an unknown key, with a suggestion
-    if (IsBatchKey(axis.key) || axis.key == "experiment.seed") {
-      throw InputError("asgd sweep: --grid " + axis.key + ": set by the sweep for every run" +
-                       (axis.key == "experiment.seed" ? " (use --seeds N)" : ""));
-    }
-    for (const auto& a : axes) {
-      if (a.key == axis.key) throw InputError("asgd sweep: --grid " + axis.key + " is given twice");
-    }
-    // Values of list-valued keys hold commas: then ';' separates the values.
-    const std::string list = spec.substr(eq + 1);
-    const char sep = list.find(';') != std::string::npos ? ';' : ',';
-    for (const auto& v : Split(list, sep)) {
-      const std::string value(Trim(v));
-      if (value.empty()) {
-        throw InputError("asgd sweep: --grid " + QuoteForMessage(spec) +
-                         ": an empty value (expected section.key=v1,v2[,...])");
-      }
-      if (std::find(axis.values.begin(), axis.values.end(), value) != axis.values.end()) {
-        throw InputError("asgd sweep: --grid " + axis.key + ": value " + QuoteForMessage(value) +
-                         " is given twice");
-      }
-      axis.values.push_back(value);
-    }
-    axes.push_back(std::move(axis));
-  }
-  // Labels use the key without its section unless two axes share it.
-  for (auto& a : axes) {
-    const std::string k = a.key.substr(a.key.find('.') + 1);
-    const bool shared = std::count_if(axes.begin(), axes.end(), [&](const GridAxis& b) {
-                          return b.key.substr(b.key.find('.') + 1) == k;
-                        }) > 1;
-    a.short_key = shared ? a.key : k;
-  }
-  return axes;
-}
-
-// One point of the grid: the value index of every axis.
-std::vector<std::vector<std::size_t>> GridPoints(const std::vector<GridAxis>& axes) {
-  std::vector<std::vector<std::size_t>> points = {{}};
-  for (const auto& a : axes) {
-    std::vector<std::vector<std::size_t>> next;
-    for (const auto& p : points) {
-      for (std::size_t v = 0; v < a.values.size(); ++v) {
-        auto q = p;
-        q.push_back(v);
-        next.push_back(std::move(q));
-      }
-    }
-    points = std::move(next);
-  }
-  return points;
-}
-
-std::string PointLabel(const std::vector<GridAxis>& axes, const std::vector<std::size_t>& point,
-                       const std::string& fallback) {
-  if (axes.empty()) return fallback;
-  std::vector<std::string> parts;
-  for (std::size_t i = 0; i < axes.size(); ++i) {
-    parts.push_back(axes[i].short_key + "=" + axes[i].values[point[i]]);
-  }
-  return Join(parts, " ");
-}
-
 // A metric's value rounded for sweep.md.
 std::string MetricText(const std::string& metric, double v) {
   if (metric.find("accuracy") != std::string::npos) return MarkdownNumber(v, 4);
   if (metric == "samples_per_s") return MarkdownNumber(v, 0);
   if (metric == "staleness_mean") return MarkdownNumber(v, 2);
   return MarkdownSeconds(v);
-}
-
-std::string StatCell(const std::string& metric, const SampleStats& s) {
-  if (s.n == 0) return "—";
-  std::string cell = MetricText(metric, s.mean);
-  if (!std::isnan(s.std)) cell += " ± " + MetricText(metric, s.std);
-  return cell;
 }
 
 std::string MetricHeader(const std::string& metric) {
@@ -155,17 +68,66 @@ bool HigherIsBetter(const std::string& metric) {
   return metric.find("accuracy") != std::string::npos || metric == "samples_per_s";
 }
 
+// A grid point's runs: how many completed and failed, and each metric's values over the
+// completed ones.
+struct PointRuns {
+  int64_t completed = 0, failed = 0;
+  std::vector<std::vector<double>> values;  // per SweepMetrics() entry
+};
+
+std::vector<PointRuns> CollectPointRuns(const std::vector<std::string>& labels,
+                                        const std::vector<BatchRun>& runs) {
+  std::vector<PointRuns> points(labels.size());
+  for (std::size_t p = 0; p < labels.size(); ++p) {
+    points[p].values.resize(SweepMetrics().size());
+    for (const auto& r : runs) {
+      if (r.label != labels[p]) continue;
+      if (!r.ok) {
+        ++points[p].failed;
+        continue;
+      }
+      ++points[p].completed;
+      const RunSummary s = ReadRunSummary(r.run_dir);
+      for (std::size_t m = 0; m < SweepMetrics().size(); ++m) {
+        points[p].values[m].push_back(s.Number(SweepMetrics()[m]));
+      }
+    }
+  }
+  return points;
+}
+
+// mean ± the 95 % half-width; "(k of n)" when k of the n completed runs have a value; †
+// when the interval overlaps the best point's.
+std::string SweepCell(const std::string& metric, const MeanInterval& m, int64_t completed,
+                      bool not_separated) {
+  if (m.n == 0) return "—";
+  std::string cell = MetricText(metric, m.mean);
+  if (m.HasInterval()) cell += " ± " + MetricText(metric, m.half_width);
+  if (m.n < completed)
+    cell += " (" + std::to_string(m.n) + " of " + std::to_string(completed) + ")";
+  return not_separated ? cell + " †" : cell;
+}
+
 // Writes sweep.csv and sweep.md.
 void WriteSweepTables(const std::string& dir, const std::string& config_path,
                       const std::vector<GridAxis>& axes,
                       const std::vector<std::vector<std::size_t>>& points,
                       const std::vector<std::string>& labels, const std::vector<BatchRun>& runs,
                       int seeds, std::ostream& out) {
+  const std::vector<std::string>& metrics = SweepMetrics();
   std::vector<std::string> columns = {"label"};
   for (const auto& a : axes) columns.push_back(a.key);
   columns.insert(columns.end(), {"runs", "failed"});
-  for (const auto& m : SweepMetrics()) {
-    for (const char* s : {"_mean", "_std", "_min", "_max"}) columns.push_back(m + s);
+  for (const auto& m : metrics) {
+    for (const char* s : {"_mean", "_std", "_ci95", "_min", "_max"}) columns.push_back(m + s);
+  }
+  const std::vector<PointRuns> values = CollectPointRuns(labels, runs);
+  // intervals[m][p], and the best point on each metric by its mean (-1: none has a value).
+  std::vector<std::vector<MeanInterval>> intervals(metrics.size());
+  std::vector<std::ptrdiff_t> best;
+  for (std::size_t m = 0; m < metrics.size(); ++m) {
+    for (const auto& v : values) intervals[m].push_back(Interval95(v.values[m]));
+    best.push_back(BestRow(intervals[m], HigherIsBetter(metrics[m])));
   }
   std::ostringstream csv, md;
   CsvWriter writer(csv, columns);
@@ -174,60 +136,48 @@ void WriteSweepTables(const std::string& dir, const std::string& config_path,
   for (const auto& a : axes) grid_text.push_back(a.key + " in {" + Join(a.values, ", ") + "}");
   md << "Grid: " << (grid_text.empty() ? "none" : Join(grid_text, "; ")) << "; " << seeds
      << (seeds == 1 ? " seed" : " seeds") << " per point.\n\n"
-     << "Cells are the mean ± sample standard deviation over the point's completed runs\n"
-     << "(sweep.csv adds min and max); — means no value (e.g. a target never reached).\n"
-     << "Accuracies are fractions of the test set, times seconds of training wall time.\n\n";
+     << "Cells are the mean over the point's completed runs (runs: how many) ± the half-width\n"
+     << "of its 95 % confidence interval, t(0.975, n − 1) · s / √n (Student's t; one run: no\n"
+     << "interval); sweep.csv adds the standard deviation, min and max. — means no value (e.g.\n"
+     << "a target never reached; \"(k of n)\": only k runs have one); † marks an interval that\n"
+     << "overlaps the best point's, which these seeds do not separate from it (not for\n"
+     << "staleness, which is no goal). Accuracies are\n"
+     << "fractions of the test set, times seconds of training wall time.\n\n";
   md << "| label | runs | failed |";
-  for (const auto& m : SweepMetrics()) md << " " << MetricHeader(m) << " |";
+  for (const auto& m : metrics) md << " " << MetricHeader(m) << " |";
   md << "\n| --- | ---: | ---: |";
-  for (std::size_t i = 0; i < SweepMetrics().size(); ++i) md << " ---: |";
+  for (std::size_t i = 0; i < metrics.size(); ++i) md << " ---: |";
   md << "\n";
-  // The best point on each metric: its index and mean (-1: no point has a value).
-  std::vector<std::pair<std::ptrdiff_t, double>> best(SweepMetrics().size(), {-1, 0.0});
   for (std::size_t p = 0; p < points.size(); ++p) {
-    int64_t completed = 0, failed = 0;
-    std::vector<std::vector<double>> values(SweepMetrics().size());
-    for (const auto& r : runs) {
-      if (r.label != labels[p]) continue;
-      if (!r.ok) {
-        ++failed;
-        continue;
-      }
-      ++completed;
-      const RunSummary s = ReadRunSummary(r.run_dir);
-      for (std::size_t m = 0; m < SweepMetrics().size(); ++m) {
-        values[m].push_back(s.Number(SweepMetrics()[m]));
-      }
-    }
     std::vector<std::string> cells = {CsvCell(labels[p])};
     for (std::size_t a = 0; a < axes.size(); ++a)
       cells.push_back(CsvCell(axes[a].values[points[p][a]]));
-    cells.push_back(CsvCell(completed));
-    cells.push_back(CsvCell(failed));
-    md << "| " << MarkdownCell(labels[p]) << " | " << completed << " | " << failed << " |";
-    for (std::size_t m = 0; m < SweepMetrics().size(); ++m) {
-      const SampleStats s = Describe(values[m]);
-      for (double v : {s.mean, s.std, s.min, s.max}) cells.push_back(CsvCell(v));
-      md << " " << StatCell(SweepMetrics()[m], s) << " |";
-      if (s.n > 0 &&
-          (best[m].first < 0 || (HigherIsBetter(SweepMetrics()[m]) ? s.mean > best[m].second
-                                                                   : s.mean < best[m].second))) {
-        best[m] = {static_cast<std::ptrdiff_t>(p), s.mean};
-      }
+    cells.push_back(CsvCell(values[p].completed));
+    cells.push_back(CsvCell(values[p].failed));
+    md << "| " << MarkdownCell(labels[p]) << " | " << values[p].completed << " | "
+       << values[p].failed << " |";
+    for (std::size_t m = 0; m < metrics.size(); ++m) {
+      const SampleStats s = Describe(values[p].values[m]);
+      const MeanInterval& i = intervals[m][p];
+      for (double v : {s.mean, s.std, i.half_width, s.min, s.max}) cells.push_back(CsvCell(v));
+      // Staleness is a property, not a goal: its cells are not marked (as in comparison.md).
+      const bool not_separated = metrics[m] != "staleness_mean" && best[m] >= 0 &&
+                                 static_cast<std::size_t>(best[m]) != p &&
+                                 NotSeparated(i, intervals[m][static_cast<std::size_t>(best[m])]);
+      md << " " << SweepCell(metrics[m], i, values[p].completed, not_separated) << " |";
     }
     md << "\n";
     writer.WriteRow(cells);
   }
   md << "\nBest point on each metric (by its mean over seeds):\n\n";
-  for (std::size_t m = 0; m < SweepMetrics().size(); ++m) {
-    const std::string& metric = SweepMetrics()[m];
-    md << "- " << MetricHeader(metric) << " (" << (HigherIsBetter(metric) ? "highest" : "lowest")
-       << "): ";
-    if (best[m].first < 0) {
+  for (std::size_t m = 0; m < metrics.size(); ++m) {
+    md << "- " << MetricHeader(metrics[m]) << " ("
+       << (HigherIsBetter(metrics[m]) ? "highest" : "lowest") << "): ";
+    if (best[m] < 0) {
       md << "— (no point has a value)\n";
     } else {
-      md << MarkdownCell(labels[static_cast<std::size_t>(best[m].first)]) << ", "
-         << MetricText(metric, best[m].second) << "\n";
+      const auto b = static_cast<std::size_t>(best[m]);
+      md << MarkdownCell(labels[b]) << ", " << MetricText(metrics[m], intervals[m][b].mean) << "\n";
     }
   }
   WriteFileAtomic(JoinPath(dir, "sweep.csv"), csv.str());
@@ -236,17 +186,13 @@ void WriteSweepTables(const std::string& dir, const std::string& config_path,
   out << "wrote " << JoinPath(dir, "sweep.md") << "\n";
 }
 
-}  // namespace
-
-int Sweep(const std::vector<std::string>& given_args, std::ostream& out) {
-  // `collect DIR` replans the batch from what the submission wrote, then gathers.
-  std::string collect_dir;
-  const std::vector<std::string> args = ReplanIfCollect(given_args, "sweep", &collect_dir);
+po::options_description SweepOptions() {
   po::options_description desc("Options");
   desc.add_options()("help,h", "describe this command")(
       "grid", po::value<std::vector<std::string>>()->composing(),
       "an axis of the grid: --grid section.key=v1,v2[,...] (repeatable; values holding "
-      "commas are separated by ';' instead)")(
+      "commas are separated by ';' instead), or section.key=log:LO:HI:N (N values, equal "
+      "ratios) or section.key=lin:LO:HI:N (equal differences)")(
       "seeds", po::value<int>(), "runs per grid point, seeds experiment.seed + 0..N-1 (default 1)")(
       "parallel", po::value<int>(), "runs at a time (default 1)")(
       "set", po::value<std::vector<std::string>>()->composing(),
@@ -257,22 +203,33 @@ int Sweep(const std::vector<std::string>& given_args, std::ostream& out) {
       "dry-run", "validate and list the runs without starting them")(
       "config", po::value<std::string>(), "the experiment config (INI)");
   AddBackendOptions(desc);
+  return desc;
+}
+
+constexpr const char* kSweepUsage =
+    "usage: asgd sweep CONFIG --grid section.key=v1,v2 [--grid ...] [--seeds N]\n"
+    "                  [--parallel P] [--set section.key=value ...] [--out DIR]\n\n"
+    "Runs CONFIG at every point of the grid (the cartesian product of the --grid axes)\n"
+    "with N seeds each, as `asgd run` children, P at a time; then writes\n"
+    "DIR/sweep.csv and sweep.md (mean, 95 % interval, std, min, max over seeds per point)\n"
+    "and compares the runs (comparison.csv, comparison.md, plots). Logs: DIR/logs/.\n"
+    "Exit 2 if a run failed; SIGINT/SIGTERM end every run by PID (exit 128 + the signal).\n\n"
+    "With --backend slurm the runs become one SLURM job array instead: the script is\n"
+    "written to DIR/slurm/array.sbatch and submitted with sbatch (the job id is printed);\n"
+    "`asgd sweep collect DIR` then writes the tables once the tasks have ended.";
+
+}  // namespace
+
+int Sweep(const std::vector<std::string>& given_args, std::ostream& out) {
+  // `collect DIR` replans the batch from what the submission wrote, then gathers.
+  std::string collect_dir;
+  const std::vector<std::string> args = ReplanIfCollect(given_args, "sweep", &collect_dir);
+  const po::options_description desc = SweepOptions();
   po::positional_options_description pos;
   pos.add("config", 1);
   auto vm = ParseCommandLine(args, desc, pos, "sweep");
-  const std::string usage =
-      "usage: asgd sweep CONFIG --grid section.key=v1,v2 [--grid ...] [--seeds N]\n"
-      "                  [--parallel P] [--set section.key=value ...] [--out DIR]\n\n"
-      "Runs CONFIG at every point of the grid (the cartesian product of the --grid axes)\n"
-      "with N seeds each, as `asgd run` children, P at a time; then writes\n"
-      "DIR/sweep.csv and sweep.md (mean, std, min, max over seeds per point) and compares\n"
-      "the runs (comparison.csv, comparison.md, plots). Logs: DIR/logs/. Exit 2 if a run\n"
-      "failed; SIGINT/SIGTERM end every run by PID (exit 128 + the signal).\n\n"
-      "With --backend slurm the runs become one SLURM job array instead: the script is\n"
-      "written to DIR/slurm/array.sbatch and submitted with sbatch (the job id is printed);\n"
-      "`asgd sweep collect DIR` then writes the tables once the tasks have ended.";
   if (vm.count("help")) {
-    out << usage << "\n" << desc;
+    out << kSweepUsage << "\n" << desc;
     return kExitOk;
   }
   if (!vm.count("config")) throw InputError("asgd sweep: missing CONFIG (see `asgd sweep --help`)");
@@ -292,7 +249,8 @@ int Sweep(const std::vector<std::string>& given_args, std::ostream& out) {
   std::vector<std::string> sets;
   if (vm.count("set")) sets = vm["set"].as<std::vector<std::string>>();
   const std::vector<GridAxis> axes = ParseGrid(
-      vm.count("grid") ? vm["grid"].as<std::vector<std::string>>() : std::vector<std::string>());
+      vm.count("grid") ? vm["grid"].as<std::vector<std::string>>() : std::vector<std::string>(),
+      "sweep");
   ValidateSets(sets, "sweep");
   for (const auto& s : sets) {
     for (const auto& a : axes) {
@@ -319,7 +277,7 @@ int Sweep(const std::vector<std::string>& given_args, std::ostream& out) {
   std::vector<std::string> labels;
   std::vector<BatchRun> runs;
   for (const auto& point : points) {
-    labels.push_back(PointLabel(axes, point, fallback_label));
+    labels.push_back(ValuesLabel(axes, PointValues(axes, point), fallback_label));
     for (int i = 0; i < seeds; ++i) {
       BatchRun r;
       r.label = labels.back();
@@ -345,6 +303,7 @@ int Sweep(const std::vector<std::string>& given_args, std::ostream& out) {
   add_fixed(planned);
   for (const auto& r : runs) LoadRunConfig(config_path, r.overrides);
   if (backend.srun) PlanSrunRuns(runs);
+  if (backend.launch) PlanLaunchRuns(runs);
   AssignLogs(runs, planned);  // checks the names; paths redone below
   if (vm.count("dry-run")) {
     PrintDryRun(runs, planned, out);

@@ -43,6 +43,10 @@ constexpr const char* kUsage =
     "  suite FILE [--parallel P] [--out DIR]\n"
     "                     run the [run LABEL] entries of a suite file, then compare\n"
     "                     (--backend slurm: as a SLURM job array; then suite collect DIR)\n"
+    "  tune CONFIG --grid section.key=log:LO:HI:N --metric M [--seeds N] [--out DIR]\n"
+    "                     tune one comparison point: every grid value, the edge rule,\n"
+    "                     then N seeds at the best with a 95 % interval\n"
+    "                     (--backend slurm: as a SLURM job array; then tune collect DIR)\n"
     "  data fetch NAME [--dir DIR] [--url BASE]\n"
     "                     download mnist | fashion-mnist | a9a and verify its SHA-256\n"
     "  data find NAME [--dir DIR]\n"
@@ -327,6 +331,7 @@ int Dispatch(const std::vector<std::string>& args, std::ostream& out, std::ostre
   if (command == "compare") return CompareCommand(rest, out);
   if (command == "sweep") return SweepCommand(rest, out);
   if (command == "suite") return SuiteCommand(rest, out);
+  if (command == "tune") return TuneCommand(rest, out);
   if (command == "launch") return LaunchCommand(rest, out);
   if (command == "task") return TaskCommand(rest, out);
   if (command == "keys") return KeysCommand(rest, out);
@@ -336,7 +341,7 @@ int Dispatch(const std::vector<std::string>& args, std::ostream& out, std::ostre
   }
   if (command == "ps-check") return PsCheckCommand(rest, out);
   std::string guess = ClosestMatch(
-      command, {"run", "compare", "sweep", "suite", "data", "ps", "worker", "coordinator",
+      command, {"run", "compare", "sweep", "suite", "tune", "data", "ps", "worker", "coordinator",
                 "evaluator", "ps-check", "launch", "task", "keys", "version", "help"});
   throw InputError("asgd: unknown command " + QuoteForMessage(command) +
                    (guess.empty() ? "" : " (did you mean " + guess + "?)") +

@@ -3,13 +3,19 @@
 
     python3 asgd_plots.py --out DIR DIR/comparison.csv
 
-Reads the comparison table that `asgd compare` wrote (one row per run: label, run_dir and
-the run's summary.csv columns) and, from each run folder, convergence.csv and
+Reads the comparison table that `asgd compare` wrote (one row per run: label, run_dir,
+group and the run's summary.csv columns) and, from each run folder, convergence.csv and
 staleness_histogram.csv (results/README.md documents both). Writes into DIR:
 
-  accuracy.png          test accuracy vs training wall time, one line per run
-  accuracy_samples.png  test accuracy vs training examples processed, one line per run
-  accuracy_bytes.png    test accuracy vs bytes pushed (compression), one line per run with pushes
+  accuracy.png          test accuracy vs training wall time, one line per group
+  accuracy_samples.png  test accuracy vs training examples processed, one line per group
+  accuracy_bytes.png    test accuracy vs bytes pushed (compression), one line per group
+                        with pushes
+
+A group is the runs that differ only in their seed (the comparison's `group` column): one
+run is drawn as its curve; several as the mean of their curves, the evaluations matched
+by their order (each seed evaluates at the same epochs) and x the seeds' mean, with a
+shaded band from the lowest to the highest seed's accuracy.
   staleness.png         share of pushes per staleness value, one line per algorithm
                         (summed over workers and runs); skipped if no run has
                         staleness_histogram.csv
@@ -22,11 +28,20 @@ comparison table, also, for each grid key K and each metric M of SWEEP_METRICS:
 
   sweep_M_vs_K.png      the mean of M over a grid point's seeds against K's values, one
                         line per value of the next grid key (the keys taken in order,
-                        the last followed by the first), the seeds' standard deviation
-                        as error bars; with more than two keys, each point is the mean
-                        (and the error bar the mean std) over the other keys' values.
-                        Skipped when no point has a value of M (e.g. no run reached
-                        the target accuracy).
+                        the last followed by the first), with a shaded band from the
+                        lowest to the highest seed (sweep.csv's min and max); with more
+                        than two keys, each point and band edge is the mean over the
+                        other keys' values. Skipped when no point has a value of M (e.g.
+                        no run reached the target accuracy).
+
+When tune.csv and best.csv (written by `asgd tune` and tuned suites) are next to the
+comparison table, also, for each tuned key K:
+
+  tune_M_vs_K.png       the tune's metric M of each run against K's values, a line per
+                        point through its runs whose other keys hold the chosen values;
+                        runs that did not reach the target, failed or left no record as
+                        crosses on the top edge; the chosen value's seeds as their mean
+                        with the 95 % confidence interval as an error bar (best.csv).
 
 Every figure is FIGSIZE inches at DPI dots per inch: 800 x 500 pixels, drawn with the
 Agg backend (no display needed). Prints "wrote PATH" or "skipped NAME: why" per figure.
@@ -78,19 +93,15 @@ def read_comparison(path):
             raise BadInput(f"{path}:{i + 2}: expected columns {', '.join(missing)}")
     if not rows:
         raise BadInput(f"{path}: no runs (expected a header and one row per run)")
-    # Runs that share a label (seeds of one sweep point) get their seed appended.
-    counts = defaultdict(int)
+    # A legend per group of seeds: its label, with the number of seeds when several.
+    sizes = defaultdict(int)
     for row in rows:
-        counts[row["label"]] += 1
-    seen = defaultdict(int)
+        row["group_key"] = row.get("group") or row["run_dir"]
+        sizes[row["group_key"]] += 1
     for row in rows:
-        name = row["label"]
-        if counts[name] > 1:
-            name = f"{name} s{row['seed']}"
-            seen[name] += 1
-            if seen[name] > 1:
-                name = f"{name} #{seen[name]}"
-        row["legend"] = name
+        name = row.get("group") or row["label"]
+        n = sizes[row["group_key"]]
+        row["legend"] = f"{name} ({n} seeds)" if n > 1 else name
     return rows
 
 
@@ -146,32 +157,49 @@ def bytes_per_push(row):
     return sent / pushes if pushes > 0 and sent > 0 else math.nan
 
 
+def run_curve(row, x_column, scale, log_x):
+    """(x, y) of a run's evaluations, or [] without convergence.csv."""
+    path = os.path.join(row["run_dir"], "convergence.csv")
+    if not os.path.isfile(path):
+        return []
+    factor = scale(row) if scale else 1.0
+    points = []
+    for r in read_csv(path):
+        x, y = number(r.get(x_column)) * factor, number(r.get("test_accuracy"))
+        if log_x and not x > 0:
+            continue  # the initial row (nothing pushed yet) has no place on a log axis
+        if not math.isnan(x) and not math.isnan(y):
+            points.append((x, y))
+    return points
+
+
+def group_curve(curves):
+    """Seeds' curves -> (xs, mean ys, low ys, high ys), evaluations matched by order."""
+    n = min(len(c) for c in curves)
+    xs = [sum(c[i][0] for c in curves) / len(curves) for i in range(n)]
+    ys = [[c[i][1] for c in curves] for i in range(n)]
+    return xs, [sum(v) / len(v) for v in ys], [min(v) for v in ys], [max(v) for v in ys]
+
+
 def plot_accuracy(plt, rows, out_dir, x_column, name, xlabel, title, scale=None, log_x=False):
-    curves = []
+    groups = {}  # group key -> (legend, [curve, ...]), in order of appearance
     for row in rows:
-        path = os.path.join(row["run_dir"], "convergence.csv")
-        if not os.path.isfile(path):
-            continue
-        factor = scale(row) if scale else 1.0
-        points = []
-        for r in read_csv(path):
-            x, y = number(r.get(x_column)) * factor, number(r.get("test_accuracy"))
-            if log_x and not x > 0:
-                continue  # the initial row (nothing pushed yet) has no place on a log axis
-            if not math.isnan(x) and not math.isnan(y):
-                points.append((x, y))
+        points = run_curve(row, x_column, scale, log_x)
         if points:
-            curves.append((row["legend"], points))
-    if not curves:
+            groups.setdefault(row["group_key"], (row["legend"], []))[1].append(points)
+    if not groups:
         return f"skipped {name}: no run has a convergence.csv with rows"
     fig, ax = new_figure(plt)
-    for (legend, points), color, marker in zip(curves, colors(plt, len(curves)),
-                                               markers(len(curves))):
-        xs, ys = zip(*points)
+    later = []
+    for (legend, curves), color, marker in zip(groups.values(), colors(plt, len(groups)),
+                                               markers(len(groups))):
+        xs, ys, low, high = group_curve(curves)
         ax.plot(xs, ys, marker=marker, markersize=3, linewidth=1.5, color=color, label=legend)
+        if len(curves) > 1:
+            ax.fill_between(xs, low, high, color=color, alpha=0.2, linewidth=0)
+        later += low[1:] + high[1:]
     # The learning curves differ near the top: show the range the runs reach after their
     # first evaluation (the initial parameters' accuracy, near chance, would squash it).
-    later = [y for _, points in curves for (_, y) in points[1:]]
     if later:
         low = min(later)
         ax.set_ylim(max(0.0, low - 0.02 * max(0.05, 1.0 - low)), min(1.0, max(later) + 0.005))
@@ -179,9 +207,10 @@ def plot_accuracy(plt, rows, out_dir, x_column, name, xlabel, title, scale=None,
         ax.set_xscale("log")  # compressed and dense runs differ by orders of magnitude
     ax.set_xlabel(xlabel)
     ax.set_ylabel("test accuracy (after the first evaluation)" if later else "test accuracy")
-    ax.set_title(title + subtitle(rows))
+    banded = any(len(c) > 1 for _, c in groups.values())
+    ax.set_title(title + subtitle(rows) + (": mean over seeds, band min-max" if banded else ""))
     path = os.path.join(out_dir, name)
-    finish(fig, ax, path, len(curves))
+    finish(fig, ax, path, len(groups))
     plt.close(fig)
     return f"wrote {path}"
 
@@ -265,8 +294,8 @@ SWEEP_METRICS = [
 ]
 
 
-def read_sweep(path):
-    """sweep.csv -> (grid keys, rows); the grid keys are the columns between label and runs."""
+def read_table(path, first, last):
+    """A CSV written by asgd -> (the columns between first and last, rows)."""
     try:
         with open(path, newline="") as f:
             reader = csv.DictReader(f)
@@ -274,10 +303,14 @@ def read_sweep(path):
             rows = list(reader)
     except OSError as e:
         raise BadInput(f"{path}: cannot be read: {e.strerror}")
-    if "label" not in header or "runs" not in header:
-        raise BadInput(f"{path}: expected the columns label and runs")
-    keys = header[header.index("label") + 1:header.index("runs")]
-    return keys, rows
+    if first not in header or last not in header:
+        raise BadInput(f"{path}: expected the columns {first} and {last}")
+    return header[header.index(first) + 1:header.index(last)], rows
+
+
+def read_sweep(path):
+    """sweep.csv -> (grid keys, rows); the grid keys are the columns between label and runs."""
+    return read_table(path, "label", "runs")
 
 
 def ordered_values(rows, key):
@@ -307,25 +340,28 @@ def plot_sweep(plt, sweep_csv, out_dir):
             drawn = 0
             palette = colors(plt, len(groups))
             for g, group in enumerate(groups):
-                px, py, pe = [], [], []
+                px, py, plow, phigh = [], [], [], []
                 for x, pos in zip(xs, positions):
                     chosen = [r for r in rows
                               if r[key] == x and (other is None or r[other] == group)]
                     means = [number(r.get(metric + "_mean")) for r in chosen]
-                    stds = [number(r.get(metric + "_std")) for r in chosen]
+                    lows = [number(r.get(metric + "_min")) for r in chosen]
+                    highs = [number(r.get(metric + "_max")) for r in chosen]
                     means = [m for m in means if not math.isnan(m)]
-                    stds = [d for d in stds if not math.isnan(d)]
+                    lows = [v for v in lows if not math.isnan(v)]
+                    highs = [v for v in highs if not math.isnan(v)]
                     if not means:
                         continue
                     px.append(pos)
                     py.append(sum(means) / len(means))
-                    pe.append(sum(stds) / len(stds) if stds else 0.0)
+                    plow.append(sum(lows) / len(lows) if lows else py[-1])
+                    phigh.append(sum(highs) / len(highs) if highs else py[-1])
                 if not px:
                     continue
                 drawn += 1
                 label = f"{other.split('.')[-1]} = {group}" if other else metric
-                ax.errorbar(px, py, yerr=pe, marker="o", capsize=4, color=palette[g],
-                            label=label)
+                ax.plot(px, py, marker="o", color=palette[g], label=label)
+                ax.fill_between(px, plow, phigh, color=palette[g], alpha=0.2, linewidth=0)
             if drawn == 0:
                 plt.close(fig)
                 messages.append(f"skipped {name}: no grid point has a value of {metric}")
@@ -336,12 +372,67 @@ def plot_sweep(plt, sweep_csv, out_dir):
             elif len(positions) > 2 and min(positions) > 0 and max(positions) / min(positions) >= 100:
                 ax.set_xscale("log")
             ax.set_xlabel(key)
-            ax.set_ylabel(ylabel + " (mean ± std over seeds)")
+            ax.set_ylabel(ylabel + " (mean over seeds, band min-max)")
             ax.set_title(f"Sweep: {ylabel} vs {key.split('.')[-1]}")
             path = os.path.join(out_dir, name)
             finish(fig, ax, path, drawn)
             plt.close(fig)
             messages.append(f"wrote {path}")
+    return messages
+
+
+def plot_tune(plt, tune_csv, best_csv, out_dir):
+    keys, runs = read_table(tune_csv, "label", "seed")
+    best_keys, best = read_table(best_csv, "point", "metric")
+    if keys != best_keys:
+        raise BadInput(f"{best_csv}: its keys {best_keys} are not tune.csv's {keys}")
+    if not best:
+        return ["skipped tune_*.png: best.csv has no point"]
+    metric, unit = best[0]["metric"], best[0]["unit"]
+    ylabel = metric.replace("_", " ") + (f" ({unit})" if unit else "")
+    messages = []
+    for key in keys:
+        name = f"tune_{metric}_vs_{key.replace('.', '_')}.png"
+        others = [k for k in keys if k != key]
+        fig, ax = new_figure(plt)
+        palette = colors(plt, len(best))
+        drawn, missed, all_x = 0, [], []
+        for b, color in zip(best, palette):
+            chosen = [r for r in runs if r["point"] == b["point"] and r["stage"] != "seeds"
+                      and all(r[k] == b[k] for k in others)]
+            scored = sorted((number(r[key]), number(r["score"])) for r in chosen
+                            if r["outcome"] == "scored")
+            missed += [number(r[key]) for r in chosen if r["outcome"] != "scored"]
+            all_x += [number(r[key]) for r in chosen]
+            if scored:
+                ax.plot([x for x, _ in scored], [y for _, y in scored], marker="o",
+                        color=color, label=f"{b['point']}: one seed per value")
+                drawn += 1
+            mean, half = number(b["mean"]), number(b["ci95"])
+            if not math.isnan(mean):
+                ax.errorbar([number(b[key])], [mean], yerr=[0.0 if math.isnan(half) else half],
+                            marker="s", markersize=8, capsize=5, color=color, linestyle="none",
+                            label=f"{b['point']}: {key.split('.')[-1]} = {b[key]}, "
+                                  f"{b['n']} seeds, 95 % CI")
+                drawn += 1
+        if drawn == 0:
+            plt.close(fig)
+            messages.append(f"skipped {name}: no run was scored")
+            continue
+        if missed:
+            top = ax.get_ylim()[1]
+            ax.plot(missed, [top] * len(missed), "x", color="black", clip_on=False,
+                    label="not reached, failed or no record")
+        xs = [x for x in all_x if not math.isnan(x)]
+        if xs and min(xs) > 0 and max(xs) / min(xs) >= 100:
+            ax.set_xscale("log")
+        ax.set_xlabel(key)
+        ax.set_ylabel(ylabel)
+        ax.set_title(f"Tune: {metric.replace('_', ' ')} vs {key.split('.')[-1]}")
+        path = os.path.join(out_dir, name)
+        finish(fig, ax, path, drawn + (1 if missed else 0))
+        plt.close(fig)
+        messages.append(f"wrote {path}")
     return messages
 
 
@@ -377,6 +468,10 @@ def main(argv):
         sweep_csv = os.path.join(os.path.dirname(os.path.abspath(args.comparison)), "sweep.csv")
         if os.path.isfile(sweep_csv):
             messages += plot_sweep(plt, sweep_csv, args.out)
+        tune_csv = os.path.join(os.path.dirname(sweep_csv), "tune.csv")
+        best_csv = os.path.join(os.path.dirname(sweep_csv), "best.csv")
+        if os.path.isfile(tune_csv) and os.path.isfile(best_csv):
+            messages += plot_tune(plt, tune_csv, best_csv, args.out)
     except BadInput as e:
         print(f"asgd_plots.py: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT

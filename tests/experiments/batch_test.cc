@@ -20,8 +20,10 @@
 
 #include "core/file_util.h"
 #include "experiments/analysis/compare.h"
+#include "experiments/analysis/seed_stats.h"
 #include "experiments/cli/cli.h"
 #include "experiments/record/csv.h"
+#include "tests/experiments/batch_test_util.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/test_util.h"
 
@@ -32,6 +34,11 @@ namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 using testing::Subprocess;
 using namespace std::chrono_literals;
+using batch_test::Cli;
+using batch_test::CliResult;
+using batch_test::Lines;
+using batch_test::ReadCsv;
+using batch_test::Subfolders;
 
 const std::string kAsgd = std::string(ASGD_BINARY_DIR) + "/asgd";
 constexpr auto kProcessTimeout = 120s;
@@ -47,40 +54,6 @@ std::string TinyConfig(const testing::TempDir& dir, const std::string& extra = "
                          "[algorithm]\nname = agn\nworkers = 2\nwindow = 2\n" +
                              extra);
   return path;
-}
-
-struct CliResult {
-  int status;
-  std::string out;
-  std::string err;
-};
-
-CliResult Cli(const std::vector<std::string>& args) {
-  std::ostringstream out, err;
-  const int status = Main(args, out, err);
-  return {status, out.str(), err.str()};
-}
-
-int Lines(const std::string& text) {
-  return static_cast<int>(std::count(text.begin(), text.end(), '\n'));
-}
-
-std::vector<std::vector<std::string>> ReadCsv(const std::string& path) {
-  std::vector<std::vector<std::string>> rows;
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line)) rows.push_back(ParseCsvLine(line));
-  return rows;
-}
-
-std::vector<std::string> Subfolders(const std::string& dir) {
-  std::vector<std::string> out;
-  if (!fs::is_directory(dir)) return out;
-  for (const auto& e : fs::directory_iterator(dir)) {
-    if (e.is_directory()) out.push_back(e.path().string());
-  }
-  std::sort(out.begin(), out.end());
-  return out;
 }
 
 // Processes whose parent is ppid, from /proc/<pid>/stat ("pid (comm) state ppid ...").
@@ -193,6 +166,7 @@ TEST(Sweep, TwoPointsTwoSeedsInParallelAggregateTheirRunsSummaries) {
       EXPECT_TRUE(near(cell("_std"), want.std)) << label << " " << metric;
       EXPECT_TRUE(near(cell("_min"), want.min)) << label << " " << metric;
       EXPECT_TRUE(near(cell("_max"), want.max)) << label << " " << metric;
+      EXPECT_TRUE(near(cell("_ci95"), Interval95(values).half_width)) << label << " " << metric;
     }
   }
   EXPECT_THAT(ReadFile(sweep + "/sweep.md"), HasSubstr("| learning_rate=0.05 | 2 | 0 |"));
@@ -294,6 +268,19 @@ TEST(Sweep, SlurmEmitOnlyWritesTheArrayScriptAndOneTaskPerRun) {
   EXPECT_EQ(collect.status, kExitBadInput);
   EXPECT_THAT(collect.out, HasSubstr("0 of 8 runs completed, 0 failed, 8 missing"));
   EXPECT_THAT(collect.out, HasSubstr("was never submitted"));
+}
+
+// A sweep submitted with --no-plots can be collected with --no-plots too.
+TEST(Sweep, CollectTakesNoPlotsTwice) {
+  testing::TempDir dir;
+  const std::string sweep = dir.File("sweep");
+  ASSERT_EQ(Cli({"sweep", TinyConfig(dir), "--grid", "algorithm.window=1", "--backend", "slurm",
+                 "--emit-only", "--no-plots", "--out", sweep})
+                .status,
+            kExitOk);
+  const CliResult collect = Cli({"sweep", "collect", sweep, "--no-plots"});
+  EXPECT_THAT(collect.out, HasSubstr("0 of 1 runs completed, 0 failed, 1 missing")) << collect.err;
+  EXPECT_THAT(collect.err, ::testing::Not(HasSubstr("cannot be specified more than once")));
 }
 
 TEST(Sweep, BadBackendInputsAreOneLineExit2) {
@@ -512,7 +499,37 @@ TEST(Suite, BadKeysAreOneLineNamingFileSectionAndKey) {
 
   r = Cli({"suite", SuiteFile(dir, "[runs a]\nconfig = tiny.ini\n")});
   EXPECT_EQ(r.status, kExitBadInput);
-  EXPECT_THAT(r.err, HasSubstr("[runs a]: unknown section (expected [suite] or [run LABEL])"));
+  EXPECT_THAT(r.err,
+              HasSubstr("[runs a]: unknown section (expected [suite], [tune] or [run LABEL])"));
+}
+
+// --seeds N: every [run] with experiment.seed + 0..N-1, as a sweep's points; the
+// comparison then shows each entry as one row of N seeds.
+TEST(Suite, SeedsRunEveryEntryWithEachSeed) {
+  testing::TempDir dir;
+  TinyConfig(dir);
+  const std::string suite = SuiteFile(dir,
+                                      "[run a]\nconfig = tiny.ini\n[run b]\nconfig = tiny.ini\n"
+                                      "set = experiment.seed=7\n");
+  const CliResult r = Cli({"suite", suite, "--seeds", "2", "--dry-run"});
+  ASSERT_EQ(r.status, kExitOk) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("would run 4 runs"));
+  for (const char* seed :
+       {"experiment.seed=1 ", "experiment.seed=2 ", "experiment.seed=7 ", "experiment.seed=8 "}) {
+    EXPECT_THAT(r.out, HasSubstr(seed));
+  }
+}
+
+// A log range in a sweep: N values with equal ratios, the ends as given.
+TEST(Sweep, ALogRangeGivesItsValues) {
+  testing::TempDir dir;
+  const CliResult r = Cli(
+      {"sweep", TinyConfig(dir), "--grid", "algorithm.learning_rate=log:0.01:1:3", "--dry-run"});
+  ASSERT_EQ(r.status, kExitOk) << r.err;
+  EXPECT_EQ(Lines(r.out), 4) << r.out;
+  for (const char* v : {"=0.01 ", "=0.1 ", "=1 "}) {
+    EXPECT_THAT(r.out, HasSubstr(std::string("--set algorithm.learning_rate") + v));
+  }
 }
 
 TEST(Suite, TheShippedSuitesAreValid) {

@@ -201,7 +201,7 @@ TEST(Compare, WritesOneRowPerRunWithEverySummaryColumnAndAMarkdownTable) {
 
   const auto rows = ReadCsv(dir.File("cmp/comparison.csv"));
   ASSERT_EQ(rows.size(), 3u);
-  std::vector<std::string> expected = {"label", "run_dir"};
+  std::vector<std::string> expected = {"label", "run_dir", "group"};
   expected.insert(expected.end(), SummaryColumns().begin(), SummaryColumns().end());
   EXPECT_EQ(rows[0], expected);
   EXPECT_EQ(rows[1][0], "sgd-base");  // experiment.name from config.ini
@@ -217,13 +217,18 @@ TEST(Compare, WritesOneRowPerRunWithEverySummaryColumnAndAMarkdownTable) {
   EXPECT_EQ(rows[2][col("samples_per_s")], "12000.4");
 
   const std::string md = ReadFile(dir.File("cmp/comparison.md"));
-  EXPECT_THAT(md, HasSubstr("| label | algorithm | workers | final test acc. | best test acc. | "
-                            "time to 0.95 (s) | wall time (s) | samples/s | staleness mean | "
-                            "staleness p99 | dropped pushes |"));
+  EXPECT_THAT(md, HasSubstr("| label | seeds | algorithm | workers | final test acc. | "
+                            "best test acc. | time to 0.95 (s) | wall time (s) | samples/s | "
+                            "staleness mean | staleness p99 | dropped pushes |"));
+  // One seed each: the values, no interval.
   EXPECT_THAT(
-      md, HasSubstr("| sgd-base | sgd | 1 | 0.9712 | 0.9722 | 10.3 | 20.6 | 5000 | — | — | 0 |"));
+      md,
+      HasSubstr("| sgd-base | 1 | sgd | 1 | 0.9712 | 0.9722 | 10.3 | 20.6 | 5000 | — | — | 0 |"));
   EXPECT_THAT(
-      md, HasSubstr("| agn-w4 | agn | 4 | 0.9600 | 0.9610 | 4.20 | 8.40 | 12000 | 3.12 | 7 | 0 |"));
+      md,
+      HasSubstr("| agn-w4 | 1 | agn | 4 | 0.9600 | 0.9610 | 4.20 | 8.40 | 12000 | 3.12 | 7 | 0 |"));
+  EXPECT_THAT(md, Not(HasSubstr("†")));
+  EXPECT_EQ(rows[1][col("group")], "sgd-base");
 
   // --label takes any config key instead.
   const CliResult byalg =
@@ -233,6 +238,51 @@ TEST(Compare, WritesOneRowPerRunWithEverySummaryColumnAndAMarkdownTable) {
   ASSERT_EQ(rows2.size(), 3u);
   EXPECT_EQ(rows2[1][0], "sgd");
   EXPECT_EQ(rows2[2][0], "agn");
+}
+
+// Seeds of one configuration are one row: mean ± the 95 % half-width (Student's t), how
+// many seeds, and a mark where the intervals do not separate a row from the best one.
+TEST(Compare, RunsThatDifferOnlyInTheirSeedAreOneRowWithAnInterval) {
+  testing::TempDir dir;
+  std::vector<std::string> runs;
+  for (int seed = 1; seed <= 3; ++seed) {
+    runs.push_back(WriteRun(dir.File("runs"), Fake("agn-w4", "agn", 4, seed, 0.87 + 0.03 * seed)));
+    runs.push_back(
+        WriteRun(dir.File("runs"), Fake("slow", "downpour", 4, seed, 0.5 + 0.01 * seed)));
+  }
+  for (int seed = 1; seed <= 2; ++seed) {
+    runs.push_back(WriteRun(dir.File("runs"), Fake("sgd", "sgd", 1, seed, 0.965 + 0.005 * seed)));
+  }
+  runs.push_back(WriteRun(dir.File("runs"), Fake("one", "dynsgd", 4, 1, 0.99)));
+  std::vector<std::string> args = {"compare"};
+  args.insert(args.end(), runs.begin(), runs.end());
+  args.insert(args.end(), {"--out", dir.File("cmp"), "--no-plots"});
+  const CliResult r = Cli(args);
+  ASSERT_EQ(r.status, kExitOk) << r.err;
+  const std::string md = ReadFile(dir.File("cmp/comparison.md"));
+  // agn: 0.90, 0.93, 0.96: mean 0.93, s = 0.03, half-width 4.303 * 0.03 / sqrt(3) = 0.0745;
+  // it overlaps sgd's (0.9725 ± 0.0318) but the best row is the single seed of dynsgd, which
+  // has no interval: nothing is marked in that column. Only one agn seed reached 0.95.
+  EXPECT_THAT(md, HasSubstr("| agn-w4 | 3 | agn | 4 | 0.9300 ± 0.0745 | 0.9310 ± 0.0745 | "
+                            "5.00 (1 of 3) |"));
+  EXPECT_THAT(md, HasSubstr("| sgd | 2 | sgd | 1 | 0.9725 ± 0.0318 | "));
+  EXPECT_THAT(md, HasSubstr("| one | 1 | dynsgd | 4 | 0.9900 | "));
+  const auto rows = ReadCsv(dir.File("cmp/comparison.csv"));
+  ASSERT_EQ(rows.size(), 10u);
+  EXPECT_EQ(rows[1][2], "agn-w4");
+  EXPECT_EQ(rows[3][2], "agn-w4");
+
+  // Without the single seed, sgd is the best row: agn's interval overlaps it (†), the
+  // downpour runs' (0.52 ± 0.025) does not.
+  runs.pop_back();
+  args = {"compare"};
+  args.insert(args.end(), runs.begin(), runs.end());
+  args.insert(args.end(), {"--out", dir.File("cmp2"), "--no-plots"});
+  ASSERT_EQ(Cli(args).status, kExitOk);
+  const std::string md2 = ReadFile(dir.File("cmp2/comparison.md"));
+  EXPECT_THAT(md2, HasSubstr("| agn-w4 | 3 | agn | 4 | 0.9300 ± 0.0745 † | 0.9310 ± 0.0745 † |"));
+  EXPECT_THAT(md2, HasSubstr("| slow | 3 | downpour | 4 | 0.5200 ± 0.0248 | "));
+  EXPECT_THAT(md2, HasSubstr("† its 95 % interval overlaps"));
 }
 
 TEST(Compare, ExpandsSweepAndSuiteFoldersIntoTheirRuns) {

@@ -95,9 +95,9 @@ class Slurm : public ::testing::Test {
     return path;
   }
 
-  // The job id `asgd sweep --backend slurm` wrote.
-  std::string JobId(const std::string& sweep) {
-    std::ifstream in(sweep + "/slurm/job_id");
+  // The job id `asgd sweep --backend slurm` wrote (a tune's edge rounds: into sub).
+  std::string JobId(const std::string& sweep, const std::string& sub = "slurm") {
+    std::ifstream in(sweep + "/" + sub + "/job_id");
     std::string id;
     in >> id;
     return id;
@@ -293,6 +293,36 @@ TEST_F(Slurm, SuiteAsJobArrayCompletesAndCollectComparesIt) {
   const std::string comparison = ReadFile(out + "/comparison.csv");
   EXPECT_THAT(comparison, HasSubstr("\nagn,"));
   EXPECT_THAT(comparison, HasSubstr("\nsgd,"));
+}
+
+// `asgd tune --backend slurm`: every value x seed as one array; with two values the best is
+// always on an edge, so the first collect submits the edge round's array itself, and the
+// second collect, once that has ended, chooses the value.
+TEST_F(Slurm, TuneSubmitsItsEdgeRoundAndCollectChoosesTheValue) {
+  const std::string out = dir_.File("tune");
+  const Result submit =
+      Exec({kAsgd, "tune", TinyConfig(), "--grid", "algorithm.learning_rate=0.02,0.05", "--metric",
+            "final_accuracy", "--seeds", "2", "--extend", "1", "--parallel", "4", "--backend",
+            "slurm", "--out", out},
+           dir_.File("submit.log"));
+  ASSERT_EQ(submit.status, 0) << submit.output;
+  EXPECT_THAT(submit.output, HasSubstr("4 runs (1 point x 2 values x 2 seeds)"));
+  const std::string job = JobId(out);
+  ASSERT_FALSE(job.empty());
+  ASSERT_TRUE(WaitForJob(job, 60s)) << "job " << job << " did not end";
+  const Result first = Exec({kAsgd, "tune", "collect", out, "--no-plots"}, dir_.File("c1.log"));
+  EXPECT_EQ(first.status, 2) << first.output;
+  EXPECT_THAT(first.output, HasSubstr("4 of 4 runs completed"));
+  EXPECT_THAT(first.output, HasSubstr("edge round 1: 2 runs as a SLURM job array"));
+  EXPECT_THAT(first.output, HasSubstr("collect again once they end"));
+  const std::string edge = JobId(out, "slurm-edge1");
+  ASSERT_FALSE(edge.empty()) << first.output;
+  ASSERT_TRUE(WaitForJob(edge, 60s)) << "job " << edge << " did not end";
+  const Result second = Exec({kAsgd, "tune", "collect", out, "--no-plots"}, dir_.File("c2.log"));
+  EXPECT_EQ(second.status, 0) << second.output;
+  EXPECT_THAT(second.output, HasSubstr("tune: best learning_rate="));
+  const std::string csv = ReadFile(out + "/tune.csv");
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 7);  // a header and 6 runs
 }
 
 // The fixture's watchdog: when the owner process is gone (here a sleep the test kills; in
