@@ -9,8 +9,8 @@ Run it with the Python that has PyTorch (Debian's python3-torch: /usr/bin/python
 the model with python/asgd_torch.py (`script --arch cnn`: LeNet-5, 61,706 parameters;
 `--models cnn,mlp` adds the MLP 784-256-256-10) and trains it on MNIST from $ASGD_DATA_DIR
 (or --data-dir) with momentum SGD (v <- mu v + g; theta <- theta - eta v, PyTorch's form,
-no dampening, Nesterov or weight decay), the same rate, momentum, seed and batch per worker,
-once by asgd and once by PyTorch, in these cases:
+no dampening, Nesterov or weight decay), the same rate, momentum, seed and batch per worker
+(defaults: eta 0.05, mu 0.5, 64 examples), once by asgd and once by PyTorch, in these cases:
 
   case           asgd (`asgd run`, model.name = torchscript)   PyTorch (this script's children)
   sgd            algorithm.name = sgd                           an eager single-process loop, and
@@ -26,10 +26,11 @@ once by asgd and once by PyTorch, in these cases:
 
 Both sides start from the parameters stored in the file (asgd: model.init = file; PyTorch:
 the file's state_dict loaded into the eager module, which DDP then broadcasts from rank 0).
-Every worker trains on its own 1/N of the training set reshuffled each epoch (asgd: a seeded
-partition; PyTorch: DistributedSampler's rule: one permutation seeded by seed + epoch, rank r
-takes every N-th index from r), batches of --batch-size in order, the last one of an epoch
-smaller; one epoch is one pass in total (N × 1/N), so both sides process the same samples.
+Every worker trains on its own 1/N of the training set, shuffled each epoch (asgd: a seeded
+partition fixed for the run, reshuffled within; PyTorch: DistributedSampler's rule, one
+permutation of the whole set seeded by seed + epoch, rank r taking every N-th index from r),
+in batches of --batch-size, the last one of an epoch smaller; one epoch is one pass in total
+(N × 1/N), so both sides train on the same number of samples.
 (PyTorch's Hogwild example gives each process the whole set; the split here keeps the work
 equal.) One intra-op and one inter-op thread per worker on both sides: asgd's backend sets
 them, each PyTorch process calls torch.set_num_threads(1) and set_num_interop_threads(1);
@@ -57,7 +58,7 @@ gives medians and min-max of samples/s and asgd / PyTorch (ratio of the medians)
 --out writes one row per run (date, machine, build, load average at the start, ...).
 --check runs a tiny version (2 workers, 0.1 epochs, 1 round, about 25 s on 2 cores) and
 fails unless every run completes, both sides trained on the same number of samples (up to a
-batch per worker) and both learn (test accuracy >= 0.3); it exits 77 (skipped) without torch
+batch per worker) and both learn (test accuracy >= 0.5); it exits 77 (skipped) without torch
 or MNIST.
 Every process it starts runs in its own process group, times out (--timeout) and is ended by
 its PID (the group) when it fails, times out, or this script is interrupted. Exit status 2
@@ -93,10 +94,11 @@ PYTORCH_VARIANTS = {"sgd": ("eager", "script"), "hogwild": ("hogwild",),
 ONE_THREAD_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 SKIP = 77  # ctest's SKIP_RETURN_CODE
 # --check: 0.1 epochs, after which both sides must reach this test accuracy: "learns" (the
-# initial parameters give 0.05, chance is 0.1). Measured at 0.1 epochs: sgd 0.9; 2 workers
-# allreduce_sgd 0.88-0.90; hogwild, whose early steps are the noisiest, 0.49-0.84.
+# initial parameters give 0.05, chance is 0.1). Measured at 0.1 epochs, 2 workers, the
+# defaults, at load average 7: 0.89-0.92 on both sides in every case. Every run of a full
+# benchmark below it is named too.
 CHECK_EPOCHS = 0.1
-CHECK_ACCURACY = 0.3
+CHECK_ACCURACY = 0.5
 
 
 class RunError(Exception):
@@ -433,7 +435,9 @@ def parse_args(argv):
     p.add_argument("--rounds", type=int, default=3, help="alternating rounds (default 3)")
     p.add_argument("--batch-size", type=int, default=64, help="per worker (default 64)")
     p.add_argument("--learning-rate", type=float, default=0.05, help="eta (default 0.05)")
-    p.add_argument("--momentum", type=float, default=0.9, help="mu (default 0.9)")
+    p.add_argument("--momentum", type=float, default=0.5,
+                   help="mu (default 0.5, as PyTorch's mnist_hogwild example; with 0.9 Hogwild "
+                   "collapsed to 0.11 test accuracy in some runs, on both sides)")
     p.add_argument("--seed", type=int, default=1,
                    help="the model's initialisation (asgd_torch.py --seed) and both sides' "
                    "data order (default 1)")
