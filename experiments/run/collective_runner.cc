@@ -343,7 +343,12 @@ RunResult RunCollective(const Config& config, const RunRequest& request, std::os
   CollectiveRun run(config, problem, session, co, plan, devices, clock.get(), initial);
   // Every worker starts here (the broadcast). A resumed run adds no row: the checkpoint's
   // rows are those of the run before it, as if it had not stopped.
-  if (!session.resuming()) run.Evaluate(initial, 0.0, 0, false);
+  // Held as every other evaluation is: the full test set at θ₀ is not training time.
+  if (!session.resuming()) {
+    session.training().Hold();
+    run.Evaluate(initial, 0.0, 0, false);
+    session.training().Release();
+  }
   session.eval_schedule().SetLastTime(session.Seconds());
   run.Start();
   std::string reason = run.Supervise();
