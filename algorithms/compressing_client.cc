@@ -8,6 +8,10 @@
 
 namespace asgd::algorithms {
 
+using ps::ParamClient;
+using ps::PushPart;
+using ps::Status;
+
 CompressingClient::CompressingClient(std::unique_ptr<ParamClient> target,
                                      std::shared_ptr<const compression::Compressor> compressor,
                                      bool error_feedback, uint64_t seed,

@@ -54,12 +54,13 @@ class CompressingClient final : public ParamClientWrapper {
  public:
   // REQUIRES: target->TakesEncodedPushes() and compressor not null; tensors empty or the
   // tensors of a layout of size() elements (checked).
-  CompressingClient(std::unique_ptr<ParamClient> target,
+  CompressingClient(std::unique_ptr<ps::ParamClient> target,
                     std::shared_ptr<const compression::Compressor> compressor, bool error_feedback,
                     uint64_t seed, std::span<const TensorSpec> tensors = {});
   // Borrows target, which must outlive the wrapper.
-  CompressingClient(ParamClient* target, std::shared_ptr<const compression::Compressor> compressor,
-                    bool error_feedback, uint64_t seed, std::span<const TensorSpec> tensors = {});
+  CompressingClient(ps::ParamClient* target,
+                    std::shared_ptr<const compression::Compressor> compressor, bool error_feedback,
+                    uint64_t seed, std::span<const TensorSpec> tensors = {});
 
   const compression::Compressor& compressor() const { return *compressor_; }
   bool error_feedback() const { return !feedback_.empty(); }
@@ -72,19 +73,20 @@ class CompressingClient final : public ParamClientWrapper {
   std::span<const int64_t> pieces(std::size_t part) const { return pieces_.at(part); }
 
  protected:
-  Status DoPush(std::span<const float> update, int64_t step) override {
+  ps::Status DoPush(std::span<const float> update, int64_t step) override {
     return Send(update, {}, step);
   }
-  Status DoPushPull(std::span<const float> update, std::span<float> out, int64_t step) override {
+  ps::Status DoPushPull(std::span<const float> update, std::span<float> out,
+                        int64_t step) override {
     return Send(update, out, step);
   }
 
  private:
   void Init(bool error_feedback, std::span<const TensorSpec> tensors);
-  Status Send(std::span<const float> update, std::span<float> out, int64_t step);
+  ps::Status Send(std::span<const float> update, std::span<float> out, int64_t step);
 
   std::shared_ptr<const compression::Compressor> compressor_;
-  std::vector<PushPart> parts_;
+  std::vector<ps::PushPart> parts_;
   std::vector<std::vector<int64_t>> pieces_;          // one per part
   std::vector<compression::ErrorFeedback> feedback_;  // one per part, or none
   std::vector<compression::Encoded> encoded_;         // one per part, reused

@@ -4,6 +4,8 @@
 
 namespace asgd::algorithms {
 
+using ps::ParamClient;
+
 ParamClientWrapper::ParamClientWrapper(ParamClient* target) : target_(target) {
   ASGD_CHECK(target_ != nullptr, "ParamClientWrapper needs a target client");
 }

@@ -22,47 +22,48 @@
 
 namespace asgd::algorithms {
 
-class ParamClientWrapper : public ParamClient {
+class ParamClientWrapper : public ps::ParamClient {
  public:
   // Borrows target. REQUIRES: target != nullptr (checked).
-  explicit ParamClientWrapper(ParamClient* target);
+  explicit ParamClientWrapper(ps::ParamClient* target);
   // Owns target. REQUIRES: target != nullptr (checked).
-  explicit ParamClientWrapper(std::unique_ptr<ParamClient> target);
+  explicit ParamClientWrapper(std::unique_ptr<ps::ParamClient> target);
   ~ParamClientWrapper() override;
 
-  ParamClient* target() const { return target_; }
+  ps::ParamClient* target() const { return target_; }
 
   int64_t size() const override { return target_->size(); }
   int64_t dropped_pushes() const override { return target_->dropped_pushes(); }
-  std::vector<PushPart> PushParts() const override { return target_->PushParts(); }
+  std::vector<ps::PushPart> PushParts() const override { return target_->PushParts(); }
   bool TakesEncodedPushes() const override { return target_->TakesEncodedPushes(); }
-  const Traffic& wire_traffic() const override { return target_->wire_traffic(); }
+  const ps::Traffic& wire_traffic() const override { return target_->wire_traffic(); }
 
  protected:
-  Status DoPull(std::span<float> out) override { return target_->Pull(out); }
-  Status DoPush(std::span<const float> update, int64_t step) override {
+  ps::Status DoPull(std::span<float> out) override { return target_->Pull(out); }
+  ps::Status DoPush(std::span<const float> update, int64_t step) override {
     return target_->Push(update, step);
   }
-  Status DoPushPull(std::span<const float> update, std::span<float> out, int64_t step) override {
+  ps::Status DoPushPull(std::span<const float> update, std::span<float> out,
+                        int64_t step) override {
     return target_->PushPull(update, out, step);
   }
-  Status DoSendClock(int64_t clock) override { return target_->SendClock(clock); }
+  ps::Status DoSendClock(int64_t clock) override { return target_->SendClock(clock); }
   void DoMarkWindowStart() override { target_->MarkWindowStart(); }
-  Status DoPushEncoded(std::span<const compression::Encoded> parts, std::span<float> out,
-                       int64_t step) override {
+  ps::Status DoPushEncoded(std::span<const compression::Encoded> parts, std::span<float> out,
+                           int64_t step) override {
     return target_->PushEncoded(parts, out, step);
   }
-  Status DoPullSparse(std::span<const int64_t> indices, std::span<float> out) override {
+  ps::Status DoPullSparse(std::span<const int64_t> indices, std::span<float> out) override {
     return target_->PullSparse(indices, out);
   }
-  Status DoPushSparse(std::span<const int64_t> indices, std::span<const float> values,
-                      int64_t step) override {
+  ps::Status DoPushSparse(std::span<const int64_t> indices, std::span<const float> values,
+                          int64_t step) override {
     return target_->PushSparse(indices, values, step);
   }
 
  private:
-  std::unique_ptr<ParamClient> owned_;
-  ParamClient* target_;
+  std::unique_ptr<ps::ParamClient> owned_;
+  ps::ParamClient* target_;
 };
 
 }  // namespace asgd::algorithms

@@ -50,7 +50,7 @@ namespace {
 // worker's deferred compute time (WorkerSetup::shared).
 class TimedClient final : public alg::ParamClientWrapper {
  public:
-  TimedClient(alg::ParamClient* target, const Clock& clock, Duration* total,
+  TimedClient(ps::ParamClient* target, const Clock& clock, Duration* total,
               std::function<void()> before_call)
       : ParamClientWrapper(target),
         clock_(clock),
@@ -58,37 +58,37 @@ class TimedClient final : public alg::ParamClientWrapper {
         before_call_(std::move(before_call)) {}
 
  protected:
-  alg::Status DoPull(std::span<float> out) override {
+  ps::Status DoPull(std::span<float> out) override {
     return Timed([&] { return ParamClientWrapper::DoPull(out); });
   }
-  alg::Status DoPush(std::span<const float> update, int64_t step) override {
+  ps::Status DoPush(std::span<const float> update, int64_t step) override {
     return Timed([&] { return ParamClientWrapper::DoPush(update, step); });
   }
-  alg::Status DoPushPull(std::span<const float> update, std::span<float> out,
-                         int64_t step) override {
+  ps::Status DoPushPull(std::span<const float> update, std::span<float> out,
+                        int64_t step) override {
     return Timed([&] { return ParamClientWrapper::DoPushPull(update, out, step); });
   }
-  alg::Status DoSendClock(int64_t clock) override {
+  ps::Status DoSendClock(int64_t clock) override {
     return Timed([&] { return ParamClientWrapper::DoSendClock(clock); });
   }
-  alg::Status DoPushEncoded(std::span<const compression::Encoded> parts, std::span<float> out,
-                            int64_t step) override {
+  ps::Status DoPushEncoded(std::span<const compression::Encoded> parts, std::span<float> out,
+                           int64_t step) override {
     return Timed([&] { return ParamClientWrapper::DoPushEncoded(parts, out, step); });
   }
-  alg::Status DoPullSparse(std::span<const int64_t> indices, std::span<float> out) override {
+  ps::Status DoPullSparse(std::span<const int64_t> indices, std::span<float> out) override {
     return Timed([&] { return ParamClientWrapper::DoPullSparse(indices, out); });
   }
-  alg::Status DoPushSparse(std::span<const int64_t> indices, std::span<const float> values,
-                           int64_t step) override {
+  ps::Status DoPushSparse(std::span<const int64_t> indices, std::span<const float> values,
+                          int64_t step) override {
     return Timed([&] { return ParamClientWrapper::DoPushSparse(indices, values, step); });
   }
 
  private:
   template <typename F>
-  alg::Status Timed(F&& call) {
+  ps::Status Timed(F&& call) {
     if (before_call_) before_call_();
     const Duration t0 = clock_.Now();
-    alg::Status st = call();
+    ps::Status st = call();
     *total_ += clock_.Now() - t0;
     return st;
   }
@@ -147,11 +147,11 @@ std::string DescribeNonFiniteLoss(const NonFiniteLoss& f) {
                 f.learning_rate, ")");
 }
 
-std::unique_ptr<alg::ParamClient> CompressPushes(std::unique_ptr<alg::ParamClient> client,
-                                                 const compression::CompressionOptions& options,
-                                                 uint64_t seed, int worker,
-                                                 std::span<const TensorSpec> tensors,
-                                                 const alg::CompressingClient** compressing) {
+std::unique_ptr<ps::ParamClient> CompressPushes(std::unique_ptr<ps::ParamClient> client,
+                                                const compression::CompressionOptions& options,
+                                                uint64_t seed, int worker,
+                                                std::span<const TensorSpec> tensors,
+                                                const alg::CompressingClient** compressing) {
   if (compressing != nullptr) *compressing = nullptr;
   std::shared_ptr<const compression::Compressor> compressor = compression::NewCompressor(options);
   if (compressor == nullptr) return client;
@@ -175,7 +175,7 @@ double ResidualNorm(std::span<const alg::CompressingClient* const> clients) {
 // metrics report, and the loop of steps.
 class WorkerLoop::Pass {
  public:
-  Pass(const WorkerSetup& setup, Live& live, alg::ParamClient* client,
+  Pass(const WorkerSetup& setup, Live& live, ps::ParamClient* client,
        collective::Collective* collective, std::span<const float> initial)
       : s_(setup),
         clock_(*setup.clock),
@@ -193,7 +193,7 @@ class WorkerLoop::Pass {
   void Run(const WorkerHooks& hooks, WorkerOutcome* outcome) {
     Prepare();
     auto rule = s_.strategy->worker_rule(s_.options);
-    alg::Status st = rule->Start(env_);
+    ps::Status st = rule->Start(env_);
     RunDeferred();
     if (!st.ok()) {
       if (!Ending(hooks, st)) {
@@ -281,7 +281,7 @@ class WorkerLoop::Pass {
     if (s_.sparse) {
       sparse_params_.assign(static_cast<std::size_t>(n_params), 0.0f);
       env_.sparse_gradient = [this](const alg::SparseReader& read, alg::SparseUpdate* grad,
-                                    alg::Status* status) {
+                                    ps::Status* status) {
         return SparseGradient(read, grad, status);
       };
     }
@@ -303,7 +303,7 @@ class WorkerLoop::Pass {
       live_.active_ns.store((step_end - first_step).count(), std::memory_order_relaxed);
       if (Ending(hooks, r.status)) return;
       if (!r.status.ok() && hooks.recover && hooks.recover(r.status)) {
-        const alg::Status st = rule.Start(env_);
+        const ps::Status st = rule.Start(env_);
         RunDeferred();
         if (!st.ok()) {
           if (!Ending(hooks, st)) {
@@ -332,8 +332,8 @@ class WorkerLoop::Pass {
   }
 
   // A kShuttingDown answer once the hooks say the run is ending: the loop ends quietly.
-  static bool Ending(const WorkerHooks& hooks, const alg::Status& st) {
-    return hooks.ending && hooks.ending() && st.error_code() == transport::ErrorCode::kShuttingDown;
+  static bool Ending(const WorkerHooks& hooks, const ps::Status& st) {
+    return hooks.ending && hooks.ending() && st.error_code() == ps::ErrorCode::kShuttingDown;
   }
 
   // The deferred after_gradient of the last gradient (shared scratch only), timed as compute.
@@ -386,8 +386,7 @@ class WorkerLoop::Pass {
 
   // WorkerEnv::sparse_gradient (hogwild's sparse path): reads the batch's coordinates
   // through `read`, then their loss and sparse gradient.
-  float SparseGradient(const alg::SparseReader& read, alg::SparseUpdate* grad,
-                       alg::Status* status) {
+  float SparseGradient(const alg::SparseReader& read, alg::SparseUpdate* grad, ps::Status* status) {
     RunDeferred();
     datasets::BatchView batch = sampler_->Next();
     last_batch_ = batch.size;
@@ -427,7 +426,7 @@ class WorkerLoop::Pass {
   const WorkerSetup& s_;
   const Clock& clock_;
   Live& live_;
-  alg::ParamClient* const client_;
+  ps::ParamClient* const client_;
   collective::Collective* const collective_;
   const std::span<const float> initial_;
   SharedWorkerScratch* const shared_;
@@ -458,7 +457,7 @@ class WorkerLoop::Pass {
   std::vector<int64_t> touched_;
 };
 
-WorkerOutcome WorkerLoop::Run(alg::ParamClient& client, const WorkerHooks& hooks) {
+WorkerOutcome WorkerLoop::Run(ps::ParamClient& client, const WorkerHooks& hooks) {
   return RunRule(&client, nullptr, {}, hooks);
 }
 
@@ -467,7 +466,7 @@ WorkerOutcome WorkerLoop::Run(collective::Collective& collective, std::span<cons
   return RunRule(nullptr, &collective, initial, hooks);
 }
 
-WorkerOutcome WorkerLoop::RunRule(alg::ParamClient* client, collective::Collective* collective,
+WorkerOutcome WorkerLoop::RunRule(ps::ParamClient* client, collective::Collective* collective,
                                   std::span<const float> initial, const WorkerHooks& hooks) {
   WorkerOutcome outcome;
   Pass pass(setup_, live_, client, collective, initial);

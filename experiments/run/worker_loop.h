@@ -89,8 +89,8 @@ struct WorkerSetup {
 // compressors draw from DeriveSeed(seed, "compression", worker) and encode each part with
 // its pieces of the model's `tensors` (ParamLayout::tensors()). *compressing (if not null)
 // is set to the wrapper, or null.
-std::unique_ptr<algorithms::ParamClient> CompressPushes(
-    std::unique_ptr<algorithms::ParamClient> client, const compression::CompressionOptions& options,
+std::unique_ptr<ps::ParamClient> CompressPushes(
+    std::unique_ptr<ps::ParamClient> client, const compression::CompressionOptions& options,
     uint64_t seed, int worker, std::span<const TensorSpec> tensors,
     const algorithms::CompressingClient** compressing = nullptr);
 // The error-feedback residual of all workers: sqrt(sum of ResidualNorm()^2) over the
@@ -109,7 +109,7 @@ struct WorkerHooks {
   // run can go on (the hook returns once it may, e.g. after a restarted shard was
   // restored), and the loop starts the worker rule again (a fresh read of the centre);
   // false: the failure ends the loop.
-  std::function<bool(const algorithms::Status& status)> recover;
+  std::function<bool(const ps::Status& status)> recover;
   // Optional: called once the worker rule has started (its first pull, or for a
   // collective strategy its broadcast), with the rule, whose local_params() the hooks may
   // then read between steps (on this worker's thread).
@@ -155,7 +155,7 @@ std::string DescribeNonFiniteLoss(const NonFiniteLoss& f);
 class WorkerLoop {
  public:
   explicit WorkerLoop(WorkerSetup setup);
-  WorkerOutcome Run(algorithms::ParamClient& client, const WorkerHooks& hooks);
+  WorkerOutcome Run(ps::ParamClient& client, const WorkerHooks& hooks);
   // The same for a strategy on a collective (Strategy::collective): the rule talks to
   // `collective` (this worker's rank) and starts from `initial` (rank 0's is broadcast).
   // The metrics' bytes_pushed / bytes_pulled are the payload the collective sent and
@@ -174,7 +174,7 @@ class WorkerLoop {
     std::atomic<int64_t> active_ns{0}, compute_ns{0}, wait_ns{0}, comm_ns{0};
   };
   class Pass;  // one run of the worker rule (worker_loop.cc)
-  WorkerOutcome RunRule(algorithms::ParamClient* client, collective::Collective* collective,
+  WorkerOutcome RunRule(ps::ParamClient* client, collective::Collective* collective,
                         std::span<const float> initial, const WorkerHooks& hooks);
 
   WorkerSetup setup_;
