@@ -7,11 +7,13 @@
 #include <cmath>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "algorithms/builtin_strategies.h"
 #include "algorithms/hogwild.h"
 #include "algorithms/memory_store.h"
 #include "algorithms/strategy.h"
@@ -371,6 +373,20 @@ TEST(Strategies, UnknownNameListsTheKnownOnes) {
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("agn"), std::string::npos) << e.what();
   }
+}
+
+// The one list (builtin_strategies.h) is the registry: every line is registered under a
+// name of its own, and nothing else is (but agn's alias, adag).
+TEST(Strategies, TheRegistryIsTheBuiltinList) {
+  std::vector<std::string> listed;
+#define ASGD_LIST_STRATEGY(Name) listed.push_back(Name##Strategy().name);
+  ASGD_BUILTIN_STRATEGIES(ASGD_LIST_STRATEGY)
+#undef ASGD_LIST_STRATEGY
+  std::sort(listed.begin(), listed.end());
+  std::vector<std::string> registered;
+  for (const Strategy* s : Strategies()) registered.push_back(s->name);
+  EXPECT_EQ(registered, listed);
+  EXPECT_EQ(FindStrategy("adag").name, "agn");
 }
 
 TEST(MemoryStore, RejectsNonFinitePushesAndKeepsValues) {
