@@ -3,7 +3,7 @@
 // with its traffic counters. Implementations: the ZeroMQ client
 // (transport/ps_param_client.h), the in-memory store (algorithms/memory_store.h), the
 // lock-free shared vector (algorithms/hogwild.h), the simulated store (sim/sim_store.h)
-// and the wrappers of algorithms/param_client_wrapper.h.
+// and the wrappers of param_client_wrapper.h, which a worker stacks over them (client_chain.h).
 //
 // Thread safety: a ParamClient belongs to one worker thread.
 #pragma once
@@ -99,7 +99,7 @@ class ParamClient {
   // Payload moved so far (successful calls).
   const Traffic& traffic() const { return traffic_; }
   // What reached the store: traffic() of the client at the bottom of a wrapper stack
-  // (algorithms/param_client_wrapper.h); a compressing wrapper's encoded bytes.
+  // (param_client_wrapper.h); a compressing wrapper's encoded bytes.
   virtual const Traffic& wire_traffic() const { return traffic_; }
 
  protected:

@@ -158,10 +158,7 @@ int RunTrainingWorkerRole(const Config& config, const RoleRequest& request, std:
     loss_count += batch;
   };
   hooks.ending = [&] { return stop.load(); };
-  const std::unique_ptr<ps::ParamClient> client =
-      CompressPushes(std::move(ps_client), s.problem.plan.compression, s.problem.plan.seed, w,
-                     s.problem.model->layout().tensors());
-  const WorkerOutcome outcome = loop.Run(*client, hooks);
+  const WorkerOutcome outcome = loop.Run(*ps_client, hooks);
   finished.store(true);
   reporter.join();
   std::string failure = outcome.failure;

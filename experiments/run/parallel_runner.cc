@@ -49,11 +49,7 @@ class ThreadRun {
       ws.clock = clock;
       if (delay_) ws.after_gradient = InjectedDelay(delay_.get(), clock, w);
       loops_.push_back(std::make_unique<WorkerLoop>(std::move(ws)));
-      const alg::CompressingClient* compressing = nullptr;
-      clients_.push_back(CompressPushes(
-          store.NewClient(static_cast<uint32_t>(w), ps::Role::kWorker), plan.compression, plan.seed,
-          w, problem.model->layout().tensors(), &compressing));
-      compressing_.push_back(compressing);
+      clients_.push_back(store.NewClient(static_cast<uint32_t>(w), ps::Role::kWorker));
     }
   }
 
@@ -67,7 +63,7 @@ class ThreadRun {
     const ps::Status st = store_.Read(centre_);
     if (st.ok()) {
       EvalInput in = session_.CountersAt(samples);
-      if (problem_.plan.ef_residual) in.ef_residual_norm = ResidualNorm(compressing_);
+      if (problem_.plan.ef_residual) in.ef_residual_norm = ResidualNorm(loops_);
       if (session_.Evaluate(*problem_.model, centre_, in, t, full) &&
           session_.stop().stop_at_target()) {
         session_.counters().stop.store(true);
@@ -206,8 +202,7 @@ class ThreadRun {
   AlignedVector<float> centre_;
   std::unique_ptr<sim::DelayModel> delay_;
   std::vector<std::unique_ptr<WorkerLoop>> loops_;
-  std::vector<std::unique_ptr<ps::ParamClient>> clients_;
-  std::vector<const alg::CompressingClient*> compressing_;  // null: not compressing
+  std::vector<std::unique_ptr<ps::ParamClient>> clients_;  // the store's, one per worker
   // While the main thread evaluates: workers start no step (TrainingClock's held time).
   std::atomic<bool> hold_{false};
   WorkerHooks hooks_;

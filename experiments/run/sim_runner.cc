@@ -91,11 +91,7 @@ class SimRun {
         cores_(cores),
         centre_(static_cast<std::size_t>(problem.n_params)) {
     for (int w = 0; w < problem.plan.workers; ++w) {
-      const alg::CompressingClient* compressing = nullptr;
-      clients_.push_back(CompressPushes(
-          store.NewClient(static_cast<uint32_t>(w), ps::Role::kWorker), problem.plan.compression,
-          problem.plan.seed, w, problem.model->layout().tensors(), &compressing));
-      compressing_.push_back(compressing);
+      clients_.push_back(store.NewClient(static_cast<uint32_t>(w), ps::Role::kWorker));
     }
   }
 
@@ -104,7 +100,7 @@ class SimRun {
     (void)store.Read(centre_);
     const double t = session_.Seconds();
     EvalInput in = session_.CountersAt(session_.counters().samples.load());
-    if (problem_.plan.ef_residual) in.ef_residual_norm = ResidualNorm(compressing_);
+    if (problem_.plan.ef_residual) in.ef_residual_norm = ResidualNorm(loops_);
     if (session_.Evaluate(*problem_.model, centre_, in, t, full) &&
         session_.stop().stop_at_target() && !stopped_) {
       stopped_ = true;
@@ -204,8 +200,7 @@ class SimRun {
   std::unique_ptr<SharedWorkerScratch> shared_;  // made in Run, before the loops
   AlignedVector<float> centre_;
   std::vector<std::unique_ptr<WorkerLoop>> loops_;
-  std::vector<std::unique_ptr<ps::ParamClient>> clients_;
-  std::vector<const alg::CompressingClient*> compressing_;  // null: not compressing
+  std::vector<std::unique_ptr<ps::ParamClient>> clients_;  // the store's, one per worker
   bool stopped_ = false;
   std::string reason_;   // set when a limit or the target stopped the run
   std::string failure_;  // the first worker failure

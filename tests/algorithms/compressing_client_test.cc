@@ -1,7 +1,7 @@
 // CompressingClient: every push reaches the store compressed and is applied as its
 // decoded form; with error feedback the store plus the residual is the initial vector
 // plus every update; traffic is dense above the wrapper and encoded below it.
-#include "algorithms/compressing_client.h"
+#include "ps/compressing_client.h"
 
 #include <cmath>
 #include <cstring>
@@ -20,9 +20,12 @@
 
 namespace asgd::algorithms {
 
+using ps::CompressingClient;
 using ps::ParamClient;
+using ps::ParamClientWrapper;
 using ps::PushPart;
 using ps::Status;
+using ps::TensorPieces;
 using ps::Traffic;
 namespace {
 

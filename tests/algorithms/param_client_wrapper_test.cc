@@ -1,17 +1,18 @@
 // ParamClientWrapper: every call reaches the wrapped client, each layer counts what passed
 // through it, and a wrapper overriding one call changes only that call.
-#include "algorithms/param_client_wrapper.h"
-
-#include <gtest/gtest.h>
+#include "ps/param_client_wrapper.h"
 
 #include <memory>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "algorithms/memory_store.h"
 #include "ps/server_rule.h"
 
 namespace asgd::algorithms {
 
+using ps::ParamClientWrapper;
 using ps::Status;
 namespace {
 

@@ -17,10 +17,10 @@
 
 #include <gtest/gtest.h>
 
-#include "algorithms/compressing_client.h"
 #include "algorithms/memory_store.h"
 #include "algorithms/optimizer.h"
 #include "algorithms/strategy.h"
+#include "ps/compressing_client.h"
 #include "ps/staleness.h"
 
 namespace asgd::algorithms::testing {
@@ -107,7 +107,7 @@ struct Harness {
   std::vector<std::unique_ptr<WorkerRule>> rules;
   std::vector<WorkerEnv> envs;
   std::vector<GradientFn> gradients;  // per worker; empty = q's
-  std::vector<std::unique_ptr<CompressingClient>> compressing;  // CompressPushes()
+  std::vector<std::unique_ptr<ps::CompressingClient>> compressing;  // CompressPushes()
   std::atomic<int64_t> pushes{0};
 
   // `rule`, when given, replaces the strategy's server rule (a setting the options cannot
@@ -136,7 +136,7 @@ struct Harness {
     std::shared_ptr<const compression::Compressor> c = compression::NewCompressor(o);
     for (std::size_t w = 0; w < clients.size(); ++w) {
       compressing.push_back(
-          std::make_unique<CompressingClient>(clients[w].get(), c, o.error_feedback, w + 1));
+          std::make_unique<ps::CompressingClient>(clients[w].get(), c, o.error_feedback, w + 1));
       envs[w].ps = compressing.back().get();
     }
   }

@@ -24,8 +24,8 @@
 // Non-finite updates: an update holding NaN or Inf is pushed dense (the shard refuses it
 // as kNonFinite, naming the element, as it does any dense one) and changes no residual.
 //
-// Randomness: the stochastic compressors draw from an Rng seeded with `seed` (the runner
-// derives it from the run's seed and the worker id).
+// Randomness: the stochastic compressors draw from an Rng seeded with `seed` (a worker's
+// chain derives it from the run's seed and the worker id: client_chain.h).
 //
 // Thread safety: one worker thread, as every ParamClient.
 #pragma once
@@ -35,13 +35,13 @@
 #include <span>
 #include <vector>
 
-#include "algorithms/param_client_wrapper.h"
 #include "compression/compressor.h"
 #include "compression/error_feedback.h"
 #include "core/param_layout.h"
 #include "core/rng.h"
+#include "ps/param_client_wrapper.h"
 
-namespace asgd::algorithms {
+namespace asgd::ps {
 
 // The lengths of the tensor pieces of the elements of `ranges` taken in order (a push
 // part): each range split where a tensor ends, and consecutive pieces of one tensor (two
@@ -54,13 +54,12 @@ class CompressingClient final : public ParamClientWrapper {
  public:
   // REQUIRES: target->TakesEncodedPushes() and compressor not null; tensors empty or the
   // tensors of a layout of size() elements (checked).
-  CompressingClient(std::unique_ptr<ps::ParamClient> target,
+  CompressingClient(std::unique_ptr<ParamClient> target,
                     std::shared_ptr<const compression::Compressor> compressor, bool error_feedback,
                     uint64_t seed, std::span<const TensorSpec> tensors = {});
   // Borrows target, which must outlive the wrapper.
-  CompressingClient(ps::ParamClient* target,
-                    std::shared_ptr<const compression::Compressor> compressor, bool error_feedback,
-                    uint64_t seed, std::span<const TensorSpec> tensors = {});
+  CompressingClient(ParamClient* target, std::shared_ptr<const compression::Compressor> compressor,
+                    bool error_feedback, uint64_t seed, std::span<const TensorSpec> tensors = {});
 
   const compression::Compressor& compressor() const { return *compressor_; }
   bool error_feedback() const { return !feedback_.empty(); }
@@ -73,20 +72,19 @@ class CompressingClient final : public ParamClientWrapper {
   std::span<const int64_t> pieces(std::size_t part) const { return pieces_.at(part); }
 
  protected:
-  ps::Status DoPush(std::span<const float> update, int64_t step) override {
+  Status DoPush(std::span<const float> update, int64_t step) override {
     return Send(update, {}, step);
   }
-  ps::Status DoPushPull(std::span<const float> update, std::span<float> out,
-                        int64_t step) override {
+  Status DoPushPull(std::span<const float> update, std::span<float> out, int64_t step) override {
     return Send(update, out, step);
   }
 
  private:
   void Init(bool error_feedback, std::span<const TensorSpec> tensors);
-  ps::Status Send(std::span<const float> update, std::span<float> out, int64_t step);
+  Status Send(std::span<const float> update, std::span<float> out, int64_t step);
 
   std::shared_ptr<const compression::Compressor> compressor_;
-  std::vector<ps::PushPart> parts_;
+  std::vector<PushPart> parts_;
   std::vector<std::vector<int64_t>> pieces_;          // one per part
   std::vector<compression::ErrorFeedback> feedback_;  // one per part, or none
   std::vector<compression::Encoded> encoded_;         // one per part, reused
@@ -95,4 +93,4 @@ class CompressingClient final : public ParamClientWrapper {
   std::atomic<double> residual_norm_{0.0};
 };
 
-}  // namespace asgd::algorithms
+}  // namespace asgd::ps

@@ -2,7 +2,8 @@
 // EnvWrapper idea). What wraps a client -- injected delays for stragglers, compression
 // with error feedback, tracing, fault injection in tests -- derives from it and overrides
 // only the calls it changes, so it stacks on any client (in-memory, ZeroMQ, simulated)
-// without a branch inside each (docs/architecture.md#client-layers-and-compression).
+// without a branch inside each (docs/architecture.md#client-layers-and-compression). A
+// worker's layers are stacked in one place, NewClientChain (client_chain.h).
 //
 // Accounting: the public ParamClient calls count the traffic that passes through each
 // layer, so a wrapper's traffic() is what its caller moved and target()->traffic() what
@@ -18,52 +19,51 @@
 #include <memory>
 #include <span>
 
-#include "algorithms/strategy.h"
+#include "ps/param_client.h"
 
-namespace asgd::algorithms {
+namespace asgd::ps {
 
-class ParamClientWrapper : public ps::ParamClient {
+class ParamClientWrapper : public ParamClient {
  public:
   // Borrows target. REQUIRES: target != nullptr (checked).
-  explicit ParamClientWrapper(ps::ParamClient* target);
+  explicit ParamClientWrapper(ParamClient* target);
   // Owns target. REQUIRES: target != nullptr (checked).
-  explicit ParamClientWrapper(std::unique_ptr<ps::ParamClient> target);
+  explicit ParamClientWrapper(std::unique_ptr<ParamClient> target);
   ~ParamClientWrapper() override;
 
-  ps::ParamClient* target() const { return target_; }
+  ParamClient* target() const { return target_; }
 
   int64_t size() const override { return target_->size(); }
   int64_t dropped_pushes() const override { return target_->dropped_pushes(); }
-  std::vector<ps::PushPart> PushParts() const override { return target_->PushParts(); }
+  std::vector<PushPart> PushParts() const override { return target_->PushParts(); }
   bool TakesEncodedPushes() const override { return target_->TakesEncodedPushes(); }
-  const ps::Traffic& wire_traffic() const override { return target_->wire_traffic(); }
+  const Traffic& wire_traffic() const override { return target_->wire_traffic(); }
 
  protected:
-  ps::Status DoPull(std::span<float> out) override { return target_->Pull(out); }
-  ps::Status DoPush(std::span<const float> update, int64_t step) override {
+  Status DoPull(std::span<float> out) override { return target_->Pull(out); }
+  Status DoPush(std::span<const float> update, int64_t step) override {
     return target_->Push(update, step);
   }
-  ps::Status DoPushPull(std::span<const float> update, std::span<float> out,
-                        int64_t step) override {
+  Status DoPushPull(std::span<const float> update, std::span<float> out, int64_t step) override {
     return target_->PushPull(update, out, step);
   }
-  ps::Status DoSendClock(int64_t clock) override { return target_->SendClock(clock); }
+  Status DoSendClock(int64_t clock) override { return target_->SendClock(clock); }
   void DoMarkWindowStart() override { target_->MarkWindowStart(); }
-  ps::Status DoPushEncoded(std::span<const compression::Encoded> parts, std::span<float> out,
-                           int64_t step) override {
+  Status DoPushEncoded(std::span<const compression::Encoded> parts, std::span<float> out,
+                       int64_t step) override {
     return target_->PushEncoded(parts, out, step);
   }
-  ps::Status DoPullSparse(std::span<const int64_t> indices, std::span<float> out) override {
+  Status DoPullSparse(std::span<const int64_t> indices, std::span<float> out) override {
     return target_->PullSparse(indices, out);
   }
-  ps::Status DoPushSparse(std::span<const int64_t> indices, std::span<const float> values,
-                          int64_t step) override {
+  Status DoPushSparse(std::span<const int64_t> indices, std::span<const float> values,
+                      int64_t step) override {
     return target_->PushSparse(indices, values, step);
   }
 
  private:
-  std::unique_ptr<ps::ParamClient> owned_;
-  ps::ParamClient* target_;
+  std::unique_ptr<ParamClient> owned_;
+  ParamClient* target_;
 };
 
-}  // namespace asgd::algorithms
+}  // namespace asgd::ps
