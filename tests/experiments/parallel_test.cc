@@ -749,10 +749,11 @@ TEST(CollectiveRun, CheckpointFoldersCountRounds) {
   constexpr int64_t kEvery = 5;
   for (const Case& c : {Case{"allreduce_sgd", 1}, Case{"local_sgd", 4}, Case{"dpsgd", 1}}) {
     SCOPED_TRACE(c.name);
+    const int workers = testing::RunTestWorkers(c.name);
     testing::TempDir dir;
     const std::string config =
         std::string(kSynthetic) + "[algorithm]\nname = " + c.name +
-        "\nworkers = 3\nlearning_rate = 0.1\nwindow = " + std::to_string(c.window) + "\n";
+        "\nworkers = " + std::to_string(workers) + "\nlearning_rate = 0.1\nwindow = " + std::to_string(c.window) + "\n";
     Outcome first = RunConfig(
         dir, config,
         {"experiment.epochs=4", "experiment.checkpoint_every_steps=" + std::to_string(kEvery),
@@ -767,7 +768,7 @@ TEST(CollectiveRun, CheckpointFoldersCountRounds) {
       EXPECT_EQ(name.size(), 6u + 12u) << name;  // zero-padded to 12 digits
       const auto m = nlohmann::json::parse(ReadFile((e.path() / "manifest.json").string()));
       EXPECT_EQ(m.at("rounds").get<int64_t>(), n) << name;
-      EXPECT_EQ(m.at("step").get<int64_t>(), 3 * n) << name;
+      EXPECT_EQ(m.at("step").get<int64_t>(), workers * n) << name;
       EXPECT_EQ(m.at("shards").at(0).at("version").get<int64_t>(), n * c.window) << name;
       for (const auto& w : m.at("workers")) EXPECT_EQ(w.at("pushes").get<int64_t>(), n) << name;
       rounds.push_back(n);
@@ -783,7 +784,7 @@ TEST(CollectiveRun, CheckpointFoldersCountRounds) {
     // The newest as a checkpoint of before: step-<summed pushes>, no rounds.
     const int64_t last = rounds.back();
     char old_name[32], new_name[32];
-    std::snprintf(old_name, sizeof(old_name), "step-%012lld", static_cast<long long>(3 * last));
+    std::snprintf(old_name, sizeof(old_name), "step-%012lld", static_cast<long long>(workers * last));
     std::snprintf(new_name, sizeof(new_name), "round-%012lld", static_cast<long long>(last));
     const fs::path checkpoints = fs::path(run) / "checkpoints";
     for (const auto& e : fs::directory_iterator(checkpoints)) {
