@@ -220,7 +220,7 @@ class CollectiveRun {
     m.staleness_rows = session_.staleness()->rows_written();
     m.staleness_histogram = session_.staleness()->histogram();
     for (const auto& loop : loops_) m.workers.push_back(loop->Snapshot());
-    transport::ShardSnapshot snap;
+    ps::ShardSnapshot snap;
     snap.version = static_cast<uint64_t>(step);
     snap.values = average;
     session_.SaveCheckpoint(std::move(m), {snap});
@@ -256,7 +256,7 @@ class CollectiveRun {
       hooks.after_step = [&](const alg::StepResult& r, int64_t batch, int64_t step) {
         c.AddStep(batch, r.local_steps, r.pushes, r.loss);
         // No update is stale: each applies a gradient to the parameters it was computed on.
-        transport::StalenessRecord rec;
+        ps::StalenessRecord rec;
         rec.worker = static_cast<uint32_t>(w);
         rec.step = step;
         rec.pulled_version = static_cast<uint64_t>(step - 1);

@@ -24,8 +24,8 @@
 // Non-finite updates: an update holding NaN or Inf is pushed dense (the shard refuses it
 // as kNonFinite, naming the element, as it does any dense one) and changes no residual.
 //
-// Randomness: the stochastic compressors draw from an Rng seeded with `seed` (the runner
-// derives it from the run's seed and the worker id).
+// Randomness: the stochastic compressors draw from an Rng seeded with `seed` (a worker's
+// chain derives it from the run's seed and the worker id: client_chain.h).
 //
 // Thread safety: one worker thread, as every ParamClient.
 #pragma once
@@ -35,13 +35,13 @@
 #include <span>
 #include <vector>
 
-#include "algorithms/param_client_wrapper.h"
 #include "compression/compressor.h"
 #include "compression/error_feedback.h"
 #include "core/param_layout.h"
 #include "core/rng.h"
+#include "ps/param_client_wrapper.h"
 
-namespace asgd::algorithms {
+namespace asgd::ps {
 
 // The lengths of the tensor pieces of the elements of `ranges` taken in order (a push
 // part): each range split where a tensor ends, and consecutive pieces of one tensor (two
@@ -93,4 +93,4 @@ class CompressingClient final : public ParamClientWrapper {
   std::atomic<double> residual_norm_{0.0};
 };
 
-}  // namespace asgd::algorithms
+}  // namespace asgd::ps

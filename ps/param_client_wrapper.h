@@ -2,7 +2,8 @@
 // EnvWrapper idea). What wraps a client -- injected delays for stragglers, compression
 // with error feedback, tracing, fault injection in tests -- derives from it and overrides
 // only the calls it changes, so it stacks on any client (in-memory, ZeroMQ, simulated)
-// without a branch inside each (docs/architecture.md#client-layers-and-compression).
+// without a branch inside each (docs/architecture.md#client-layers-and-compression). A
+// worker's layers are stacked in one place, NewClientChain (client_chain.h).
 //
 // Accounting: the public ParamClient calls count the traffic that passes through each
 // layer, so a wrapper's traffic() is what its caller moved and target()->traffic() what
@@ -18,9 +19,9 @@
 #include <memory>
 #include <span>
 
-#include "algorithms/strategy.h"
+#include "ps/param_client.h"
 
-namespace asgd::algorithms {
+namespace asgd::ps {
 
 class ParamClientWrapper : public ParamClient {
  public:
@@ -65,4 +66,4 @@ class ParamClientWrapper : public ParamClient {
   ParamClient* target_;
 };
 
-}  // namespace asgd::algorithms
+}  // namespace asgd::ps

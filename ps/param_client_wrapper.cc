@@ -1,8 +1,8 @@
-#include "algorithms/param_client_wrapper.h"
+#include "ps/param_client_wrapper.h"
 
 #include "core/check.h"
 
-namespace asgd::algorithms {
+namespace asgd::ps {
 
 ParamClientWrapper::ParamClientWrapper(ParamClient* target) : target_(target) {
   ASGD_CHECK(target_ != nullptr, "ParamClientWrapper needs a target client");
@@ -15,4 +15,4 @@ ParamClientWrapper::ParamClientWrapper(std::unique_ptr<ParamClient> target)
 
 ParamClientWrapper::~ParamClientWrapper() = default;
 
-}  // namespace asgd::algorithms
+}  // namespace asgd::ps

@@ -1,4 +1,4 @@
-#include "algorithms/compressing_client.h"
+#include "ps/compressing_client.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 
 #include "core/check.h"
 
-namespace asgd::algorithms {
+namespace asgd::ps {
 
 CompressingClient::CompressingClient(std::unique_ptr<ParamClient> target,
                                      std::shared_ptr<const compression::Compressor> compressor,
@@ -125,4 +125,4 @@ Status CompressingClient::Send(std::span<const float> update, std::span<float> o
   return target()->PushEncoded(encoded_, out, step);
 }
 
-}  // namespace asgd::algorithms
+}  // namespace asgd::ps
