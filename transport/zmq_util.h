@@ -12,7 +12,15 @@
 #include "ps/message.h"
 #include "transport/zero_copy.h"
 
+// GCC says -fsanitize=thread with __SANITIZE_THREAD__, clang with __has_feature.
 #if defined(__SANITIZE_THREAD__)
+#define ASGD_THREAD_SANITIZER 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define ASGD_THREAD_SANITIZER 1
+#endif
+#endif
+#if defined(ASGD_THREAD_SANITIZER)
 #include <sanitizer/tsan_interface.h>
 #endif
 
@@ -27,12 +35,12 @@ namespace asgd::transport::internal {
 // exchange messages; tests/tsan.supp silences reports inside libzmq itself.)
 inline char tsan_message_token;
 inline void AnnotateSend() {
-#if defined(__SANITIZE_THREAD__)
+#if defined(ASGD_THREAD_SANITIZER)
   __tsan_release(&tsan_message_token);
 #endif
 }
 inline void AnnotateReceive() {
-#if defined(__SANITIZE_THREAD__)
+#if defined(ASGD_THREAD_SANITIZER)
   __tsan_acquire(&tsan_message_token);
 #endif
 }
