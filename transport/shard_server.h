@@ -6,7 +6,10 @@
 // ZeroMQ ROUTER socket, on one thread: that thread receives a request, validates it,
 // calls the ServerRule in place and sends the reply. There is no queue and no other
 // thread between the socket and the rule; over inproc:// a push payload is read straight
-// from the client's buffer.
+// from the client's buffer. Over ipc:// and tcp:// a push whose outcome is certain before
+// its add (ShardCore::PushReplyFirst) is acknowledged first and added right after, before
+// the thread reads the next request and under the shard's mutex, so no request and no
+// Snapshot sees the new version without its values.
 //
 // The shard's bookkeeping (rule calls, version, staleness records, outcome counts,
 // non-finite rejection, held requests, snapshots) is a ShardCore's (shard_core.h); this
@@ -141,6 +144,8 @@ struct ShardStats {
                                 // (message.h, "Chunked pushes"), handed to the rule whole
   uint64_t chunked_replies = 0;  // pull and push-pull replies sent as chunks ("Chunked
                                  // replies"; also counted once in replies_sent)
+  uint64_t acked_before_add = 0;  // pushes acknowledged before their add (ipc, tcp;
+                                  // ShardCore::PushReplyFirst), also in pushes_applied
   uint64_t clocks = 0;
   uint64_t registrations = 0;
   uint64_t barriers = 0;
