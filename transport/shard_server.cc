@@ -560,7 +560,8 @@ void ShardServer::Impl::HandleValid(const Header& h, std::size_t nparts) {
       const bool encoded = h.encoding != compression::Encoding::kDense;
       // A dense push whose frames are ours (not the client's buffer, as over inproc://)
       // may be answered before its add: ShardCore::PushReplyFirst.
-      const bool reply_first = h.op == Op::kPush && !encoded && reply_before_add_;
+      const bool reply_first = h.op == Op::kPush && !encoded && reply_before_add_ &&
+                               h.payload_bytes >= options_.ack_before_add_bytes;
       if (encoded) {
         for (std::size_t i = 2; i < nparts; ++i) encoded_frames[i - 2] = Bytes(parts_[i]);
       } else {
