@@ -19,15 +19,14 @@
 namespace asgd::algorithms {
 namespace {
 
-class DistanceRule final : public transport::ServerRule {
+class DistanceRule final : public ps::ServerRule {
  public:
   explicit DistanceRule(double gamma) : inv_gamma_(static_cast<float>(1.0 / gamma)) {}
   std::string Name() const override { return "adag_distance"; }
-  void OnPull(transport::ShardContext& ctx, transport::ServerCall& call) override {
+  void OnPull(ps::ShardContext& ctx, ps::ServerCall& call) override {
     pulled_.Remember(call.info().worker, ctx.values());
   }
-  transport::PushOutcome OnPush(transport::ShardContext& ctx,
-                                transport::ServerCall& call) override {
+  ps::PushOutcome OnPush(ps::ShardContext& ctx, ps::ServerCall& call) override {
     const std::span<const float> pulled = pulled_.Of(call.info().worker);
     const std::span<float> values = ctx.mutable_values();
     // All or nothing (finite_apply.h): θ̃ + f ⊙ Δ can overflow.
@@ -38,18 +37,15 @@ class DistanceRule final : public transport::ServerRule {
                           return values[at] + f * delta;
                         });
     ctx.AdvanceVersion();
-    return transport::PushOutcome::kApplied;
+    return ps::PushOutcome::kApplied;
   }
-  transport::PushOutcome OnPushPull(transport::ShardContext& ctx,
-                                    transport::ServerCall& call) override {
-    const transport::PushOutcome out = OnPush(ctx, call);
+  ps::PushOutcome OnPushPull(ps::ShardContext& ctx, ps::ServerCall& call) override {
+    const ps::PushOutcome out = OnPush(ctx, call);
     pulled_.Remember(call.info().worker, ctx.values());  // the reply carries these values
     return out;
   }
   // The per-worker copies survive a checkpoint (the values alone would lose the delay).
-  void Start(transport::ShardContext& ctx) override {
-    size_ = static_cast<std::size_t>(ctx.size());
-  }
+  void Start(ps::ShardContext& ctx) override { size_ = static_cast<std::size_t>(ctx.size()); }
   std::string SaveState() const override { return pulled_.Save(); }
   void LoadState(std::string_view state) override { pulled_.Load(state, size_); }
 
@@ -75,7 +71,7 @@ Strategy AdagDistanceStrategy() {
     mode.normalise = true;
     return std::make_unique<WindowedWorker>(mode);
   };
-  s.server_rule = [](const StrategyOptions& o, uint32_t) -> std::unique_ptr<transport::ServerRule> {
+  s.server_rule = [](const StrategyOptions& o, uint32_t) -> std::unique_ptr<ps::ServerRule> {
     return std::make_unique<DistanceRule>(o.settings.Double("adag_gamma"));
   };
   return s;

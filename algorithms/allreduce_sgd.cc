@@ -23,6 +23,8 @@
 #include "algorithms/collective_worker.h"
 
 namespace asgd::algorithms {
+
+using ps::Status;
 namespace {
 
 class AllreduceWorker final : public CollectiveWorker {

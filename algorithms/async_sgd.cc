@@ -27,7 +27,7 @@ Strategy AsyncSgdStrategy() {
     mode.single_step = true;
     return std::make_unique<WindowedWorker>(mode);
   };
-  s.server_rule = [](const StrategyOptions&, uint32_t) { return transport::NewAddRule(); };
+  s.server_rule = [](const StrategyOptions&, uint32_t) { return ps::NewAddRule(); };
   return s;
 }
 

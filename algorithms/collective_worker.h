@@ -17,7 +17,7 @@ class CollectiveWorker : public WorkerRule {
  public:
   // REQUIRES env.collective with rank = env.worker and size = env.num_workers, and
   // env.initial (the model's size). Throws collective::CollectiveError.
-  Status Start(WorkerEnv& env) override {
+  ps::Status Start(WorkerEnv& env) override {
     ASGD_CHECK(env.collective != nullptr && !env.initial.empty(),
                "a collective strategy needs WorkerEnv::collective and initial");
     ASGD_CHECK_EQ(env.collective->rank(), env.worker, "collective rank");
@@ -32,7 +32,7 @@ class CollectiveWorker : public WorkerRule {
     if (env.collective->rank() == 0) theta_.assign(env.initial.begin(), env.initial.end());
     env.collective->Allreduce(theta_, collective::ReduceOp::kSum);
     BindBuffers(*env.collective);
-    return Status::Ok();
+    return ps::Status::Ok();
   }
   std::span<const float> local_params() const override { return theta_; }
 

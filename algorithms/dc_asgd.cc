@@ -22,18 +22,17 @@
 namespace asgd::algorithms {
 namespace {
 
-class DcRule final : public transport::ServerRule {
+class DcRule final : public ps::ServerRule {
  public:
   DcRule(double lr, double lambda, double decay, double epochs_per_batch)
       : lr0_(lr), lambda_(static_cast<float>(lambda)), epochs_per_batch_(epochs_per_batch) {
     schedule_.decay = decay;
   }
   std::string Name() const override { return "dc_asgd"; }
-  void OnPull(transport::ShardContext& ctx, transport::ServerCall& call) override {
+  void OnPull(ps::ShardContext& ctx, ps::ServerCall& call) override {
     backup_.Remember(call.info().worker, ctx.values());
   }
-  transport::PushOutcome OnPush(transport::ShardContext& ctx,
-                                transport::ServerCall& call) override {
+  ps::PushOutcome OnPush(ps::ShardContext& ctx, ps::ServerCall& call) override {
     const float lr =
         static_cast<float>(lr0_ * LearningRateScale(schedule_, static_cast<double>(ctx.version()) *
                                                                    epochs_per_batch_));
@@ -48,18 +47,15 @@ class DcRule final : public transport::ServerRule {
                           return values[at] - lr * (g + lambda_ * g * g * drift);
                         });
     ctx.AdvanceVersion();
-    return transport::PushOutcome::kApplied;
+    return ps::PushOutcome::kApplied;
   }
-  transport::PushOutcome OnPushPull(transport::ShardContext& ctx,
-                                    transport::ServerCall& call) override {
-    const transport::PushOutcome out = OnPush(ctx, call);
+  ps::PushOutcome OnPushPull(ps::ShardContext& ctx, ps::ServerCall& call) override {
+    const ps::PushOutcome out = OnPush(ctx, call);
     backup_.Remember(call.info().worker, ctx.values());  // the reply carries these values
     return out;
   }
   // The backups w_bak survive a checkpoint (the values alone would lose the compensation).
-  void Start(transport::ShardContext& ctx) override {
-    size_ = static_cast<std::size_t>(ctx.size());
-  }
+  void Start(ps::ShardContext& ctx) override { size_ = static_cast<std::size_t>(ctx.size()); }
   std::string SaveState() const override { return backup_.Save(); }
   void LoadState(std::string_view state) override { backup_.Load(state, size_); }
 
@@ -87,7 +83,7 @@ Strategy DcAsgdStrategy() {
   s.worker_rule = [](const StrategyOptions&) -> std::unique_ptr<WorkerRule> {
     return std::make_unique<GradientWorker>();
   };
-  s.server_rule = [](const StrategyOptions& o, uint32_t) -> std::unique_ptr<transport::ServerRule> {
+  s.server_rule = [](const StrategyOptions& o, uint32_t) -> std::unique_ptr<ps::ServerRule> {
     return std::make_unique<DcRule>(o.worker.learning_rate, o.settings.Double("dc_lambda"),
                                     o.schedule.decay, o.epochs_per_batch);
   };

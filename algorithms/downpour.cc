@@ -31,20 +31,19 @@
 namespace asgd::algorithms {
 namespace {
 
-class AdagradRule final : public transport::ServerRule {
+class AdagradRule final : public ps::ServerRule {
  public:
   AdagradRule(double learning_rate, double initial_accumulator)
       : lr_(static_cast<float>(learning_rate)), init_(static_cast<float>(initial_accumulator)) {}
   std::string Name() const override { return "adagrad"; }
-  void Start(transport::ShardContext& ctx) override {
+  void Start(ps::ShardContext& ctx) override {
     acc_.assign(static_cast<std::size_t>(ctx.size()), init_);
   }
-  transport::PushOutcome OnPush(transport::ShardContext& ctx,
-                                transport::ServerCall& call) override {
+  ps::PushOutcome OnPush(ps::ShardContext& ctx, ps::ServerCall& call) override {
     // All or nothing (finite_apply.h): Δ² can overflow the accumulator even where the
     // step stays finite (Δ/√Inf = 0 would freeze the coordinate for good), so both the
     // new accumulators and the new values are computed, checked, then written.
-    const std::span<const transport::Payload::Piece> pieces = call.payload().pieces();
+    const std::span<const ps::Payload::Piece> pieces = call.payload().pieces();
     std::size_t total = 0;
     for (const auto& piece : pieces) total += piece.values.size();
     new_acc_.resize(total);
@@ -76,7 +75,7 @@ class AdagradRule final : public transport::ServerRule {
       k += n;
     }
     ctx.AdvanceVersion();
-    return transport::PushOutcome::kApplied;
+    return ps::PushOutcome::kApplied;
   }
   std::string SaveState() const override {
     return std::string(reinterpret_cast<const char*>(acc_.data()), acc_.size() * sizeof(float));
@@ -114,7 +113,7 @@ Strategy DownpourStrategy() {
     mode.push_gradients = o.settings.String("server_optimizer") == "adagrad";
     return std::make_unique<WindowedWorker>(mode);
   };
-  s.server_rule = [](const StrategyOptions& o, uint32_t) -> std::unique_ptr<transport::ServerRule> {
+  s.server_rule = [](const StrategyOptions& o, uint32_t) -> std::unique_ptr<ps::ServerRule> {
     const std::string& server_optimizer = o.settings.String("server_optimizer");
     if (server_optimizer == "adagrad") {
       // Δ/√A has no ε: A must stay positive where Δ = 0 (see the header).
@@ -130,7 +129,7 @@ Strategy DownpourStrategy() {
     if (server_optimizer != "add") {
       throw ConfigError("algorithm.server_optimizer", server_optimizer, "add or adagrad");
     }
-    return transport::NewAddRule();
+    return ps::NewAddRule();
   };
   return s;
 }

@@ -24,23 +24,23 @@
 namespace asgd::algorithms {
 namespace {
 
-class DampedAddRule final : public transport::ServerRule {
+class DampedAddRule final : public ps::ServerRule {
  public:
   std::string Name() const override { return "dynsgd"; }
-  transport::PushOutcome OnPush(transport::ShardContext& ctx, transport::ServerCall& call) override {
+  ps::PushOutcome OnPush(ps::ShardContext& ctx, ps::ServerCall& call) override {
     // A version from the future (after a restore) counts as fresh.
     const int64_t s = std::max<int64_t>(0, call.staleness());
     const float damping = 1.0f / static_cast<float>(s + 1);
     auto values = ctx.mutable_values();
     for (const auto& piece : call.payload().pieces()) {
-      transport::AddScaledTo(values.subspan(static_cast<std::size_t>(piece.offset), piece.values.size()),
-                             damping, piece.values);
+      ps::AddScaledTo(values.subspan(static_cast<std::size_t>(piece.offset), piece.values.size()),
+                      damping, piece.values);
     }
     ctx.AdvanceVersion();
-    return transport::PushOutcome::kApplied;
+    return ps::PushOutcome::kApplied;
   }
   // The damping above, for the core's one-pass apply (server_rule.h).
-  std::optional<float> ElementwiseAddScale(const transport::RequestInfo&,
+  std::optional<float> ElementwiseAddScale(const ps::RequestInfo&,
                                            int64_t staleness) const override {
     return 1.0f / static_cast<float>(std::max<int64_t>(0, staleness) + 1);
   }
@@ -57,7 +57,7 @@ Strategy DynSgdStrategy() {
   s.worker_rule = [](const StrategyOptions&) -> std::unique_ptr<WorkerRule> {
     return std::make_unique<WindowedWorker>(WindowedWorker::Mode{});
   };
-  s.server_rule = [](const StrategyOptions&, uint32_t) -> std::unique_ptr<transport::ServerRule> {
+  s.server_rule = [](const StrategyOptions&, uint32_t) -> std::unique_ptr<ps::ServerRule> {
     return std::make_unique<DampedAddRule>();
   };
   return s;

@@ -45,7 +45,7 @@ Strategy EasgdStrategy() {
     mode.alpha = ElasticAlpha(o);
     return std::make_unique<ElasticWorker>(mode);
   };
-  s.server_rule = [](const StrategyOptions& o, uint32_t) -> std::unique_ptr<transport::ServerRule> {
+  s.server_rule = [](const StrategyOptions& o, uint32_t) -> std::unique_ptr<ps::ServerRule> {
     return std::make_unique<SyncRule>(o.num_workers, SyncRule::Combine::kSumAdd, "easgd");
   };
   return s;

@@ -5,28 +5,27 @@
 #include "core/error.h"
 
 namespace asgd::algorithms {
+
+using ps::Status;
 namespace {
 
-class ElasticRule final : public transport::ServerRule {
+class ElasticRule final : public ps::ServerRule {
  public:
   explicit ElasticRule(double alpha) : alpha_(static_cast<float>(alpha)) {}
   std::string Name() const override { return "elastic"; }
-  transport::PushOutcome OnPush(transport::ShardContext& ctx,
-                                transport::ServerCall& call) override {
+  ps::PushOutcome OnPush(ps::ShardContext& ctx, ps::ServerCall& call) override {
     // A plain push (not an exchange) carries x as well; treat it the same way.
     return Exchange(ctx, call, nullptr);
   }
-  transport::PushOutcome OnPushPull(transport::ShardContext& ctx,
-                                    transport::ServerCall& call) override {
-    transport::ReplyBuffer e(call.info().count);
+  ps::PushOutcome OnPushPull(ps::ShardContext& ctx, ps::ServerCall& call) override {
+    ps::ReplyBuffer e(call.info().count);
     Exchange(ctx, call, &e);
     call.ReplyWith(std::move(e));
-    return transport::PushOutcome::kApplied;
+    return ps::PushOutcome::kApplied;
   }
 
  private:
-  transport::PushOutcome Exchange(transport::ShardContext& ctx, transport::ServerCall& call,
-                                  transport::ReplyBuffer* reply) {
+  ps::PushOutcome Exchange(ps::ShardContext& ctx, ps::ServerCall& call, ps::ReplyBuffer* reply) {
     const std::span<float> values = ctx.mutable_values();
     const auto base = static_cast<std::size_t>(call.payload().offset());
     // All or nothing (finite_apply.h): x − centre can overflow. A refused exchange
@@ -38,7 +37,7 @@ class ElasticRule final : public transport::ServerRule {
                           return values[at] + e;
                         });
     ctx.AdvanceVersion();
-    return transport::PushOutcome::kApplied;
+    return ps::PushOutcome::kApplied;
   }
   float alpha_;
   std::vector<float> scratch_;
@@ -46,7 +45,7 @@ class ElasticRule final : public transport::ServerRule {
 
 }  // namespace
 
-std::unique_ptr<transport::ServerRule> NewElasticRule(double alpha) {
+std::unique_ptr<ps::ServerRule> NewElasticRule(double alpha) {
   return std::make_unique<ElasticRule>(alpha);
 }
 

@@ -39,7 +39,7 @@ class ElasticWorker final : public WorkerRule {
     double momentum = 0.0;     // δ for nesterov
   };
   explicit ElasticWorker(Mode mode) : mode_(mode) {}
-  Status Start(WorkerEnv& env) override;
+  ps::Status Start(WorkerEnv& env) override;
   StepResult Step(WorkerEnv& env) override;
   std::span<const float> local_params() const override { return x_; }
 
@@ -50,7 +50,7 @@ class ElasticWorker final : public WorkerRule {
 };
 
 // aeasgd's server: on a push-pull of x, E = α(x − x̃); x̃ ← x̃ + E; reply E.
-std::unique_ptr<transport::ServerRule> NewElasticRule(double alpha);
+std::unique_ptr<ps::ServerRule> NewElasticRule(double alpha);
 
 // algorithm.elastic_alpha, the moving rate α = ηρ of easgd, aeasgd and aeamsgd (declared by
 // each); 0 = the paper's β/n with β = 0.9.

@@ -3,7 +3,7 @@
 // adding through transport's AddTo helpers.
 //
 // Contract (issue 22 item 4, the same as AddTo's): a push whose result would be NaN or Inf
-// anywhere is refused with transport::NonFiniteResultError (which the shard core answers
+// anywhere is refused with ps::NonFiniteResultError (which the shard core answers
 // as `non_finite`, counted in its stats), and then neither the shard's values nor the
 // rule's state have changed. The check is made inside the apply loop: the results are
 // computed once into the caller's scratch buffer while their largest magnitude is kept
@@ -28,16 +28,15 @@ namespace asgd::algorithms {
 // Throws NonFiniteResultError naming `rule` and the first NaN or Inf in results (whose
 // element i is shard-local element pieces' i-th, in piece order), if there is one.
 // `max_bits` is the largest magnitude of results as float bits, sign cleared.
-inline void RequireFiniteResults(std::string_view rule,
-                                 std::span<const transport::Payload::Piece> pieces,
+inline void RequireFiniteResults(std::string_view rule, std::span<const ps::Payload::Piece> pieces,
                                  std::span<const float> results, uint32_t max_bits) {
   constexpr uint32_t kInfBits = 0x7f800000u;
   if (max_bits < kInfBits) return;
   std::size_t k = 0;
-  for (const transport::Payload::Piece& piece : pieces) {
+  for (const ps::Payload::Piece& piece : pieces) {
     for (std::size_t i = 0; i < piece.values.size(); ++i, ++k) {
       if ((std::bit_cast<uint32_t>(results[k]) & kInfBits) == kInfBits) {
-        throw transport::NonFiniteResultError(::asgd::internal::StrCat(
+        throw ps::NonFiniteResultError(::asgd::internal::StrCat(
             rule, ": the result at shard-local element ", piece.offset + static_cast<int64_t>(i),
             " would be ", results[k] != results[k] ? "NaN" : "Inf", "; the shard is unchanged"));
       }
@@ -58,14 +57,14 @@ inline uint32_t MaxMagnitudeBits(const float* out, std::size_t n) {
 // elsewhere (a reply). `scratch` is reused across calls.
 template <typename Result>
 void ApplyFiniteOrRefuse(std::string_view rule, std::span<float> values,
-                         std::span<const transport::Payload::Piece> pieces,
-                         std::vector<float>& scratch, Result&& result) {
+                         std::span<const ps::Payload::Piece> pieces, std::vector<float>& scratch,
+                         Result&& result) {
   std::size_t total = 0;
-  for (const transport::Payload::Piece& piece : pieces) total += piece.values.size();
+  for (const ps::Payload::Piece& piece : pieces) total += piece.values.size();
   scratch.resize(total);
   uint32_t max_bits = 0;
   std::size_t k = 0;
-  for (const transport::Payload::Piece& piece : pieces) {
+  for (const ps::Payload::Piece& piece : pieces) {
     const auto base = static_cast<std::size_t>(piece.offset);
     float* out = scratch.data() + k;
     for (std::size_t i = 0; i < piece.values.size(); ++i)
@@ -75,7 +74,7 @@ void ApplyFiniteOrRefuse(std::string_view rule, std::span<float> values,
   }
   RequireFiniteResults(rule, pieces, scratch, max_bits);
   k = 0;
-  for (const transport::Payload::Piece& piece : pieces) {
+  for (const ps::Payload::Piece& piece : pieces) {
     if (!piece.values.empty()) {
       std::memcpy(values.data() + piece.offset, scratch.data() + k,
                   piece.values.size() * sizeof(float));

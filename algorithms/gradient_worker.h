@@ -13,7 +13,7 @@ namespace asgd::algorithms {
 
 class GradientWorker final : public WorkerRule {
  public:
-  Status Start(WorkerEnv& env) override {
+  ps::Status Start(WorkerEnv& env) override {
     theta_.assign(static_cast<std::size_t>(env.ps->size()), 0.0f);
     if (InPlace(env)) {
       std::vector<float>().swap(grad_);

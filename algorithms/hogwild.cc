@@ -9,6 +9,9 @@
 
 namespace asgd::algorithms {
 
+using ps::ParamClient;
+using ps::Status;
+
 HogwildStore::AddMode HogwildStore::ParseAddMode(const std::string& name) {
   if (name == "atomic") return AddMode::kAtomic;
   if (name == "racy") return AddMode::kRacy;
@@ -20,7 +23,7 @@ HogwildStore::AddMode HogwildStore::AddModeOf(const StrategyOptions& o) {
 }
 
 HogwildStore::HogwildStore(std::span<const float> initial, const Clock* clock,
-                           transport::StalenessSink* sink, AddMode mode, bool sparse)
+                           ps::StalenessSink* sink, AddMode mode, bool sparse)
     : n_(initial.size()),
       mode_(mode),
       sparse_(sparse),
@@ -174,20 +177,19 @@ std::string HogwildStore::Describe() const {
   return sparse_ ? "one shared vector (lock-free, sparse updates)" : "one shared vector (lock-free)";
 }
 
-std::unique_ptr<transport::ParamClient> HogwildStore::NewClient(uint32_t id, transport::Role) {
+std::unique_ptr<ps::ParamClient> HogwildStore::NewClient(uint32_t id, ps::Role) {
   return std::make_unique<HogwildClient>(this, id);
 }
 
-std::vector<transport::ShardSnapshot> HogwildStore::Snapshot(
-    const std::function<void()>& while_held) {
+std::vector<ps::ShardSnapshot> HogwildStore::Snapshot(const std::function<void()>& while_held) {
   if (while_held) while_held();
-  transport::ShardSnapshot snap;
+  ps::ShardSnapshot snap;
   snap.version = version();
   snap.values = values();
   return {std::move(snap)};
 }
 
-void HogwildStore::Restore(const std::vector<transport::ShardSnapshot>& snapshots,
+void HogwildStore::Restore(const std::vector<ps::ShardSnapshot>& snapshots,
                            const std::string& source) {
   if (snapshots.size() != 1) {
     throw DataError(source, internal::StrCat("holds ", snapshots.size(),
@@ -202,8 +204,8 @@ void HogwildStore::Restore(const std::vector<transport::ShardSnapshot>& snapshot
   RestoreVersion(snapshots[0].version);
 }
 
-transport::StoreStats HogwildStore::stats() const {
-  transport::StoreStats s;
+ps::StoreStats HogwildStore::stats() const {
+  ps::StoreStats s;
   s.pushes_applied = version();
   s.records = static_cast<uint64_t>(records());
   s.staleness_sum = static_cast<uint64_t>(staleness_sum());
@@ -215,7 +217,7 @@ void HogwildStore::Record(uint32_t worker, int64_t step, uint64_t pulled, uint64
   records_.fetch_add(1, std::memory_order_relaxed);
   staleness_sum_.fetch_add(std::max<int64_t>(0, s), std::memory_order_relaxed);
   if (sink_ != nullptr) {
-    transport::StalenessRecord r;
+    ps::StalenessRecord r;
     r.worker = worker;
     r.step = step;
     r.pulled_version = pulled;
@@ -236,12 +238,12 @@ namespace {
 
 // A NaN or Inf never reaches the shared vector (as on a ShardServer).
 Status CheckFinite(std::span<const float> update, uint32_t worker) {
-  const int64_t bad = transport::FindNonFinite(update);
+  const int64_t bad = ps::FindNonFinite(update);
   if (bad < 0) return Status::Ok();
-  return Status(transport::StatusCode::kRemoteError,
+  return Status(ps::StatusCode::kRemoteError,
                 internal::StrCat("hogwild: update of worker ", worker, " holds ",
                                  update[static_cast<std::size_t>(bad)], " at element ", bad),
-                transport::ErrorCode::kNonFinite);
+                ps::ErrorCode::kNonFinite);
 }
 
 }  // namespace
@@ -377,7 +379,7 @@ Strategy HogwildStrategy() {
                                            o.optimizer.weight_decay == 0.0);
   };
   // Over a parameter server (no shared memory) hogwild is async_sgd.
-  s.server_rule = [](const StrategyOptions&, uint32_t) { return transport::NewAddRule(); };
+  s.server_rule = [](const StrategyOptions&, uint32_t) { return ps::NewAddRule(); };
   return s;
 }
 

@@ -62,7 +62,7 @@
 
 namespace asgd::algorithms {
 
-class HogwildStore final : public transport::ParamStore {
+class HogwildStore final : public ps::ParamStore {
  public:
   static constexpr std::size_t kCacheLine = 64;
 
@@ -72,7 +72,7 @@ class HogwildStore final : public transport::ParamStore {
   // The mode hogwild's setting algorithm.hogwild_add asks for.
   static AddMode AddModeOf(const StrategyOptions& o);
 
-  HogwildStore(std::span<const float> initial, const Clock* clock, transport::StalenessSink* sink,
+  HogwildStore(std::span<const float> initial, const Clock* clock, ps::StalenessSink* sink,
                AddMode mode = AddMode::kAtomic, bool sparse = false);
   AddMode mode() const { return mode_; }
   int64_t size() const override { return static_cast<int64_t>(n_); }
@@ -109,18 +109,16 @@ class HogwildStore final : public transport::ParamStore {
   std::string transport() const override { return "shared"; }
   int ps_shards() const override { return 0; }
   int snapshot_count() const override { return 1; }
-  std::unique_ptr<transport::ParamClient> NewClient(uint32_t id, transport::Role role) override;
-  transport::Status Read(std::span<float> out) override {
+  std::unique_ptr<ps::ParamClient> NewClient(uint32_t id, ps::Role role) override;
+  ps::Status Read(std::span<float> out) override {
     Copy(out);
-    return transport::Status::Ok();
+    return ps::Status::Ok();
   }
-  std::vector<transport::ShardSnapshot> Snapshot(
-      const std::function<void()>& while_held = {}) override;
-  void Restore(const std::vector<transport::ShardSnapshot>& snapshots,
-               const std::string& source) override;
+  std::vector<ps::ShardSnapshot> Snapshot(const std::function<void()>& while_held = {}) override;
+  void Restore(const std::vector<ps::ShardSnapshot>& snapshots, const std::string& source) override;
   void Close() override {}
   // Pushes (the version), staleness records and their sum; no rule: nothing dropped.
-  transport::StoreStats stats() const override;
+  ps::StoreStats stats() const override;
 
  private:
   struct AlignedDelete {
@@ -134,7 +132,7 @@ class HogwildStore final : public transport::ParamStore {
   bool sparse_;
   std::unique_ptr<float[], AlignedDelete> values_;
   const Clock* clock_;
-  transport::StalenessSink* sink_;
+  ps::StalenessSink* sink_;
   // Written by every push.
   alignas(kCacheLine) std::atomic<uint64_t> version_{0};
   std::atomic<int64_t> records_{0};
@@ -143,21 +141,21 @@ class HogwildStore final : public transport::ParamStore {
 
 // One per worker thread; on a line of its own (its traffic counters and pulled version
 // are written every step).
-class alignas(HogwildStore::kCacheLine) HogwildClient final : public ParamClient {
+class alignas(HogwildStore::kCacheLine) HogwildClient final : public ps::ParamClient {
  public:
   HogwildClient(HogwildStore* store, uint32_t worker) : store_(store), worker_(worker) {}
   int64_t size() const override { return store_->size(); }
   int64_t dropped_pushes() const override { return 0; }
 
  protected:
-  Status DoPull(std::span<float> out) override;
-  Status DoPush(std::span<const float> update, int64_t step) override;
-  Status DoPushPull(std::span<const float> update, std::span<float> out, int64_t step) override;
-  Status DoSendClock(int64_t) override { return Status::Ok(); }
+  ps::Status DoPull(std::span<float> out) override;
+  ps::Status DoPush(std::span<const float> update, int64_t step) override;
+  ps::Status DoPushPull(std::span<const float> update, std::span<float> out, int64_t step) override;
+  ps::Status DoSendClock(int64_t) override { return ps::Status::Ok(); }
   // Only the listed coordinates are read or written.
-  Status DoPullSparse(std::span<const int64_t> indices, std::span<float> out) override;
-  Status DoPushSparse(std::span<const int64_t> indices, std::span<const float> values,
-                      int64_t step) override;
+  ps::Status DoPullSparse(std::span<const int64_t> indices, std::span<float> out) override;
+  ps::Status DoPushSparse(std::span<const int64_t> indices, std::span<const float> values,
+                          int64_t step) override;
 
  private:
   HogwildStore* store_;

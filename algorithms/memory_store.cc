@@ -8,10 +8,12 @@
 
 namespace asgd::algorithms {
 
-using transport::ErrorCode;
-using transport::Op;
-using transport::PushOutcome;
-using transport::StatusCode;
+using ps::Status;
+
+using ps::ErrorCode;
+using ps::Op;
+using ps::PushOutcome;
+using ps::StatusCode;
 
 // A request whose reply the rule deferred; the requesting thread waits for `done`.
 struct MemoryStore::Held {
@@ -23,12 +25,11 @@ struct MemoryStore::Held {
 
 // The core's ReplySink: completes a held request's record (under MemoryStore::mu_, as
 // every core call) so that its waiting thread can return.
-class MemoryStore::Replies final : public transport::ReplySink {
+class MemoryStore::Replies final : public ps::ReplySink {
  public:
-  void Bind(const transport::ShardCore* core) { core_ = core; }
+  void Bind(const ps::ShardCore* core) { core_ = core; }
 
-  void Release(uint64_t token, const transport::HeldRequest& request,
-               transport::ReplyBuffer* payload) override {
+  void Release(uint64_t token, const ps::HeldRequest& request, ps::ReplyBuffer* payload) override {
     Held* h = Find(token);
     if (h == nullptr) return;
     if (request.info.op == Op::kPull || request.info.op == Op::kPushPull) {
@@ -36,7 +37,7 @@ class MemoryStore::Replies final : public transport::ReplySink {
     }
     Finish(h, Status::Ok());
   }
-  void Fail(uint64_t token, const transport::HeldRequest& /*request*/, ErrorCode code,
+  void Fail(uint64_t token, const ps::HeldRequest& /*request*/, ErrorCode code,
             const std::string& message) override {
     Held* h = Find(token);
     if (h == nullptr) return;
@@ -46,7 +47,7 @@ class MemoryStore::Replies final : public transport::ReplySink {
   Held* Hold(uint64_t token, Held h) { return &(held_[token] = h); }
   void Forget(uint64_t token) { held_.erase(token); }
   // Copies the values [offset, offset + out.size()) or payload into out.
-  void Fill(std::span<float> out, int64_t offset, const transport::ReplyBuffer* payload) const {
+  void Fill(std::span<float> out, int64_t offset, const ps::ReplyBuffer* payload) const {
     if (out.empty()) return;
     const float* src = payload != nullptr && !payload->empty()
                            ? payload->values().data()
@@ -68,41 +69,39 @@ class MemoryStore::Replies final : public transport::ReplySink {
     any_finished = true;
   }
 
-  const transport::ShardCore* core_ = nullptr;
+  const ps::ShardCore* core_ = nullptr;
   std::map<uint64_t, Held> held_;
 };
 
-transport::ShardSnapshot MemoryStore::SnapshotShard(
-    const std::function<void()>& while_held) const {
+ps::ShardSnapshot MemoryStore::SnapshotShard(const std::function<void()>& while_held) const {
   std::lock_guard<std::mutex> lock(mu_);
-  transport::ShardSnapshot s = core_->Snapshot();
+  ps::ShardSnapshot s = core_->Snapshot();
   if (while_held) while_held();
   return s;
 }
 
-void MemoryStore::RestoreShard(const transport::ShardSnapshot& snapshot) {
+void MemoryStore::RestoreShard(const ps::ShardSnapshot& snapshot) {
   std::lock_guard<std::mutex> lock(mu_);
   core_->Restore(snapshot);
 }
 
-std::unique_ptr<transport::ParamClient> MemoryStore::NewClient(uint32_t id, transport::Role) {
+std::unique_ptr<ps::ParamClient> MemoryStore::NewClient(uint32_t id, ps::Role) {
   return std::make_unique<MemoryClient>(this, id);
 }
 
-transport::Status MemoryStore::Read(std::span<float> out) {
+ps::Status MemoryStore::Read(std::span<float> out) {
   std::lock_guard<std::mutex> lock(mu_);
   const auto v = core_->values();
   ASGD_CHECK_EQ(out.size(), v.size(), "MemoryStore::Read into a buffer of another size");
   std::copy(v.begin(), v.end(), out.begin());
-  return transport::Status::Ok();
+  return ps::Status::Ok();
 }
 
-std::vector<transport::ShardSnapshot> MemoryStore::Snapshot(
-    const std::function<void()>& while_held) {
+std::vector<ps::ShardSnapshot> MemoryStore::Snapshot(const std::function<void()>& while_held) {
   return {SnapshotShard(while_held)};
 }
 
-void MemoryStore::Restore(const std::vector<transport::ShardSnapshot>& snapshots,
+void MemoryStore::Restore(const std::vector<ps::ShardSnapshot>& snapshots,
                           const std::string& source) {
   if (snapshots.size() != 1) {
     throw DataError(source, internal::StrCat("holds ", snapshots.size(),
@@ -115,23 +114,22 @@ void MemoryStore::Restore(const std::vector<transport::ShardSnapshot>& snapshots
   RestoreShard(snapshots[0]);
 }
 
-MemoryStore::MemoryStore(std::vector<float> initial, std::unique_ptr<transport::ServerRule> rule,
-                         const Clock* clock, transport::StalenessSink* sink)
+MemoryStore::MemoryStore(std::vector<float> initial, std::unique_ptr<ps::ServerRule> rule,
+                         const Clock* clock, ps::StalenessSink* sink)
     : size_(initial.size()) {
   ASGD_CHECK(rule != nullptr, "MemoryStore needs a server rule");
   if (clock == nullptr) {
     own_clock_ = NewSystemClock();
     clock = own_clock_.get();
   }
-  storage_ = std::make_unique<transport::VectorStorage>(std::move(initial));
+  storage_ = std::make_unique<ps::VectorStorage>(std::move(initial));
   replies_ = std::make_unique<Replies>();
-  transport::ShardCore::Options options;
+  ps::ShardCore::Options options;
   options.shard = 0;
   options.clock = clock;
   options.staleness_sink = sink;
   options.reject_non_finite = true;
-  core_ = std::make_unique<transport::ShardCore>(options, std::move(rule), storage_.get(),
-                                                 replies_.get());
+  core_ = std::make_unique<ps::ShardCore>(options, std::move(rule), storage_.get(), replies_.get());
   replies_->Bind(core_.get());
   std::lock_guard<std::mutex> lock(mu_);
   core_->Start();
@@ -150,7 +148,7 @@ uint64_t MemoryStore::version() const {
   return core_->version();
 }
 
-transport::StoreStats MemoryStore::stats() const {
+ps::StoreStats MemoryStore::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   return core_->stats();
 }
@@ -185,7 +183,7 @@ MemoryStore::Result MemoryStore::Request(Op op, uint32_t worker, int64_t step, u
   if (reads) {
     ASGD_CHECK_EQ(out.size(), size_, "pull size");
   }
-  transport::RequestInfo info;
+  ps::RequestInfo info;
   info.op = op;
   info.worker = worker;
   info.version = version;
@@ -193,23 +191,24 @@ MemoryStore::Result MemoryStore::Request(Op op, uint32_t worker, int64_t step, u
   info.clock = step;
   info.offset = 0;
   info.count = pushes || reads ? static_cast<int64_t>(size_) : 0;
-  transport::ShardCore::Result r;
+  ps::ShardCore::Result r;
   std::vector<std::span<const std::byte>> frames;
   if (encoded != nullptr) frames.assign(encoded->frames.begin(), encoded->frames.end());
-  const transport::EncodedPayload packed{
+  const ps::EncodedPayload packed{
       encoded != nullptr ? encoded->encoding : compression::Encoding::kDense, frames};
   switch (op) {
     case Op::kPush:
       r = encoded != nullptr ? core_->Push(info, packed)
-                             : core_->Push(info, transport::Payload(0, {{0, update}}));
+                             : core_->Push(info, ps::Payload(0, {{0, update}}));
       break;
     case Op::kPushPull:
       r = encoded != nullptr ? core_->PushPull(info, packed)
-                             : core_->PushPull(info, transport::Payload(0, {{0, update}}));
+                             : core_->PushPull(info, ps::Payload(0, {{0, update}}));
       break;
     case Op::kPull: r = core_->Pull(info); break;
     case Op::kClock: r = core_->Clock(info); break;
-    default: ASGD_CHECK(false, "MemoryStore: op ", transport::OpName(op), " not served");
+    default:
+      ASGD_CHECK(false, "MemoryStore: op ", ps::OpName(op), " not served");
   }
   if (!r.ok()) {
     result.status = Status(StatusCode::kRemoteError, "memory store: " + r.message, r.error);

@@ -9,7 +9,7 @@
 //
 // The shard's bookkeeping (staleness: version at arrival minus the version the client
 // last pulled, one StalenessRecord per push, dropped ones included; outcome counts;
-// non-finite rejection; held requests; snapshots) is transport::ShardCore's, the same as
+// non-finite rejection; held requests; snapshots) is ps::ShardCore's, the same as
 // a ShardServer's. This class is its in-process adapter: it serialises requests under
 // its mutex and blocks a deferred request's thread on a condition variable.
 //
@@ -34,12 +34,12 @@
 
 namespace asgd::algorithms {
 
-class MemoryStore final : public transport::ParamStore {
+class MemoryStore final : public ps::ParamStore {
  public:
   // clock and sink are not owned and may be null (then: a system clock; records are
   // only counted). REQUIRES: rule != nullptr.
-  MemoryStore(std::vector<float> initial, std::unique_ptr<transport::ServerRule> rule,
-              const Clock* clock = nullptr, transport::StalenessSink* sink = nullptr);
+  MemoryStore(std::vector<float> initial, std::unique_ptr<ps::ServerRule> rule,
+              const Clock* clock = nullptr, ps::StalenessSink* sink = nullptr);
   ~MemoryStore() override;
   MemoryStore(const MemoryStore&) = delete;
   MemoryStore& operator=(const MemoryStore&) = delete;
@@ -49,7 +49,7 @@ class MemoryStore final : public transport::ParamStore {
   std::vector<float> values() const;
   uint64_t version() const;
   // The shard's counts (ShardCore's).
-  transport::StoreStats stats() const override;
+  ps::StoreStats stats() const override;
   // Fails every held request (kShuttingDown) and every later one.
   void Shutdown();
 
@@ -58,12 +58,10 @@ class MemoryStore final : public transport::ParamStore {
   std::string transport() const override { return "memory"; }
   int ps_shards() const override { return 1; }
   int snapshot_count() const override { return 1; }
-  std::unique_ptr<transport::ParamClient> NewClient(uint32_t id, transport::Role role) override;
-  transport::Status Read(std::span<float> out) override;
-  std::vector<transport::ShardSnapshot> Snapshot(
-      const std::function<void()>& while_held = {}) override;
-  void Restore(const std::vector<transport::ShardSnapshot>& snapshots,
-               const std::string& source) override;
+  std::unique_ptr<ps::ParamClient> NewClient(uint32_t id, ps::Role role) override;
+  ps::Status Read(std::span<float> out) override;
+  std::vector<ps::ShardSnapshot> Snapshot(const std::function<void()>& while_held = {}) override;
+  void Restore(const std::vector<ps::ShardSnapshot>& snapshots, const std::string& source) override;
   void Close() override { Shutdown(); }
 
   // Checkpoints, as ShardServer's (shard 0: the whole vector). Snapshot runs while_held
@@ -71,18 +69,18 @@ class MemoryStore final : public transport::ParamStore {
   // the same lock, can be read consistently with the values. Restore replaces values,
   // version and rule state; InvariantError for a snapshot of another size, InputError if
   // the rule cannot read its state (nothing changed then).
-  transport::ShardSnapshot SnapshotShard(const std::function<void()>& while_held = {}) const;
-  void RestoreShard(const transport::ShardSnapshot& snapshot);
+  ps::ShardSnapshot SnapshotShard(const std::function<void()>& while_held = {}) const;
+  void RestoreShard(const ps::ShardSnapshot& snapshot);
 
   // The requests a MemoryClient makes. `version` is what the client last pulled;
   // `oldest_version` (pushes) what it had pulled when its push window began, if earlier.
   struct Result {
-    Status status;
+    ps::Status status;
     uint64_t version = 0;  // after the request (pull: the version read)
-    transport::PushOutcome outcome = transport::PushOutcome::kApplied;
+    ps::PushOutcome outcome = ps::PushOutcome::kApplied;
   };
   // A compressed push passes `encoded` (count = size()) and an empty update.
-  Result Request(transport::Op op, uint32_t worker, int64_t step, uint64_t version,
+  Result Request(ps::Op op, uint32_t worker, int64_t step, uint64_t version,
                  std::span<const float> update, std::span<float> out,
                  std::optional<uint64_t> oldest_version = std::nullopt,
                  const compression::Encoded* encoded = nullptr);
@@ -95,14 +93,14 @@ class MemoryStore final : public transport::ParamStore {
   std::condition_variable released_;
   std::size_t size_;
   std::unique_ptr<Clock> own_clock_;
-  std::unique_ptr<transport::VectorStorage> storage_;
+  std::unique_ptr<ps::VectorStorage> storage_;
   std::unique_ptr<Replies> replies_;
-  std::unique_ptr<transport::ShardCore> core_;
+  std::unique_ptr<ps::ShardCore> core_;
   bool shut_down_ = false;
 };
 
 // A worker's client of a MemoryStore.
-class MemoryClient final : public ParamClient {
+class MemoryClient final : public ps::ParamClient {
  public:
   MemoryClient(MemoryStore* store, uint32_t worker) : store_(store), worker_(worker) {}
   int64_t size() const override { return store_->size(); }
@@ -110,14 +108,14 @@ class MemoryClient final : public ParamClient {
   uint64_t pulled_version() const { return pulled_version_; }
 
  protected:
-  Status DoPull(std::span<float> out) override;
-  Status DoPush(std::span<const float> update, int64_t step) override;
-  Status DoPushPull(std::span<const float> update, std::span<float> out, int64_t step) override;
-  Status DoSendClock(int64_t clock) override;
+  ps::Status DoPull(std::span<float> out) override;
+  ps::Status DoPush(std::span<const float> update, int64_t step) override;
+  ps::Status DoPushPull(std::span<const float> update, std::span<float> out, int64_t step) override;
+  ps::Status DoSendClock(int64_t clock) override;
   void DoMarkWindowStart() override { window_version_ = pulled_version_; }
   bool TakesEncodedPushes() const override { return true; }
-  Status DoPushEncoded(std::span<const compression::Encoded> parts, std::span<float> out,
-                       int64_t step) override;
+  ps::Status DoPushEncoded(std::span<const compression::Encoded> parts, std::span<float> out,
+                           int64_t step) override;
 
  private:
   // The oldest version of the push to come: the mark's, when it is older than the last pull.

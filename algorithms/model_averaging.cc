@@ -13,6 +13,8 @@
 #include "algorithms/sync_rule.h"
 
 namespace asgd::algorithms {
+
+using ps::Status;
 namespace {
 
 class AveragingWorker final : public WorkerRule {
@@ -54,7 +56,7 @@ Strategy ModelAveragingStrategy() {
   s.worker_rule = [](const StrategyOptions&) -> std::unique_ptr<WorkerRule> {
     return std::make_unique<AveragingWorker>();
   };
-  s.server_rule = [](const StrategyOptions& o, uint32_t) -> std::unique_ptr<transport::ServerRule> {
+  s.server_rule = [](const StrategyOptions& o, uint32_t) -> std::unique_ptr<ps::ServerRule> {
     return std::make_unique<SyncRule>(o.num_workers, SyncRule::Combine::kMeanReplace,
                                       "model_averaging");
   };

@@ -37,7 +37,7 @@ Strategy SagnStrategy() {
     mode.fetch_at_push = true;
     return std::make_unique<WindowedWorker>(mode);
   };
-  s.server_rule = [](const StrategyOptions& o, uint32_t) -> std::unique_ptr<transport::ServerRule> {
+  s.server_rule = [](const StrategyOptions& o, uint32_t) -> std::unique_ptr<ps::ServerRule> {
     const SyncRule::Combine combine = SyncRule::FromAggregation(o.settings.String("aggregation"));
     return std::make_unique<SyncRule>(Replicas(o), combine, "sagn");
   };

@@ -52,6 +52,8 @@
 #include "core/rng.h"
 
 namespace asgd::algorithms {
+
+using ps::Status;
 namespace {
 
 class SignVoteWorker final : public WorkerRule {
@@ -129,7 +131,7 @@ Strategy SignSgdVoteStrategy() {
     return std::make_unique<SignVoteWorker>(o.settings.Double("sign_momentum"),
                                             o.optimizer.weight_decay);
   };
-  s.server_rule = [](const StrategyOptions& o, uint32_t) -> std::unique_ptr<transport::ServerRule> {
+  s.server_rule = [](const StrategyOptions& o, uint32_t) -> std::unique_ptr<ps::ServerRule> {
     SyncRule::ServerStep step;  // plain sgd: θ − lr·vote
     step.learning_rate = o.worker.learning_rate;
     step.schedule = o.schedule;

@@ -34,6 +34,8 @@
 #include "algorithms/builtin_strategies.h"
 
 namespace asgd::algorithms {
+
+using ps::Status;
 namespace {
 
 class SspWorker final : public WorkerRule {
@@ -65,11 +67,11 @@ class SspWorker final : public WorkerRule {
   int64_t clock_ = 0;
 };
 
-class SspRule final : public transport::ServerRule {
+class SspRule final : public ps::ServerRule {
  public:
   SspRule(int workers, int bound) : workers_(workers), bound_(bound) {}
   std::string Name() const override { return "ssp"; }
-  void OnPull(transport::ShardContext& ctx, transport::ServerCall& call) override {
+  void OnPull(ps::ShardContext& ctx, ps::ServerCall& call) override {
     const uint32_t w = call.info().worker;
     if (started_ || w >= static_cast<uint32_t>(workers_) || !joined_.insert(w).second) return;
     if (static_cast<int>(joined_.size()) < workers_) {
@@ -80,15 +82,14 @@ class SspRule final : public transport::ServerRule {
     for (uint64_t token : start_waiting_) ctx.Release(token);
     start_waiting_.clear();
   }
-  transport::PushOutcome OnPush(transport::ShardContext& ctx, transport::ServerCall& call) override {
+  ps::PushOutcome OnPush(ps::ShardContext& ctx, ps::ServerCall& call) override {
     Add(ctx, call);
-    return transport::PushOutcome::kApplied;
+    return ps::PushOutcome::kApplied;
   }
-  transport::PushOutcome OnPushPull(transport::ShardContext& ctx,
-                                    transport::ServerCall& call) override {
+  ps::PushOutcome OnPushPull(ps::ShardContext& ctx, ps::ServerCall& call) override {
     Add(ctx, call);
     const uint32_t w = call.info().worker;
-    if (w >= static_cast<uint32_t>(workers_)) return transport::PushOutcome::kApplied;
+    if (w >= static_cast<uint32_t>(workers_)) return ps::PushOutcome::kApplied;
     const int64_t clock = call.info().clock;  // iterations the worker had completed
     call.set_staleness(std::max<int64_t>(0, clock - Slowest()));
     int64_t& completed = completed_[w];
@@ -103,15 +104,15 @@ class SspRule final : public transport::ServerRule {
       }
     }
     if (completed - slowest > bound_) waiting_[call.Defer()] = completed;
-    return transport::PushOutcome::kApplied;
+    return ps::PushOutcome::kApplied;
   }
 
  private:
-  void Add(transport::ShardContext& ctx, transport::ServerCall& call) {
+  void Add(ps::ShardContext& ctx, ps::ServerCall& call) {
     auto values = ctx.mutable_values();
     for (const auto& piece : call.payload().pieces()) {
-      transport::AddTo(values.subspan(static_cast<std::size_t>(piece.offset), piece.values.size()),
-                       piece.values);
+      ps::AddTo(values.subspan(static_cast<std::size_t>(piece.offset), piece.values.size()),
+                piece.values);
     }
     ctx.AdvanceVersion();
   }
@@ -148,7 +149,7 @@ Strategy SspStrategy() {
   s.worker_rule = [](const StrategyOptions&) -> std::unique_ptr<WorkerRule> {
     return std::make_unique<SspWorker>();
   };
-  s.server_rule = [](const StrategyOptions& o, uint32_t) -> std::unique_ptr<transport::ServerRule> {
+  s.server_rule = [](const StrategyOptions& o, uint32_t) -> std::unique_ptr<ps::ServerRule> {
     return std::make_unique<SspRule>(o.num_workers, static_cast<int>(o.settings.Int("ssp_bound")));
   };
   return s;

@@ -26,18 +26,17 @@
 namespace asgd::algorithms {
 namespace {
 
-class SoftsyncRule final : public transport::ServerRule {
+class SoftsyncRule final : public ps::ServerRule {
  public:
   SoftsyncRule(int c, double alpha0, double decay, double epochs_per_batch)
       : c_(c), alpha0_(alpha0), epochs_per_batch_(epochs_per_batch) {
     schedule_.decay = decay;
   }
   std::string Name() const override { return "staleness_aware"; }
-  void Start(transport::ShardContext& ctx) override {
+  void Start(ps::ShardContext& ctx) override {
     buffer_.assign(static_cast<std::size_t>(ctx.size()), 0.0f);
   }
-  transport::PushOutcome OnPush(transport::ShardContext& ctx,
-                                transport::ServerCall& call) override {
+  ps::PushOutcome OnPush(ps::ShardContext& ctx, ps::ServerCall& call) override {
     const int64_t s = std::max<int64_t>(0, call.staleness());
     const double epoch = static_cast<double>(ctx.version()) * c_ * epochs_per_batch_;
     const double alpha = alpha0_ * LearningRateScale(schedule_, epoch);
@@ -50,27 +49,27 @@ class SoftsyncRule final : public transport::ServerRule {
     for (const auto& piece : call.payload().pieces()) {
       const std::span<const float> current = std::span<const float>(into).subspan(
           static_cast<std::size_t>(piece.offset), piece.values.size());
-      if (!transport::AddStaysFinite(current, rate, piece.values)) {
-        throw transport::NonFiniteResultError(::asgd::internal::StrCat(
+      if (!ps::AddStaysFinite(current, rate, piece.values)) {
+        throw ps::NonFiniteResultError(::asgd::internal::StrCat(
             Name(), ": the collected gradients at shard-local elements ", piece.offset, "..",
             piece.offset + static_cast<int64_t>(piece.values.size()),
             " would not be finite; the shard is unchanged"));
       }
     }
     for (const auto& piece : call.payload().pieces()) {
-      transport::AddScaledTo(std::span<float>(into).subspan(static_cast<std::size_t>(piece.offset),
-                                                            piece.values.size()),
-                             rate, piece.values);
+      ps::AddScaledTo(std::span<float>(into).subspan(static_cast<std::size_t>(piece.offset),
+                                                     piece.values.size()),
+                      rate, piece.values);
     }
     if (!completes) {
       ++count_;
-      return transport::PushOutcome::kAccepted;
+      return ps::PushOutcome::kAccepted;
     }
-    transport::AddScaledTo(ctx.mutable_values(), -1.0f / static_cast<float>(c_), sum_);
+    ps::AddScaledTo(ctx.mutable_values(), -1.0f / static_cast<float>(c_), sum_);
     std::fill(buffer_.begin(), buffer_.end(), 0.0f);
     count_ = 0;
     ctx.AdvanceVersion();
-    return transport::PushOutcome::kApplied;
+    return ps::PushOutcome::kApplied;
   }
   // The gradients collected towards the next update survive a checkpoint.
   std::string SaveState() const override {
@@ -120,7 +119,7 @@ Strategy StalenessAwareStrategy() {
   s.worker_rule = [](const StrategyOptions&) -> std::unique_ptr<WorkerRule> {
     return std::make_unique<GradientWorker>();
   };
-  s.server_rule = [](const StrategyOptions& o, uint32_t) -> std::unique_ptr<transport::ServerRule> {
+  s.server_rule = [](const StrategyOptions& o, uint32_t) -> std::unique_ptr<ps::ServerRule> {
     const auto softsync_n = static_cast<int>(o.settings.Int("softsync"));
     const int n = softsync_n > 0 ? softsync_n : o.num_workers;
     return std::make_unique<SoftsyncRule>(std::max(1, o.num_workers / n), o.worker.learning_rate,

@@ -10,7 +10,6 @@
 #include "core/strings.h"
 
 namespace asgd::algorithms {
-namespace {
 
 // The sequential baseline: experiments/run/runner.cc trains it (one worker, no store).
 Strategy SgdStrategy() {
@@ -22,6 +21,8 @@ Strategy SgdStrategy() {
   s.keys = ReadKeys(kOptimizerKeys, {"algorithm.lr_decay"});
   return s;
 }
+
+namespace {
 
 bool SameDeclaration(const Setting& a, const Setting& b) {
   return a.type == b.type && a.default_value == b.default_value && a.help == b.help &&
@@ -55,17 +56,15 @@ void CheckSettings(const std::map<std::string, Strategy>& strategies) {
 const std::map<std::string, Strategy>& Registry() {
   static const auto* registry = [] {
     auto* m = new std::map<std::string, Strategy>();
-    for (Strategy s :
-         {SgdStrategy(), AsyncSgdStrategy(), HogwildStrategy(), DownpourStrategy(), AgnStrategy(),
-          DynSgdStrategy(), AdagDistanceStrategy(), SyncSgdStrategy(), SagnStrategy(),
-          EasgdStrategy(), AeasgdStrategy(), AeamsgdStrategy(), StalenessAwareStrategy(),
-          SspStrategy(), ModelAveragingStrategy(), DcAsgdStrategy(), AllreduceSgdStrategy(),
-          LocalSgdStrategy(), DpsgdStrategy(), SignSgdVoteStrategy()}) {
+#define ASGD_STRATEGY_ENTRY(Name) Name##Strategy(),
+    for (Strategy s : {ASGD_BUILTIN_STRATEGIES(ASGD_STRATEGY_ENTRY)}) {
+#undef ASGD_STRATEGY_ENTRY
       // A strategy reads its settings' keys.
       for (const Setting& setting : s.settings) s.keys.push_back("algorithm." + setting.name);
       std::sort(s.keys.begin(), s.keys.end());
       s.keys.erase(std::unique(s.keys.begin(), s.keys.end()), s.keys.end());
-      (*m)[s.name] = s;
+      const std::string name = s.name;
+      ASGD_CHECK(m->emplace(name, std::move(s)).second, "two strategies are named ", name);
     }
     CheckSettings(*m);
     // dist-keras calls AGN "ADAG" (docs/algorithms.md#notation); the alias keeps its configs

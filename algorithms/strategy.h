@@ -10,7 +10,7 @@
 // Rules see spans and step metadata only: no sockets, no Eigen types, no wall clock (time
 // comes from the injected Clock).
 //
-// Server rules are transport::ServerRule objects (ps/server_rule.h, an interface
+// Server rules are ps::ServerRule objects (ps/server_rule.h, an interface
 // header), so the same rule object runs inside a ShardServer or the in-memory store.
 //
 // Thread safety: a WorkerRule and its WorkerEnv belong to one worker thread.
@@ -40,13 +40,6 @@ class Collective;  // collective/collective.h
 
 namespace asgd::algorithms {
 
-using transport::Status;
-// The worker side of the store (ps/param_client.h).
-using transport::ParamClient;
-using transport::PushPart;
-using transport::PushPartsOf;
-using transport::Traffic;
-
 // The mini-batch gradient the worker's model computes: loss and gradient at params on
 // the worker's next mini-batch (draws it). Examples of the batch are added to *samples.
 using GradientFn = std::function<float(std::span<const float> params, std::span<float> grad)>;
@@ -58,14 +51,14 @@ struct SparseUpdate {
 };
 // Reads the parameters at the given coordinates into params[indices[i]].
 using SparseReader =
-    std::function<Status(std::span<const int64_t> indices, std::span<float> params)>;
+    std::function<ps::Status(std::span<const int64_t> indices, std::span<float> params)>;
 // The sparse form of GradientFn, for models whose mini-batch gradient touches few
 // coordinates (logistic regression on LIBSVM data): draws the next batch, reads the
 // parameters it needs through `read` (only those) and writes the gradient at the
 // coordinates it touches into *grad. Returns the loss, or NaN with *status set if the
 // read failed.
 using SparseGradientFn =
-    std::function<float(const SparseReader& read, SparseUpdate* grad, Status* status)>;
+    std::function<float(const SparseReader& read, SparseUpdate* grad, ps::Status* status)>;
 
 // Per-worker settings from the config, read by the worker rules that use them.
 struct WorkerOptions {
@@ -94,7 +87,7 @@ struct SharedReplica {
 struct WorkerEnv {
   int worker = 0;  // 0-based index
   int num_workers = 1;
-  ParamClient* ps = nullptr;  // not owned
+  ps::ParamClient* ps = nullptr;  // not owned
   GradientFn gradient;        // the worker's model on its data shard
   // Set by the runner when the model has sparse gradients and the strategy can use them
   // (hogwild with plain SGD); empty otherwise.
@@ -140,7 +133,7 @@ struct StepResult {
   float loss = 0;           // mini-batch loss of the step
   int64_t local_steps = 1;  // gradient evaluations in this step (1 today)
   int64_t pushes = 0;       // pushes sent during the step
-  Status status;            // the first failed store call, if any
+  ps::Status status;        // the first failed store call, if any
 };
 
 // The worker side of a strategy. The runner calls Start once, Step until the run's stop
@@ -149,14 +142,14 @@ class WorkerRule {
  public:
   virtual ~WorkerRule() = default;
   // Typically: the first pull.
-  virtual Status Start(WorkerEnv& env) = 0;
+  virtual ps::Status Start(WorkerEnv& env) = 0;
   // One mini-batch step and whatever communication is due after it.
   virtual StepResult Step(WorkerEnv& env) = 0;
   // At the end of the run. The strategies built on a window drop a partial window (as
   // dist-keras does), so every push covers exactly W steps; the header of each says so.
-  virtual Status Finish(WorkerEnv& env) {
+  virtual ps::Status Finish(WorkerEnv& env) {
     (void)env;
-    return Status::Ok();
+    return ps::Status::Ok();
   }
   // The worker's own copy of the parameters as of its last Step (elastic averaging's
   // x^i, a window's local trajectory), for tests and for evaluating local models. Empty
@@ -247,7 +240,7 @@ struct Strategy {
   std::function<void(const StrategyOptions&)> check;
   std::function<std::unique_ptr<WorkerRule>(const StrategyOptions&)> worker_rule;
   // Per shard; shard = 0 for the in-memory store.
-  std::function<std::unique_ptr<transport::ServerRule>(const StrategyOptions&, uint32_t shard)>
+  std::function<std::unique_ptr<ps::ServerRule>(const StrategyOptions&, uint32_t shard)>
       server_rule;
 };
 

@@ -10,7 +10,7 @@
 
 namespace asgd::algorithms {
 
-using transport::PushOutcome;
+using ps::PushOutcome;
 
 namespace {
 
@@ -63,7 +63,7 @@ SyncRule::Combine SyncRule::FromAggregation(const std::string& aggregation) {
   throw ConfigError("algorithm.aggregation", aggregation, "mean or sum");
 }
 
-void SyncRule::Start(transport::ShardContext& ctx) {
+void SyncRule::Start(ps::ShardContext& ctx) {
   count_ = ctx.size();
   if (step_) optimizer_ = NewOptimizer(step_->optimizer, count_);
 }
@@ -116,8 +116,8 @@ void SyncRule::LoadState(std::string_view state) {
   optimizer_->SetState(slots);
 }
 
-PushOutcome SyncRule::OnPush(transport::ShardContext& ctx, transport::ServerCall& call) {
-  const transport::RequestInfo& info = call.info();
+PushOutcome SyncRule::OnPush(ps::ShardContext& ctx, ps::ServerCall& call) {
+  const ps::RequestInfo& info = call.info();
   // Stale (computed on an older version), or a second push by the same worker in this
   // round: dropped, answered now with the current values.
   if (info.version < ctx.version() || round_.count(info.worker) != 0) {
@@ -140,19 +140,19 @@ PushOutcome SyncRule::OnPush(transport::ShardContext& ctx, transport::ServerCall
   // nothing changed); the others stay held for a fresh N-th push.
   try {
     Complete(ctx);
-  } catch (const transport::NonFiniteResultError&) {
+  } catch (const ps::NonFiniteResultError&) {
     round_.erase(info.worker);
     throw;
   }
   return PushOutcome::kAccepted;
 }
 
-void SyncRule::OnMembership(transport::ShardContext& ctx, int live_workers) {
+void SyncRule::OnMembership(ps::ShardContext& ctx, int live_workers) {
   n_ = std::max(1, std::min(configured_n_, live_workers));
   if (!round_.empty() && static_cast<int>(round_.size()) >= n_) {
     try {
       Complete(ctx);
-    } catch (const transport::NonFiniteResultError& e) {
+    } catch (const ps::NonFiniteResultError& e) {
       // No push to refuse here: the round cannot be applied, so its held pushes fail.
       round_.clear();
       std::vector<uint64_t> fail;
@@ -162,7 +162,7 @@ void SyncRule::OnMembership(transport::ShardContext& ctx, int live_workers) {
   }
 }
 
-void SyncRule::Complete(transport::ShardContext& ctx) {
+void SyncRule::Complete(ps::ShardContext& ctx) {
   const auto pushes = static_cast<float>(round_.size());
   std::vector<float> sum(static_cast<std::size_t>(count_), 0.0f);
   if (combine_ == Combine::kSignVote) {
@@ -175,7 +175,7 @@ void SyncRule::Complete(transport::ShardContext& ctx) {
     }
     for (float& v : sum) v = static_cast<float>((v > 0) - (v < 0));
   } else {
-    for (const auto& [worker, u] : round_) transport::AddTo(sum, u);  // all or nothing
+    for (const auto& [worker, u] : round_) ps::AddTo(sum, u);  // all or nothing
   }
   auto values = ctx.mutable_values();
   if (optimizer_) {
@@ -197,19 +197,19 @@ void SyncRule::Complete(transport::ShardContext& ctx) {
     const uint32_t value_bits = MaxMagnitudeBits(stepped.data(), stepped.size());
     if (std::max(value_bits, MaxMagnitudeBits(new_slots.data(), new_slots.size())) >= 0x7f800000u) {
       optimizer_->SetState(slots);
-      const transport::Payload::Piece whole{0, sum};
+      const ps::Payload::Piece whole{0, sum};
       RequireFiniteResults(Name() + " round", {&whole, 1}, stepped, value_bits);
-      throw transport::NonFiniteResultError(
+      throw ps::NonFiniteResultError(
           Name() + ": the round's optimizer state would not be finite; the shard is unchanged");
     }
     std::copy(stepped.begin(), stepped.end(), values.begin());
   } else {
     switch (combine_) {
       case Combine::kMeanAdd:
-        transport::AddScaledTo(values, 1.0f / pushes, sum);
+        ps::AddScaledTo(values, 1.0f / pushes, sum);
         break;
       case Combine::kSumAdd:
-        transport::AddTo(values, sum);
+        ps::AddTo(values, sum);
         break;
       case Combine::kMeanReplace: {
         const float inv = 1.0f / pushes;

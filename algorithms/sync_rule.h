@@ -59,7 +59,7 @@ Setting AggregationSetting();
 // N for synchronous rounds: replicas_to_aggregate, or every worker.
 int Replicas(const StrategyOptions& o);
 
-class SyncRule final : public transport::ServerRule {
+class SyncRule final : public ps::ServerRule {
  public:
   enum class Combine { kMeanAdd, kSumAdd, kMeanReplace, kSignVote };
   // The optimizer a round applies to the combined gradients (see above).
@@ -77,15 +77,14 @@ class SyncRule final : public transport::ServerRule {
   static Combine FromAggregation(const std::string& aggregation);
 
   std::string Name() const override { return name_; }
-  void Start(transport::ShardContext& ctx) override;
-  transport::PushOutcome OnPush(transport::ShardContext& ctx, transport::ServerCall& call) override;
-  transport::PushOutcome OnPushPull(transport::ShardContext& ctx,
-                                    transport::ServerCall& call) override {
+  void Start(ps::ShardContext& ctx) override;
+  ps::PushOutcome OnPush(ps::ShardContext& ctx, ps::ServerCall& call) override;
+  ps::PushOutcome OnPushPull(ps::ShardContext& ctx, ps::ServerCall& call) override {
     return OnPush(ctx, call);
   }
   // Rounds re-formed with the survivors: N becomes min(replicas_to_aggregate, live
   // workers); a round that already holds that many pushes completes now.
-  void OnMembership(transport::ShardContext& ctx, int live_workers) override;
+  void OnMembership(ps::ShardContext& ctx, int live_workers) override;
   // The server optimizer's slots (empty without a ServerStep).
   std::string SaveState() const override;
   void LoadState(std::string_view state) override;
@@ -93,7 +92,7 @@ class SyncRule final : public transport::ServerRule {
  private:
   // Combines the round's pushes (in worker order, mean over the pushes it holds), applies
   // them and releases the held calls.
-  void Complete(transport::ShardContext& ctx);
+  void Complete(ps::ShardContext& ctx);
 
   int configured_n_;
   int n_;

@@ -33,6 +33,8 @@
 #include "algorithms/sync_rule.h"
 
 namespace asgd::algorithms {
+
+using ps::Status;
 namespace {
 
 class GradientPushWorker final : public WorkerRule {
@@ -98,7 +100,7 @@ Strategy SyncSgdStrategy() {
   s.worker_rule = [](const StrategyOptions& o) -> std::unique_ptr<WorkerRule> {
     return std::make_unique<GradientPushWorker>(o.worker.learning_rate);
   };
-  s.server_rule = [](const StrategyOptions& o, uint32_t) -> std::unique_ptr<transport::ServerRule> {
+  s.server_rule = [](const StrategyOptions& o, uint32_t) -> std::unique_ptr<ps::ServerRule> {
     SyncRule::ServerStep step;
     step.optimizer = o.optimizer;
     step.learning_rate = o.worker.learning_rate;

@@ -7,6 +7,8 @@
 
 namespace asgd::algorithms {
 
+using ps::Status;
+
 Status WindowedWorker::Start(WorkerEnv& env) {
   ASGD_CHECK(env.ps != nullptr && env.optimizer != nullptr && env.gradient, "incomplete env");
   ASGD_CHECK(env.options.window >= 1 && env.options.fetch_window >= 1, "windows must be >= 1");

@@ -50,7 +50,7 @@ class WindowedWorker : public WorkerRule {
   };
   explicit WindowedWorker(Mode mode) : mode_(mode) {}
 
-  Status Start(WorkerEnv& env) override;
+  ps::Status Start(WorkerEnv& env) override;
   StepResult Step(WorkerEnv& env) override;
   std::span<const float> local_params() const override { return theta_; }
 

@@ -172,25 +172,25 @@ struct PushSetup {
   explicit PushSetup(int64_t n) : context(transport::NewContext()), placement(Build(n)) {
     const std::vector<float> initial(static_cast<std::size_t>(n), 0.0f);
     servers = transport::StartShardServers(
-        context, placement, initial, [](uint32_t) { return transport::NewAddRule(); },
+        context, placement, initial, [](uint32_t) { return ps::NewAddRule(); },
         [](int) { return std::string("tcp://127.0.0.1:*"); });
     client =
         std::make_unique<transport::PsClient>(context, transport::Endpoints(servers), placement);
   }
-  static transport::Placement Build(int64_t n) {
+  static ps::Placement Build(int64_t n) {
     ParamLayout layout;
     layout.Add("w", {n});
-    return transport::Placement::Build(layout, 1);
+    return ps::Placement::Build(layout, 1);
   }
   // Waits for the push and fails the case on an error reply.
   static bool Done(benchmark::State& state, transport::RequestHandle h) {
-    const transport::Status st = h.Wait();
+    const ps::Status st = h.Wait();
     if (!st.ok()) state.SkipWithError(st.ToString().c_str());
     return st.ok();
   }
 
   std::shared_ptr<transport::Context> context;
-  transport::Placement placement;
+  ps::Placement placement;
   std::vector<std::unique_ptr<transport::ShardServer>> servers;
   std::unique_ptr<transport::PsClient> client;
 };

@@ -268,16 +268,18 @@ void BM_GpuWorkerExchange(benchmark::State& state) {
   const std::size_t bytes = static_cast<std::size_t>(n) * sizeof(float);
   ParamLayout layout;
   layout.Add("params", {n});
-  tp::PlacementOptions po;
-  po.policy = tp::PlacementPolicy::kEvenSplit;
-  const tp::Placement placement = tp::Placement::Build(layout, shards, po);
+  ps::PlacementOptions po;
+  po.policy = ps::PlacementPolicy::kEvenSplit;
+  const ps::Placement placement = ps::Placement::Build(layout, shards, po);
   auto context = tp::NewContext();
   const std::vector<float> initial(static_cast<std::size_t>(n), 0.0f);
   static int unique = 0;
   const int tag = unique++;
   auto servers = tp::StartShardServers(
-      context, placement, initial, [](uint32_t) { return tp::NewAddRule(); },
-      [&](int s) { return "inproc://gpu-exchange-" + std::to_string(tag) + "-" + std::to_string(s); });
+      context, placement, initial, [](uint32_t) { return ps::NewAddRule(); },
+      [&](int s) {
+        return "inproc://gpu-exchange-" + std::to_string(tag) + "-" + std::to_string(s);
+      });
   tp::ClientOptions co;
   co.timeout = std::chrono::seconds(30);
   tp::PsClient client(context, tp::Endpoints(servers), placement, co);
@@ -287,7 +289,7 @@ void BM_GpuWorkerExchange(benchmark::State& state) {
   PinnedBuffer<float> pinned_params(n), pinned_grad(n);
   std::vector<float> host_params(static_cast<std::size_t>(n)), host_grad(static_cast<std::size_t>(n), 0.0f);
   OwnedStream stream;
-  auto check = [&](const tp::Status& st) {
+  auto check = [&](const ps::Status& st) {
     if (!st.ok()) state.SkipWithError(st.ToString().c_str());
   };
   auto exchange = [&] {

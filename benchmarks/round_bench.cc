@@ -48,6 +48,7 @@ namespace {
 
 namespace alg = ::asgd::algorithms;
 namespace col = ::asgd::collective;
+namespace ps = ::asgd::ps;
 namespace tp = ::asgd::transport;
 using Clock = std::chrono::steady_clock;
 
@@ -68,8 +69,8 @@ void BM_Round(benchmark::State& state, int64_t count, int workers) {
   auto context = tp::NewContext();
   asgd::ParamLayout layout;
   layout.Add("theta", {count});
-  tp::PlacementOptions po;
-  const tp::Placement placement = tp::Placement::Build(layout, 1, po);
+  ps::PlacementOptions po;
+  const ps::Placement placement = ps::Placement::Build(layout, 1, po);
   auto servers = tp::StartShardServers(
       context, placement, initial, [&](uint32_t s) { return sync.server_rule(so, s); },
       [](int) { return std::string("tcp://127.0.0.1:*"); }, tp::ServerOptions{});

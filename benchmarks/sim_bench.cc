@@ -279,8 +279,8 @@ void BM_SimMnistMlp(benchmark::State& state) {
     {
       Scheduler sched;
       NetworkModel net(NetworkOptions{}, workers, 1);
-      sim::SimStore store(&sched, &net, transport::Placement::FromRanges(n, {{Range{0, n}}}),
-                          initial, [&](uint32_t s) { return strategy.server_rule(so, s); });
+      sim::SimStore store(&sched, &net, ps::Placement::FromRanges(n, {{Range{0, n}}}), initial,
+                          [&](uint32_t s) { return strategy.server_rule(so, s); });
       std::vector<std::unique_ptr<sim::SimParamClient>> clients;
       for (int w = 0; w < workers; ++w) {
         clients.push_back(std::make_unique<sim::SimParamClient>(&store, static_cast<uint32_t>(w)));

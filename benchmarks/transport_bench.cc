@@ -67,6 +67,16 @@
 #include "transport/shard_server.h"
 
 namespace asgd::transport {
+
+using ps::AddScaledInto;
+using ps::NewAddRule;
+using ps::OpName;
+using ps::Placement;
+using ps::PushOutcome;
+using ps::ServerCall;
+using ps::ServerRule;
+using ps::ShardContext;
+using ps::Status;
 namespace {
 
 using Steady = std::chrono::steady_clock;

@@ -1,7 +1,8 @@
 # asgd_set_warnings(target): the project's warning flags, errors when ASGD_WERROR is ON.
 # -Wnull-dereference is left out: GCC 12 reports it inside inlined library code
 # (Boost.Program_options, libstdc++) at -O2, where it is a false positive.
-# Sanitizer and -march flags are applied globally below so that every object agrees.
+# Sanitizer flags are applied globally below so that every object agrees (-march:
+# cmake/AsgdIsa.cmake).
 function(asgd_set_warnings target)
   target_compile_options(${target} PRIVATE
     $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor
@@ -15,16 +16,9 @@ endfunction()
 # differently, and the strategies' bit-exact equivalences
 # (docs/algorithms.md#equivalences-and-invariants) would hold
 # or not depending on how the compiler scheduled an expression. Eigen's GEMM kernels use
-# FMA intrinsics explicitly and are not affected.
+# FMA intrinsics explicitly where the instruction set has them (the native build on an FMA
+# CPU; never the portable build) and are not affected.
 add_compile_options($<$<COMPILE_LANGUAGE:CXX>:-ffp-contract=off>)
-
-if(ASGD_NATIVE)
-  include(CheckCXXCompilerFlag)
-  check_cxx_compiler_flag("-march=native" ASGD_HAS_MARCH_NATIVE)
-  if(ASGD_HAS_MARCH_NATIVE)
-    add_compile_options($<$<COMPILE_LANGUAGE:CXX>:-march=native>)
-  endif()
-endif()
 
 if(ASGD_SANITIZE)
   add_compile_options($<$<COMPILE_LANGUAGE:CXX>:-fsanitize=${ASGD_SANITIZE}>

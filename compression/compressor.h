@@ -157,7 +157,7 @@ class Compressor {
   virtual bool contractive() const = 0;
   // Encodes x into *out, reusing its buffers. Draws from rng if stochastic. pieces: the
   // lengths of the consecutive tensor pieces x is made of, in order (the model's tensors
-  // as they fall in the pushed part: algorithms/compressing_client.h), or empty for one
+  // as they fall in the pushed part: ps/compressing_client.h), or empty for one
   // piece; terngrad takes a scale and a clipping bound per piece, the others ignore them.
   // REQUIRES: x.size() >= 1 and, for the sparse forms, < 2^32; pieces empty or each >= 1,
   // summing to x.size() (checked).

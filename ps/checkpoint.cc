@@ -7,7 +7,7 @@
 #include "core/error.h"
 #include "core/sha256.h"
 
-namespace asgd::transport {
+namespace asgd::ps {
 namespace {
 
 constexpr char kMagic[8] = {'A', 'S', 'G', 'D', 'S', 'H', 'R', 'D'};
@@ -116,4 +116,4 @@ ShardCheckpoint DecodeShardCheckpoint(std::string_view bytes, std::string_view w
   return c;
 }
 
-}  // namespace asgd::transport
+}  // namespace asgd::ps

@@ -24,7 +24,7 @@
 
 #include "ps/shard_core.h"
 
-namespace asgd::transport {
+namespace asgd::ps {
 
 inline constexpr uint32_t kCheckpointFormat = 1;
 
@@ -39,4 +39,4 @@ struct ShardCheckpoint {
 // file) for anything malformed, truncated, of another format or with a wrong digest.
 ShardCheckpoint DecodeShardCheckpoint(std::string_view bytes, std::string_view what);
 
-}  // namespace asgd::transport
+}  // namespace asgd::ps

@@ -8,7 +8,7 @@
 
 #include "core/check.h"
 
-namespace asgd::transport {
+namespace asgd::ps {
 
 std::string_view OpName(Op op) {
   switch (op) {
@@ -551,4 +551,4 @@ DecodeError DecodeMessage(std::span<const std::span<const std::byte>> frames, He
   return {};
 }
 
-}  // namespace asgd::transport
+}  // namespace asgd::ps

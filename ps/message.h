@@ -113,7 +113,7 @@
 #include "compression/compressor.h"
 #include "ps/status.h"
 
-namespace asgd::transport {
+namespace asgd::ps {
 
 inline constexpr uint32_t kProtocolVersion = 1;
 inline constexpr uint32_t kHeaderFields = 17;           // always present
@@ -258,4 +258,4 @@ std::size_t DTypeSize(DType dtype);
 DecodeError DecodeMessage(std::span<const std::span<const std::byte>> frames, Header* out,
                           uint64_t max_payload_bytes, uint32_t shard, int64_t shard_size);
 
-}  // namespace asgd::transport
+}  // namespace asgd::ps

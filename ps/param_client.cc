@@ -3,7 +3,7 @@
 #include "core/check.h"
 #include "ps/placement.h"
 
-namespace asgd::transport {
+namespace asgd::ps {
 
 Status ParamClient::Pull(std::span<float> out) {
   Status st = DoPull(out);
@@ -20,7 +20,7 @@ Status ParamClient::Push(std::span<const float> update, int64_t step) {
   return st;
 }
 
-std::vector<PushPart> PushPartsOf(const transport::Placement& placement) {
+std::vector<PushPart> PushPartsOf(const Placement& placement) {
   std::vector<PushPart> parts(static_cast<std::size_t>(placement.num_shards()));
   for (int s = 0; s < placement.num_shards(); ++s) {
     PushPart& part = parts[static_cast<std::size_t>(s)];
@@ -97,4 +97,4 @@ Status ParamClient::DoPushSparse(std::span<const int64_t> indices, std::span<con
   return DoPush(dense, step);
 }
 
-}  // namespace asgd::transport
+}  // namespace asgd::ps

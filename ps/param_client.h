@@ -3,8 +3,7 @@
 // with its traffic counters. Implementations: the ZeroMQ client
 // (transport/ps_param_client.h), the in-memory store (algorithms/memory_store.h), the
 // lock-free shared vector (algorithms/hogwild.h), the simulated store (sim/sim_store.h)
-// and the wrappers of algorithms/param_client_wrapper.h. The strategies see it as
-// algorithms::ParamClient (algorithms/strategy.h).
+// and the wrappers of param_client_wrapper.h, which a worker stacks over them (client_chain.h).
 //
 // Thread safety: a ParamClient belongs to one worker thread.
 #pragma once
@@ -17,7 +16,7 @@
 #include "core/param_layout.h"
 #include "ps/status.h"
 
-namespace asgd::transport {
+namespace asgd::ps {
 
 class Placement;  // ps/placement.h
 
@@ -41,7 +40,7 @@ struct PushPart {
 };
 // One part per shard of placement: shard s's ranges and size (the split of a sharded
 // store's clients).
-std::vector<PushPart> PushPartsOf(const transport::Placement& placement);
+std::vector<PushPart> PushPartsOf(const Placement& placement);
 
 // What a worker needs from the parameter store. Every call blocks until the store
 // answered (or the client's timeout passed: a Status, not an exception).
@@ -100,7 +99,7 @@ class ParamClient {
   // Payload moved so far (successful calls).
   const Traffic& traffic() const { return traffic_; }
   // What reached the store: traffic() of the client at the bottom of a wrapper stack
-  // (algorithms/param_client_wrapper.h); a compressing wrapper's encoded bytes.
+  // (param_client_wrapper.h); a compressing wrapper's encoded bytes.
   virtual const Traffic& wire_traffic() const { return traffic_; }
 
  protected:
@@ -122,4 +121,4 @@ class ParamClient {
   Traffic traffic_;
 };
 
-}  // namespace asgd::transport
+}  // namespace asgd::ps

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace asgd::transport {
+namespace asgd::ps {
 
 void Accumulate(StoreStats& a, const StoreStats& b) {
   a.pushes_applied += b.pushes_applied;
@@ -17,4 +17,4 @@ void Accumulate(StoreStats& a, const StoreStats& b) {
   a.staleness_max = std::max(a.staleness_max, b.staleness_max);
 }
 
-}  // namespace asgd::transport
+}  // namespace asgd::ps

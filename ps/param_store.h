@@ -27,7 +27,7 @@
 #include "ps/shard_core.h"
 #include "ps/status.h"
 
-namespace asgd::transport {
+namespace asgd::ps {
 
 // What a store did, summed over its shards: the one stats type of every store. The
 // shard servers' own richer counters (bytes, requests by kind) stay in ShardStats.
@@ -76,4 +76,4 @@ class ParamStore {
   virtual StoreStats stats() const = 0;
 };
 
-}  // namespace asgd::transport
+}  // namespace asgd::ps

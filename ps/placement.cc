@@ -7,7 +7,7 @@
 #include "core/check.h"
 #include "core/error.h"
 
-namespace asgd::transport {
+namespace asgd::ps {
 
 std::string_view PlacementPolicyName(PlacementPolicy policy) {
   switch (policy) {
@@ -205,4 +205,4 @@ void Placement::Validate() const {
   ASGD_CHECK(next == total_, "elements from ", next, " to ", total_, " not placed");
 }
 
-}  // namespace asgd::transport
+}  // namespace asgd::ps

@@ -31,7 +31,7 @@
 
 #include "core/param_layout.h"
 
-namespace asgd::transport {
+namespace asgd::ps {
 
 enum class PlacementPolicy { kEvenSplit, kRoundRobin, kGreedyBytes, kPartitionLarge };
 
@@ -83,4 +83,4 @@ class Placement {
   std::vector<int64_t> sizes_;
 };
 
-}  // namespace asgd::transport
+}  // namespace asgd::ps

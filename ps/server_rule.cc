@@ -10,7 +10,7 @@
 #include "core/check.h"
 #include "core/error.h"
 
-namespace asgd::transport {
+namespace asgd::ps {
 
 Payload::Payload(int64_t offset, std::vector<Piece> pieces)
     : offset_(offset), pieces_(std::move(pieces)) {
@@ -292,4 +292,4 @@ class AddRule final : public ServerRule {
 
 std::unique_ptr<ServerRule> NewAddRule() { return std::make_unique<AddRule>(); }
 
-}  // namespace asgd::transport
+}  // namespace asgd::ps

@@ -63,7 +63,7 @@
 #include "core/error.h"
 #include "ps/message.h"
 
-namespace asgd::transport {
+namespace asgd::ps {
 
 // The request a rule is asked to handle, as decoded and validated by the server.
 struct RequestInfo {
@@ -345,4 +345,4 @@ bool AddCannotOverflow(float scale, float max_magnitude);
 bool AddScaledInto(std::span<float> out, std::span<const float> base, float scale,
                    std::span<const float> src);
 
-}  // namespace asgd::transport
+}  // namespace asgd::ps

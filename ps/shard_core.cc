@@ -6,7 +6,7 @@
 #include "core/check.h"
 #include "core/error.h"
 
-namespace asgd::transport {
+namespace asgd::ps {
 
 ShardCore::ShardCore(Options options, std::unique_ptr<ServerRule> rule, ValueStorage* storage,
                      ReplySink* replies)
@@ -438,4 +438,4 @@ ShardCoreStats ShardCore::stats() const {
   return s;
 }
 
-}  // namespace asgd::transport
+}  // namespace asgd::ps

@@ -40,7 +40,7 @@
 #include "ps/staleness.h"
 #include "ps/status.h"
 
-namespace asgd::transport {
+namespace asgd::ps {
 
 // Everything needed to restore a shard: for checkpoints.
 struct ShardSnapshot {
@@ -331,4 +331,4 @@ class ShardCore final : public ShardContext {
   PendingAdd pending_;
 };
 
-}  // namespace asgd::transport
+}  // namespace asgd::ps

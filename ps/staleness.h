@@ -22,7 +22,7 @@
 #include "core/thread_annotations.h"
 #include "ps/message.h"
 
-namespace asgd::transport {
+namespace asgd::ps {
 
 struct StalenessRecord {
   uint32_t worker = 0;
@@ -75,4 +75,4 @@ class MemoryStalenessSink final : public StalenessSink {
   std::vector<StalenessRecord> records_ ASGD_GUARDED_BY(mu_);
 };
 
-}  // namespace asgd::transport
+}  // namespace asgd::ps

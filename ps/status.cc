@@ -1,6 +1,6 @@
 #include "ps/status.h"
 
-namespace asgd::transport {
+namespace asgd::ps {
 
 std::string ErrorCodeName(ErrorCode code) {
   switch (code) {
@@ -44,4 +44,4 @@ std::string Status::ToString() const {
   return out;
 }
 
-}  // namespace asgd::transport
+}  // namespace asgd::ps

@@ -10,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-namespace asgd::transport {
+namespace asgd::ps {
 
 // Error codes carried on the wire in error replies (Header::code). Values are part of the
 // protocol: append new codes, never renumber.
@@ -75,4 +75,4 @@ class Status {
 
 std::string_view StatusCodeName(StatusCode code);
 
-}  // namespace asgd::transport
+}  // namespace asgd::ps

@@ -13,13 +13,13 @@
 namespace asgd::sim {
 
 using ::asgd::internal::StrCat;
-using transport::ErrorCode;
-using transport::Op;
-using transport::PushOutcome;
-using transport::PushPart;
-using transport::PushPartsOf;
-using transport::Status;
-using transport::StatusCode;
+using ps::ErrorCode;
+using ps::Op;
+using ps::PushOutcome;
+using ps::PushPart;
+using ps::PushPartsOf;
+using ps::Status;
+using ps::StatusCode;
 
 namespace {
 
@@ -33,12 +33,11 @@ Status ShuttingDown() {
 }  // namespace
 
 // The core's ReplySink for one shard: a released request's reply leaves now.
-class SimStore::Replies final : public transport::ReplySink {
+class SimStore::Replies final : public ps::ReplySink {
  public:
   Replies(SimStore* store, int shard) : store_(store), shard_(shard) {}
 
-  void Release(uint64_t token, const transport::HeldRequest& held,
-               transport::ReplyBuffer* payload) override {
+  void Release(uint64_t token, const ps::HeldRequest& held, ps::ReplyBuffer* payload) override {
     Call* c = Take(token);
     if (c == nullptr) return;
     if (held.outcome == PushOutcome::kDropped && Pushes(held.info.op)) c->dropped = true;
@@ -50,7 +49,7 @@ class SimStore::Replies final : public transport::ReplySink {
     (*c->reply_versions)[static_cast<std::size_t>(shard_)] = store_->version(shard_);
     store_->Reply(shard_, *c, bytes);
   }
-  void Fail(uint64_t token, const transport::HeldRequest& /*held*/, ErrorCode code,
+  void Fail(uint64_t token, const ps::HeldRequest& /*held*/, ErrorCode code,
             const std::string& message) override {
     Call* c = Take(token);
     if (c == nullptr) return;
@@ -78,10 +77,10 @@ class SimStore::Replies final : public transport::ReplySink {
 };
 
 struct SimStore::Shard {
-  std::unique_ptr<transport::VectorStorage> storage;
+  std::unique_ptr<ps::VectorStorage> storage;
   std::unique_ptr<Replies> replies;
-  std::unique_ptr<transport::ShardCore> core;
-  std::vector<transport::Payload::Piece> pieces;   // scratch for pushes
+  std::unique_ptr<ps::ShardCore> core;
+  std::vector<ps::Payload::Piece> pieces;          // scratch for pushes
   std::vector<std::span<const std::byte>> frames;  // scratch for compressed pushes
   // With a transport charge: the shard's I/O thread's jobs (a message's CPU, then what
   // follows it), one at a time, and whether it runs one.
@@ -89,9 +88,9 @@ struct SimStore::Shard {
   bool io_busy = false;
 };
 
-SimStore::SimStore(sim::Scheduler* sched, sim::NetworkModel* network,
-                   transport::Placement placement, std::span<const float> initial,
-                   const RuleFactory& rules, transport::StalenessSink* sink)
+SimStore::SimStore(sim::Scheduler* sched, sim::NetworkModel* network, ps::Placement placement,
+                   std::span<const float> initial, const RuleFactory& rules,
+                   ps::StalenessSink* sink)
     : sched_(sched), network_(network), clock_(*sched), placement_(std::move(placement)) {
   ASGD_CHECK(sched_ != nullptr && network_ != nullptr, "SimStore needs a scheduler and a network");
   ASGD_CHECK_EQ(static_cast<int64_t>(initial.size()), placement_.total_elements(),
@@ -103,15 +102,15 @@ SimStore::SimStore(sim::Scheduler* sched, sim::NetworkModel* network,
             n.server_per_message == Duration::zero() && n.server_ns_per_element == 0;
   for (int s = 0; s < placement_.num_shards(); ++s) {
     auto shard = std::make_unique<Shard>();
-    shard->storage = std::make_unique<transport::VectorStorage>(placement_.Gather(s, initial));
+    shard->storage = std::make_unique<ps::VectorStorage>(placement_.Gather(s, initial));
     shard->replies = std::make_unique<Replies>(this, s);
-    transport::ShardCore::Options o;
+    ps::ShardCore::Options o;
     o.shard = static_cast<uint32_t>(s);
     o.clock = &clock_;
     o.staleness_sink = sink;
     o.reject_non_finite = true;
-    shard->core = std::make_unique<transport::ShardCore>(
-        o, rules(static_cast<uint32_t>(s)), shard->storage.get(), shard->replies.get());
+    shard->core = std::make_unique<ps::ShardCore>(o, rules(static_cast<uint32_t>(s)),
+                                                  shard->storage.get(), shard->replies.get());
     shard->core->Start();
     shards_.push_back(std::move(shard));
   }
@@ -145,9 +144,9 @@ uint64_t SimStore::version(int shard) const {
   return shards_.at(static_cast<std::size_t>(shard))->core->version();
 }
 
-transport::StoreStats SimStore::stats() const {
-  transport::StoreStats s;
-  for (const auto& shard : shards_) transport::Accumulate(s, shard->core->stats());
+ps::StoreStats SimStore::stats() const {
+  ps::StoreStats s;
+  for (const auto& shard : shards_) ps::Accumulate(s, shard->core->stats());
   return s;
 }
 
@@ -155,19 +154,18 @@ std::string SimStore::Describe() const {
   return internal::StrCat(num_shards(), " simulated shard", num_shards() > 1 ? "s" : "");
 }
 
-std::unique_ptr<transport::ParamClient> SimStore::NewClient(uint32_t id, transport::Role) {
+std::unique_ptr<ps::ParamClient> SimStore::NewClient(uint32_t id, ps::Role) {
   return std::make_unique<SimParamClient>(this, id);
 }
 
-std::vector<transport::ShardSnapshot> SimStore::Snapshot(const std::function<void()>& while_held) {
-  std::vector<transport::ShardSnapshot> snaps;
+std::vector<ps::ShardSnapshot> SimStore::Snapshot(const std::function<void()>& while_held) {
+  std::vector<ps::ShardSnapshot> snaps;
   for (const auto& shard : shards_) snaps.push_back(shard->core->Snapshot());
   if (while_held) while_held();
   return snaps;
 }
 
-void SimStore::Restore(const std::vector<transport::ShardSnapshot>& snapshots,
-                       const std::string& source) {
+void SimStore::Restore(const std::vector<ps::ShardSnapshot>& snapshots, const std::string& source) {
   if (snapshots.size() != shards_.size()) {
     throw DataError(source, internal::StrCat("holds ", snapshots.size(), " shards, the run has ",
                                              shards_.size()));
@@ -258,9 +256,9 @@ void SimStore::Handle(int s, Call& call) {
     Reply(s, call, 0);
     return;
   }
-  transport::RequestInfo info;
+  ps::RequestInfo info;
   info.op = call.op;
-  info.role = transport::Role::kWorker;
+  info.role = ps::Role::kWorker;
   info.worker = call.worker;
   info.request_id = call.request_id;
   info.version = call.versions[si];
@@ -268,11 +266,11 @@ void SimStore::Handle(int s, Call& call) {
   info.clock = call.step;
   info.offset = 0;
   info.count = Pushes(call.op) || Reads(call.op) ? placement_.shard_size(s) : 0;
-  transport::ShardCore::Result r;
+  ps::ShardCore::Result r;
   if (Pushes(call.op) && !call.encoded.empty()) {
     const compression::Encoded& e = call.encoded[si];
     shard.frames.assign(e.frames.begin(), e.frames.end());
-    const transport::EncodedPayload packed{e.encoding, shard.frames};
+    const ps::EncodedPayload packed{e.encoding, shard.frames};
     r = call.op == Op::kPush ? shard.core->Push(info, packed) : shard.core->PushPull(info, packed);
   } else if (Pushes(call.op)) {
     shard.pieces.clear();
@@ -282,13 +280,13 @@ void SimStore::Handle(int s, Call& call) {
                                                          static_cast<std::size_t>(range.count))});
       local += range.count;
     }
-    transport::Payload payload(0, shard.pieces);
+    ps::Payload payload(0, shard.pieces);
     r = call.op == Op::kPush ? shard.core->Push(info, std::move(payload))
                              : shard.core->PushPull(info, std::move(payload));
   } else if (call.op == Op::kPull) {
     r = shard.core->Pull(info);
   } else {
-    ASGD_CHECK(call.op == Op::kClock, "SimStore: op ", transport::OpName(call.op), " not served");
+    ASGD_CHECK(call.op == Op::kClock, "SimStore: op ", ps::OpName(call.op), " not served");
     r = shard.core->Clock(info);
   }
   if (!r.ok()) {
@@ -363,7 +361,7 @@ void SimStore::Reply(int s, Call& call, int64_t bytes) {
                          [&call] { call.done->Done(); });
 }
 
-void SimStore::Fill(int s, Call& call, const transport::ReplyBuffer* payload) const {
+void SimStore::Fill(int s, Call& call, const ps::ReplyBuffer* payload) const {
   if (call.out.empty()) return;
   const std::span<const float> src = payload != nullptr && !payload->empty()
                                          ? payload->values()

@@ -1,5 +1,5 @@
 // The simulated parameter store (issue 13): shard servers and worker clients in virtual
-// time. SimStore is the third adapter of transport::ShardCore, after the ZeroMQ
+// time. SimStore is the third adapter of ps::ShardCore, after the ZeroMQ
 // ShardServer and the in-process MemoryStore; SimParamClient is the ParamClient of one
 // simulated worker (a task of a sim::Scheduler). The worker rules and the server rules
 // are the real ones, unchanged; only time is simulated.
@@ -104,23 +104,23 @@
 
 namespace asgd::sim {
 
-class SimStore final : public transport::ParamStore {
+class SimStore final : public ps::ParamStore {
  public:
-  using RuleFactory = std::function<std::unique_ptr<transport::ServerRule>(uint32_t shard)>;
+  using RuleFactory = std::function<std::unique_ptr<ps::ServerRule>(uint32_t shard)>;
 
   // sched and network are not owned and must outlive the store; sink may be null.
   // network must have been built for placement.num_shards() shards (and the workers'
   // ids). REQUIRES: initial.size() == placement.total_elements().
-  SimStore(sim::Scheduler* sched, sim::NetworkModel* network, transport::Placement placement,
+  SimStore(sim::Scheduler* sched, sim::NetworkModel* network, ps::Placement placement,
            std::span<const float> initial, const RuleFactory& rules,
-           transport::StalenessSink* sink = nullptr);
+           ps::StalenessSink* sink = nullptr);
   ~SimStore() override;
   SimStore(const SimStore&) = delete;
   SimStore& operator=(const SimStore&) = delete;
 
   int64_t size() const override { return placement_.total_elements(); }
   int num_shards() const { return placement_.num_shards(); }
-  const transport::Placement& placement() const { return placement_; }
+  const ps::Placement& placement() const { return placement_; }
   // The virtual clock the shards use (the scheduler's time).
   const Clock& clock() const { return clock_; }
   // True when requests are served inline (the zero-cost network above, no transport
@@ -137,7 +137,7 @@ class SimStore final : public transport::ParamStore {
   std::vector<float> values() const;
   uint64_t version(int shard) const;
   // Summed over shards.
-  transport::StoreStats stats() const override;
+  ps::StoreStats stats() const override;
 
   void Shutdown();
 
@@ -148,15 +148,13 @@ class SimStore final : public transport::ParamStore {
   std::string transport() const override { return "sim"; }
   int ps_shards() const override { return num_shards(); }
   int snapshot_count() const override { return num_shards(); }
-  std::unique_ptr<transport::ParamClient> NewClient(uint32_t id, transport::Role role) override;
-  transport::Status Read(std::span<float> out) override {
+  std::unique_ptr<ps::ParamClient> NewClient(uint32_t id, ps::Role role) override;
+  ps::Status Read(std::span<float> out) override {
     ReadValues(out);
-    return transport::Status::Ok();
+    return ps::Status::Ok();
   }
-  std::vector<transport::ShardSnapshot> Snapshot(
-      const std::function<void()>& while_held = {}) override;
-  void Restore(const std::vector<transport::ShardSnapshot>& snapshots,
-               const std::string& source) override;
+  std::vector<ps::ShardSnapshot> Snapshot(const std::function<void()>& while_held = {}) override;
+  void Restore(const std::vector<ps::ShardSnapshot>& snapshots, const std::string& source) override;
   void Close() override { Shutdown(); }
   bool shut_down() const { return shut_down_; }
 
@@ -164,11 +162,11 @@ class SimStore final : public transport::ParamStore {
   // last pulled; oldest[s]: its window mark, for pushes. On success a read fills out and
   // *reply_versions (per shard, the version read). Suspends the calling task.
   struct Call;
-  transport::Status Request(Call& call);
+  ps::Status Request(Call& call);
 
   // The parameter elements shard s touches to serve a request of op (the server time's
   // unit, see the header comment).
-  int64_t ServedElements(int shard, transport::Op op) const;
+  int64_t ServedElements(int shard, ps::Op op) const;
 
   // One request as a shard served it, for traces and tests: reported at the virtual
   // instant its service ended and the rule ran (a push's apply), after the rule (so a
@@ -176,7 +174,7 @@ class SimStore final : public transport::ParamStore {
   // rule; for a read that was not held, the version its reply carries.
   struct Service {
     int shard = 0;
-    transport::Op op = transport::Op::kPull;
+    ps::Op op = ps::Op::kPull;
     uint32_t worker = 0;
     Duration sent{};    // when the worker made the call (Call::sent)
     Duration served{};  // now
@@ -200,13 +198,13 @@ class SimStore final : public transport::ParamStore {
   // core for `cpu`, then run `then`.
   void ShardIo(int shard, Duration cpu, std::function<void()> then);
   void NextShardIo(int shard);
-  void Fill(int shard, Call& call, const transport::ReplyBuffer* payload) const;
+  void Fill(int shard, Call& call, const ps::ReplyBuffer* payload) const;
   int64_t RequestBytes(int shard, const Call& call) const;
 
   sim::Scheduler* sched_;
   sim::NetworkModel* network_;
   sim::VirtualClock clock_;
-  transport::Placement placement_;
+  ps::Placement placement_;
   bool inline_ = false;
   bool shut_down_ = false;
   CorePool* cores_ = nullptr;  // with a transport charge only
@@ -218,7 +216,7 @@ class SimStore final : public transport::ParamStore {
 // What one SimParamClient call carries (internal to SimStore and its client; public so
 // that both can name it).
 struct SimStore::Call {
-  transport::Op op = transport::Op::kPull;
+  ps::Op op = ps::Op::kPull;
   uint32_t worker = 0;
   uint64_t request_id = 0;
   int64_t step = 0;
@@ -229,7 +227,7 @@ struct SimStore::Call {
   std::span<const uint64_t> versions;               // per shard
   std::span<const std::optional<uint64_t>> oldest;  // per shard (pushes)
   std::vector<uint64_t>* reply_versions = nullptr;  // per shard
-  transport::Status status;
+  ps::Status status;
   bool dropped = false;
   sim::Completion* done = nullptr;
   sim::TaskId task = sim::kNoTask;
@@ -238,7 +236,7 @@ struct SimStore::Call {
 
 // A simulated worker's client: SimStore::Request per call, versions kept per shard (as
 // the ZeroMQ client does).
-class SimParamClient final : public transport::ParamClient {
+class SimParamClient final : public ps::ParamClient {
  public:
   // store is not owned. REQUIRES: worker < the network model's workers.
   SimParamClient(SimStore* store, uint32_t worker);
@@ -246,22 +244,21 @@ class SimParamClient final : public transport::ParamClient {
   int64_t dropped_pushes() const override { return dropped_; }
   const std::vector<uint64_t>& pulled_versions() const { return pulled_; }
   // One part per shard of the store's placement, as the ZeroMQ client splits a push.
-  std::vector<transport::PushPart> PushParts() const override;
+  std::vector<ps::PushPart> PushParts() const override;
   bool TakesEncodedPushes() const override { return true; }
 
  protected:
-  transport::Status DoPull(std::span<float> out) override;
-  transport::Status DoPush(std::span<const float> update, int64_t step) override;
-  transport::Status DoPushPull(std::span<const float> update, std::span<float> out,
-                               int64_t step) override;
-  transport::Status DoPushEncoded(std::span<const compression::Encoded> parts, std::span<float> out,
-                                  int64_t step) override;
-  transport::Status DoSendClock(int64_t clock) override;
+  ps::Status DoPull(std::span<float> out) override;
+  ps::Status DoPush(std::span<const float> update, int64_t step) override;
+  ps::Status DoPushPull(std::span<const float> update, std::span<float> out, int64_t step) override;
+  ps::Status DoPushEncoded(std::span<const compression::Encoded> parts, std::span<float> out,
+                           int64_t step) override;
+  ps::Status DoSendClock(int64_t clock) override;
   void DoMarkWindowStart() override;
 
  private:
-  transport::Status Send(transport::Op op, int64_t step, std::span<const float> update,
-                         std::span<float> out, std::span<const compression::Encoded> encoded = {});
+  ps::Status Send(ps::Op op, int64_t step, std::span<const float> update, std::span<float> out,
+                  std::span<const compression::Encoded> encoded = {});
 
   SimStore* store_;
   uint32_t worker_;

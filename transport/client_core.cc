@@ -12,6 +12,23 @@
 
 namespace asgd::transport {
 
+using ps::DecodeError;
+using ps::DecodeHeader;
+using ps::DType;
+using ps::ErrorCodeName;
+using ps::Header;
+using ps::kChunkFlags;
+using ps::kFlagChunkedReply;
+using ps::kFlagLaterChunk;
+using ps::kFlagMoreChunks;
+using ps::kMaxPayloadFrames;
+using ps::Op;
+using ps::OpName;
+using ps::Placement;
+using ps::PushOutcome;
+using ps::Status;
+using ps::StatusCode;
+
 namespace internal {
 
 ClientCore::ClientCore(std::shared_ptr<Context> context, std::vector<std::string> endpoints,

@@ -42,12 +42,12 @@ struct RequestPart {
 struct RequestState {
   ClientCore* owner = nullptr;  // null once the request no longer needs its client
   uint64_t id = 0;
-  Op op = Op::kPush;
+  ps::Op op = ps::Op::kPush;
   std::vector<ShardResult> results;  // parallel to parts
   std::vector<RequestPart> parts;
   int outstanding = 0;  // parts without a reply
   bool abandoned = false;
-  Status status;
+  ps::Status status;
   // Payload frames ZeroMQ still references (zero_copy.h). Must outlive them: the client
   // keeps the state alive until done.
   SendCompletion completion;
@@ -60,19 +60,19 @@ using Steady = std::chrono::steady_clock;
 class ClientCore {
  public:
   ClientCore(std::shared_ptr<Context> context, std::vector<std::string> endpoints,
-             Placement placement, ClientOptions options);
+             ps::Placement placement, ClientOptions options);
   ~ClientCore();
 
-  std::shared_ptr<RequestState> NewRequest(Op op);
+  std::shared_ptr<RequestState> NewRequest(ps::Op op);
   // Sends one part. payload: pieces of the source (may be empty).
-  void SendPart(const std::shared_ptr<RequestState>& st, RequestPart part, const Header& base,
+  void SendPart(const std::shared_ptr<RequestState>& st, RequestPart part, const ps::Header& base,
                 std::span<const std::span<const float>> payload);
-  Status Wait(RequestState& st, Duration timeout);
+  ps::Status Wait(RequestState& st, Duration timeout);
   void Poll();
   void Abandon(const std::shared_ptr<RequestState>& st);
 
   int num_shards() const { return static_cast<int>(shards_.size()); }
-  const Placement& placement() const { return placement_; }
+  const ps::Placement& placement() const { return placement_; }
   const std::string& endpoint(int s) const { return shards_[static_cast<std::size_t>(s)].endpoint; }
   const ClientOptions& options() const { return options_; }
   std::span<const uint64_t> pulled_versions() const { return pulled_versions_; }
@@ -95,7 +95,7 @@ class ClientCore {
   };
   // Sends a dense push as chunks of at most chunk_bytes (message.h, "Chunked pushes")
   // until one finds the queue full; adds the bytes queued to *bytes.
-  ChunksSent SendChunks(Shard& shard, const Header& whole,
+  ChunksSent SendChunks(Shard& shard, const ps::Header& whole,
                         std::span<const std::span<const float>> payload, uint64_t chunk_bytes,
                         SendCompletion* completion, uint64_t* bytes);
   void ResetShard(int shard);
@@ -110,13 +110,13 @@ class ClientCore {
   // Copies the reply's payload frames (parts_[1..nparts)) to part's destination from the
   // part's `received` element on, and advances it.
   void CopyValues(int shard, RequestPart& part, std::size_t nparts);
-  void FinishPart(const std::shared_ptr<RequestState>& st, std::size_t part, Status status);
+  void FinishPart(const std::shared_ptr<RequestState>& st, std::size_t part, ps::Status status);
   // Forgets released requests in unreleased_.
   void Sweep();
   std::string ShardName(int shard) const;
 
   std::shared_ptr<Context> context_;
-  Placement placement_;
+  ps::Placement placement_;
   ClientOptions options_;
   std::vector<Shard> shards_;
   uint64_t next_id_ = 1;

@@ -15,6 +15,12 @@
 
 namespace asgd::transport {
 
+using ps::Header;
+using ps::Op;
+using ps::Placement;
+using ps::Status;
+using ps::StatusCode;
+
 // ---- RequestHandle -----------------------------------------------------------------
 
 RequestHandle& RequestHandle::operator=(RequestHandle&& other) noexcept {

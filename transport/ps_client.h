@@ -50,7 +50,7 @@ namespace asgd::transport {
 
 struct ClientOptions {
   // Who is asking: sent in every header (the server's staleness records name the worker).
-  Role role = Role::kWorker;
+  ps::Role role = ps::Role::kWorker;
   uint32_t id = 0;
   // Timeout of the blocking conveniences (PushAndWait, ...) and of Wait() without an
   // argument. Default 60 s.
@@ -97,10 +97,10 @@ struct ShardResult {
   // Pull and push-pull: the version read. Push: the shard version after the push.
   uint64_t version = 0;
   // Push and push-pull: what the server's rule did with the push.
-  PushOutcome outcome = PushOutcome::kApplied;
+  ps::PushOutcome outcome = ps::PushOutcome::kApplied;
   // Register/heartbeat: the shard's size in elements; otherwise op-specific.
   uint64_t aux = 0;
-  Status status;  // ok, or this shard's error
+  ps::Status status;  // ok, or this shard's error
 };
 
 namespace internal {
@@ -122,15 +122,15 @@ class RequestHandle {
   // buffers, or timeout passed. Returns ok; the first shard error (kRemoteError with
   // the server's message, kBadReply); kTimeout naming the shards that did not answer
   // (the request stays in flight: Wait again or drop the handle); or kAborted.
-  Status Wait(Duration timeout);
+  ps::Status Wait(Duration timeout);
   // Wait with the client's ClientOptions::timeout.
-  Status Wait();
+  ps::Status Wait();
   // Reads replies that have arrived, without blocking. Returns done().
   bool Poll();
   // Every shard replied and the buffers are released.
   bool done() const;
   // The status so far (ok while pending).
-  Status status() const;
+  ps::Status status() const;
   // One entry per shard the request went to, in shard order.
   std::span<const ShardResult> results() const;
   // The entry for shard, or nullptr if the request did not go there.
@@ -161,10 +161,10 @@ class PsClient {
   // up later). REQUIRES: shard_endpoints.size() == placement.num_shards() (ConfigError
   // otherwise).
   PsClient(std::shared_ptr<Context> context, std::vector<std::string> shard_endpoints,
-           Placement placement, ClientOptions options = {});
+           ps::Placement placement, ClientOptions options = {});
   // The client of spec's ps shards (spec.PsAddress(i) for every i).
   static std::unique_ptr<PsClient> FromCluster(std::shared_ptr<Context> context,
-                                               const ClusterSpec& spec, Placement placement,
+                                               const ClusterSpec& spec, ps::Placement placement,
                                                ClientOptions options = {});
   // Abandons requests in flight (their handles report kAborted) and waits until ZeroMQ
   // has released every buffer it was given.
@@ -173,7 +173,7 @@ class PsClient {
   PsClient& operator=(const PsClient&) = delete;
 
   int num_shards() const;
-  const Placement& placement() const;
+  const ps::Placement& placement() const;
   const std::string& endpoint(int shard) const;
   const ClientOptions& options() const;
 
@@ -216,14 +216,14 @@ class PsClient {
   RequestHandle StopServers(const std::string& token = {});
 
   // Blocking conveniences, with options().timeout.
-  Status PushAndWait(std::span<const float> values, const PushOptions& options = {});
-  Status PullAndWait(std::span<float> out);
-  Status PushPullAndWait(std::span<const float> values, std::span<float> out,
-                         const PushOptions& options = {});
+  ps::Status PushAndWait(std::span<const float> values, const PushOptions& options = {});
+  ps::Status PullAndWait(std::span<float> out);
+  ps::Status PushPullAndWait(std::span<const float> values, std::span<float> out,
+                             const PushOptions& options = {});
   // Registers with every shard and waits for all to answer (they may start later than
   // the worker); checks each shard's size against the placement (kBadReply if they
   // disagree). For a worker process to wait until the parameter server is up.
-  Status WaitForServers(Duration timeout);
+  ps::Status WaitForServers(Duration timeout);
 
   // The version each shard reported in this client's latest pull (0 before any).
   std::span<const uint64_t> pulled_versions() const;
@@ -232,7 +232,7 @@ class PsClient {
  private:
   // A request without payload to each shard in `shards`.
   // `message` rides in the header's message field (a stop's token).
-  RequestHandle Control(Op op, const std::vector<int>& shards, int64_t clock, uint64_t aux,
+  RequestHandle Control(ps::Op op, const std::vector<int>& shards, int64_t clock, uint64_t aux,
                         const std::string& message = {});
 
   std::unique_ptr<internal::ClientCore> core_;

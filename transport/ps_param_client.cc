@@ -2,6 +2,11 @@
 
 namespace asgd::transport {
 
+using ps::PushOutcome;
+using ps::PushPart;
+using ps::PushPartsOf;
+using ps::Status;
+
 void PsParamClient::DoMarkWindowStart() {
   const std::span<const uint64_t> pulled = client_->pulled_versions();
   window_versions_.assign(pulled.begin(), pulled.end());

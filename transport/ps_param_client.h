@@ -13,7 +13,7 @@
 
 namespace asgd::transport {
 
-class PsParamClient final : public ParamClient {
+class PsParamClient final : public ps::ParamClient {
  public:
   explicit PsParamClient(std::unique_ptr<PsClient> client) : client_(std::move(client)) {}
 
@@ -24,19 +24,19 @@ class PsParamClient final : public ParamClient {
   PsClient& client() { return *client_; }
 
  protected:
-  Status DoPull(std::span<float> out) override { return client_->PullAndWait(out); }
-  Status DoPush(std::span<const float> update, int64_t step) override;
-  Status DoPushPull(std::span<const float> update, std::span<float> out, int64_t step) override;
-  Status DoSendClock(int64_t clock) override { return client_->SendClock(clock).Wait(); }
+  ps::Status DoPull(std::span<float> out) override { return client_->PullAndWait(out); }
+  ps::Status DoPush(std::span<const float> update, int64_t step) override;
+  ps::Status DoPushPull(std::span<const float> update, std::span<float> out, int64_t step) override;
+  ps::Status DoSendClock(int64_t clock) override { return client_->SendClock(clock).Wait(); }
   void DoMarkWindowStart() override;
   // One part per shard, its placement ranges.
-  std::vector<PushPart> PushParts() const override;
+  std::vector<ps::PushPart> PushParts() const override;
   bool TakesEncodedPushes() const override { return true; }
-  Status DoPushEncoded(std::span<const compression::Encoded> parts, std::span<float> out,
-                       int64_t step) override;
+  ps::Status DoPushEncoded(std::span<const compression::Encoded> parts, std::span<float> out,
+                           int64_t step) override;
 
  private:
-  Status Finish(RequestHandle& handle);
+  ps::Status Finish(RequestHandle& handle);
   // The push options of a push at `step`, using up the window mark.
   PushOptions TakePushOptions(int64_t step);
 

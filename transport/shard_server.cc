@@ -23,6 +23,26 @@
 
 namespace asgd::transport {
 
+using ps::CheckPayloadFrames;
+using ps::CheckRequestForShard;
+using ps::DecodeError;
+using ps::DecodeHeader;
+using ps::EncodedPayload;
+using ps::ErrorCode;
+using ps::Header;
+using ps::kFlagLaterChunk;
+using ps::kFlagMoreChunks;
+using ps::kMaxPayloadFrames;
+using ps::NonFiniteResultsOnThisThread;
+using ps::Op;
+using ps::OpName;
+using ps::OpRequestHasPayload;
+using ps::Payload;
+using ps::RequestInfo;
+using ps::Role;
+using ps::ServerRule;
+using ps::ShardCore;
+
 namespace {
 
 using internal::Bytes;
@@ -571,7 +591,7 @@ void ShardServer::Impl::HandleValid(const Header& h, std::size_t nparts) {
       const uint64_t overflows_before = NonFiniteResultsOnThisThread();
       // The core scans the payload for NaN right before the rule adds it: the add reuses
       // that scan's largest magnitude to know whether it can overflow (server_rule.h).
-      internal::ArmPayloadScans();
+      ps::internal::ArmPayloadScans();
       ShardCore::Result r;
       try {
         if (encoded) {
@@ -584,10 +604,10 @@ void ShardServer::Impl::HandleValid(const Header& h, std::size_t nparts) {
                                 : core_->PushPull(info, std::move(payload));
         }
       } catch (...) {
-        internal::DisarmPayloadScans();
+        ps::internal::DisarmPayloadScans();
         throw;
       }
-      internal::DisarmPayloadScans();
+      ps::internal::DisarmPayloadScans();
       if (r.add_pending) {
         // The ack depends only on the decision: it leaves now, and the add runs while it
         // travels and the client sends its next request. The shard's mutex is held until

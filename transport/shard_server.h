@@ -134,7 +134,7 @@ struct ServerOptions {
   // Receives one record per push the rule handled (applied, accepted or dropped:
   // StalenessRecord::outcome). Not owned; must outlive the
   // server. Default (nullptr): records are only counted.
-  StalenessSink* staleness_sink = nullptr;
+  ps::StalenessSink* staleness_sink = nullptr;
   // CURVE encryption and client authentication (curve.h); checked by the constructor
   // (CheckCurveServer). Default off: plain ZeroMQ.
   CurveOptions curve;
@@ -185,7 +185,7 @@ struct ShardStats {
   uint64_t barriers_refused = 0;     // barrier requests past max_barriers_per_peer
   uint64_t stops_refused = 0;        // stop requests without the run's token
 
-  uint64_t errors_for(ErrorCode code) const {
+  uint64_t errors_for(ps::ErrorCode code) const {
     auto i = static_cast<std::size_t>(code);
     return i < errors_by_code.size() ? errors_by_code[i] : 0;
   }
@@ -197,7 +197,7 @@ class ShardServer {
   // here, as IoError or ConfigError). Serving starts with Run() or Start().
   // REQUIRES: rule != nullptr.
   ShardServer(std::shared_ptr<Context> context, ServerOptions options,
-              std::vector<float> initial_values, std::unique_ptr<ServerRule> rule);
+              std::vector<float> initial_values, std::unique_ptr<ps::ServerRule> rule);
   // Stops and joins a server started with Start(). REQUIRES: Run() is not executing on
   // another thread.
   ~ShardServer();
@@ -236,17 +236,17 @@ class ShardServer {
 
   ShardStats stats() const;
   // The shard's ShardCore counts (a ParamStore's StoreStats).
-  ShardCoreStats core_stats() const;
+  ps::ShardCoreStats core_stats() const;
   // Tells the rule the run now has live_workers workers (ServerRule::OnMembership), on
   // the serving thread: returns at once, the rule hears of it shortly after.
   void SetLiveWorkers(int live_workers);
-  ShardSnapshot Snapshot() const;
+  ps::ShardSnapshot Snapshot() const;
   // Replaces values, version and rule state. Throws InvariantError if the sizes or the
   // shard differ, InputError if the rule cannot read its state.
-  void Restore(const ShardSnapshot& snapshot);
+  void Restore(const ps::ShardSnapshot& snapshot);
 
  private:
-  friend std::vector<ShardSnapshot> SnapshotTogether(
+  friend std::vector<ps::ShardSnapshot> SnapshotTogether(
       const std::vector<std::unique_ptr<ShardServer>>& servers,
       const std::function<void()>& while_held);
   class Impl;
@@ -257,17 +257,18 @@ class ShardServer {
 // held while all are copied and while_held runs, so no push is applied to one shard and
 // not another meanwhile, and whatever pushes update under those locks (a staleness sink's
 // records) can be read consistently with the snapshots. Workers' requests wait meanwhile.
-std::vector<ShardSnapshot> SnapshotTogether(const std::vector<std::unique_ptr<ShardServer>>& servers,
-                                            const std::function<void()>& while_held);
+std::vector<ps::ShardSnapshot> SnapshotTogether(
+    const std::vector<std::unique_ptr<ShardServer>>& servers,
+    const std::function<void()>& while_held);
 
 // Starts one ShardServer per shard of placement (threads, via Start()), shard s holding
 // placement.Gather(s, initial) and rule_for(s), bound to endpoint_for(s) (e.g.
 // "inproc://ps-3", "ipc://DIR/ps-3", "tcp://127.0.0.1:*"). base supplies the other
 // options. Returns them in shard order; destroy them to stop them.
 std::vector<std::unique_ptr<ShardServer>> StartShardServers(
-    std::shared_ptr<Context> context, const Placement& placement, std::span<const float> initial,
-    const ServerRuleFactory& rule_for, const std::function<std::string(int)>& endpoint_for,
-    const ServerOptions& base = {});
+    std::shared_ptr<Context> context, const ps::Placement& placement,
+    std::span<const float> initial, const ps::ServerRuleFactory& rule_for,
+    const std::function<std::string(int)>& endpoint_for, const ServerOptions& base = {});
 
 // The bound endpoints of servers, in order (for PsClient).
 std::vector<std::string> Endpoints(const std::vector<std::unique_ptr<ShardServer>>& servers);

@@ -15,6 +15,17 @@
 
 namespace asgd::transport {
 
+using ps::ErrorCode;
+using ps::Header;
+using ps::kFlagLaterChunk;
+using ps::kFlagMoreChunks;
+using ps::NonFiniteResultsOnThisThread;
+using ps::Op;
+using ps::OpName;
+using ps::Payload;
+using ps::RequestInfo;
+using ps::ShardCore;
+
 using shard_server_internal::InfoFrom;
 using shard_server_internal::RequestCopy;
 
@@ -114,16 +125,16 @@ void ShardServer::Impl::FinishAssembly() {
   } else {
     Payload payload;
     BuildPayload(a.first.offset, a.kept, &payload);
-    internal::ArmPayloadScans();
+    ps::internal::ArmPayloadScans();
     try {
       const RequestInfo info = InfoFrom(a.first);
       r = a.first.op == Op::kPush ? core_->Push(info, std::move(payload))
                                   : core_->PushPull(info, std::move(payload));
     } catch (...) {
-      internal::DisarmPayloadScans();
+      ps::internal::DisarmPayloadScans();
       throw;
     }
-    internal::DisarmPayloadScans();
+    ps::internal::DisarmPayloadScans();
     a.kept.clear();
   }
   ReplyToPush(routing, a.first, r, overflows_before);

@@ -87,7 +87,7 @@ struct SharedReply {
   void Ref() { refs.fetch_add(1, std::memory_order_relaxed); }
   void Unref() {
     if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-      ReplyBuffer::Free(data);
+      ps::ReplyBuffer::Free(data);
       delete this;
     }
   }
@@ -119,7 +119,7 @@ struct FrameHold {
     } else if (h->shared != nullptr) {
       h->shared->Unref();
     } else {
-      ReplyBuffer::Free(static_cast<float*>(data));
+      ps::ReplyBuffer::Free(static_cast<float*>(data));
     }
     delete h;
   }
@@ -129,12 +129,12 @@ struct FrameHold {
 // the core keeps the rest (HeldRequest) under the same token.
 struct Held {
   std::string routing_id;
-  Header request;  // the request's header (op, ids, range); message empty
+  ps::Header request;  // the request's header (op, ids, range); message empty
 };
 
 // The core's view of a request header.
-inline RequestInfo InfoFrom(const Header& h) {
-  RequestInfo info;
+inline ps::RequestInfo InfoFrom(const ps::Header& h) {
+  ps::RequestInfo info;
   info.op = h.op;
   info.role = h.role;
   info.worker = h.sender;
@@ -148,8 +148,8 @@ inline RequestInfo InfoFrom(const Header& h) {
   return info;
 }
 // The header of a held request, without its message.
-inline Header RequestCopy(const Header& h) {
-  Header c = h;
+inline ps::Header RequestCopy(const ps::Header& h) {
+  ps::Header c = h;
   c.message.clear();
   return c;
 }
@@ -159,7 +159,7 @@ inline Header RequestCopy(const Header& h) {
 // The ZeroMQ adapter of a ShardCore: decodes requests, calls the core, encodes replies.
 // It supplies the core's value storage (copy-on-write blocks, for zero-copy pull
 // replies) and its ReplySink (return addresses of held requests).
-class ShardServer::Impl final : public ValueStorage, public ReplySink {
+class ShardServer::Impl final : public ps::ValueStorage, public ps::ReplySink {
  public:
   using ValueBlock = shard_server_internal::ValueBlock;
   using PeerQueue = shard_server_internal::PeerQueue;
@@ -167,7 +167,7 @@ class ShardServer::Impl final : public ValueStorage, public ReplySink {
   using Held = shard_server_internal::Held;
 
   Impl(std::shared_ptr<Context> context, ServerOptions options, std::vector<float> initial,
-       std::unique_ptr<ServerRule> rule);
+       std::unique_ptr<ps::ServerRule> rule);
   ~Impl() override;
 
   uint32_t shard() const { return options_.shard; }
@@ -184,8 +184,8 @@ class ShardServer::Impl final : public ValueStorage, public ReplySink {
   void CommitStaging() override;
   bool values_shared() const override { return !current_->exclusive(); }
   // ReplySink (likewise).
-  void Release(uint64_t token, const HeldRequest& held, ReplyBuffer* payload) override;
-  void Fail(uint64_t token, const HeldRequest& held, ErrorCode code,
+  void Release(uint64_t token, const ps::HeldRequest& held, ps::ReplyBuffer* payload) override;
+  void Fail(uint64_t token, const ps::HeldRequest& held, ps::ErrorCode code,
             const std::string& message) override;
 
   void Run();
@@ -199,16 +199,16 @@ class ShardServer::Impl final : public ValueStorage, public ReplySink {
   bool closed() const { return closing_.load(); }
   // Sends a control message (op, the secret) to the serving loop through the private
   // endpoint, so that a blocked receive wakes up.
-  void SignalControl(Op op);
+  void SignalControl(ps::Op op);
   void SetLiveWorkers(int live_workers);
   void Join();
   bool serving() const { return serving_.load(std::memory_order_acquire); }
   ShardStats stats() const;
-  ShardCoreStats core_stats() const { return core_->stats(); }
-  ShardSnapshot Snapshot() const;
+  ps::ShardCoreStats core_stats() const { return core_->stats(); }
+  ps::ShardSnapshot Snapshot() const;
   std::mutex& state_mutex() const { return mu_; }  // for SnapshotTogether
-  ShardSnapshot SnapshotLocked() const ASGD_REQUIRES(mu_);
-  void Restore(const ShardSnapshot& snapshot);
+  ps::ShardSnapshot SnapshotLocked() const ASGD_REQUIRES(mu_);
+  void Restore(const ps::ShardSnapshot& snapshot);
 
   const std::string& endpoint() const { return bound_; }
   const std::string& rule_name() const { return rule_name_; }
@@ -232,38 +232,39 @@ class ShardServer::Impl final : public ValueStorage, public ReplySink {
   // now, else from the socket. Returns its number of frames (0: none).
   std::size_t NextMessage(bool block, bool* too_many);
   void Handle(std::size_t nparts, bool too_many_frames) ASGD_REQUIRES(mu_);
-  void HandleValid(const Header& h, std::size_t nparts) ASGD_REQUIRES(mu_);
+  void HandleValid(const ps::Header& h, std::size_t nparts) ASGD_REQUIRES(mu_);
   // Payload pieces over frames (copying misaligned ones to scratch_), from `offset` on.
-  void BuildPayload(uint64_t offset, std::span<zmq::message_t> frames, Payload* out);
+  void BuildPayload(uint64_t offset, std::span<zmq::message_t> frames, ps::Payload* out);
   // The reply to a push or push-pull the core handled (r), or its error.
-  void ReplyToPush(zmq::message_t& routing, const Header& h, ShardCore::Result& r,
+  void ReplyToPush(zmq::message_t& routing, const ps::Header& h, ps::ShardCore::Result& r,
                    uint64_t overflows_before) ASGD_REQUIRES(mu_);
   // Chunked pushes (message.h): the first chunk, the next ones, the end, a failure.
-  void StartAssembly(const Header& h, std::size_t nparts) ASGD_REQUIRES(mu_);
-  bool IsNextChunk(const Header& h) const;
+  void StartAssembly(const ps::Header& h, std::size_t nparts) ASGD_REQUIRES(mu_);
+  bool IsNextChunk(const ps::Header& h) const;
   // Whether a routing frame is the open chunked push's sender's.
   bool FromAssemblyPeer(const zmq::message_t& routing) const;
-  void ContinueAssembly(const Header& h, std::size_t nparts) ASGD_REQUIRES(mu_);
+  void ContinueAssembly(const ps::Header& h, std::size_t nparts) ASGD_REQUIRES(mu_);
   void FinishAssembly() ASGD_REQUIRES(mu_);
-  void FailAssembly(ErrorCode code, const std::string& why) ASGD_REQUIRES(mu_);
+  void FailAssembly(ps::ErrorCode code, const std::string& why) ASGD_REQUIRES(mu_);
   void ReleasePayloadFrames(std::size_t nparts);
 
   // Every reply goes through here: counts bytes and messages, treats an undeliverable
   // reply as a counted outcome (the peer went away), never as an error.
-  void SendReply(zmq::message_t& routing, const Header& h, zmq::message_t* payload);
+  void SendReply(zmq::message_t& routing, const ps::Header& h, zmq::message_t* payload);
   // One message of a reply: counts its bytes; one ZeroMQ cannot deliver (the peer's queue
   // is full or the peer went away) is counted in replies_dropped and returns false.
-  bool SendMessage(zmq::message_t& routing, const Header& h, zmq::message_t* payload);
-  void SendError(zmq::message_t& routing, const Header& request, ErrorCode code,
+  bool SendMessage(zmq::message_t& routing, const ps::Header& h, zmq::message_t* payload);
+  void SendError(zmq::message_t& routing, const ps::Header& request, ps::ErrorCode code,
                  const std::string& detail);
-  void SendAck(zmq::message_t& routing, const Header& request, uint64_t aux);
-  void SendValues(zmq::message_t& routing, const Header& request, ReplyBuffer* rule_payload,
+  void SendAck(zmq::message_t& routing, const ps::Header& request, uint64_t aux);
+  void SendValues(zmq::message_t& routing, const ps::Header& request, ps::ReplyBuffer* rule_payload,
                   uint64_t aux);
   // The values reply of SendValues as chunks of at most reply_chunk_bytes (message.h,
   // "Chunked replies"), every chunk's frame holding its share of `charge`.
-  void SendValueChunks(zmq::message_t& routing, const Header& reply, ReplyBuffer* rule_payload,
-                       std::shared_ptr<PeerQueue> peer, int64_t charge);
-  void FailAllHeld(ErrorCode code, const std::string& why) ASGD_REQUIRES(mu_);
+  void SendValueChunks(zmq::message_t& routing, const ps::Header& reply,
+                       ps::ReplyBuffer* rule_payload, std::shared_ptr<PeerQueue> peer,
+                       int64_t charge);
+  void FailAllHeld(ps::ErrorCode code, const std::string& why) ASGD_REQUIRES(mu_);
   // A spare block no reply references (or a new one), taken out of spares_.
   ValueBlock* ExclusiveBlock() ASGD_REQUIRES(mu_);
   // Keeps a block that stopped being current as a spare, or drops the server's reference.
@@ -276,7 +277,7 @@ class ShardServer::Impl final : public ValueStorage, public ReplySink {
   std::shared_ptr<PeerQueue> PeerFor(const std::string& routing_id);
   // Whether a reply charged `charge` bytes may be queued to peer; counts and logs a drop.
   bool WithinBudget(PeerQueue& peer, int64_t charge);
-  void HandleBarrier(const Header& h) ASGD_REQUIRES(mu_);
+  void HandleBarrier(const ps::Header& h) ASGD_REQUIRES(mu_);
   // Releases, with an error reply, the barriers whose deadline has passed.
   void ExpireBarriers(Steady::time_point now) ASGD_REQUIRES(mu_);
   // Forgets every barrier (their held requests are answered by the core) and the peers'
@@ -313,11 +314,11 @@ class ShardServer::Impl final : public ValueStorage, public ReplySink {
   struct Assembly {
     bool active = false;
     std::string routing_id;
-    Header first;              // chunk 0's header with count = the whole push's
+    ps::Header first;          // chunk 0's header with count = the whole push's
     uint64_t next_offset = 0;  // where the next chunk must start (shard-local)
     bool staged = false;       // applied chunk by chunk (ShardCore::BeginStaged)
     std::vector<zmq::message_t> kept;  // else the chunks' payload frames, applied at the end
-    ErrorCode error = ErrorCode::kNone;  // a refused chunk: the rest are read and dropped
+    ps::ErrorCode error = ps::ErrorCode::kNone;  // a refused chunk: the rest are read and dropped
     std::string message;
     std::chrono::steady_clock::time_point deadline;
   };
@@ -329,7 +330,7 @@ class ShardServer::Impl final : public ValueStorage, public ReplySink {
   };
   std::deque<Backlogged> backlog_;
   AlignedVector<float> scratch_;  // payload frames that arrived misaligned
-  std::vector<Payload::Piece> pieces_;
+  std::vector<ps::Payload::Piece> pieces_;
 
   mutable std::mutex mu_;
   ValueBlock* current_ ASGD_GUARDED_BY(mu_) = nullptr;
@@ -351,7 +352,7 @@ class ShardServer::Impl final : public ValueStorage, public ReplySink {
   std::shared_ptr<ReplyTally> tally_ = std::make_shared<ReplyTally>();
   int64_t reply_budget_ = 0;  // bytes, per peer
   // Set by the constructor, then never reassigned: its calls need mu_, its stats() not.
-  std::unique_ptr<ShardCore> core_;
+  std::unique_ptr<ps::ShardCore> core_;
 
   Counters counters_;
   std::atomic<uint64_t> version_published_{0};

@@ -18,6 +18,25 @@
 
 namespace asgd::transport {
 
+using ps::DType;
+using ps::ErrorCode;
+using ps::ErrorCodeName;
+using ps::Header;
+using ps::HeldRequest;
+using ps::kFlagChunkedReply;
+using ps::kFlagLaterChunk;
+using ps::kFlagMoreChunks;
+using ps::kFlagReply;
+using ps::Op;
+using ps::OpName;
+using ps::Placement;
+using ps::ReplyBuffer;
+using ps::Role;
+using ps::ServerRule;
+using ps::ServerRuleFactory;
+using ps::ShardCoreStats;
+using ps::ShardSnapshot;
+
 namespace {
 
 using internal::HeaderMessage;

@@ -8,6 +8,15 @@
 
 namespace asgd::transport {
 
+using ps::Accumulate;
+using ps::ParamClient;
+using ps::Placement;
+using ps::Role;
+using ps::ServerRuleFactory;
+using ps::ShardSnapshot;
+using ps::Status;
+using ps::StoreStats;
+
 ShardServerStore::ShardServerStore(Placement placement, std::span<const float> initial,
                                    const ServerRuleFactory& rule_for,
                                    const std::string& endpoint_prefix, const ServerOptions& base,

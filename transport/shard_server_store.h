@@ -20,15 +20,15 @@
 
 namespace asgd::transport {
 
-class ShardServerStore final : public ParamStore {
+class ShardServerStore final : public ps::ParamStore {
  public:
   // Starts one server per shard of placement, shard s with rule_for(s) and
   // placement.Gather(s, initial), bound to endpoint_prefix + s (e.g.
   // "inproc://<run id>-ps-"); base supplies the other server options. Clients get
   // `client` with their id and role filled in; client.id is the id of Read's own client
   // (the evaluator's: the number of workers).
-  ShardServerStore(Placement placement, std::span<const float> initial,
-                   const ServerRuleFactory& rule_for, const std::string& endpoint_prefix,
+  ShardServerStore(ps::Placement placement, std::span<const float> initial,
+                   const ps::ServerRuleFactory& rule_for, const std::string& endpoint_prefix,
                    const ServerOptions& base, const ClientOptions& client);
   ~ShardServerStore() override;
 
@@ -37,22 +37,22 @@ class ShardServerStore final : public ParamStore {
   int ps_shards() const override { return static_cast<int>(servers_.size()); }
   int snapshot_count() const override { return static_cast<int>(servers_.size()); }
   int64_t size() const override { return placement_.total_elements(); }
-  std::unique_ptr<ParamClient> NewClient(uint32_t id, Role role) override;
+  std::unique_ptr<ps::ParamClient> NewClient(uint32_t id, ps::Role role) override;
   // A pull through a client of its own, made on first use (role evaluator).
-  Status Read(std::span<float> out) override;
-  std::vector<ShardSnapshot> Snapshot(const std::function<void()>& while_held = {}) override;
-  void Restore(const std::vector<ShardSnapshot>& snapshots, const std::string& source) override;
+  ps::Status Read(std::span<float> out) override;
+  std::vector<ps::ShardSnapshot> Snapshot(const std::function<void()>& while_held = {}) override;
+  void Restore(const std::vector<ps::ShardSnapshot>& snapshots, const std::string& source) override;
   void Close() override;
-  StoreStats stats() const override;
+  ps::StoreStats stats() const override;
 
   const std::vector<std::unique_ptr<ShardServer>>& servers() const { return servers_; }
 
  private:
   std::shared_ptr<Context> context_;
-  Placement placement_;
+  ps::Placement placement_;
   ClientOptions client_;
   std::vector<std::unique_ptr<ShardServer>> servers_;
-  std::unique_ptr<ParamClient> reader_;  // Read's, made on first use
+  std::unique_ptr<ps::ParamClient> reader_;  // Read's, made on first use
 };
 
 }  // namespace asgd::transport

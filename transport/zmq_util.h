@@ -43,9 +43,9 @@ inline void AnnotateReceive() {
                                 std::string_view endpoint);
 
 // A header frame: encoded on the stack, then copied into a (usually small) message.
-inline zmq::message_t HeaderMessage(const Header& h) {
-  std::array<std::byte, kMaxHeaderBytes> buf;
-  const std::size_t n = EncodeHeader(h, buf);
+inline zmq::message_t HeaderMessage(const ps::Header& h) {
+  std::array<std::byte, ps::kMaxHeaderBytes> buf;
+  const std::size_t n = ps::EncodeHeader(h, buf);
   return zmq::message_t(buf.data(), n);
 }
 

@@ -220,6 +220,9 @@ struct TunePoint {
   std::string config_path;        // absolute with the SLURM backend
   std::vector<std::string> sets;  // before the grid's values (a suite: [suite], [run], --set)
   int64_t base_seed = 0;          // experiment.seed of the point's config
+  // The point's own grid: the tune's axes, in their order, with this point's values (a
+  // suite's [run] grid = ...); empty: the tune's (TuneSettings::axes).
+  std::vector<GridAxis> axes;
 };
 
 // What a tune is: its points, grid, metric, seeds and edge rule.
@@ -228,13 +231,16 @@ struct TuneSettings {
   std::string where;    // the prefix of a bad-input line: "asgd tune: " or "FILE: "
   std::vector<TunePoint> points;
   bool prefix_labels = false;  // run labels start with their point's label (a suite)
-  std::vector<GridAxis> axes;
+  std::vector<GridAxis> axes;  // the keys, and every point's values but its own (AxesOf)
   const TuneMetric* metric = nullptr;
   int seeds = 3;   // seeds at the chosen value (SLURM: at every value)
   int extend = 2;  // rounds of the edge rule
   // Lines that identify the tune (plan.txt): a rerun resumes only when they are equal.
   std::vector<std::string> plan;
 };
+
+// Point p's grid: its own values, or the tune's.
+const std::vector<GridAxis>& AxesOf(const TuneSettings& s, std::size_t p);
 
 // How and where the runs execute.
 struct TuneExecution {

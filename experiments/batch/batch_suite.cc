@@ -134,6 +134,8 @@ struct SuiteFile {
   std::vector<std::string> sets;   // [suite] set: for every run, before its own
   std::vector<BatchRun> runs;      // [run LABEL]: label, name, config, its own set
   std::optional<IniSection> tune;  // [tune]
+  // Per run: its own grid = (a tuned suite's values for that run), or null.
+  std::vector<std::optional<IniEntry>> grids;
 };
 
 // A [run LABEL] section as a run: its label, config (relative to the suite's folder) and
@@ -147,7 +149,7 @@ BatchRun ReadRunSection(const std::string& path, const IniSection& s,
   for (const auto& other : before) {
     if (other.label == r.label) throw InputError(where + ": [run " + r.label + "] is given twice");
   }
-  CheckKeys(path, s, {"config", "set"});
+  CheckKeys(path, s, {"config", "set", "grid"});
   const std::string section = path + ": [run " + r.label + "]";
   const IniEntry* config = FindEntry(s, "config");
   if (config == nullptr || config->value.empty()) {
@@ -189,6 +191,8 @@ SuiteFile ReadSuite(const std::string& path) {
       f.tune = s;
     } else if (StartsWith(s.name, "run ") && !Trim(s.name.substr(4)).empty()) {
       f.runs.push_back(ReadRunSection(path, s, f.runs));
+      const IniEntry* grid = FindEntry(s, "grid");
+      f.grids.push_back(grid != nullptr ? std::optional<IniEntry>(*grid) : std::nullopt);
     } else {
       throw InputError(where + ": [" + s.name +
                        "]: unknown section (expected [suite], [tune] or [run LABEL])");
@@ -198,6 +202,14 @@ SuiteFile ReadSuite(const std::string& path) {
     throw InputError(path + ": no [suite] section (expected [suite] with name = LABEL)");
   }
   if (f.runs.empty()) throw InputError(path + ": no [run LABEL] sections");
+  for (std::size_t i = 0; i < f.runs.size(); ++i) {
+    if (f.grids[i] && !f.tune) {
+      throw InputError(path + ":" + std::to_string(f.grids[i]->line) + ": [run " +
+                       f.runs[i].label +
+                       "] grid: a run's own grid values need a [tune] section (which tunes "
+                       "every run)");
+    }
+  }
   return f;
 }
 
@@ -228,6 +240,35 @@ int TuneInteger(const std::string& path, const IniSection& s, const std::string&
                      QuoteForMessage(e->value) + ": expected an integer >= " + std::to_string(min));
   }
   return static_cast<int>(*v);
+}
+
+// A [run]'s grid = ...: the [tune] axes with this run's values for the axes it names (each
+// must be one of [tune]'s, so that every point's table has the same columns).
+std::vector<GridAxis> RunGrid(const std::string& path, const BatchRun& run, const IniEntry& grid,
+                              const std::vector<GridAxis>& tune_axes) {
+  const std::string where =
+      path + ":" + std::to_string(grid.line) + ": [run " + run.label + "] grid: ";
+  std::vector<GridAxis> own;
+  try {
+    own = ParseGrid(SplitGridAxes(grid.value), "suite");
+  } catch (const InputError& e) {
+    throw InputError(where + e.what());
+  }
+  if (own.empty()) throw InputError(where + "empty (expected grid = section.key=SPEC; ...)");
+  std::vector<GridAxis> axes = tune_axes;
+  for (const auto& a : own) {
+    auto it = std::find_if(axes.begin(), axes.end(),
+                           [&](const GridAxis& t) { return t.key == a.key; });
+    if (it == axes.end()) {
+      throw InputError(where + a.key +
+                       " is not an axis of [tune] grid (a run's grid gives its own values of "
+                       "[tune]'s axes)");
+    }
+    const std::string short_key = it->short_key;
+    *it = a;
+    it->short_key = short_key;
+  }
+  return axes;
 }
 
 // The [tune] section as the settings of a tune whose points are the suite's runs.
@@ -261,9 +302,11 @@ TuneSettings SuiteTuneSettings(const std::string& path, const SuiteFile& f,
     extra.push_back("experiment.target_accuracy=" + target->value);
   }
   extra.insert(extra.end(), cli_sets.begin(), cli_sets.end());
-  for (const auto& r : f.runs) {
+  for (std::size_t i = 0; i < f.runs.size(); ++i) {
+    const BatchRun& r = f.runs[i];
     TunePoint p;
     p.label = r.label;
+    if (f.grids[i]) p.axes = RunGrid(path, r, *f.grids[i], s.axes);
     p.config_path = r.config_path;
     p.sets = f.sets;
     p.sets.insert(p.sets.end(), r.overrides.begin(), r.overrides.end());

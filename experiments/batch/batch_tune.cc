@@ -101,6 +101,7 @@ std::string PlanText(const TuneSettings& s, const SlurmOptions& backend) {
     p << "point " << point.label << "\n  config " << AbsolutePath(point.config_path)
       << "\n  sha256 " << Sha256File(point.config_path) << "\n  set " << Join(point.sets, "; ")
       << "\n";
+    for (const auto& a : point.axes) p << "  grid " << a.key << "=" << Join(a.values, ",") << "\n";
   }
   for (const auto& a : s.axes) p << "grid " << a.key << "=" << Join(a.values, ",") << "\n";
   p << "metric " << s.metric->name << "\nseeds " << s.seeds << "\nextend " << s.extend << "\n"
@@ -244,7 +245,9 @@ void PrintTuneDryRun(const TuneState& st, std::ostream& out) {
   for (const auto& r : st.runs) runs.push_back(r.run);
   PrintDryRun(runs, st.dir, out);
   const TuneSettings& s = st.settings;
-  if (st.runs.size() == s.points.size() * GridPoints(s.axes).size()) {
+  std::size_t grid_runs = 0;
+  for (std::size_t p = 0; p < s.points.size(); ++p) grid_runs += GridPoints(AxesOf(s, p)).size();
+  if (st.runs.size() == grid_runs) {
     out << "then at most " << s.extend << " edge rounds (a run per extended value) and " << s.seeds
         << " seeds at each point's best value\n";
   }
@@ -417,13 +420,16 @@ void CheckTuneRun(const TuneSettings& s, const TuneRun& r) {
   }
 }
 
+const std::vector<GridAxis>& AxesOf(const TuneSettings& s, std::size_t p) {
+  return s.points[p].axes.empty() ? s.axes : s.points[p].axes;
+}
+
 void PlanGrid(TuneState& st, int seeds, const SlurmOptions& backend) {
-  const auto points = GridPoints(st.settings.axes);
   for (std::size_t p = 0; p < st.settings.points.size(); ++p) {
-    for (const auto& point : points) {
+    const std::vector<GridAxis>& axes = AxesOf(st.settings, p);
+    for (const auto& point : GridPoints(axes)) {
       for (int k = 0; k < seeds; ++k) {
-        st.runs.push_back(
-            MakeTuneRun(st, p, PointValues(st.settings.axes, point), k, "grid", backend));
+        st.runs.push_back(MakeTuneRun(st, p, PointValues(axes, point), k, "grid", backend));
       }
     }
   }
@@ -486,7 +492,7 @@ std::vector<std::size_t> PlanEdges(TuneState& st, int round, int seeds, const Sl
           tried.push_back(v.values[a]);
         }
       }
-      const GridAxis& axis = s.axes[a];
+      const GridAxis& axis = AxesOf(s, p)[a];
       const Edge edge = EdgeOf(tried, best[a]);
       const auto next =
           StepBeyond({axis.values, axis.spacing, axis.step}, tried, edge, axis.integer);

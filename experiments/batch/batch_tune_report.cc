@@ -224,6 +224,12 @@ void WriteTuneMarkdown(const TuneState& st, const std::vector<PointResult>& resu
   std::vector<std::string> grid;
   for (const auto& a : s.axes) grid.push_back(a.key + " in {" + Join(a.values, ", ") + "}");
   md << Join(grid, "; ") << ".\n\n";
+  for (const auto& p : s.points) {
+    if (p.axes.empty()) continue;
+    std::vector<std::string> own;
+    for (const auto& a : p.axes) own.push_back(a.key + " in {" + Join(a.values, ", ") + "}");
+    md << "Grid of " << MarkdownCell(p.label) << ": " << Join(own, "; ") << ".\n\n";
+  }
   ChosenTable(st, results, md);
   if (std::any_of(results.begin(), results.end(),
                   [](const PointResult& r) { return r.separation == "not separated"; })) {

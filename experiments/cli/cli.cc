@@ -63,7 +63,7 @@ constexpr const char* kUsage =
     "                     the role of this rank under SLURM (srun) or Open MPI (mpirun)\n"
     "  keys generate DIR [--clients N] [--force]\n"
     "                     CURVE keys for a run as processes (cluster.curve, keys_dir)\n"
-    "  version            print the build description\n"
+    "  version            print the build description and the CPU it runs on\n"
     "  help               this text\n"
     "\n"
     "`asgd <command> --help` describes a command; `asgd run --help-config` lists every\n"
@@ -323,7 +323,8 @@ int Dispatch(const std::vector<std::string>& args, std::ostream& out, std::ostre
     return kExitOk;
   }
   if (command == "version" || command == "--version") {
-    out << BuildDescription() << "\n";
+    out << BuildDescription() << "\n"
+        << "running on " << DescribeRunningCpu(DetectRunningCpu()) << "\n";
     return kExitOk;
   }
   if (command == "run") return RunCommand(rest, out, err);

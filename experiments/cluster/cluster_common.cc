@@ -43,7 +43,7 @@ std::string PeerBoundsLine(int shard, const transport::ShardStats& s) {
                 " replies_over_budget=", s.replies_over_budget,
                 " barriers_timed_out=", s.barriers_timed_out,
                 " barriers_refused=", s.barriers_refused, " stops_refused=", s.stops_refused,
-                " non_finite_refused=", s.errors_for(transport::ErrorCode::kNonFinite),
+                " non_finite_refused=", s.errors_for(ps::ErrorCode::kNonFinite),
                 " auth_refused=", s.auth_refused);
 }
 
@@ -100,7 +100,7 @@ Setup MakeSetup(const Config& config, const RoleRequest& request, const std::str
   run_request.data_dirs = request.data_dirs;
   s.problem = LoadProblem(s.config, run_request);
   s.placement =
-      tp::Placement::Build(s.problem.model->layout(), s.spec.num_ps(), s.problem.plan.placement);
+      ps::Placement::Build(s.problem.model->layout(), s.spec.num_ps(), s.problem.plan.placement);
   s.curve = CurveFromConfig(s.config, /*serves=*/role == "ps" || role == "coordinator");
   return s;
 }
@@ -212,12 +212,12 @@ void ReportUntilFinished(const BlockedStopSignals& signals, const CoordinatorLin
   }
 }
 
-tp::ShardCheckpoint ReadRestoreOrder(const RestoreOrder& order) {
+ps::ShardCheckpoint ReadRestoreOrder(const RestoreOrder& order) {
   const std::string bytes = ReadFile(order.file);
   if (Sha256Hex(bytes) != order.sha256) {
     throw DataError(order.file, "SHA-256 differs from the checkpoint manifest's");
   }
-  return tp::DecodeShardCheckpoint(bytes, order.file);
+  return ps::DecodeShardCheckpoint(bytes, order.file);
 }
 
 // ---- evaluating the centre -------------------------------------------------------
@@ -227,7 +227,7 @@ CentreEvaluator::CentreEvaluator(std::shared_ptr<tp::Context> context, const Set
       model_(setup.problem.model->Clone()),
       centre_(static_cast<std::size_t>(setup.problem.model->layout().size())) {
   tp::ClientOptions co;
-  co.role = tp::Role::kEvaluator;
+  co.role = ps::Role::kEvaluator;
   co.id = static_cast<uint32_t>(setup.problem.plan.workers);
   co.timeout = setup.timeout;
   co.curve = setup.curve;
@@ -236,11 +236,11 @@ CentreEvaluator::CentreEvaluator(std::shared_ptr<tp::Context> context, const Set
   client_ = tp::PsClient::FromCluster(std::move(context), setup.spec, setup.placement, co);
 }
 
-tp::Status CentreEvaluator::WaitForServers() { return client_->WaitForServers(setup_.timeout); }
+ps::Status CentreEvaluator::WaitForServers() { return client_->WaitForServers(setup_.timeout); }
 
 std::optional<models::EvalResult> CentreEvaluator::Evaluate(bool full) {
-  const tp::Status st = client_->PullAndWait(centre_);
-  if (st.code() == tp::StatusCode::kTimeout) {
+  const ps::Status st = client_->PullAndWait(centre_);
+  if (st.code() == ps::StatusCode::kTimeout) {
     ASGD_LOG(kWarning, "evaluator: reading the centre: ", st.ToString());
     return std::nullopt;
   }

@@ -69,7 +69,7 @@ struct Setup {
   // bytes, ...), the data, the CPU model, the optimizer, strategy and schedule options and
   // the workers' partitions: LoadProblem's, as in `asgd run`.
   Problem problem;
-  transport::Placement placement;  // the shards' split of the parameters (cluster.ps)
+  ps::Placement placement;  // the shards' split of the parameters (cluster.ps)
   milliseconds timeout{60000}, report_interval{100}, heartbeat_timeout{10000};
   transport::CurveOptions curve;  // cluster.curve: this process's keys (experiments/cluster/keys.h)
 
@@ -144,13 +144,13 @@ void ReportUntilFinished(const BlockedStopSignals& signals, const CoordinatorLin
 
 // The shard file of a RestoreOrder, read and checked against its SHA-256. Throws DataError
 // naming the file (missing, another digest, malformed).
-transport::ShardCheckpoint ReadRestoreOrder(const RestoreOrder& order);
+ps::ShardCheckpoint ReadRestoreOrder(const RestoreOrder& order);
 
 // Pulls the centre and evaluates it (the evaluator role, or the coordinator itself).
 class CentreEvaluator {
  public:
   CentreEvaluator(std::shared_ptr<transport::Context> context, const Setup& setup);
-  transport::Status WaitForServers();
+  ps::Status WaitForServers();
   // Evaluates on the whole test set (full) or metrics.eval_examples of it; nullopt when
   // reading the centre timed out (a shard is down: the evaluation is retried or
   // dropped). Throws InputError when a shard answers with an error.

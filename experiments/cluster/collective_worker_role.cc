@@ -77,7 +77,7 @@ int RunCollectiveWorkerRole(cluster::Setup& s, std::ostream& out) {
   std::vector<float> initial = s.Initial();
   if (registered.restore) {
     const std::string& file = registered.restore->file;
-    tp::ShardCheckpoint c = cluster::ReadRestoreOrder(*registered.restore);
+    ps::ShardCheckpoint c = cluster::ReadRestoreOrder(*registered.restore);
     if (c.snapshot.values.size() != initial.size()) {
       throw DataError(file, StrCat("holds ", c.snapshot.values.size(),
                                    " parameters, the model has ", initial.size()));
@@ -212,7 +212,7 @@ int RunCollectiveWorkerRole(cluster::Setup& s, std::ostream& out) {
   auto checkpoint = [&](const CollectiveBoundary& b) {
     const auto o = order();
     if (!o || o->step == checkpointed) return;
-    tp::ShardSnapshot snap;
+    ps::ShardSnapshot snap;
     snap.version = static_cast<uint64_t>(b.step);
     snap.values.assign(b.average.begin(), b.average.end());
     const CheckpointManifest::Shard entry =

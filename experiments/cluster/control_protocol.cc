@@ -51,7 +51,7 @@ bool ReadMetrics(Fields& f, WorkerMetrics* m) {
          f.Int("dropped_pushes", 0, kI64Max, &m->dropped_pushes) && ReadDenseBytes(f, m);
 }
 
-bool ReadRecord(Fields& f, transport::StalenessRecord* r) {
+bool ReadRecord(Fields& f, ps::StalenessRecord* r) {
   const int64_t u32 = std::numeric_limits<uint32_t>::max();
   std::optional<uint64_t> oldest;
   bool dropped = false;
@@ -72,7 +72,7 @@ bool ReadRecord(Fields& f, transport::StalenessRecord* r) {
     }
     r->oldest_lag = r->pulled_version - *oldest;
   }
-  r->outcome = dropped ? transport::PushOutcome::kDropped : transport::PushOutcome::kApplied;
+  r->outcome = dropped ? ps::PushOutcome::kDropped : ps::PushOutcome::kApplied;
   return true;
 }
 
@@ -196,7 +196,7 @@ bool ReadPsReport(Fields& f, PsReport* m) {
   m->records.reserve(records->via.array.size);
   for (uint32_t i = 0; i < records->via.array.size; ++i) {
     Fields r(records->via.array.ptr[i], StrCat(f.what(), " record ", i), f.error());
-    transport::StalenessRecord rec;
+    ps::StalenessRecord rec;
     if (!ReadRecord(r, &rec) || !r.Done()) return false;
     m->records.push_back(rec);
   }

@@ -123,7 +123,7 @@ struct WorkerReport {
 // coordinator records an applied or accepted push as applied, as it always did.
 struct PsReport {
   int task = 0;
-  std::vector<transport::StalenessRecord> records;
+  std::vector<ps::StalenessRecord> records;
   std::optional<uint64_t>
       version;  // the shard's version ("shard_version"); unset in the final report
   std::optional<SavedShard> saved;  // the last checkpoint file, until acknowledged

@@ -413,7 +413,7 @@ std::string Coordinator::Answer(const WorkerReport& msg) {
 std::string Coordinator::Answer(const PsReport& msg) {
   const int ps = msg.task;
   Role& role = Reporting({"ps", ps});
-  for (tp::StalenessRecord rec : msg.records) {
+  for (ps::StalenessRecord rec : msg.records) {
     // The shard stamped wall-clock time; the run's time axis starts at start_wall_.
     rec.wall_time_s = started_ ? rec.wall_time_s - start_wall_ : 0.0;
     staleness_->Record(rec);  // staleness as the rule stated it (ssp: clocks)

@@ -16,7 +16,6 @@
 namespace asgd::experiments::cluster {
 
 namespace alg = ::asgd::algorithms;
-namespace tp = ::asgd::transport;
 using ::asgd::internal::StrCat;
 
 // ---- checkpoints (multi-process): the coordinator asks, each ps saves its own file
@@ -213,7 +212,7 @@ void Coordinator::CollectiveStaleness(int worker, int64_t steps) {
   // steps: this run's own (a resumed run's workers count from its checkpoint's boundary).
   int64_t& recorded = staleness_steps_[static_cast<std::size_t>(worker)];
   for (; recorded < steps; ++recorded) {
-    tp::StalenessRecord rec;
+    ps::StalenessRecord rec;
     rec.worker = static_cast<uint32_t>(worker);
     rec.step = first_step_ + recorded + 1;
     rec.pulled_version = static_cast<uint64_t>(first_step_ + recorded);
@@ -378,7 +377,7 @@ void Coordinator::Tick() {
       if (all) {
         if (!evaluator_process_ && !collective_) {
           inline_evaluator_ = std::make_unique<CentreEvaluator>(context_, s_);
-          const tp::Status st = inline_evaluator_->WaitForServers();
+          const ps::Status st = inline_evaluator_->WaitForServers();
           if (!st.ok()) {
             Fail("coordinator: the shard servers: " + st.ToString());
             return;

@@ -24,7 +24,7 @@ int RunEvaluatorRole(const Config& config, const RoleRequest& request, std::ostr
   cluster::CoordinatorLink link(context, s, "evaluator", 0);
   const RegisterReply registered = link.Register();
   cluster::CentreEvaluator evaluator(context, s);
-  const tp::Status servers = evaluator.WaitForServers();
+  const ps::Status servers = evaluator.WaitForServers();
   if (!servers.ok()) throw InputError("evaluator: the shard servers: " + servers.ToString());
   EvaluatorReport report;  // task 0: the one evaluator
   int64_t done_id = 0;

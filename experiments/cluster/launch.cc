@@ -114,6 +114,241 @@ void Drain(Child& c, std::ostream& out) {
   out.flush();
 }
 
+// What `asgd launch` starts: a strategy on a collective runs the coordinator and the
+// workers only (the workers are the ranks; the cluster's one ps address is generated but
+// unused), one on the parameter server the shards and the evaluator too.
+struct LaunchShape {
+  bool collective = false;
+  int workers = 0;
+  int shards = 0;
+};
+
+// The refusals, before any process starts (ConfigError: one line and exit 2).
+LaunchShape CheckLaunchable(const Config& config) {
+  const std::string name = config.String("algorithm.name");
+  const algorithms::Strategy& strategy = algorithms::FindStrategy(name);
+  LaunchShape shape;
+  shape.collective = strategy.collective;
+  if (shape.collective) {
+    RefuseCollectiveRole(config, "worker");
+    // The worker rule's options (dpsgd's workers and topology, local_sgd's window).
+    (void)strategy.worker_rule(BuildStrategyOptions(config, 0));
+  }
+  if (strategy.sequential || strategy.shared_memory) {
+    throw ConfigError("algorithm.name", name,
+                      "a strategy over the parameter server for `asgd launch` (sgd and hogwild "
+                      "run in one process with `asgd run`)");
+  }
+  shape.workers = static_cast<int>(config.Int("algorithm.workers"));
+  shape.shards = shape.collective ? 1 : static_cast<int>(config.Int("cluster.shards"));
+  // Missing or malformed CURVE key files.
+  (void)CurveFromConfig(config, /*serves=*/true);
+  return shape;
+}
+
+// The cluster the roles are told: the config's [cluster] addresses, or addresses generated
+// on this machine and handed to every role as --set values.
+struct LaunchCluster {
+  std::vector<std::string> sets;  // "cluster.ps=...", ...; empty: the config's own
+  std::string ipc_dir;            // made for ipc:// addresses; removed when the run ends
+  bool evaluator = true;          // whether an evaluator role is started
+};
+
+// Addresses for the generated cluster's roles: a fresh ipc folder (its path in *ipc_dir),
+// or distinct free tcp ports on 127.0.0.1, one for each of `roles`.
+std::function<std::string(const std::string& role)> RoleAddresses(const Config& config, int roles,
+                                                                  std::string* ipc_dir) {
+  if (config.String("cluster.launch_transport") == "ipc") {
+    char dir[] = "/tmp/asgd-launch-XXXXXX";
+    if (::mkdtemp(dir) == nullptr) throw IoError(std::string("mkdtemp: ") + std::strerror(errno));
+    *ipc_dir = dir;
+    return [folder = *ipc_dir](const std::string& role) { return "ipc://" + folder + "/" + role; };
+  }
+  auto ports = std::make_shared<std::vector<int>>(DistinctFreePorts(roles));
+  return [ports](const std::string&) {
+    const int port = ports->back();
+    ports->pop_back();
+    return StrCat("127.0.0.1:", port);
+  };
+}
+
+// The cluster of the run: checks the config's, or generates one (applied to config, which
+// validates it) and prints how to start a role again by hand (a lost worker rejoins so).
+LaunchCluster PlanCluster(Config& config, const LaunchShape& shape, std::ostream& out) {
+  LaunchCluster cluster;
+  if (!config.String("cluster.ps").empty()) {
+    if (config.String("cluster.coordinator").empty()) {
+      throw ConfigError("cluster.coordinator", "",
+                        "the coordinator's address when [cluster] ps names the shards");
+    }
+    cluster.evaluator = !config.String("cluster.evaluator").empty();
+    return cluster;
+  }
+  // Distinct addresses for the shards, the workers, the coordinator and the evaluator.
+  const auto address = RoleAddresses(config, shape.shards + shape.workers + 2, &cluster.ipc_dir);
+  std::string ps, worker;
+  for (int i = 0; i < shape.shards; ++i) {
+    if (i > 0) ps += ',';
+    ps += address(StrCat("ps", i));
+  }
+  for (int i = 0; i < shape.workers; ++i) {
+    if (i > 0) worker += ',';
+    worker += address(StrCat("worker", i));
+  }
+  cluster.sets = {"cluster.ps=" + ps, "cluster.worker=" + worker,
+                  "cluster.coordinator=" + address("coordinator"),
+                  "cluster.evaluator=" + address("evaluator")};
+  for (const std::string& s : cluster.sets) config.ApplyOverride(s);  // validates them
+  std::string sets;
+  for (const std::string& s : cluster.sets) sets += " --set " + s;
+  out << "[launch] cluster:" << sets << std::endl;
+  return cluster;
+}
+
+// Starts the roles as children of this process, the coordinator first (children[0]). The
+// run token is handed to every role in its environment: never on a command line (other
+// users can read those) and never printed.
+std::vector<Child> StartRoles(const Parsed& p, const LaunchShape& shape,
+                              const LaunchCluster& cluster, std::ostream& out) {
+  const std::string self = SelfExecutable();
+  std::string token = RunTokenFromEnvironment();
+  if (token.empty()) token = NewRunToken();
+  std::vector<Child> children;
+  auto start = [&](const std::string& child_name, const std::string& role, int task) {
+    ChildOptions o;
+    o.argv = {self, role, "--config", p.config_path};
+    if (task >= 0) {
+      o.argv.push_back("--task");
+      o.argv.push_back(std::to_string(task));
+    }
+    for (const std::string& s : p.overrides) o.argv.insert(o.argv.end(), {"--set", s});
+    for (const std::string& s : cluster.sets) o.argv.insert(o.argv.end(), {"--set", s});
+    o.argv.insert(o.argv.end(), {"--set", "experiment.progress=off"});
+    if (role == "coordinator" && !p.resume_dir.empty()) {
+      o.argv.insert(o.argv.end(), {"--resume", p.resume_dir});
+    }
+    o.unset_env = {"TF_CONFIG"};  // the cluster is the one above
+    o.env = {StrCat(kRunTokenVariable, "=", token)};
+    children.push_back(Child{child_name, role, ChildProcess::Start(o), std::nullopt});
+    out << "[launch] " << child_name << ": pid " << children.back().process->pid() << std::endl;
+  };
+  start("coordinator", "coordinator", -1);
+  if (!shape.collective) {
+    for (int i = 0; i < shape.shards; ++i) start(StrCat("ps ", i), "ps", i);
+    if (cluster.evaluator) start("evaluator", "evaluator", -1);
+  }
+  for (int i = 0; i < shape.workers; ++i) start(StrCat("worker ", i), "worker", i);
+  return children;
+}
+
+// Which lost roles the run survives (the coordinator decides what follows), and how long
+// roles may outlive the coordinator.
+struct LossPolicy {
+  bool collective = false;
+  bool worker_loss_tolerated = false;
+  bool ps_loss_tolerated = false;
+  std::chrono::milliseconds grace{0};
+};
+
+LossPolicy LossPolicyOf(const Config& config, const LaunchShape& shape) {
+  LossPolicy policy;
+  policy.collective = shape.collective;
+  // On a collective every rank fails when one dies; the coordinator names the lost one.
+  policy.worker_loss_tolerated =
+      shape.collective || config.String("cluster.on_worker_loss") == "continue";
+  // With checkpoints, a lost shard is restored when restarted: the coordinator decides.
+  policy.ps_loss_tolerated = config.Int("experiment.checkpoint_every_steps") > 0 ||
+                             config.Double("experiment.checkpoint_every_s") > 0;
+  policy.grace =
+      std::chrono::milliseconds(static_cast<int64_t>(config.Double("cluster.timeout_s") * 1000.0));
+  return policy;
+}
+
+// A role that failed while the coordinator still runs: the run stops now rather than wait
+// for the coordinator to notice its silence -- unless the policy tolerates its loss (a
+// worker with cluster.on_worker_loss = continue, a shard with checkpoints), which the
+// coordinator then decides on once it has been silent for heartbeat_timeout_s. Returns
+// whether the run was told to stop.
+bool StopOnFailedRole(std::vector<Child>& children, const LossPolicy& policy, std::ostream& out) {
+  Child& coordinator = children[0];
+  for (std::size_t i = 1; i < children.size() && !coordinator.status; ++i) {
+    Child& c = children[i];
+    if (!c.status || *c.status == 0 || c.reported) continue;
+    c.reported = true;
+    if ((c.role == "worker" && policy.worker_loss_tolerated) ||
+        (c.role == "ps" && policy.ps_loss_tolerated)) {
+      out << "[launch] " << c.name << " exited with status " << *c.status
+          << "; the coordinator decides what follows ("
+          << (policy.collective ? "a collective cannot lose a member"
+                                : "cluster.on_worker_loss; checkpoints")
+          << ")" << std::endl;
+      continue;
+    }
+    out << "[launch] " << c.name << " exited with status " << *c.status << "; stopping the run"
+        << std::endl;
+    coordinator.process->Signal(SIGTERM);
+    return true;
+  }
+  return false;
+}
+
+// Ends the roles still running `grace` after the coordinator ended.
+void TerminateLeftovers(std::vector<Child>& children, std::chrono::milliseconds grace,
+                        std::ostream& out) {
+  for (Child& c : children) {
+    if (c.status) continue;
+    out << "[launch] " << c.name << " still running " << grace.count() / 1000
+        << " s after the coordinator ended; terminating it" << std::endl;
+    c.status = c.process->Terminate(std::chrono::milliseconds(2000));
+    Drain(c, out);
+  }
+}
+
+// Streams the children's output until they have all exited (or the coordinator ended
+// more than the grace period ago): a stop signal is passed to the coordinator, a failed
+// role stops the run as the policy says. Returns the exit status: the signal's (128 +
+// signal), kExitBadInput for a failed role, else the coordinator's; -1 if none.
+int Supervise(std::vector<Child>& children, BlockedStopSignals& signals, const LossPolicy& policy,
+              std::ostream& out) {
+  int result = -1;           // the exit status, once decided
+  bool stopping = false;     // the coordinator was told to stop the run
+  Steady::time_point ended;  // when the coordinator exited
+  for (;;) {
+    std::vector<pollfd> fds;
+    for (const Child& c : children) {
+      if (c.process->output_fd() >= 0) fds.push_back({c.process->output_fd(), POLLIN, 0});
+    }
+    if (!fds.empty()) ::poll(fds.data(), fds.size(), 100);
+    for (Child& c : children) Drain(c, out);
+    if (const int sig = signals.Wait(std::chrono::milliseconds(0))) {
+      out << "[launch] " << (sig == SIGINT ? "SIGINT" : "SIGTERM") << ": stopping the run"
+          << std::endl;
+      result = 128 + sig;
+      if (!children[0].status) children[0].process->Signal(SIGTERM);
+      stopping = true;
+    }
+    bool all_done = true;
+    for (Child& c : children) {
+      if (!c.status) c.status = c.process->Poll();
+      if (!c.status) all_done = false;
+    }
+    const Child& coordinator = children[0];
+    if (coordinator.status && ended == Steady::time_point()) {
+      ended = Steady::now();
+      if (result < 0) result = *coordinator.status;
+    }
+    if (!stopping && StopOnFailedRole(children, policy, out)) {
+      stopping = true;
+      result = kExitBadInput;
+    }
+    if (all_done) return result;
+    if (ended != Steady::time_point() && Steady::now() - ended > policy.grace) {
+      TerminateLeftovers(children, policy.grace, out);
+      return result;
+    }
+  }
+}
+
 }  // namespace
 
 std::string RunTokenFromEnvironment() {
@@ -146,181 +381,16 @@ int LaunchCommand(const std::vector<std::string>& args, std::ostream& out) {
   const Parsed p = ParseConfigArgs(args, "launch", usage, out);
   if (p.help) return kExitOk;
   Config config = Config::FromFile(p.config_path, p.overrides, ExperimentSchema());
-  const std::string name = config.String("algorithm.name");
-  // Before any process starts, as the other refusals.
-  // A strategy on a collective: the coordinator and the workers only (the workers are the
-  // ranks; the cluster's one ps address is generated but unused).
-  const bool collective = algorithms::FindStrategy(name).collective;
-  if (collective) {
-    RefuseCollectiveRole(config, "worker");
-    // The worker rule's options (dpsgd's workers and topology, local_sgd's window).
-    (void)algorithms::FindStrategy(name).worker_rule(BuildStrategyOptions(config, 0));
-  }
-  if (algorithms::FindStrategy(name).sequential || algorithms::FindStrategy(name).shared_memory) {
-    throw ConfigError("algorithm.name", name,
-                      "a strategy over the parameter server for `asgd launch` (sgd and hogwild "
-                      "run in one process with `asgd run`)");
-  }
-  const int workers = static_cast<int>(config.Int("algorithm.workers"));
-  const int shards = collective ? 1 : static_cast<int>(config.Int("cluster.shards"));
-  // Missing or malformed CURVE key files: one line and exit 2 before any process starts.
-  (void)CurveFromConfig(config, /*serves=*/true);
-
-  // The cluster: as the config says, or generated on this machine.
-  std::vector<std::string> cluster_sets;
-  std::string ipc_dir;
-  bool evaluator = true;
-  if (!config.String("cluster.ps").empty()) {
-    if (config.String("cluster.coordinator").empty()) {
-      throw ConfigError("cluster.coordinator", "",
-                        "the coordinator's address when [cluster] ps names the shards");
-    }
-    evaluator = !config.String("cluster.evaluator").empty();
-  } else {
-    std::function<std::string(const std::string&)> address;
-    std::vector<int> ports;
-    if (config.String("cluster.launch_transport") == "ipc") {
-      char dir[] = "/tmp/asgd-launch-XXXXXX";
-      if (::mkdtemp(dir) == nullptr) throw IoError(std::string("mkdtemp: ") + std::strerror(errno));
-      ipc_dir = dir;
-      address = [&](const std::string& role) { return "ipc://" + ipc_dir + "/" + role; };
-    } else {
-      // Distinct ports for the shards, the workers, the coordinator and the evaluator.
-      ports = DistinctFreePorts(shards + workers + 2);
-      address = [&ports](const std::string&) {
-        const int port = ports.back();
-        ports.pop_back();
-        return StrCat("127.0.0.1:", port);
-      };
-    }
-    std::string ps, worker;
-    for (int i = 0; i < shards; ++i) {
-      if (i > 0) ps += ',';
-      ps += address(StrCat("ps", i));
-    }
-    for (int i = 0; i < workers; ++i) {
-      if (i > 0) worker += ',';
-      worker += address(StrCat("worker", i));
-    }
-    cluster_sets = {"cluster.ps=" + ps, "cluster.worker=" + worker,
-                    "cluster.coordinator=" + address("coordinator"),
-                    "cluster.evaluator=" + address("evaluator")};
-    for (const std::string& s : cluster_sets) config.ApplyOverride(s);  // validates them
-    // How to start a role again by hand (a lost worker rejoins this way).
-    std::string sets;
-    for (const std::string& s : cluster_sets) sets += " --set " + s;
-    out << "[launch] cluster:" << sets << std::endl;
-  }
+  const LaunchShape shape = CheckLaunchable(config);
+  const LaunchCluster cluster = PlanCluster(config, shape, out);
 
   BlockedStopSignals signals;  // before any child: SIGINT stops the run, not just launch
-  const std::string self = SelfExecutable();
-  // Handed to every role in its environment: never on a command line (other users can
-  // read those) and never printed.
-  std::string token = RunTokenFromEnvironment();
-  if (token.empty()) token = NewRunToken();
-  std::vector<Child> children;
-  auto start = [&](const std::string& child_name, const std::string& role, int task) {
-    ChildOptions o;
-    o.argv = {self, role, "--config", p.config_path};
-    if (task >= 0) {
-      o.argv.push_back("--task");
-      o.argv.push_back(std::to_string(task));
-    }
-    for (const std::string& s : p.overrides) o.argv.insert(o.argv.end(), {"--set", s});
-    for (const std::string& s : cluster_sets) o.argv.insert(o.argv.end(), {"--set", s});
-    o.argv.insert(o.argv.end(), {"--set", "experiment.progress=off"});
-    if (role == "coordinator" && !p.resume_dir.empty()) {
-      o.argv.insert(o.argv.end(), {"--resume", p.resume_dir});
-    }
-    o.unset_env = {"TF_CONFIG"};  // the cluster is the one above
-    o.env = {StrCat(kRunTokenVariable, "=", token)};
-    children.push_back(Child{child_name, role, ChildProcess::Start(o), std::nullopt});
-    out << "[launch] " << child_name << ": pid " << children.back().process->pid() << std::endl;
-  };
-  start("coordinator", "coordinator", -1);
-  if (!collective) {
-    for (int i = 0; i < shards; ++i) start(StrCat("ps ", i), "ps", i);
-    if (evaluator) start("evaluator", "evaluator", -1);
-  }
-  for (int i = 0; i < workers; ++i) start(StrCat("worker ", i), "worker", i);
-
-  // On a collective every rank fails when one dies; the coordinator names the lost one.
-  const bool worker_loss_tolerated =
-      collective || config.String("cluster.on_worker_loss") == "continue";
-  // With checkpoints, a lost shard is restored when restarted: the coordinator decides.
-  const bool ps_loss_tolerated = config.Int("experiment.checkpoint_every_steps") > 0 ||
-                                 config.Double("experiment.checkpoint_every_s") > 0;
-  const auto grace =
-      std::chrono::milliseconds(static_cast<int64_t>(config.Double("cluster.timeout_s") * 1000.0));
-  int result = -1;           // the exit status, once decided
-  bool stopping = false;     // the coordinator was told to stop the run
-  Steady::time_point ended;  // when the coordinator exited
-  for (;;) {
-    std::vector<pollfd> fds;
-    for (const Child& c : children) {
-      if (c.process->output_fd() >= 0) fds.push_back({c.process->output_fd(), POLLIN, 0});
-    }
-    if (!fds.empty()) ::poll(fds.data(), fds.size(), 100);
-    for (Child& c : children) Drain(c, out);
-    if (const int sig = signals.Wait(std::chrono::milliseconds(0))) {
-      out << "[launch] " << (sig == SIGINT ? "SIGINT" : "SIGTERM") << ": stopping the run"
-          << std::endl;
-      result = 128 + sig;
-      if (!children[0].status) children[0].process->Signal(SIGTERM);
-      stopping = true;
-    }
-    bool all_done = true;
-    for (Child& c : children) {
-      if (!c.status) c.status = c.process->Poll();
-      if (!c.status) {
-        all_done = false;
-        continue;
-      }
-    }
-    Child& coordinator = children[0];
-    if (coordinator.status && ended == Steady::time_point()) {
-      ended = Steady::now();
-      if (result < 0) result = *coordinator.status;
-    }
-    // A role that failed while the coordinator still runs: stop the run now rather than
-    // wait for the coordinator to notice its silence.
-    // A worker may be lost without ending the run (cluster.on_worker_loss = continue): the
-    // coordinator decides, once the worker has been silent for heartbeat_timeout_s.
-    for (std::size_t i = 1; i < children.size() && !stopping && !coordinator.status; ++i) {
-      if (!children[i].status || *children[i].status == 0 || children[i].reported) continue;
-      children[i].reported = true;
-      if ((children[i].role == "worker" && worker_loss_tolerated) ||
-          (children[i].role == "ps" && ps_loss_tolerated)) {
-        out << "[launch] " << children[i].name << " exited with status " << *children[i].status
-            << "; the coordinator decides what follows ("
-            << (collective ? "a collective cannot lose a member"
-                           : "cluster.on_worker_loss; checkpoints")
-            << ")" << std::endl;
-        continue;
-      }
-      out << "[launch] " << children[i].name << " exited with status " << *children[i].status
-          << "; stopping the run" << std::endl;
-      coordinator.process->Signal(SIGTERM);
-      stopping = true;
-      result = kExitBadInput;
-    }
-    if (all_done) break;
-    if (ended != Steady::time_point() && Steady::now() - ended > grace) {
-      for (Child& c : children) {
-        if (!c.status) {
-          out << "[launch] " << c.name << " still running " << grace.count() / 1000
-              << " s after the coordinator ended; terminating it" << std::endl;
-          c.status = c.process->Terminate(std::chrono::milliseconds(2000));
-          Drain(c, out);
-        }
-      }
-      break;
-    }
-  }
+  std::vector<Child> children = StartRoles(p, shape, cluster, out);
+  const int result = Supervise(children, signals, LossPolicyOf(config, shape), out);
   for (Child& c : children) Drain(c, out);
-  if (!ipc_dir.empty()) {
+  if (!cluster.ipc_dir.empty()) {
     std::error_code ec;
-    std::filesystem::remove_all(ipc_dir, ec);
+    std::filesystem::remove_all(cluster.ipc_dir, ec);
   }
   return result < 0 ? kExitFailure : result;
 }

@@ -41,10 +41,10 @@ ParamLayout LayoutFor(const Config& config, const std::vector<std::string>& data
       ->layout();
 }
 
-tp::Placement PlacementFor(const Config& config, const ParamLayout& layout, int shards) {
-  tp::PlacementOptions options;
-  options.policy = tp::ParsePlacementPolicy(config.String("cluster.placement"));
-  return tp::Placement::Build(layout, shards, options);
+ps::Placement PlacementFor(const Config& config, const ParamLayout& layout, int shards) {
+  ps::PlacementOptions options;
+  options.policy = ps::ParsePlacementPolicy(config.String("cluster.placement"));
+  return ps::Placement::Build(layout, shards, options);
 }
 
 std::chrono::milliseconds TimeoutOf(const Config& config) {
@@ -59,7 +59,7 @@ float CheckValue(uint64_t seed, uint64_t stream, int64_t i, int range, int low) 
   return static_cast<float>(static_cast<int>(h % static_cast<uint64_t>(range)) + low);
 }
 
-void CheckOk(const tp::Status& status, int worker, const std::string& what) {
+void CheckOk(const ps::Status& status, int worker, const std::string& what) {
   if (!status.ok()) {
     throw InputError(StrCat("worker ", worker, ": ", what, ": ", status.ToString()));
   }
@@ -166,7 +166,7 @@ int CountedCheck(tp::PsClient& client, int worker, int workers, int64_t n, uint6
 constexpr int64_t kMaxTimedPushes = (int64_t{1} << 24) - 17;  // odd; 16 + this < 2^24
 
 // counters[w][s]: the flat index of the w-th element shard s owns.
-std::vector<std::vector<int64_t>> CheckCounters(const tp::Placement& placement, int workers,
+std::vector<std::vector<int64_t>> CheckCounters(const ps::Placement& placement, int workers,
                                                 double seconds) {
   std::vector<std::vector<int64_t>> counters(static_cast<std::size_t>(workers));
   for (int s = 0; s < placement.num_shards(); ++s) {
@@ -198,7 +198,7 @@ std::vector<float> TimedDelta(int64_t n, uint64_t seed, int worker,
 
 int TimedCheck(tp::PsClient& client, int worker, int workers, uint64_t seed, double seconds,
                double report_every_s, std::ostream& out) {
-  const tp::Placement& placement = client.placement();
+  const ps::Placement& placement = client.placement();
   const int64_t n = placement.total_elements();
   const auto counters = CheckCounters(placement, workers, seconds);
   const std::vector<float> d = TimedDelta(n, seed, worker, counters);
@@ -323,7 +323,7 @@ int RunPsCheckServer(const Config& config, const RoleRequest& request, std::ostr
   const tp::ClusterSpec spec = ResolveCluster(config, request, "ps");
   const int shard = spec.task_index;
   const ParamLayout layout = LayoutFor(config, request.data_dirs);
-  const tp::Placement placement = PlacementFor(config, layout, spec.num_ps());
+  const ps::Placement placement = PlacementFor(config, layout, spec.num_ps());
   const auto seed = static_cast<uint64_t>(config.Int("experiment.seed"));
   const std::vector<float> initial = PsCheckInitial(layout.size(), seed);
 
@@ -336,7 +336,7 @@ int RunPsCheckServer(const Config& config, const RoleRequest& request, std::ostr
   options.allow_plain_remote = config.Bool("cluster.allow_plain_remote");
   ApplyServerBounds(config, &options);
   options.stop_token = RunTokenFromEnvironment();  // worker 0's stop must carry it
-  tp::ShardServer server(context, options, placement.Gather(shard, initial), tp::NewAddRule());
+  tp::ShardServer server(context, options, placement.Gather(shard, initial), ps::NewAddRule());
   if (options.stop_token.empty() && config.Bool("cluster.stop_servers") &&
       server.endpoint().rfind("inproc://", 0) != 0) {
     out << "ps " << shard << ": no " << kRunTokenVariable
@@ -388,7 +388,7 @@ int RunPsCheckWorker(const Config& config, const RoleRequest& request, std::ostr
   const tp::ClusterSpec spec = ResolveCluster(config, request, "worker");
   const int worker = spec.task_index;
   const ParamLayout layout = LayoutFor(config, request.data_dirs);
-  const tp::Placement placement = PlacementFor(config, layout, spec.num_ps());
+  const ps::Placement placement = PlacementFor(config, layout, spec.num_ps());
   const auto seed = static_cast<uint64_t>(config.Int("experiment.seed"));
   const int workers = spec.num_workers();
   const auto timeout = TimeoutOf(config);

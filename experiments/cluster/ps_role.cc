@@ -24,14 +24,14 @@ namespace tp = ::asgd::transport;
 using ::asgd::internal::StrCat;
 
 // Keeps staleness records until the next report takes them. Thread-safe.
-class BufferedRecords final : public tp::StalenessSink {
+class BufferedRecords final : public ps::StalenessSink {
  public:
-  void Record(const tp::StalenessRecord& r) override {
+  void Record(const ps::StalenessRecord& r) override {
     std::lock_guard<std::mutex> lock(mu_);
     records_.push_back(r);
   }
-  std::vector<tp::StalenessRecord> Take() {
-    std::vector<tp::StalenessRecord> taken;
+  std::vector<ps::StalenessRecord> Take() {
+    std::vector<ps::StalenessRecord> taken;
     std::lock_guard<std::mutex> lock(mu_);
     taken.swap(records_);
     return taken;
@@ -39,7 +39,7 @@ class BufferedRecords final : public tp::StalenessSink {
 
  private:
   std::mutex mu_;
-  std::vector<tp::StalenessRecord> records_;
+  std::vector<ps::StalenessRecord> records_;
 };
 
 }  // namespace
@@ -71,7 +71,7 @@ int RunTrainingPsRole(const Config& config, const RoleRequest& request, std::ost
   const RegisterReply registered = link.Register();
   if (registered.restore) {
     const std::string& file = registered.restore->file;
-    tp::ShardCheckpoint c = cluster::ReadRestoreOrder(*registered.restore);
+    ps::ShardCheckpoint c = cluster::ReadRestoreOrder(*registered.restore);
     if (c.snapshot.shard != static_cast<uint32_t>(shard)) {
       throw DataError(file, StrCat("is shard ", c.snapshot.shard, "'s, not ", shard, "'s"));
     }

@@ -46,7 +46,7 @@ int RunTrainingWorkerRole(const Config& config, const RoleRequest& request, std:
   co.chunk_bytes = s.problem.plan.chunk_bytes;
   auto ps_client = std::make_unique<tp::PsParamClient>(
       tp::PsClient::FromCluster(context, s.spec, s.placement, co));
-  const tp::Status servers = ps_client->client().WaitForServers(s.timeout);
+  const ps::Status servers = ps_client->client().WaitForServers(s.timeout);
   if (!servers.ok())
     throw InputError(StrCat("worker ", w, ": the shard servers: ", servers.ToString()));
 
@@ -133,10 +133,10 @@ int RunTrainingWorkerRole(const Config& config, const RoleRequest& request, std:
   // applied: ps/message.h, "Chunked pushes"): wait while the coordinator pauses the
   // run for the shard's restart, then go on from a fresh read of the centre. The push is
   // not sent again (it may have been applied when it timed out).
-  hooks.recover = [&](const alg::Status& st) {
-    const bool incomplete = st.code() == tp::StatusCode::kRemoteError &&
-                            st.error_code() == tp::ErrorCode::kIncompletePush;
-    if (st.code() != tp::StatusCode::kTimeout && st.code() != tp::StatusCode::kAborted &&
+  hooks.recover = [&](const ps::Status& st) {
+    const bool incomplete = st.code() == ps::StatusCode::kRemoteError &&
+                            st.error_code() == ps::ErrorCode::kIncompletePush;
+    if (st.code() != ps::StatusCode::kTimeout && st.code() != ps::StatusCode::kAborted &&
         !incomplete)
       return false;
     ASGD_LOG(kWarning, "worker ", w, ": ", st.ToString(),
@@ -158,10 +158,7 @@ int RunTrainingWorkerRole(const Config& config, const RoleRequest& request, std:
     loss_count += batch;
   };
   hooks.ending = [&] { return stop.load(); };
-  const std::unique_ptr<alg::ParamClient> client =
-      CompressPushes(std::move(ps_client), s.problem.plan.compression, s.problem.plan.seed, w,
-                     s.problem.model->layout().tensors());
-  const WorkerOutcome outcome = loop.Run(*client, hooks);
+  const WorkerOutcome outcome = loop.Run(*ps_client, hooks);
   finished.store(true);
   reporter.join();
   std::string failure = outcome.failure;

@@ -265,7 +265,10 @@ Config Config::FromString(std::string_view ini, const std::vector<std::string>& 
   } catch (const po::error& e) {
     throw ConfigError(source + ": " + ForMessage(e.what()));
   }
-  for (const auto& [name, value] : vm) {
+  for (const auto& entry : vm) {
+    // Named, not a structured binding: clang before 16 cannot capture one in a lambda.
+    const std::string& name = entry.first;
+    const po::variable_value& value = entry.second;
     const auto retired =
         std::find_if(schema.retired().begin(), schema.retired().end(),
                      [&](const Schema::RetiredKey& r) { return r.name == name; });

@@ -123,6 +123,9 @@ KeySpec SettingKey(const algorithms::Setting& setting) {
   return k;
 }
 
+// The schema of every central key, one s.Add per key, section by section. A declarative
+// table, not a procedure: it stays one long function on purpose, so the keys read as the
+// list they are; split into functions it would only scatter that list.
 Schema BuildSchema() {
   Schema s;
   // [experiment]

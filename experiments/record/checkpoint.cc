@@ -202,7 +202,7 @@ LoadedCheckpoint LoadFolder(const fs::path& dir) {
       throw DataError(path,
                       "SHA-256 differs from the manifest's (the file is corrupt or was changed)");
     }
-    transport::ShardCheckpoint shard = transport::DecodeShardCheckpoint(bytes, path);
+    ps::ShardCheckpoint shard = ps::DecodeShardCheckpoint(bytes, path);
     if (shard.snapshot.shard != i || shard.snapshot.version != entry.version ||
         static_cast<int64_t>(shard.snapshot.values.size()) != entry.elements) {
       throw DataError(path, "shard, version or size differs from the manifest's");
@@ -258,10 +258,10 @@ Checkpointer::Checkpointer(std::string run_path, int keep)
 }
 
 CheckpointManifest::Shard WriteShardFile(const std::string& folder, std::size_t index,
-                                         const transport::ShardSnapshot& snapshot,
+                                         const ps::ShardSnapshot& snapshot,
                                          const std::string& rule_name) {
   MakeDirs(folder);
-  const std::string bytes = transport::EncodeShardCheckpoint(snapshot, rule_name);
+  const std::string bytes = ps::EncodeShardCheckpoint(snapshot, rule_name);
   CheckpointManifest::Shard entry;
   entry.file = StrCat("shard-", index, ".ckpt");
   entry.sha256 = Sha256Hex(bytes);
@@ -276,7 +276,7 @@ std::string Checkpointer::Folder(const CheckpointManifest& manifest) const {
 }
 
 std::string Checkpointer::Save(CheckpointManifest manifest,
-                               const std::vector<transport::ShardSnapshot>& shards) {
+                               const std::vector<ps::ShardSnapshot>& shards) {
   const std::string dir = Folder(manifest);
   std::error_code ec;
   if (fs::exists(fs::path(dir) / kManifest, ec)) return dir;  // this point is saved already

@@ -80,7 +80,7 @@ std::string CheckpointPosition(const CheckpointManifest& manifest);
 struct LoadedCheckpoint {
   std::string dir;  // the checkpoint's folder
   CheckpointManifest manifest;
-  std::vector<transport::ShardSnapshot> shards;  // in shard order
+  std::vector<ps::ShardSnapshot> shards;  // in shard order
 };
 
 // SHA-256 (hex) of the resolved keys of the sections that decide what a checkpoint holds
@@ -97,8 +97,7 @@ class Checkpointer {
   // Writes the shard files, then the manifest (filling its shards entries), then
   // removes older checkpoints beyond `keep` and incomplete ones. Returns the folder.
   // Throws IoError (the previous checkpoints are then intact).
-  std::string Save(CheckpointManifest manifest,
-                   const std::vector<transport::ShardSnapshot>& shards);
+  std::string Save(CheckpointManifest manifest, const std::vector<ps::ShardSnapshot>& shards);
 
   // The two halves of Save, for shards that save themselves (multi-process runs: each
   // ps writes its file with WriteShardFile into Folder(manifest), the coordinator then
@@ -115,7 +114,7 @@ class Checkpointer {
 // Writes shard `index`'s file into a checkpoint folder (creating it) and returns its
 // manifest entry. Throws IoError.
 CheckpointManifest::Shard WriteShardFile(const std::string& folder, std::size_t index,
-                                         const transport::ShardSnapshot& snapshot,
+                                         const ps::ShardSnapshot& snapshot,
                                          const std::string& rule_name);
 
 // The newest valid checkpoint of a run folder. Throws ConfigError

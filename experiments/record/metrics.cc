@@ -94,7 +94,7 @@ StalenessRecorder::~StalenessRecorder() {
   }
 }
 
-void StalenessRecorder::Record(const transport::StalenessRecord& r) {
+void StalenessRecorder::Record(const ps::StalenessRecord& r) {
   // Unbuffered, the row is written before the next record can be taken, so the order of
   // the rows is the order of the calls either way.
   std::unique_lock<std::mutex> write_lock(write_mu_, std::defer_lock);
@@ -113,11 +113,11 @@ void StalenessRecorder::Record(const transport::StalenessRecord& r) {
   }
 }
 
-void StalenessRecorder::WriteRow(const transport::StalenessRecord& r) {
+void StalenessRecorder::WriteRow(const ps::StalenessRecord& r) {
   rows_->Write(
       r.wall_time_s + time_offset_s_, static_cast<int64_t>(r.worker), static_cast<int64_t>(r.shard),
       r.step, static_cast<int64_t>(r.pulled_version), static_cast<int64_t>(r.applied_version),
-      r.staleness, std::string(transport::PushOutcomeName(r.outcome)),
+      r.staleness, std::string(ps::PushOutcomeName(r.outcome)),
       static_cast<int64_t>(r.oldest_version()), r.oldest_staleness(), int64_t{r.dropped() ? 1 : 0});
 }
 
@@ -126,7 +126,7 @@ void StalenessRecorder::WriteRow(const transport::StalenessRecord& r) {
 void StalenessRecorder::Flush() {
   if (!buffered_) return;
   std::lock_guard<std::mutex> write_lock(write_mu_);
-  std::vector<transport::StalenessRecord> batch;
+  std::vector<ps::StalenessRecord> batch;
   {
     std::lock_guard<std::mutex> lock(mu_);
     batch.swap(pending_);

@@ -36,7 +36,7 @@ const std::vector<std::string>& SummaryColumns();
 // Buffered (the in-process runner): Record, which shard servers call while they hold their
 // shard, only keeps the record; the rows reach the stream when the owner calls Flush (from
 // its own thread), and at destruction. Unbuffered: Record writes and flushes the row itself.
-class StalenessRecorder final : public transport::StalenessSink {
+class StalenessRecorder final : public ps::StalenessSink {
  public:
   // rows may be null (no rows written). time_offset_s is added to each record's time.
   // existing_rows >= 0: rows appends to a file that holds that many rows (and its
@@ -44,7 +44,7 @@ class StalenessRecorder final : public transport::StalenessSink {
   StalenessRecorder(std::ostream* rows, int64_t max_rows, double time_offset_s = 0.0,
                     int64_t existing_rows = -1, bool buffered = false);
   ~StalenessRecorder() override;
-  void Record(const transport::StalenessRecord& record) override;
+  void Record(const ps::StalenessRecord& record) override;
   // Writes the rows kept since the last Flush (buffered; a no-op otherwise). Call it before
   // relying on the file holding rows_written() rows (a checkpoint, the end of the run).
   void Flush();
@@ -65,7 +65,7 @@ class StalenessRecorder final : public transport::StalenessSink {
   void AddCounts(uint32_t worker, int64_t staleness, int64_t count);
 
  private:
-  void WriteRow(const transport::StalenessRecord& record);  // REQUIRES: write_mu_ held
+  void WriteRow(const ps::StalenessRecord& record);  // REQUIRES: write_mu_ held
 
   // Lock order: write_mu_ before mu_ (Flush; an unbuffered Record).
   std::mutex write_mu_;  // guards rows_ (not annotated: Record takes it only when unbuffered)
@@ -77,7 +77,7 @@ class StalenessRecorder final : public transport::StalenessSink {
   double time_offset_s_;
   int64_t existing_rows_;
   int64_t accepted_ ASGD_GUARDED_BY(mu_) = 0;  // rows written or pending
-  std::vector<transport::StalenessRecord> pending_ ASGD_GUARDED_BY(mu_);
+  std::vector<ps::StalenessRecord> pending_ ASGD_GUARDED_BY(mu_);
   std::map<uint32_t, std::map<int64_t, int64_t>> histogram_ ASGD_GUARDED_BY(mu_);
 };
 

@@ -13,21 +13,24 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/file_util.h"
+#include "experiments/config/cpu_dispatch.h"
 #include "experiments/config/setup.h"
 
 namespace asgd::experiments {
 namespace {
 
-std::string CpuModel() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) == 0) {
-      auto colon = line.find(':');
-      if (colon != std::string::npos) return line.substr(colon + 2);
-    }
-  }
-  return "unknown";
+// What decides the run's floats beside its config: the build mode, the instruction set
+// compiled for and the one the CPU has, and the libraries' run-time dispatch
+// (docs/building.md#build-modes). A resumed run records them again.
+void RecordIsa(nlohmann::json& p) {
+  const RunningCpu cpu = DetectRunningCpu();
+  p["build_mode"] = ASGD_BUILD_MODE;
+  p["march"] = ASGD_MARCH;
+  p["compiled_isa"] = CompiledIsa();
+  p["cpu"] = cpu.model;
+  p["cpu_isa"] = cpu.isa;
+  p["libm"] = cpu.libm;
+  p["dispatch_env"] = DispatchEnvironment();
 }
 
 }  // namespace
@@ -75,7 +78,7 @@ RunDir RunDir::Create(const Config& config, const std::string& name,
   p["build_type"] = ASGD_BUILD_TYPE;
   p["cuda"] = ASGD_HAVE_CUDA ? ASGD_CUDA_COMPILER : "off";
   p["host"] = HostName();
-  p["cpu"] = CpuModel();
+  RecordIsa(p);
   p["hardware_threads"] = std::thread::hardware_concurrency();
   p["seed"] = config.Int("experiment.seed");
   p["config_file"] = config.source();
@@ -103,11 +106,15 @@ RunDir RunDir::Resume(const std::string& path, const std::vector<std::string>& c
   if (!p.is_object()) throw DataError(run.File("provenance.json"), "not a JSON object");
   nlohmann::json resumed =
       p.contains("resumed") && p["resumed"].is_array() ? p["resumed"] : nlohmann::json::array();
-  resumed.push_back({{"time", WallTimeIso8601()},
-                     {"command_line", command_line},
-                     {"git_commit", GitCommit()},
-                     {"host", HostName()},
-                     {"previous_status", p.value("status", "")}});
+  nlohmann::json entry;
+  entry["time"] = WallTimeIso8601();
+  entry["command_line"] = command_line;
+  entry["git_commit"] = GitCommit();
+  entry["build"] = BuildDescription();
+  entry["host"] = HostName();
+  entry["previous_status"] = p.value("status", "");
+  RecordIsa(entry);
+  resumed.push_back(entry);
   p["resumed"] = resumed;
   p["status"] = "running";
   p.erase("end_time");

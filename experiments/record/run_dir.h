@@ -1,7 +1,8 @@
 // A run's folder (docs/architecture.md#run-folders-and-the-run-core): <out_dir>/<run_id>/ holding
 //   config.ini       the resolved configuration (every key, with the value used)
-//   provenance.json  what produced the run: git commit, host, compiler, seed, start time,
-//                    command line; rewritten at the end with the end time and status
+//   provenance.json  what produced the run: git commit, host, compiler, build mode and
+//                    instruction set, the CPU and its libraries' dispatch, seed, start
+//                    time, command line; rewritten at the end with the end time and status
 //   *.csv            the measurements (schemas in results/README.md)
 //
 // Run ids are "<UTC yyyymmdd-hhmmss>-<name>-s<seed>", with "-2", "-3", ... appended if

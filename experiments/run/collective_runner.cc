@@ -220,7 +220,7 @@ class CollectiveRun {
     m.staleness_rows = session_.staleness()->rows_written();
     m.staleness_histogram = session_.staleness()->histogram();
     for (const auto& loop : loops_) m.workers.push_back(loop->Snapshot());
-    transport::ShardSnapshot snap;
+    ps::ShardSnapshot snap;
     snap.version = static_cast<uint64_t>(step);
     snap.values = average;
     session_.SaveCheckpoint(std::move(m), {snap});
@@ -256,7 +256,7 @@ class CollectiveRun {
       hooks.after_step = [&](const alg::StepResult& r, int64_t batch, int64_t step) {
         c.AddStep(batch, r.local_steps, r.pushes, r.loss);
         // No update is stale: each applies a gradient to the parameters it was computed on.
-        transport::StalenessRecord rec;
+        ps::StalenessRecord rec;
         rec.worker = static_cast<uint32_t>(w);
         rec.step = step;
         rec.pulled_version = static_cast<uint64_t>(step - 1);
@@ -343,7 +343,12 @@ RunResult RunCollective(const Config& config, const RunRequest& request, std::os
   CollectiveRun run(config, problem, session, co, plan, devices, clock.get(), initial);
   // Every worker starts here (the broadcast). A resumed run adds no row: the checkpoint's
   // rows are those of the run before it, as if it had not stopped.
-  if (!session.resuming()) run.Evaluate(initial, 0.0, 0, false);
+  // Held as every other evaluation is: the full test set at θ₀ is not training time.
+  if (!session.resuming()) {
+    session.training().Hold();
+    run.Evaluate(initial, 0.0, 0, false);
+    session.training().Release();
+  }
   session.eval_schedule().SetLastTime(session.Seconds());
   run.Start();
   std::string reason = run.Supervise();

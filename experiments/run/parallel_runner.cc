@@ -24,14 +24,13 @@ namespace asgd::experiments {
 namespace {
 
 namespace alg = ::asgd::algorithms;
-namespace tp = ::asgd::transport;
 
 // One run of worker threads against a parameter store, the main thread evaluating and
 // checkpointing: what the thread runner adds to the run session.
 class ThreadRun {
  public:
   ThreadRun(const Config& config, const Problem& problem, RunSession& session,
-            tp::ParamStore& store, Clock* clock, const WorkerDevices& devices)
+            ps::ParamStore& store, Clock* clock, const WorkerDevices& devices)
       : problem_(problem),
         session_(session),
         store_(store),
@@ -50,11 +49,7 @@ class ThreadRun {
       ws.clock = clock;
       if (delay_) ws.after_gradient = InjectedDelay(delay_.get(), clock, w);
       loops_.push_back(std::make_unique<WorkerLoop>(std::move(ws)));
-      const alg::CompressingClient* compressing = nullptr;
-      clients_.push_back(CompressPushes(
-          store.NewClient(static_cast<uint32_t>(w), tp::Role::kWorker), plan.compression, plan.seed,
-          w, problem.model->layout().tensors(), &compressing));
-      compressing_.push_back(compressing);
+      clients_.push_back(store.NewClient(static_cast<uint32_t>(w), ps::Role::kWorker));
     }
   }
 
@@ -65,10 +60,10 @@ class ThreadRun {
     session_.training().Hold();
     const double t = session_.Seconds();
     const int64_t samples = session_.counters().samples.load();
-    const alg::Status st = store_.Read(centre_);
+    const ps::Status st = store_.Read(centre_);
     if (st.ok()) {
       EvalInput in = session_.CountersAt(samples);
-      if (problem_.plan.ef_residual) in.ef_residual_norm = ResidualNorm(compressing_);
+      if (problem_.plan.ef_residual) in.ef_residual_norm = ResidualNorm(loops_);
       if (session_.Evaluate(*problem_.model, centre_, in, t, full) &&
           session_.stop().stop_at_target()) {
         session_.counters().stop.store(true);
@@ -153,7 +148,7 @@ class ThreadRun {
     RunCounters& c = session_.counters();
     StalenessRecorder& staleness = *session_.staleness();
     CheckpointManifest m = session_.NewManifest();
-    const std::vector<tp::ShardSnapshot> shards = store_.Snapshot([&] {
+    const std::vector<ps::ShardSnapshot> shards = store_.Snapshot([&] {
       m.step = c.pushes.load();
       m.steps = c.steps.load();
       m.samples = c.samples.load();
@@ -202,13 +197,12 @@ class ThreadRun {
 
   const Problem& problem_;
   RunSession& session_;
-  tp::ParamStore& store_;
+  ps::ParamStore& store_;
   Clock* clock_;
   AlignedVector<float> centre_;
   std::unique_ptr<sim::DelayModel> delay_;
   std::vector<std::unique_ptr<WorkerLoop>> loops_;
-  std::vector<std::unique_ptr<alg::ParamClient>> clients_;
-  std::vector<const alg::CompressingClient*> compressing_;  // null: not compressing
+  std::vector<std::unique_ptr<ps::ParamClient>> clients_;  // the store's, one per worker
   // While the main thread evaluates: workers start no step (TrainingClock's held time).
   std::atomic<bool> hold_{false};
   WorkerHooks hooks_;
@@ -236,7 +230,7 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
   parts.clock = clock.get();
   parts.staleness = session.staleness();
   parts.run_id = session.run().id();
-  std::unique_ptr<tp::ParamStore> store = NewParamStore(config, problem, parts);
+  std::unique_ptr<ps::ParamStore> store = NewParamStore(config, problem, parts);
   if (session.resuming()) store->Restore(session.resume().shards, session.resume().dir);
   ASGD_LOG(kInfo, "run ", session.run().id(), ": ", plan.name, " with ", plan.workers,
            " workers on ", store->Describe(), ", ", problem.model->Describe(), " (workers on ",

@@ -16,7 +16,7 @@ namespace asgd::experiments {
 namespace alg = ::asgd::algorithms;
 namespace tp = ::asgd::transport;
 
-std::unique_ptr<tp::ParamStore> NewParamStore(const Config& config, const Problem& problem,
+std::unique_ptr<ps::ParamStore> NewParamStore(const Config& config, const Problem& problem,
                                               const StoreParts& parts) {
   const RunPlan& plan = problem.plan;
   const alg::Strategy& strategy = *plan.strategy;
@@ -41,7 +41,7 @@ std::unique_ptr<tp::ParamStore> NewParamStore(const Config& config, const Proble
       client.timeout = std::chrono::milliseconds(static_cast<int64_t>(plan.timeout_s * 1000.0));
       client.chunk_bytes = plan.chunk_bytes;
       return std::make_unique<tp::ShardServerStore>(
-          tp::Placement::Build(problem.model->layout(), plan.shards, plan.placement), parts.initial,
+          ps::Placement::Build(problem.model->layout(), plan.shards, plan.placement), parts.initial,
           rules, "inproc://" + parts.run_id + "-ps-", base, client);
     }
     case StoreKind::kSimulated:
@@ -49,7 +49,7 @@ std::unique_ptr<tp::ParamStore> NewParamStore(const Config& config, const Proble
                  "a simulated store needs a scheduler and a network");
       return std::make_unique<sim::SimStore>(
           parts.scheduler, parts.network,
-          tp::Placement::Build(problem.model->layout(), plan.shards, plan.placement), parts.initial,
+          ps::Placement::Build(problem.model->layout(), plan.shards, plan.placement), parts.initial,
           rules, parts.staleness);
     case StoreKind::kNone:
       break;

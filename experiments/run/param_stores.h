@@ -20,7 +20,7 @@ namespace asgd::experiments {
 struct StoreParts {
   std::span<const float> initial;  // the parameters it starts from
   const Clock* clock = nullptr;    // the run's clock (a simulated store uses the scheduler's)
-  transport::StalenessSink* staleness = nullptr;  // may be null
+  ps::StalenessSink* staleness = nullptr;  // may be null
   // kShardServers: the servers' endpoints are "inproc://<run_id>-ps-<shard>".
   std::string run_id;
   // kSimulated: the scheduler and network model (not owned; outlive the store).
@@ -30,7 +30,7 @@ struct StoreParts {
 
 // The store of problem.plan.store (not kNone). The shard servers take their bounds from
 // the config ([cluster] server keys, ApplyServerBounds). Throws ConfigError.
-std::unique_ptr<transport::ParamStore> NewParamStore(const Config& config, const Problem& problem,
-                                                     const StoreParts& parts);
+std::unique_ptr<ps::ParamStore> NewParamStore(const Config& config, const Problem& problem,
+                                              const StoreParts& parts);
 
 }  // namespace asgd::experiments

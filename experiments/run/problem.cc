@@ -91,6 +91,8 @@ WorkerSetup MakeWorkerSetup(const Config& config, const Problem& problem, int w)
   ws.batch_size = problem.plan.batch_size;
   ws.augment = BuildAugmentOptions(config);
   ws.seed = problem.plan.seed;
+  ws.compression = problem.plan.compression;
+  ws.compression_seed = problem.plan.seed;
   return ws;
 }
 

@@ -28,7 +28,7 @@ RunPlan RunPlan::FromConfig(const Config& config) {
 
   p.transport = config.String("cluster.transport");
   p.shards = static_cast<int>(config.Int("cluster.shards"));
-  p.placement.policy = transport::ParsePlacementPolicy(config.String("cluster.placement"));
+  p.placement.policy = ps::ParsePlacementPolicy(config.String("cluster.placement"));
   p.timeout_s = config.Double("cluster.timeout_s");
   p.chunk_bytes = ChunkBytes(config);
   if (p.strategy->sequential || p.strategy->collective) {

@@ -42,7 +42,7 @@ struct RunPlan {
   StoreKind store = StoreKind::kNone;
   std::string transport;                  // cluster.transport
   int shards = 1;                         // cluster.shards
-  transport::PlacementOptions placement;  // cluster.placement
+  ps::PlacementOptions placement;         // cluster.placement
   double timeout_s = 0;                   // cluster.timeout_s
   int64_t chunk_bytes = 0;                // cluster.chunk_bytes (checked)
 

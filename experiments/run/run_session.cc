@@ -194,7 +194,7 @@ void RunSession::AddEarlierWorkerMetrics(std::vector<WorkerMetrics>& workers) co
 }
 
 void RunSession::SaveCheckpoint(CheckpointManifest manifest,
-                                const std::vector<transport::ShardSnapshot>& shards) {
+                                const std::vector<ps::ShardSnapshot>& shards) {
   ASGD_CHECK(checkpointer_ != nullptr, "SaveCheckpoint in a run that does not checkpoint");
   AddEarlierWorkerMetrics(manifest.workers);
   // The file holds at least the manifest.staleness_rows rows the manifest names.

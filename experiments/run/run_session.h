@@ -154,8 +154,7 @@ class RunSession {
   // Writes the checkpoint (a resumed run's earlier worker metrics added to the
   // manifest's); a disk failure is logged and the run goes on (the earlier checkpoints
   // are intact).
-  void SaveCheckpoint(CheckpointManifest manifest,
-                      const std::vector<transport::ShardSnapshot>& shards);
+  void SaveCheckpoint(CheckpointManifest manifest, const std::vector<ps::ShardSnapshot>& shards);
 
   // The end of the run, after its workers stopped and its last evaluation: final_model.pt
   // (not for a failed run), then EndRun (run_end.h) with what ran filled in from the plan

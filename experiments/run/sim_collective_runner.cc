@@ -272,7 +272,7 @@ class SimCollectiveRun {
     // the run's rounds (the updates column), exact at rank 0's boundaries.
     if (w == 0) rounds_ += r.pushes;
     // No update is stale: each applies a gradient to the parameters it was computed on.
-    transport::StalenessRecord rec;
+    ps::StalenessRecord rec;
     rec.worker = static_cast<uint32_t>(w);
     rec.step = step;
     rec.pulled_version = static_cast<uint64_t>(step - 1);

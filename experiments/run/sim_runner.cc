@@ -55,7 +55,6 @@ void RefuseWhatNoSimulationDoes(const Config& config, const RunRequest& request)
 namespace {
 
 namespace alg = ::asgd::algorithms;
-namespace tp = ::asgd::transport;
 using ::asgd::internal::StrCat;
 
 // What simulated runs refuse, before anything is created. Throws ConfigError.
@@ -81,7 +80,7 @@ void CheckSimulable(const Config& config, const RunRequest& request,
 // session is told of every step as it happens in virtual time.
 class SimRun {
  public:
-  SimRun(const Problem& problem, RunSession& session, sim::Scheduler& sched, tp::ParamStore& store,
+  SimRun(const Problem& problem, RunSession& session, sim::Scheduler& sched, ps::ParamStore& store,
          sim::CorePool& cores)
       : problem_(problem),
         session_(session),
@@ -92,20 +91,16 @@ class SimRun {
         cores_(cores),
         centre_(static_cast<std::size_t>(problem.n_params)) {
     for (int w = 0; w < problem.plan.workers; ++w) {
-      const alg::CompressingClient* compressing = nullptr;
-      clients_.push_back(CompressPushes(
-          store.NewClient(static_cast<uint32_t>(w), tp::Role::kWorker), problem.plan.compression,
-          problem.plan.seed, w, problem.model->layout().tensors(), &compressing));
-      compressing_.push_back(compressing);
+      clients_.push_back(store.NewClient(static_cast<uint32_t>(w), ps::Role::kWorker));
     }
   }
 
   // Evaluates the centre at the current virtual instant (no virtual time passes).
-  void Evaluate(tp::ParamStore& store, bool full) {
+  void Evaluate(ps::ParamStore& store, bool full) {
     (void)store.Read(centre_);
     const double t = session_.Seconds();
     EvalInput in = session_.CountersAt(session_.counters().samples.load());
-    if (problem_.plan.ef_residual) in.ef_residual_norm = ResidualNorm(compressing_);
+    if (problem_.plan.ef_residual) in.ef_residual_norm = ResidualNorm(loops_);
     if (session_.Evaluate(*problem_.model, centre_, in, t, full) &&
         session_.stop().stop_at_target() && !stopped_) {
       stopped_ = true;
@@ -115,7 +110,7 @@ class SimRun {
   }
 
   // Runs the workers to the end of the run. Returns the reason it stopped.
-  std::string Run(const Config& config, tp::ParamStore& store) {
+  std::string Run(const Config& config, ps::ParamStore& store) {
     RunCounters& c = session_.counters();
     // One task runs at a time: the workers share the model's scratch and a gradient.
     shared_ = std::make_unique<SharedWorkerScratch>(*problem_.model);
@@ -205,8 +200,7 @@ class SimRun {
   std::unique_ptr<SharedWorkerScratch> shared_;  // made in Run, before the loops
   AlignedVector<float> centre_;
   std::vector<std::unique_ptr<WorkerLoop>> loops_;
-  std::vector<std::unique_ptr<alg::ParamClient>> clients_;
-  std::vector<const alg::CompressingClient*> compressing_;  // null: not compressing
+  std::vector<std::unique_ptr<ps::ParamClient>> clients_;  // the store's, one per worker
   bool stopped_ = false;
   std::string reason_;   // set when a limit or the target stopped the run
   std::string failure_;  // the first worker failure
@@ -233,7 +227,7 @@ RunResult RunSimulated(const Config& config, const RunRequest& request, std::ost
   parts.staleness = session.staleness();
   parts.scheduler = &sched;
   parts.network = &network;
-  std::unique_ptr<tp::ParamStore> store = NewParamStore(config, problem, parts);
+  std::unique_ptr<ps::ParamStore> store = NewParamStore(config, problem, parts);
   // The host's cores: the workers' steps and, with a transport charge, every message's CPU
   // at both ends (sim/sim_store.h).
   sim::CorePool cores(plan.sim.cores);

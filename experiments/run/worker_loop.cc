@@ -4,13 +4,14 @@
 #include <cmath>
 #include <optional>
 
-#include "algorithms/param_client_wrapper.h"
 #include "collective/collective.h"
 #include "core/aligned.h"
 #include "core/check.h"
 #include "core/rng.h"
 #include "datasets/sampler.h"
 #include "experiments/record/run_core.h"
+#include "ps/client_chain.h"
+#include "ps/compressing_client.h"
 #include "ps/status.h"
 #include "sim/delay_model.h"
 
@@ -23,6 +24,11 @@ WorkerLoop::WorkerLoop(WorkerSetup setup) : setup_(std::move(setup)) {
   ASGD_CHECK(setup_.strategy != nullptr && setup_.model != nullptr && setup_.train != nullptr &&
                  setup_.clock != nullptr,
              "incomplete WorkerSetup");
+}
+
+double WorkerLoop::ResidualNorm() const {
+  std::lock_guard<std::mutex> lock(residual_.mu);
+  return residual_.compressing != nullptr ? residual_.compressing->ResidualNorm() : residual_.last;
 }
 
 WorkerMetrics WorkerLoop::Snapshot() const {
@@ -43,59 +49,6 @@ WorkerMetrics WorkerLoop::Snapshot() const {
 }
 
 namespace {
-
-// Times every call of the worker's client on the worker's clock (workers.csv's
-// comm_time_s): two clock reads per call.
-// `before_call` (optional) runs before each call, outside the timing: the simulated
-// worker's deferred compute time (WorkerSetup::shared).
-class TimedClient final : public alg::ParamClientWrapper {
- public:
-  TimedClient(alg::ParamClient* target, const Clock& clock, Duration* total,
-              std::function<void()> before_call)
-      : ParamClientWrapper(target),
-        clock_(clock),
-        total_(total),
-        before_call_(std::move(before_call)) {}
-
- protected:
-  alg::Status DoPull(std::span<float> out) override {
-    return Timed([&] { return ParamClientWrapper::DoPull(out); });
-  }
-  alg::Status DoPush(std::span<const float> update, int64_t step) override {
-    return Timed([&] { return ParamClientWrapper::DoPush(update, step); });
-  }
-  alg::Status DoPushPull(std::span<const float> update, std::span<float> out,
-                         int64_t step) override {
-    return Timed([&] { return ParamClientWrapper::DoPushPull(update, out, step); });
-  }
-  alg::Status DoSendClock(int64_t clock) override {
-    return Timed([&] { return ParamClientWrapper::DoSendClock(clock); });
-  }
-  alg::Status DoPushEncoded(std::span<const compression::Encoded> parts, std::span<float> out,
-                            int64_t step) override {
-    return Timed([&] { return ParamClientWrapper::DoPushEncoded(parts, out, step); });
-  }
-  alg::Status DoPullSparse(std::span<const int64_t> indices, std::span<float> out) override {
-    return Timed([&] { return ParamClientWrapper::DoPullSparse(indices, out); });
-  }
-  alg::Status DoPushSparse(std::span<const int64_t> indices, std::span<const float> values,
-                           int64_t step) override {
-    return Timed([&] { return ParamClientWrapper::DoPushSparse(indices, values, step); });
-  }
-
- private:
-  template <typename F>
-  alg::Status Timed(F&& call) {
-    if (before_call_) before_call_();
-    const Duration t0 = clock_.Now();
-    alg::Status st = call();
-    *total_ += clock_.Now() - t0;
-    return st;
-  }
-  const Clock& clock_;
-  Duration* total_;
-  std::function<void()> before_call_;
-};
 
 // The first element of v that is NaN or infinite, or -1.
 int64_t FirstNonFinite(std::span<const float> v) {
@@ -147,45 +100,39 @@ std::string DescribeNonFiniteLoss(const NonFiniteLoss& f) {
                 f.learning_rate, ")");
 }
 
-std::unique_ptr<alg::ParamClient> CompressPushes(std::unique_ptr<alg::ParamClient> client,
-                                                 const compression::CompressionOptions& options,
-                                                 uint64_t seed, int worker,
-                                                 std::span<const TensorSpec> tensors,
-                                                 const alg::CompressingClient** compressing) {
-  if (compressing != nullptr) *compressing = nullptr;
-  std::shared_ptr<const compression::Compressor> compressor = compression::NewCompressor(options);
-  if (compressor == nullptr) return client;
-  auto wrapped = std::make_unique<alg::CompressingClient>(
-      std::move(client), std::move(compressor), options.error_feedback,
-      DeriveSeed(seed, "compression", static_cast<uint64_t>(worker)), tensors);
-  if (compressing != nullptr) *compressing = wrapped.get();
-  return wrapped;
-}
-
-double ResidualNorm(std::span<const alg::CompressingClient* const> clients) {
+double ResidualNorm(std::span<const std::unique_ptr<WorkerLoop>> loops) {
   double sq = 0;
-  for (const alg::CompressingClient* c : clients) {
-    if (c != nullptr) sq += c->ResidualNorm() * c->ResidualNorm();
+  for (const auto& loop : loops) {
+    const double n = loop->ResidualNorm();
+    sq += n * n;
   }
   return std::sqrt(sq);
 }
 
 // One run of a worker rule (WorkerLoop::Run): what the rule steps with (the worker's
-// model, sampler, optimizer and the WorkerEnv with its gradient callbacks), the times the
-// metrics report, and the loop of steps.
+// model, sampler, optimizer, client chain and the WorkerEnv with its gradient callbacks),
+// the times the metrics report, and the loop of steps.
 class WorkerLoop::Pass {
  public:
-  Pass(const WorkerSetup& setup, Live& live, alg::ParamClient* client,
+  Pass(const WorkerSetup& setup, Live& live, Residual& residual, ps::ParamClient* store,
        collective::Collective* collective, std::span<const float> initial)
       : s_(setup),
         clock_(*setup.clock),
         live_(live),
-        client_(client),
+        residual_(residual),
+        store_(store),
         collective_(collective),
         initial_(initial),
         // Simulated workers share the scratch (WorkerSetup::shared); a collective's only
         // its model (Prepare).
-        shared_(client != nullptr ? setup.shared : nullptr) {}
+        shared_(store != nullptr ? setup.shared : nullptr) {}
+
+  // The chain goes with the pass: its residual stays readable (WorkerLoop::ResidualNorm).
+  ~Pass() {
+    std::lock_guard<std::mutex> lock(residual_.mu);
+    if (residual_.compressing != nullptr) residual_.last = residual_.compressing->ResidualNorm();
+    residual_.compressing = nullptr;
+  }
 
   // Builds what the rule steps with, then starts the rule and steps it until the hooks
   // stop it, the run ends, or a failure (in *outcome). Throws what the model, the sampler
@@ -193,7 +140,7 @@ class WorkerLoop::Pass {
   void Run(const WorkerHooks& hooks, WorkerOutcome* outcome) {
     Prepare();
     auto rule = s_.strategy->worker_rule(s_.options);
-    alg::Status st = rule->Start(env_);
+    ps::Status st = rule->Start(env_);
     RunDeferred();
     if (!st.ok()) {
       if (!Ending(hooks, st)) {
@@ -218,14 +165,14 @@ class WorkerLoop::Pass {
     live_.wait_ns.store(std::max<int64_t>(0, (in_steps_ - compute_).count()),
                         std::memory_order_relaxed);
     live_.comm_ns.store(comm_.count(), std::memory_order_relaxed);
-    if (client_ != nullptr) {
-      // What reached the store: a compressing wrapper's encoded bytes, not its input.
-      live_.bytes_pushed.store(client_->wire_traffic().bytes_pushed, std::memory_order_relaxed);
-      live_.dense_bytes_pushed.store(client_->wire_traffic().dense_bytes_pushed,
+    if (const ps::ParamClient* client = chain_.client.get()) {
+      // What reached the store: a compressing layer's encoded bytes, not its input.
+      live_.bytes_pushed.store(client->wire_traffic().bytes_pushed, std::memory_order_relaxed);
+      live_.dense_bytes_pushed.store(client->wire_traffic().dense_bytes_pushed,
                                      std::memory_order_relaxed);
-      live_.bytes_pulled.store(client_->traffic().bytes_pulled, std::memory_order_relaxed);
-      live_.dropped.store(client_->dropped_pushes(), std::memory_order_relaxed);
-    } else {
+      live_.bytes_pulled.store(client->traffic().bytes_pulled, std::memory_order_relaxed);
+      live_.dropped.store(client->dropped_pushes(), std::memory_order_relaxed);
+    } else if (collective_ != nullptr) {
       const collective::CollectiveCounters c = collective_->Counters();
       live_.bytes_pushed.store(static_cast<int64_t>(c.bytes_sent), std::memory_order_relaxed);
       live_.dense_bytes_pushed.store(static_cast<int64_t>(c.bytes_sent), std::memory_order_relaxed);
@@ -254,13 +201,22 @@ class WorkerLoop::Pass {
     env_.worker = w;
     env_.num_workers = s_.num_workers;
     env_.seed = alg::WorkerRuleSeed(s_.seed, w);
-    // The client's calls timed as communication (a collective strategy has no client).
-    if (client_ != nullptr) {
-      timed_.emplace(
-          client_, clock_, &comm_,
-          shared_ != nullptr ? std::function<void()>([this] { RunDeferred(); }) : nullptr);
+    // The worker's client chain over the store's client (a collective strategy has none):
+    // its calls timed as communication, its pushes compressed as [compression] says.
+    if (store_ != nullptr) {
+      ps::ClientChainOptions chain;
+      chain.compression = s_.compression;
+      chain.seed = s_.compression_seed;
+      chain.worker = w;
+      chain.tensors = model_->layout().tensors();
+      chain.clock = &clock_;
+      chain.total = &comm_;
+      if (shared_ != nullptr) chain.before_call = [this] { RunDeferred(); };
+      chain_ = ps::NewClientChain(store_, chain);
+      std::lock_guard<std::mutex> lock(residual_.mu);
+      residual_.compressing = chain_.compressing;
     }
-    env_.ps = timed_ ? &*timed_ : nullptr;
+    env_.ps = chain_.client.get();
     env_.collective = collective_;
     env_.initial = initial_;
     env_.optimizer =
@@ -281,7 +237,7 @@ class WorkerLoop::Pass {
     if (s_.sparse) {
       sparse_params_.assign(static_cast<std::size_t>(n_params), 0.0f);
       env_.sparse_gradient = [this](const alg::SparseReader& read, alg::SparseUpdate* grad,
-                                    alg::Status* status) {
+                                    ps::Status* status) {
         return SparseGradient(read, grad, status);
       };
     }
@@ -303,7 +259,7 @@ class WorkerLoop::Pass {
       live_.active_ns.store((step_end - first_step).count(), std::memory_order_relaxed);
       if (Ending(hooks, r.status)) return;
       if (!r.status.ok() && hooks.recover && hooks.recover(r.status)) {
-        const alg::Status st = rule.Start(env_);
+        const ps::Status st = rule.Start(env_);
         RunDeferred();
         if (!st.ok()) {
           if (!Ending(hooks, st)) {
@@ -332,8 +288,8 @@ class WorkerLoop::Pass {
   }
 
   // A kShuttingDown answer once the hooks say the run is ending: the loop ends quietly.
-  static bool Ending(const WorkerHooks& hooks, const alg::Status& st) {
-    return hooks.ending && hooks.ending() && st.error_code() == transport::ErrorCode::kShuttingDown;
+  static bool Ending(const WorkerHooks& hooks, const ps::Status& st) {
+    return hooks.ending && hooks.ending() && st.error_code() == ps::ErrorCode::kShuttingDown;
   }
 
   // The deferred after_gradient of the last gradient (shared scratch only), timed as compute.
@@ -386,8 +342,7 @@ class WorkerLoop::Pass {
 
   // WorkerEnv::sparse_gradient (hogwild's sparse path): reads the batch's coordinates
   // through `read`, then their loss and sparse gradient.
-  float SparseGradient(const alg::SparseReader& read, alg::SparseUpdate* grad,
-                       alg::Status* status) {
+  float SparseGradient(const alg::SparseReader& read, alg::SparseUpdate* grad, ps::Status* status) {
     RunDeferred();
     datasets::BatchView batch = sampler_->Next();
     last_batch_ = batch.size;
@@ -415,11 +370,11 @@ class WorkerLoop::Pass {
     f.worker_element = non_finite_param_;
     f.first_step = first_step_;
     f.model = model_->Source();
-    if (f.worker_element >= 0 && !f.shared_memory && client_ != nullptr) {
+    if (f.worker_element >= 0 && !f.shared_memory && chain_.client != nullptr) {
       // Were the server's parameters already non-finite? One pull, on this failure path
       // only (it fails harmlessly if the store is shutting down).
-      std::vector<float> server(static_cast<std::size_t>(client_->size()));
-      if (client_->Pull(server).ok()) f.server_element = FirstNonFinite(server);
+      std::vector<float> server(static_cast<std::size_t>(chain_.client->size()));
+      if (chain_.client->Pull(server).ok()) f.server_element = FirstNonFinite(server);
     }
     return f;
   }
@@ -427,14 +382,15 @@ class WorkerLoop::Pass {
   const WorkerSetup& s_;
   const Clock& clock_;
   Live& live_;
-  alg::ParamClient* const client_;
+  Residual& residual_;
+  ps::ParamClient* const store_;  // the store's client (null on a collective)
   collective::Collective* const collective_;
   const std::span<const float> initial_;
   SharedWorkerScratch* const shared_;
 
   Duration compute_{0};   // in gradient evaluations (the model)
   Duration in_steps_{0};  // in Step calls (compute, communication, waiting)
-  Duration comm_{0};      // in the client's calls
+  Duration comm_{0};      // in the client chain's calls
   // The CPU time of the last gradient whose after_gradient is deferred (shared only).
   std::optional<Duration> deferred_cpu_;
   int64_t last_batch_ = 0;  // the examples of the last batch drawn
@@ -451,15 +407,15 @@ class WorkerLoop::Pass {
   models::Model* model_ = nullptr;
   std::optional<datasets::BatchSampler> sampler_;
   std::unique_ptr<alg::Optimizer> optimizer_;
-  std::optional<TimedClient> timed_;
+  ps::ClientChain chain_;  // over store_ (empty on a collective)
   alg::WorkerEnv env_;
   AlignedVector<float> sparse_params_;
   models::SparseGradient sparse_grad_;
   std::vector<int64_t> touched_;
 };
 
-WorkerOutcome WorkerLoop::Run(alg::ParamClient& client, const WorkerHooks& hooks) {
-  return RunRule(&client, nullptr, {}, hooks);
+WorkerOutcome WorkerLoop::Run(ps::ParamClient& store, const WorkerHooks& hooks) {
+  return RunRule(&store, nullptr, {}, hooks);
 }
 
 WorkerOutcome WorkerLoop::Run(collective::Collective& collective, std::span<const float> initial,
@@ -467,10 +423,10 @@ WorkerOutcome WorkerLoop::Run(collective::Collective& collective, std::span<cons
   return RunRule(nullptr, &collective, initial, hooks);
 }
 
-WorkerOutcome WorkerLoop::RunRule(alg::ParamClient* client, collective::Collective* collective,
+WorkerOutcome WorkerLoop::RunRule(ps::ParamClient* store, collective::Collective* collective,
                                   std::span<const float> initial, const WorkerHooks& hooks) {
   WorkerOutcome outcome;
-  Pass pass(setup_, live_, client, collective, initial);
+  Pass pass(setup_, live_, residual_, store, collective, initial);
   try {
     pass.Run(hooks, &outcome);
   } catch (const std::exception& e) {

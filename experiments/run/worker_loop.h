@@ -1,7 +1,9 @@
-// One worker's training loop, shared by the in-process runner (a thread per worker) and
-// the `asgd worker` process: draws mini-batches from the worker's partition, runs the
-// strategy's worker rule against a ParamClient, and measures the worker (WorkerMetrics:
-// steps, samples, compute, wait and communication time, traffic, dropped pushes).
+// One worker's training loop, shared by the in-process runner (a thread per worker), the
+// simulated workers and the `asgd worker` process: draws mini-batches from the worker's
+// partition, runs the strategy's worker rule against the worker's client chain over its
+// store's ParamClient (ps/client_chain.h: timing, compression), and measures the worker
+// (WorkerMetrics: steps, samples, compute, wait and communication time, traffic, dropped
+// pushes).
 //
 // The caller decides when to stop and what the learning-rate schedule says, through
 // hooks, so the same loop serves a shared-memory counter (threads) and a coordinator's
@@ -12,20 +14,25 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
 
-#include "algorithms/compressing_client.h"
 #include "algorithms/optimizer.h"
 #include "algorithms/strategy.h"
 #include "compression/compressor.h"
 #include "core/clock.h"
+#include "core/thread_annotations.h"
 #include "datasets/augment.h"
 #include "datasets/dataset.h"
 #include "experiments/record/metrics.h"
 #include "models/model.h"
 #include "sim/delay_model.h"
+
+namespace asgd::ps {
+class CompressingClient;  // ps/compressing_client.h
+}  // namespace asgd::ps
 
 namespace asgd::experiments {
 
@@ -61,6 +68,13 @@ struct WorkerSetup {
   // Batches drawn from the sampler and discarded before the first step: a resumed run on
   // a collective continues each worker's sequence of batches where the checkpoint left it.
   int64_t skip_batches = 0;
+  // [compression] of the worker's pushes (none: dense), applied by the client chain the
+  // loop stacks over the store's client (ps/client_chain.h); its stochastic compressors
+  // draw from DeriveSeed(compression_seed, "compression", worker) and encode each part in
+  // its pieces of the model's tensors. compression_seed is the run's experiment.seed, also
+  // in a resumed run (whose `seed` is fresh).
+  compression::CompressionOptions compression;
+  uint64_t compression_seed = 0;
   bool sparse = false;           // hogwild's sparse path (sparse model, plain SGD)
   const Clock* clock = nullptr;  // not owned
   // Optional: the step-time model (sim/delay_model.h). Called after every gradient
@@ -84,19 +98,6 @@ struct WorkerSetup {
   algorithms::SharedReplica* shared_replica = nullptr;
 };
 
-// The worker's client with [compression] applied: `client` itself for name = none, else
-// a CompressingClient over it (algorithms/compressing_client.h) whose stochastic
-// compressors draw from DeriveSeed(seed, "compression", worker) and encode each part with
-// its pieces of the model's `tensors` (ParamLayout::tensors()). *compressing (if not null)
-// is set to the wrapper, or null.
-std::unique_ptr<algorithms::ParamClient> CompressPushes(
-    std::unique_ptr<algorithms::ParamClient> client, const compression::CompressionOptions& options,
-    uint64_t seed, int worker, std::span<const TensorSpec> tensors,
-    const algorithms::CompressingClient** compressing = nullptr);
-// The error-feedback residual of all workers: sqrt(sum of ResidualNorm()^2) over the
-// clients that compress (null entries are skipped); convergence.csv's ef_residual_norm.
-double ResidualNorm(std::span<const algorithms::CompressingClient* const> clients);
-
 struct WorkerHooks {
   // Before each step: false ends the loop; otherwise sets *lr_scale (the schedule).
   std::function<bool(double* lr_scale)> before_step;
@@ -109,7 +110,7 @@ struct WorkerHooks {
   // run can go on (the hook returns once it may, e.g. after a restarted shard was
   // restored), and the loop starts the worker rule again (a fresh read of the centre);
   // false: the failure ends the loop.
-  std::function<bool(const algorithms::Status& status)> recover;
+  std::function<bool(const ps::Status& status)> recover;
   // Optional: called once the worker rule has started (its first pull, or for a
   // collective strategy its broadcast), with the rule, whose local_params() the hooks may
   // then read between steps (on this worker's thread).
@@ -155,7 +156,10 @@ std::string DescribeNonFiniteLoss(const NonFiniteLoss& f);
 class WorkerLoop {
  public:
   explicit WorkerLoop(WorkerSetup setup);
-  WorkerOutcome Run(algorithms::ParamClient& client, const WorkerHooks& hooks);
+  // The rule talks to the worker's client chain (ps/client_chain.h: timing, and
+  // setup.compression) over `store`, the store's client for this worker, which must
+  // outlive the call.
+  WorkerOutcome Run(ps::ParamClient& store, const WorkerHooks& hooks);
   // The same for a strategy on a collective (Strategy::collective): the rule talks to
   // `collective` (this worker's rank) and starts from `initial` (rank 0's is broadcast).
   // The metrics' bytes_pushed / bytes_pulled are the payload the collective sent and
@@ -166,6 +170,10 @@ class WorkerLoop {
   // A consistent-enough copy of the metrics so far (each field read atomically), for
   // periodic reports from another thread.
   WorkerMetrics Snapshot() const;
+  // ||e||_2 of the compressing layer's error-feedback residual as of the worker's last
+  // push (CompressingClient::ResidualNorm; 0 without compression or before the first
+  // push); after Run, as it ended. Any thread may call it.
+  double ResidualNorm() const;
 
  private:
   struct Live {
@@ -173,12 +181,23 @@ class WorkerLoop {
         bytes_pulled{0}, dropped{0};
     std::atomic<int64_t> active_ns{0}, compute_ns{0}, wait_ns{0}, comm_ns{0};
   };
+  // The running chain's compressing layer, or (once the chain is gone) its last residual.
+  struct Residual {
+    mutable std::mutex mu;
+    const ps::CompressingClient* compressing ASGD_GUARDED_BY(mu) = nullptr;
+    double last ASGD_GUARDED_BY(mu) = 0;
+  };
   class Pass;  // one run of the worker rule (worker_loop.cc)
-  WorkerOutcome RunRule(algorithms::ParamClient* client, collective::Collective* collective,
+  WorkerOutcome RunRule(ps::ParamClient* store, collective::Collective* collective,
                         std::span<const float> initial, const WorkerHooks& hooks);
 
   WorkerSetup setup_;
   Live live_;
+  Residual residual_;
 };
+
+// The error-feedback residual of all workers: sqrt(sum of ResidualNorm()^2) over the
+// loops; convergence.csv's ef_residual_norm.
+double ResidualNorm(std::span<const std::unique_ptr<WorkerLoop>> loops);
 
 }  // namespace asgd::experiments

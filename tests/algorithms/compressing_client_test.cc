@@ -1,7 +1,7 @@
 // CompressingClient: every push reaches the store compressed and is applied as its
 // decoded form; with error feedback the store plus the residual is the initial vector
 // plus every update; traffic is dense above the wrapper and encoded below it.
-#include "algorithms/compressing_client.h"
+#include "ps/compressing_client.h"
 
 #include <cmath>
 #include <cstring>
@@ -19,6 +19,14 @@
 #include "tests/algorithms/strategy_harness.h"
 
 namespace asgd::algorithms {
+
+using ps::CompressingClient;
+using ps::ParamClient;
+using ps::ParamClientWrapper;
+using ps::PushPart;
+using ps::Status;
+using ps::TensorPieces;
+using ps::Traffic;
 namespace {
 
 constexpr int kSize = 67;  // odd tails in the packed forms
@@ -70,7 +78,7 @@ class Recorder final : public ParamClientWrapper {
 TEST(CompressingClient, SentPlusResidualIsEveryUpdateAndTheStoreAppliesWhatWasSent) {
   for (const std::string name : {"topk", "randk", "qsgd", "sign", "terngrad"}) {
     SCOPED_TRACE(name);
-    MemoryStore store(std::vector<float>(kSize, 0.0f), transport::NewAddRule());
+    MemoryStore store(std::vector<float>(kSize, 0.0f), ps::NewAddRule());
     auto recorder = std::make_unique<Recorder>(std::make_unique<MemoryClient>(&store, 0));
     Recorder* rec = recorder.get();
     CompressingClient client(std::move(recorder), Make(name, true), /*error_feedback=*/true,
@@ -104,7 +112,7 @@ TEST(CompressingClient, SentPlusResidualIsEveryUpdateAndTheStoreAppliesWhatWasSe
 }
 
 TEST(CompressingClient, WithoutErrorFeedbackEachPushIsItsOwnEncoding) {
-  MemoryStore store(std::vector<float>(kSize, 0.0f), transport::NewAddRule());
+  MemoryStore store(std::vector<float>(kSize, 0.0f), ps::NewAddRule());
   auto recorder = std::make_unique<Recorder>(std::make_unique<MemoryClient>(&store, 0));
   Recorder* rec = recorder.get();
   CompressingClient client(std::move(recorder), Make("topk"), false, 1);
@@ -125,7 +133,7 @@ TEST(CompressingClient, WithoutErrorFeedbackEachPushIsItsOwnEncoding) {
 // non-finite push (kNonFinite, naming the element), and neither the store nor the
 // residual changes.
 TEST(CompressingClient, NonFiniteUpdateIsRefusedAsADensePushAndLeavesTheResidual) {
-  MemoryStore store(std::vector<float>(kSize, 0.0f), transport::NewAddRule());
+  MemoryStore store(std::vector<float>(kSize, 0.0f), ps::NewAddRule());
   CompressingClient client(std::make_unique<MemoryClient>(&store, 0), Make("qsgd", true), true, 1);
   Rng data(3);
   ASSERT_TRUE(client.Push(GridUpdate(data), 0).ok());
@@ -134,7 +142,7 @@ TEST(CompressingClient, NonFiniteUpdateIsRefusedAsADensePushAndLeavesTheResidual
   std::vector<float> x = GridUpdate(data);
   x[9] = std::nanf("");
   const Status st = client.Push(x, 1);
-  EXPECT_EQ(st.error_code(), transport::ErrorCode::kNonFinite) << st.ToString();
+  EXPECT_EQ(st.error_code(), ps::ErrorCode::kNonFinite) << st.ToString();
   EXPECT_NE(st.ToString().find("element 9"), std::string::npos) << st.ToString();
   EXPECT_EQ(store.values(), values);
   EXPECT_EQ(client.ResidualNorm(), residual);
@@ -192,7 +200,7 @@ class TwoParts final : public ParamClientWrapper {
 TEST(CompressingClient, EncodesEachPartInItsTensorPieces) {
   const std::vector<TensorSpec> tensors = Tensors({20, 27, 20});
   for (const bool error_feedback : {false, true}) {
-    MemoryStore store(std::vector<float>(kSize, 0.0f), transport::NewAddRule());
+    MemoryStore store(std::vector<float>(kSize, 0.0f), ps::NewAddRule());
     auto parts = std::make_unique<TwoParts>(std::make_unique<MemoryClient>(&store, 0));
     TwoParts* below = parts.get();
     CompressingClient client(std::move(parts), Make("terngrad", error_feedback), error_feedback, 1,

@@ -90,7 +90,7 @@ TEST(StalenessAware, UpdateIsTheMeanOfCScaledGradientsWhenCIsBetweenOneAndLambda
   StrategyOptions so = Options(kAlpha, 1);
   so.settings.Set("softsync", 2);
   so.num_workers = kWorkers;
-  transport::MemoryStalenessSink sink;
+  ps::MemoryStalenessSink sink;
   MemoryStore store(kInit, FindStrategy("staleness_aware").server_rule(so, 0), nullptr, &sink);
   std::vector<std::unique_ptr<MemoryClient>> clients;
   std::vector<std::vector<float>> g(kWorkers, std::vector<float>(kDim));

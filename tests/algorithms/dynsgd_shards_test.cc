@@ -17,16 +17,15 @@
 namespace asgd::algorithms {
 namespace {
 
-using transport::Op;
-using transport::ShardCore;
+using ps::Op;
+using ps::ShardCore;
 
 constexpr int64_t kSize = 3;
 
-class NoReplies final : public transport::ReplySink {
+class NoReplies final : public ps::ReplySink {
  public:
-  void Release(uint64_t, const transport::HeldRequest&, transport::ReplyBuffer*) override {}
-  void Fail(uint64_t, const transport::HeldRequest&, transport::ErrorCode,
-            const std::string&) override {}
+  void Release(uint64_t, const ps::HeldRequest&, ps::ReplyBuffer*) override {}
+  void Fail(uint64_t, const ps::HeldRequest&, ps::ErrorCode, const std::string&) override {}
 };
 
 // One DynSGD shard holding kSize elements, all 0.
@@ -43,20 +42,20 @@ struct Shard {
   }
   // Worker `worker` pushes `delta` computed on the values of version `pulled`.
   void Push(uint32_t worker, uint64_t pulled, float delta) {
-    transport::RequestInfo info;
+    ps::RequestInfo info;
     info.op = Op::kPush;
     info.worker = worker;
     info.version = pulled;
     info.count = kSize;
     const ShardCore::Result r =
-        core->Push(info, transport::Payload(0, {{0, std::vector<float>(kSize, delta)}}));
-    ASSERT_EQ(r.error, transport::ErrorCode::kNone) << r.message;
+        core->Push(info, ps::Payload(0, {{0, std::vector<float>(kSize, delta)}}));
+    ASSERT_EQ(r.error, ps::ErrorCode::kNone) << r.message;
   }
   float value() const { return storage.values()[0]; }
 
   std::unique_ptr<Clock> clock;
-  transport::VectorStorage storage;
-  transport::MemoryStalenessSink sink;
+  ps::VectorStorage storage;
+  ps::MemoryStalenessSink sink;
   NoReplies replies;
   std::unique_ptr<ShardCore> core;
 };

@@ -17,6 +17,8 @@
 #include "tests/algorithms/strategy_harness.h"
 
 namespace asgd::algorithms {
+
+using ps::Status;
 namespace {
 
 using namespace ::asgd::algorithms::testing;  // NOLINT: the fixtures of this suite
@@ -73,7 +75,7 @@ TEST(HogwildStore, NonFinitePushPullChangesNothing) {
   std::vector<float> out(100, 5.0f), update(100, 1.0f);
   update[90] = std::numeric_limits<float>::infinity();
   const Status st = client.PushPull(update, out, 1);
-  EXPECT_EQ(st.error_code(), transport::ErrorCode::kNonFinite);
+  EXPECT_EQ(st.error_code(), ps::ErrorCode::kNonFinite);
   EXPECT_EQ(store.values(), init);
   EXPECT_EQ(store.version(), 0u);
   EXPECT_EQ(out, std::vector<float>(100, 5.0f));
@@ -83,7 +85,7 @@ TEST(HogwildStore, NonFinitePushPullChangesNothing) {
 // previous push-pull) and its push. Two workers alternating: the first push of each sees
 // what the other did since the start, every later one exactly one push of the other.
 TEST(HogwildStore, PushPullStalenessCountsOtherPushes) {
-  transport::MemoryStalenessSink sink;
+  ps::MemoryStalenessSink sink;
   HogwildStore store(std::vector<float>(40, 0.0f), nullptr, &sink, HogwildStore::AddMode::kRacy);
   HogwildClient a(&store, 0), b(&store, 1);
   std::vector<float> out(40), update(40, 1.0f);
@@ -212,7 +214,7 @@ TEST(Hogwild, RacyThreadsConvergeOnTheQuadratic) {
   constexpr int kThreads = 4, kSteps = 300;
   constexpr int kSize = 203;
   const Quadratic q(kSize);
-  transport::MemoryStalenessSink sink;
+  ps::MemoryStalenessSink sink;
   HogwildStore store(std::vector<float>(kSize, 0.0f), nullptr, &sink, HogwildStore::AddMode::kRacy);
   std::vector<int> ok(kThreads, 1);
   std::vector<std::thread> threads;

@@ -268,7 +268,7 @@ TEST(Ssp, NoWorkerRunsMoreThanSClocksAhead) {
   std::map<uint32_t, int> applied;  // pushes per worker in the store, from the records
   int violations = 0;
   const GradientFn quadratic = h.q.Fn();
-  transport::MemoryStalenessSink* sink = &h.sink;
+  ps::MemoryStalenessSink* sink = &h.sink;
   for (int w = 0; w < kWorkers; ++w) {
     auto iteration = std::make_shared<int>(0);
     h.gradients[static_cast<std::size_t>(w)] = [&, w, iteration, quadratic, sink](
@@ -395,7 +395,7 @@ TEST(StalenessAware, OneSoftsyncWithFreshGradientsIsSyncSgd) {
   StrategyOptions so = Options(0.2, 1);
   so.settings.Set("softsync", 1);
   so.num_workers = kWorkers;
-  transport::MemoryStalenessSink sink;
+  ps::MemoryStalenessSink sink;
   MemoryStore store(kInit, FindStrategy("staleness_aware").server_rule(so, 0), nullptr, &sink);
   std::vector<std::unique_ptr<MemoryClient>> clients;
   for (int w = 0; w < kWorkers; ++w) clients.push_back(std::make_unique<MemoryClient>(&store, w));

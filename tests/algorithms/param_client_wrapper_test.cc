@@ -1,22 +1,25 @@
 // ParamClientWrapper: every call reaches the wrapped client, each layer counts what passed
 // through it, and a wrapper overriding one call changes only that call.
-#include "algorithms/param_client_wrapper.h"
-
-#include <gtest/gtest.h>
+#include "ps/param_client_wrapper.h"
 
 #include <memory>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "algorithms/memory_store.h"
 #include "ps/server_rule.h"
 
 namespace asgd::algorithms {
+
+using ps::ParamClientWrapper;
+using ps::Status;
 namespace {
 
 constexpr int kSize = 4;
 
 std::unique_ptr<MemoryStore> AddStore() {
-  return std::make_unique<MemoryStore>(std::vector<float>(kSize, 1.0f), transport::NewAddRule());
+  return std::make_unique<MemoryStore>(std::vector<float>(kSize, 1.0f), ps::NewAddRule());
 }
 
 TEST(ParamClientWrapper, ForwardsEveryCallAndCountsAtEachLayer) {
@@ -72,7 +75,7 @@ class DropEveryOtherPush final : public ParamClientWrapper {
  protected:
   Status DoPush(std::span<const float> update, int64_t step) override {
     if (++pushes_ % 2 == 0) {
-      return Status(transport::StatusCode::kRemoteError, "dropped by the test wrapper");
+      return Status(ps::StatusCode::kRemoteError, "dropped by the test wrapper");
     }
     return ParamClientWrapper::DoPush(update, step);
   }

@@ -1,4 +1,4 @@
-// transport::ShardCore driven directly with every built-in server rule (one suite for all
+// ps::ShardCore driven directly with every built-in server rule (one suite for all
 // hosts: the ZeroMQ server and the in-process store are adapters of this core, tested as
 // such in tests/transport and strategies_test). Checks the bookkeeping every rule gets:
 // non-finite rejection leaves the shard unchanged, outcomes and staleness records are
@@ -23,21 +23,17 @@
 namespace asgd::algorithms {
 namespace {
 
-using transport::ErrorCode;
-using transport::Op;
-using transport::ShardCore;
+using ps::ErrorCode;
+using ps::Op;
+using ps::ShardCore;
 
 constexpr int64_t kSize = 8;
 
 // Counts the replies the core releases or fails.
-class CountingReplies final : public transport::ReplySink {
+class CountingReplies final : public ps::ReplySink {
  public:
-  void Release(uint64_t, const transport::HeldRequest&, transport::ReplyBuffer*) override {
-    ++released;
-  }
-  void Fail(uint64_t, const transport::HeldRequest&, ErrorCode, const std::string&) override {
-    ++failed;
-  }
+  void Release(uint64_t, const ps::HeldRequest&, ps::ReplyBuffer*) override { ++released; }
+  void Fail(uint64_t, const ps::HeldRequest&, ErrorCode, const std::string&) override { ++failed; }
   int released = 0, failed = 0;
 };
 
@@ -56,8 +52,8 @@ struct Host {
                                        &storage, &replies);
     core->Start();
   }
-  transport::RequestInfo Info(Op op) const {
-    transport::RequestInfo info;
+  ps::RequestInfo Info(Op op) const {
+    ps::RequestInfo info;
     info.op = op;
     info.version = core->version();
     info.count = kSize;
@@ -65,15 +61,15 @@ struct Host {
   }
   // A push of `update`, or a push-pull if the rule refuses plain pushes.
   ShardCore::Result Push(const std::vector<float>& update) {
-    const transport::Payload payload(0, {{0, update}});
+    const ps::Payload payload(0, {{0, update}});
     ShardCore::Result r = core->Push(Info(Op::kPush), payload);
     if (r.error == ErrorCode::kRejectedByRule) r = core->PushPull(Info(Op::kPushPull), payload);
     return r;
   }
 
   std::unique_ptr<Clock> clock;
-  transport::VectorStorage storage;
-  transport::MemoryStalenessSink sink;
+  ps::VectorStorage storage;
+  ps::MemoryStalenessSink sink;
   CountingReplies replies;
   std::unique_ptr<ShardCore> core;
 };
@@ -93,13 +89,13 @@ class ShardCoreRules : public ::testing::TestWithParam<std::string> {};
 TEST_P(ShardCoreRules, NonFinitePushChangesNothing) {
   Host h(GetParam());
   if (h.core->rule().ChecksNonFinite()) GTEST_SKIP() << "the rule checks non-finite itself";
-  const transport::ShardSnapshot before = h.core->Snapshot();
+  const ps::ShardSnapshot before = h.core->Snapshot();
   std::vector<float> update(kSize, 0.01f);
   update[3] = std::numeric_limits<float>::quiet_NaN();
-  const ShardCore::Result r = h.core->Push(h.Info(Op::kPush), transport::Payload(0, {{0, update}}));
+  const ShardCore::Result r = h.core->Push(h.Info(Op::kPush), ps::Payload(0, {{0, update}}));
   EXPECT_EQ(r.error, ErrorCode::kNonFinite);
   EXPECT_NE(r.message.find("element 3"), std::string::npos) << r.message;
-  const transport::ShardSnapshot after = h.core->Snapshot();
+  const ps::ShardSnapshot after = h.core->Snapshot();
   EXPECT_EQ(after.values, before.values);
   EXPECT_EQ(after.version, before.version);
   EXPECT_EQ(after.rule_state, before.rule_state);
@@ -122,7 +118,7 @@ TEST_P(ShardCoreRules, OverflowingPushIsRefusedAsNonFinite) {
   pushes.insert(pushes.end(), {-kMax, -kMax});
   int refused = 0;
   for (std::size_t i = 0; i < pushes.size(); ++i) {
-    const transport::ShardSnapshot before = h.core->Snapshot();
+    const ps::ShardSnapshot before = h.core->Snapshot();
     const uint64_t rejected_before = h.core->stats().rejected;
     const ShardCore::Result r = h.Push(std::vector<float>(kSize, pushes[i]));
     h.core->FailAll(ErrorCode::kShuttingDown, "next round");  // a rule that holds replies
@@ -133,7 +129,7 @@ TEST_P(ShardCoreRules, OverflowingPushIsRefusedAsNonFinite) {
     ++refused;
     EXPECT_EQ(r.error, ErrorCode::kNonFinite) << r.message;
     EXPECT_NE(r.message.find("would be"), std::string::npos) << r.message;
-    const transport::ShardSnapshot after = h.core->Snapshot();
+    const ps::ShardSnapshot after = h.core->Snapshot();
     ASSERT_EQ(after.values, before.values);
     ASSERT_EQ(after.version, before.version);
     ASSERT_EQ(after.rule_state, before.rule_state);
@@ -147,7 +143,7 @@ TEST_P(ShardCoreRules, OverflowingPushIsRefusedAsNonFinite) {
 
 TEST_P(ShardCoreRules, PushesAreCountedAndRecorded) {
   Host h(GetParam());
-  const transport::ShardSnapshot before = h.core->Snapshot();
+  const ps::ShardSnapshot before = h.core->Snapshot();
   const ShardCore::Result r = h.Push(std::vector<float>(kSize, 0.25f));
   if (!r.ok()) {
     // A refusal changes nothing (ServerRule contract).
@@ -156,7 +152,7 @@ TEST_P(ShardCoreRules, PushesAreCountedAndRecorded) {
     EXPECT_EQ(h.core->stats().rejected, 2u);
     return;
   }
-  const transport::ShardCoreStats s = h.core->stats();
+  const ps::ShardCoreStats s = h.core->stats();
   EXPECT_EQ(s.pushes_applied + s.pushes_accepted + s.pushes_dropped, 1u);
   EXPECT_EQ(s.records, s.pushes_applied + s.pushes_accepted);
   // A record for the push whatever its outcome; the counters hold applied and accepted.
@@ -178,18 +174,18 @@ TEST_P(ShardCoreRules, PushesAreCountedAndRecorded) {
 TEST_P(ShardCoreRules, RecordsTheOldestVersionAPushNames) {
   Host h(GetParam());
   h.core->AdvanceVersion(6);
-  transport::RequestInfo info = h.Info(Op::kPush);
+  ps::RequestInfo info = h.Info(Op::kPush);
   info.version = 4;
   info.oldest_version = 1;
   const std::vector<float> update(kSize, 0.25f);
-  ShardCore::Result r = h.core->Push(info, transport::Payload(0, {{0, update}}));
+  ShardCore::Result r = h.core->Push(info, ps::Payload(0, {{0, update}}));
   if (r.error == ErrorCode::kRejectedByRule) {
     info.op = Op::kPushPull;
-    r = h.core->PushPull(info, transport::Payload(0, {{0, update}}));
+    r = h.core->PushPull(info, ps::Payload(0, {{0, update}}));
   }
   if (!r.ok()) GTEST_SKIP() << "the rule refuses the push: " << r.message;
   ASSERT_EQ(h.sink.size(), 1u);
-  const transport::StalenessRecord rec = h.sink.records()[0];
+  const ps::StalenessRecord rec = h.sink.records()[0];
   EXPECT_EQ(rec.pulled_version, 4u);
   EXPECT_EQ(rec.oldest_version(), 1u);
   EXPECT_EQ(rec.oldest_lag, 3u);
@@ -201,15 +197,15 @@ TEST_P(ShardCoreRules, RecordsTheOldestVersionAPushNames) {
 TEST_P(ShardCoreRules, SnapshotRestoresValuesVersionAndRuleState) {
   Host a(GetParam());
   for (int i = 0; i < 3; ++i) (void)a.Push(std::vector<float>(kSize, 0.125f * (i + 1)));
-  const transport::ShardSnapshot snap = a.core->Snapshot();
+  const ps::ShardSnapshot snap = a.core->Snapshot();
   Host b(GetParam());
   b.core->Restore(snap);
-  const transport::ShardSnapshot got = b.core->Snapshot();
+  const ps::ShardSnapshot got = b.core->Snapshot();
   EXPECT_EQ(got.values, snap.values);
   EXPECT_EQ(got.version, snap.version);
   EXPECT_EQ(got.rule_state, snap.rule_state);
   // A snapshot of another size is refused before anything changes.
-  transport::ShardSnapshot wrong = snap;
+  ps::ShardSnapshot wrong = snap;
   wrong.values.push_back(1.0f);
   EXPECT_ANY_THROW(b.core->Restore(wrong));
   EXPECT_EQ(b.core->Snapshot().values, snap.values);

@@ -16,6 +16,8 @@
 #include "tests/algorithms/strategy_harness.h"
 
 namespace asgd::algorithms {
+
+using ps::Traffic;
 namespace {
 
 using testing::Harness;

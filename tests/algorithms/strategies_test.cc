@@ -7,11 +7,13 @@
 #include <cmath>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "algorithms/builtin_strategies.h"
 #include "algorithms/hogwild.h"
 #include "algorithms/memory_store.h"
 #include "algorithms/strategy.h"
@@ -20,6 +22,8 @@
 #include "tests/algorithms/strategy_harness.h"
 
 namespace asgd::algorithms {
+
+using ps::Status;
 namespace {
 
 using namespace ::asgd::algorithms::testing;  // NOLINT: the fixtures of this suite
@@ -210,7 +214,7 @@ TEST(Strategies, DownpourFetchInsideTheWindowRecordsTheOldestVersion) {
   const auto records = h.sink.records();
   ASSERT_EQ(records.size(), static_cast<std::size_t>(n * kPushes));
   for (std::size_t i = 0; i < records.size(); ++i) {
-    const transport::StalenessRecord& r = records[i];
+    const ps::StalenessRecord& r = records[i];
     const auto w = static_cast<int64_t>(r.worker);
     const int64_t k = static_cast<int64_t>(i) / n + 1;
     SCOPED_TRACE("worker " + std::to_string(w) + " push " + std::to_string(k));
@@ -253,7 +257,7 @@ TEST(Strategies, OldestVersionIsThePulledOneWithoutFetchesInsideTheWindow) {
     }
     const auto records = h.sink.records();
     EXPECT_FALSE(records.empty());
-    for (const transport::StalenessRecord& r : records) {
+    for (const ps::StalenessRecord& r : records) {
       EXPECT_EQ(r.oldest_lag, 0u);
       EXPECT_EQ(r.oldest_version(), r.pulled_version);
       EXPECT_EQ(r.oldest_staleness(), r.staleness);
@@ -371,13 +375,27 @@ TEST(Strategies, UnknownNameListsTheKnownOnes) {
   }
 }
 
+// The one list (builtin_strategies.h) is the registry: every line is registered under a
+// name of its own, and nothing else is (but agn's alias, adag).
+TEST(Strategies, TheRegistryIsTheBuiltinList) {
+  std::vector<std::string> listed;
+#define ASGD_LIST_STRATEGY(Name) listed.push_back(Name##Strategy().name);
+  ASGD_BUILTIN_STRATEGIES(ASGD_LIST_STRATEGY)
+#undef ASGD_LIST_STRATEGY
+  std::sort(listed.begin(), listed.end());
+  std::vector<std::string> registered;
+  for (const Strategy* s : Strategies()) registered.push_back(s->name);
+  EXPECT_EQ(registered, listed);
+  EXPECT_EQ(FindStrategy("adag").name, "agn");
+}
+
 TEST(MemoryStore, RejectsNonFinitePushesAndKeepsValues) {
-  MemoryStore store(kInit, transport::NewAddRule());
+  MemoryStore store(kInit, ps::NewAddRule());
   MemoryClient c(&store, 0);
   std::vector<float> bad(kDim, 1.0f);
   bad[2] = std::nanf("");
   Status st = c.Push(bad, 0);
-  EXPECT_EQ(st.error_code(), transport::ErrorCode::kNonFinite);
+  EXPECT_EQ(st.error_code(), ps::ErrorCode::kNonFinite);
   EXPECT_EQ(store.values(), kInit);
   EXPECT_EQ(store.stats().rejected, 1u);
 }
@@ -404,7 +422,7 @@ TEST(Hogwild, OneThreadIsSgdAndThreadsLoseNothing) {
   }
   constexpr int kThreads = 4, kPushes = 2000;
   std::vector<float> init(1000, 0.0f);
-  transport::MemoryStalenessSink sink;
+  ps::MemoryStalenessSink sink;
   HogwildStore store(init, nullptr, &sink);
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
@@ -548,7 +566,7 @@ TEST(Hogwild, SparseStepsTouchOnlyTheirCoordinates) {
   constexpr int kSize = 10;
   std::vector<float> init(kSize);
   for (int i = 0; i < kSize; ++i) init[static_cast<std::size_t>(i)] = static_cast<float>(i);
-  transport::MemoryStalenessSink sink;
+  ps::MemoryStalenessSink sink;
   HogwildStore store(init, nullptr, &sink);
   HogwildClient client(&store, 0);
   auto opt = MakeOptimizer("sgd");
@@ -593,7 +611,7 @@ TEST(Hogwild, SparseStepsTouchOnlyTheirCoordinates) {
     return 0.0f;
   };
   r = rule->Step(env);
-  EXPECT_EQ(r.status.error_code(), transport::ErrorCode::kNonFinite);
+  EXPECT_EQ(r.status.error_code(), ps::ErrorCode::kNonFinite);
   EXPECT_EQ(store.values(), want);
 }
 

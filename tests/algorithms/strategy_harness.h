@@ -17,10 +17,10 @@
 
 #include <gtest/gtest.h>
 
-#include "algorithms/compressing_client.h"
 #include "algorithms/memory_store.h"
 #include "algorithms/optimizer.h"
 #include "algorithms/strategy.h"
+#include "ps/compressing_client.h"
 #include "ps/staleness.h"
 
 namespace asgd::algorithms::testing {
@@ -84,7 +84,7 @@ inline constexpr uint64_t kRunSeed = 42;
 // Worker w's environment (of `workers`) with its client and optimizer, not owned; the
 // gradient is the caller's to set. The rule's seed is WorkerRuleSeed(kRunSeed, w), as the
 // runner's.
-inline WorkerEnv MakeEnv(int w, int workers, ParamClient* ps, Optimizer* optimizer,
+inline WorkerEnv MakeEnv(int w, int workers, ps::ParamClient* ps, Optimizer* optimizer,
                          const StrategyOptions& so) {
   WorkerEnv e;
   e.worker = w;
@@ -100,20 +100,20 @@ inline WorkerEnv MakeEnv(int w, int workers, ParamClient* ps, Optimizer* optimiz
 // unless gradients[w] is set before Start().
 struct Harness {
   Quadratic q{kDim};
-  transport::MemoryStalenessSink sink;
+  ps::MemoryStalenessSink sink;
   std::unique_ptr<MemoryStore> store;
   std::vector<std::unique_ptr<MemoryClient>> clients;
   std::vector<std::unique_ptr<Optimizer>> optimizers;
   std::vector<std::unique_ptr<WorkerRule>> rules;
   std::vector<WorkerEnv> envs;
   std::vector<GradientFn> gradients;  // per worker; empty = q's
-  std::vector<std::unique_ptr<CompressingClient>> compressing;  // CompressPushes()
+  std::vector<std::unique_ptr<ps::CompressingClient>> compressing;  // CompressPushes()
   std::atomic<int64_t> pushes{0};
 
   // `rule`, when given, replaces the strategy's server rule (a setting the options cannot
   // express, e.g. an elastic α of exactly 0).
   Harness(const std::string& name, int workers, StrategyOptions so, const std::string& opt = "sgd",
-          std::vector<float> init = kInit, std::unique_ptr<transport::ServerRule> rule = nullptr) {
+          std::vector<float> init = kInit, std::unique_ptr<ps::ServerRule> rule = nullptr) {
     const Strategy& s = FindStrategy(name);
     so.num_workers = workers;
     if (rule == nullptr) rule = s.server_rule(so, 0);
@@ -136,7 +136,7 @@ struct Harness {
     std::shared_ptr<const compression::Compressor> c = compression::NewCompressor(o);
     for (std::size_t w = 0; w < clients.size(); ++w) {
       compressing.push_back(
-          std::make_unique<CompressingClient>(clients[w].get(), c, o.error_feedback, w + 1));
+          std::make_unique<ps::CompressingClient>(clients[w].get(), c, o.error_feedback, w + 1));
       envs[w].ps = compressing.back().get();
     }
   }
@@ -175,12 +175,12 @@ struct Harness {
       threads.emplace_back([&, w] {
         if (start) {
           envs[w].gradient = gradients[w] ? gradients[w] : q.Fn();
-          const Status st = rules[w]->Start(envs[w]);
+          const ps::Status st = rules[w]->Start(envs[w]);
           EXPECT_TRUE(st.ok()) << "worker " << w << ": " << st.ToString();
         }
         for (int i = 0; i < steps; ++i) {
           StepResult res = rules[w]->Step(envs[w]);
-          if (res.status.error_code() == transport::ErrorCode::kShuttingDown) break;
+          if (res.status.error_code() == ps::ErrorCode::kShuttingDown) break;
           EXPECT_TRUE(res.status.ok()) << "worker " << w << ": " << res.status.ToString();
           if (!res.status.ok()) break;
           pushes += res.pushes;

@@ -1,6 +1,6 @@
 // sync_sgd applies its optimizer on the server, once per round, to the mean of exactly the
 // gradients the round accepted (TensorFlow's SyncReplicasOptimizer; issue 21 item 1). The
-// shard is driven directly through transport::ShardCore, so which push is dropped is
+// shard is driven directly through ps::ShardCore, so which push is dropped is
 // chosen by the test: 4 workers, rounds of N = 3, the last arrival of each round dropped.
 // Before, the workers applied the optimizer locally: a dropped gradient stayed in its
 // worker's velocity and Adam scaled by each worker's own moments; these tests fail there
@@ -22,9 +22,9 @@
 namespace asgd::algorithms {
 namespace {
 
-using transport::Op;
-using transport::ShardCore;
-using transport::ShardSnapshot;
+using ps::Op;
+using ps::ShardCore;
+using ps::ShardSnapshot;
 
 constexpr int kSize = 5;
 constexpr int kWorkers = 4;
@@ -32,13 +32,10 @@ constexpr int kReplicas = 3;
 constexpr double kRate = 0.1;
 const std::vector<float> kStart = {0.5f, -1.0f, 2.0f, 0.0f, 3.0f};
 
-class CountReleases final : public transport::ReplySink {
+class CountReleases final : public ps::ReplySink {
  public:
-  void Release(uint64_t, const transport::HeldRequest&, transport::ReplyBuffer*) override {
-    ++released;
-  }
-  void Fail(uint64_t, const transport::HeldRequest&, transport::ErrorCode,
-            const std::string&) override {}
+  void Release(uint64_t, const ps::HeldRequest&, ps::ReplyBuffer*) override { ++released; }
+  void Fail(uint64_t, const ps::HeldRequest&, ps::ErrorCode, const std::string&) override {}
   int released = 0;
 };
 
@@ -65,13 +62,13 @@ struct SyncShard {
     core->Start();
   }
   // Worker w's gradient, computed on version `pulled`, as the push-pull sync_sgd sends.
-  transport::PushOutcome Push(uint32_t w, uint64_t pulled, const std::vector<float>& g) {
-    transport::RequestInfo info;
+  ps::PushOutcome Push(uint32_t w, uint64_t pulled, const std::vector<float>& g) {
+    ps::RequestInfo info;
     info.op = Op::kPushPull;
     info.worker = w;
     info.version = pulled;
     info.count = kSize;
-    const ShardCore::Result r = core->PushPull(info, transport::Payload(0, {{0, g}}));
+    const ShardCore::Result r = core->PushPull(info, ps::Payload(0, {{0, g}}));
     EXPECT_TRUE(r.ok()) << r.message;
     return r.outcome;
   }
@@ -81,7 +78,7 @@ struct SyncShard {
   }
 
   std::unique_ptr<Clock> clock;
-  transport::VectorStorage storage;
+  ps::VectorStorage storage;
   CountReleases replies;
   std::unique_ptr<ShardCore> core;
 };
@@ -111,14 +108,14 @@ std::vector<float> RunAndReplay(SyncShard& shard, const StrategyOptions& o, int 
     for (int w = 0; w < kWorkers; ++w) {
       if (w == Late(r)) continue;
       EXPECT_EQ(shard.Push(static_cast<uint32_t>(w), version, Gradient(r, w, false)),
-                transport::PushOutcome::kAccepted);
+                ps::PushOutcome::kAccepted);
       const std::vector<float> g = Gradient(r, w, false);
       for (int i = 0; i < kSize; ++i) sum[static_cast<std::size_t>(i)] += g[static_cast<std::size_t>(i)];
     }
     EXPECT_EQ(shard.core->version(), version + 1) << "round " << r;
     // The late push was computed on the round's version: dropped, no trace.
     EXPECT_EQ(shard.Push(static_cast<uint32_t>(Late(r)), version, Gradient(r, Late(r), true)),
-              transport::PushOutcome::kDropped);
+              ps::PushOutcome::kDropped);
     const float inv = 1.0f / static_cast<float>(kReplicas);
     for (float& g : sum) g *= inv;
     const double epoch = static_cast<double>(r) * kReplicas * o.epochs_per_batch;

@@ -250,7 +250,7 @@ TEST(Resume, RefusesWithOneLine) {
 TEST(Checkpointer, NamesCollectiveCheckpointsByRoundsAndTheyAreTheNewest) {
   testing::TempDir dir;
   Checkpointer checkpointer(dir.path(), 2);
-  transport::ShardSnapshot snapshot;
+  ps::ShardSnapshot snapshot;
   snapshot.values = {1.0f, 2.0f};
   auto save = [&](int64_t step, int64_t rounds) {
     CheckpointManifest m;

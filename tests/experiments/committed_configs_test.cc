@@ -153,7 +153,7 @@ TEST(CommittedConfigs, EveryIniUnderExperimentsAndResultsLoads) {
   }
   // Every kind is there (a test that found no files would pass).
   EXPECT_GT(counts[Kind::kExperiment], 20);
-  EXPECT_GT(counts[Kind::kRunFolder], 100);
+  EXPECT_GT(counts[Kind::kRunFolder], 50);
   EXPECT_GE(counts[Kind::kSuite], 5);
   EXPECT_GE(counts[Kind::kCheck], 1);
 }

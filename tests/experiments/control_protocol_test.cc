@@ -37,7 +37,7 @@ WorkerReport SomeWorkerReport() {
 PsReport SomePsReport() {
   PsReport r;
   r.task = 2;
-  transport::StalenessRecord a;
+  ps::StalenessRecord a;
   a.worker = 1;
   a.shard = 2;
   a.step = 17;
@@ -45,13 +45,13 @@ PsReport SomePsReport() {
   a.applied_version = 43;
   a.staleness = 3;
   a.wall_time_s = 1.75e9;
-  transport::StalenessRecord b = a;
+  ps::StalenessRecord b = a;
   b.worker = 0;
   b.step = -1;
   b.staleness = -2;                  // ssp states clocks
-  transport::StalenessRecord c = a;  // a windowed push a synchronous rule dropped
+  ps::StalenessRecord c = a;         // a windowed push a synchronous rule dropped
   c.oldest_lag = 6;
-  c.outcome = transport::PushOutcome::kDropped;
+  c.outcome = ps::PushOutcome::kDropped;
   r.records = {a, b, c};
   r.version = 44;
   r.saved = SavedShard{500, "shard-2.ckpt", std::string(64, 'a'), 44, 1000};

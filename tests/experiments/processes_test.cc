@@ -332,39 +332,39 @@ void CheckPsRefusesAndBoundsWhatAPeerSends(bool training, int port) {
   zmq::socket_t peer = testing::Dealer(zmq_context, endpoint, 1000);
   uint64_t id = 0;
   // A push of zero elements would advance the version for nothing.
-  transport::Header empty = testing::Request(transport::Op::kPush, 0, ++id);
+  ps::Header empty = testing::Request(ps::Op::kPush, 0, ++id);
   empty.frames = 0;
   empty.payload_bytes = 0;
   testing::Send(peer, empty);
-  std::optional<transport::Header> h = testing::Receive(peer);
+  std::optional<ps::Header> h = testing::Receive(peer);
   ASSERT_TRUE(h.has_value());
-  EXPECT_EQ(h->op, transport::Op::kError);
-  EXPECT_EQ(h->code, transport::ErrorCode::kMalformedHeader) << h->message;
+  EXPECT_EQ(h->op, ps::Op::kError);
+  EXPECT_EQ(h->code, ps::ErrorCode::kMalformedHeader) << h->message;
   // FLT_MAX twice overflows the add: refused as non_finite, the shard unchanged.
   const std::vector<float> big(kShardSize, std::numeric_limits<float>::max());
   for (int i = 0; i < 2; ++i) {
-    testing::Send(peer, testing::Request(transport::Op::kPush, kShardSize, ++id), &big);
+    testing::Send(peer, testing::Request(ps::Op::kPush, kShardSize, ++id), &big);
     h = testing::Receive(peer);
     ASSERT_TRUE(h.has_value());
     if (i == 0) {
-      EXPECT_EQ(h->op, transport::Op::kPush) << h->message;
+      EXPECT_EQ(h->op, ps::Op::kPush) << h->message;
     } else {
-      EXPECT_EQ(h->op, transport::Op::kError);
-      EXPECT_EQ(h->code, transport::ErrorCode::kNonFinite) << h->message;
+      EXPECT_EQ(h->op, ps::Op::kError);
+      EXPECT_EQ(h->code, ps::ErrorCode::kNonFinite) << h->message;
     }
   }
   // A stop without the run's token is refused; the server serves on.
-  transport::Header stop = testing::Request(transport::Op::kStop, 0, ++id);
+  ps::Header stop = testing::Request(ps::Op::kStop, 0, ++id);
   stop.message = "not-the-token";
   testing::Send(peer, stop);
   h = testing::Receive(peer);
   ASSERT_TRUE(h.has_value());
-  EXPECT_EQ(h->op, transport::Op::kError);
-  testing::Send(peer, testing::Request(transport::Op::kPull, kShardSize, ++id));
+  EXPECT_EQ(h->op, ps::Op::kError);
+  testing::Send(peer, testing::Request(ps::Op::kPull, kShardSize, ++id));
   std::vector<float> values;
   h = testing::Receive(peer, &values);
   ASSERT_TRUE(h.has_value());
-  ASSERT_EQ(h->op, transport::Op::kPull) << h->message;
+  ASSERT_EQ(h->op, ps::Op::kPull) << h->message;
   EXPECT_EQ(h->version, 1u);  // the first push only
   ASSERT_EQ(values.size(), static_cast<std::size_t>(kShardSize));
   for (const float v : values) ASSERT_TRUE(std::isfinite(v));
@@ -373,14 +373,14 @@ void CheckPsRefusesAndBoundsWhatAPeerSends(bool training, int port) {
   const int64_t rss_before = ResidentBytesOf(ps.pid());
   zmq::socket_t stuck = testing::Dealer(zmq_context, endpoint, /*receive_hwm=*/1);
   for (int i = 0; i < 3000; ++i) {
-    testing::Send(stuck, testing::Request(transport::Op::kPull, kShardSize, ++id));
+    testing::Send(stuck, testing::Request(ps::Op::kPull, kShardSize, ++id));
     if (::testing::Test::HasFatalFailure()) return;
   }
   // The server has read them all once a reading peer's request after them is answered.
-  testing::Send(peer, testing::Request(transport::Op::kPull, kShardSize, ++id));
+  testing::Send(peer, testing::Request(ps::Op::kPull, kShardSize, ++id));
   h = testing::Receive(peer, &values);
   ASSERT_TRUE(h.has_value());
-  EXPECT_EQ(h->op, transport::Op::kPull) << h->message;
+  EXPECT_EQ(h->op, ps::Op::kPull) << h->message;
   const int64_t rss_after = ResidentBytesOf(ps.pid());
   EXPECT_LT(rss_after - rss_before, 24 << 20) << rss_before << " -> " << rss_after;
 

@@ -208,8 +208,8 @@ TEST(RunRecorder, SchemasAreTheDocumentedOnes) {
   EXPECT_EQ(SummaryColumns(), Documented("### summary.csv"));
 }
 
-transport::StalenessRecord Rec(uint32_t worker, int64_t step, int64_t staleness) {
-  transport::StalenessRecord r;
+ps::StalenessRecord Rec(uint32_t worker, int64_t step, int64_t staleness) {
+  ps::StalenessRecord r;
   r.wall_time_s = 0.25 * static_cast<double>(step);
   r.worker = worker;
   r.shard = 1;
@@ -256,10 +256,10 @@ TEST(StalenessRecorder, DestructionFlushesAndAppendingCountsExistingRows) {
 TEST(StalenessRecorder, DroppedAndWindowedPushes) {
   std::ostringstream out;
   StalenessRecorder r(&out, 10);
-  transport::StalenessRecord dropped = Rec(1, 4, 3);
-  dropped.outcome = transport::PushOutcome::kDropped;
+  ps::StalenessRecord dropped = Rec(1, 4, 3);
+  dropped.outcome = ps::PushOutcome::kDropped;
   r.Record(dropped);
-  transport::StalenessRecord windowed = Rec(0, 6, 1);  // pulled 6, applied 7
+  ps::StalenessRecord windowed = Rec(0, 6, 1);         // pulled 6, applied 7
   windowed.oldest_lag = 4;                             // oldest 2
   r.Record(windowed);
   EXPECT_EQ(out.str(),

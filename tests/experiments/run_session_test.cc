@@ -33,7 +33,6 @@ namespace {
 
 using ::testing::HasSubstr;
 namespace fs = std::filesystem;
-namespace tp = ::asgd::transport;
 
 Config SyntheticConfig(const std::string& out_dir, const std::vector<std::string>& sets) {
   return Config::FromString(
@@ -110,7 +109,7 @@ TEST_P(EveryStore, ServesReadsSnapshotsAndRestores) {
     sched.Run();
   };
 
-  std::unique_ptr<tp::ParamStore> store = NewParamStore(config, problem, parts);
+  std::unique_ptr<ps::ParamStore> store = NewParamStore(config, problem, parts);
   EXPECT_EQ(store->transport(), c.kind == StoreKind::kShared ? "shared" : c.transport);
   EXPECT_EQ(store->ps_shards(), c.ps_shards);
   EXPECT_EQ(store->snapshot_count(), c.snapshots);
@@ -124,8 +123,8 @@ TEST_P(EveryStore, ServesReadsSnapshotsAndRestores) {
   // Two workers push ones, then twos: the add rule (async_sgd) and Hogwild's add.
   std::vector<float> ones(n, 1.0f), twos(n, 2.0f);
   call([&] {
-    auto a = store->NewClient(0, tp::Role::kWorker);
-    auto b = store->NewClient(1, tp::Role::kWorker);
+    auto a = store->NewClient(0, ps::Role::kWorker);
+    auto b = store->NewClient(1, ps::Role::kWorker);
     std::vector<float> pulled(n);
     ASSERT_TRUE(a->Pull(pulled).ok());
     ASSERT_TRUE(b->Pull(pulled).ok());
@@ -134,7 +133,7 @@ TEST_P(EveryStore, ServesReadsSnapshotsAndRestores) {
   });
   ASSERT_TRUE(store->Read(read).ok());
   for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(read[i], initial[i] + 3.0f) << i;
-  const tp::StoreStats stats = store->stats();
+  const ps::StoreStats stats = store->stats();
   // One record per push and shard; b's push came one version after what it pulled.
   const auto shards = static_cast<uint64_t>(std::max(1, c.ps_shards));
   EXPECT_EQ(stats.records, 2 * shards);
@@ -142,7 +141,7 @@ TEST_P(EveryStore, ServesReadsSnapshotsAndRestores) {
   EXPECT_EQ(stats.pushes_dropped, 0u);
 
   int held = 0;
-  const std::vector<tp::ShardSnapshot> snaps = store->Snapshot([&] { ++held; });
+  const std::vector<ps::ShardSnapshot> snaps = store->Snapshot([&] { ++held; });
   EXPECT_EQ(held, 1);
   ASSERT_EQ(snaps.size(), static_cast<std::size_t>(c.snapshots));
 
@@ -151,16 +150,16 @@ TEST_P(EveryStore, ServesReadsSnapshotsAndRestores) {
   parts.initial = zeros;
   parts.run_id += "-restored";
   store.reset();
-  std::unique_ptr<tp::ParamStore> restored = NewParamStore(config, problem, parts);
+  std::unique_ptr<ps::ParamStore> restored = NewParamStore(config, problem, parts);
   restored->Restore(snaps, "ckpt-7");
   std::vector<float> after(n);
   ASSERT_TRUE(restored->Read(after).ok());
   EXPECT_EQ(after, read);
-  const std::vector<tp::ShardSnapshot> again = restored->Snapshot();
+  const std::vector<ps::ShardSnapshot> again = restored->Snapshot();
   for (std::size_t s = 0; s < snaps.size(); ++s) EXPECT_EQ(again[s].version, snaps[s].version);
 
   // Snapshots that do not fit: one DataError naming the checkpoint.
-  std::vector<tp::ShardSnapshot> more = snaps;
+  std::vector<ps::ShardSnapshot> more = snaps;
   more.push_back(snaps.back());
   try {
     restored->Restore(more, "ckpt-7");
@@ -170,7 +169,7 @@ TEST_P(EveryStore, ServesReadsSnapshotsAndRestores) {
     EXPECT_THAT(e.what(), HasSubstr("shards"));
   }
   // Other values, the last shard one too long: refused before any shard is touched.
-  std::vector<tp::ShardSnapshot> longer = snaps;
+  std::vector<ps::ShardSnapshot> longer = snaps;
   for (auto& snap : longer) std::fill(snap.values.begin(), snap.values.end(), 9.0f);
   longer.back().values.push_back(0.0f);
   EXPECT_THROW(restored->Restore(longer, "ckpt-7"), DataError);

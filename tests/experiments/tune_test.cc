@@ -523,6 +523,49 @@ TEST(Tune, ASuiteTunesEveryRunAndComparesThePoints) {
                                   "tuned by [tune] grid"));
 }
 
+// A [run]'s own grid = gives that point other values of a [tune] axis (strategies whose
+// sensible rates differ, each grid holding its own scaled-rate policy as one value); the
+// other runs keep [tune]'s. The edge rule steps along the run's own values.
+TEST(Tune, ASuiteRunMayGiveItsOwnValuesOfATunedAxis) {
+  testing::TempDir dir;
+  SimConfig(dir);
+  const std::string suite = dir.File("suite.ini");
+  const std::string head =
+      "[suite]\nname = t\n[tune]\ngrid = algorithm.learning_rate=0.1,1\n"
+      "metric = time_to_target\nseeds = 1\nextend = 1\n"
+      "[run async]\nconfig = sim.ini\n";
+  testing::WriteTestFile(suite, head +
+                                    "[run agn]\nconfig = sim.ini\nset = algorithm.name=agn; "
+                                    "algorithm.window=2\ngrid = algorithm.learning_rate=0.25,0.5,4\n");
+  const CliResult dry = Cli({"suite", suite, "--dry-run"});
+  ASSERT_EQ(dry.status, kExitOk) << dry.err;
+  EXPECT_THAT(dry.out, HasSubstr("would run 5 runs"));
+  EXPECT_THAT(dry.out, HasSubstr("--set algorithm.name=agn --set algorithm.window=2 --set "
+                                 "algorithm.learning_rate=0.25 "));
+  EXPECT_THAT(dry.out, Not(HasSubstr("algorithm.window=2 --set algorithm.learning_rate=0.1 ")));
+  const std::string out = dir.File("out");
+  const Tuned t = RunAsgd(dir, {"suite", suite, "--no-plots", "--out", out});
+  ASSERT_EQ(t.status, 0) << t.out;
+  const auto runs = ReadCsvRecords(out + "/tune.csv");
+  std::set<std::string> agn_grid;
+  for (const auto& r : runs) {
+    if (r.at("point") == "agn" && r.at("stage") == "grid") agn_grid.insert(r.at("algorithm.learning_rate"));
+  }
+  EXPECT_EQ(agn_grid, (std::set<std::string>{"0.25", "0.5", "4"}));
+  EXPECT_THAT(ReadFile(out + "/plan.txt"), HasSubstr("  grid algorithm.learning_rate=0.25,0.5,4"));
+  EXPECT_THAT(ReadFile(out + "/tune.md"), HasSubstr("Grid of agn: algorithm.learning_rate in {0.25, 0.5, 4}"));
+  // A key that [tune] does not tune, and a grid without [tune], are one line each.
+  testing::WriteTestFile(suite, head + "[run agn]\nconfig = sim.ini\ngrid = algorithm.window=1,2\n");
+  const CliResult other = Cli({"suite", suite, "--dry-run"});
+  EXPECT_EQ(other.status, kExitBadInput);
+  EXPECT_THAT(other.err, HasSubstr("[run agn] grid: algorithm.window is not an axis of [tune] grid"));
+  testing::WriteTestFile(suite, "[suite]\nname = t\n[run a]\nconfig = sim.ini\n"
+                                "grid = algorithm.learning_rate=0.1,1\n");
+  const CliResult untuned = Cli({"suite", suite, "--dry-run"});
+  EXPECT_EQ(untuned.status, kExitBadInput);
+  EXPECT_THAT(untuned.err, HasSubstr("[run a] grid: a run's own grid values need a [tune] section"));
+}
+
 // --points: a whole comparison as one command, each point of their product tuned alone.
 TEST(Tune, PointsAreTunedEachOnItsOwn) {
   testing::TempDir dir;

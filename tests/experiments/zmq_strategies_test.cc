@@ -45,8 +45,8 @@ ParamLayout Layout() {
 // n workers of one strategy against two shard servers, one thread per worker.
 struct ZmqRun {
   std::shared_ptr<tp::Context> context = tp::NewContext();
-  tp::Placement placement;
-  tp::MemoryStalenessSink sink;
+  ps::Placement placement;
+  ps::MemoryStalenessSink sink;
   std::vector<std::unique_ptr<tp::ShardServer>> servers;
   std::vector<std::unique_ptr<Quadratic>> data;
   int64_t pushes = 0;
@@ -58,9 +58,9 @@ struct ZmqRun {
          int steps, bool shifted) {
     const alg::Strategy& strategy = alg::FindStrategy(name);
     so.num_workers = workers;
-    tp::PlacementOptions po;
-    po.policy = tp::PlacementPolicy::kEvenSplit;
-    placement = tp::Placement::Build(Layout(), 2, po);
+    ps::PlacementOptions po;
+    po.policy = ps::PlacementPolicy::kEvenSplit;
+    placement = ps::Placement::Build(Layout(), 2, po);
     tp::ServerOptions base;
     base.staleness_sink = &sink;
     static std::atomic<int> unique{0};
@@ -94,7 +94,7 @@ struct ZmqRun {
         env.options = so.worker;
         env.gradient = data[static_cast<std::size_t>(w)]->Fn();
         auto rule = strategy.worker_rule(so);
-        alg::Status st = rule->Start(env);
+        ps::Status st = rule->Start(env);
         EXPECT_TRUE(st.ok()) << st.ToString();
         for (int i = 0; i < steps && st.ok(); ++i) {
           alg::StepResult r = rule->Step(env);
@@ -228,9 +228,9 @@ TEST(ZmqBackupWorkers, EveryPushIsAppliedInARoundOrDropped) {
   // Once two workers took their 20 steps the other two can never fill a round of 3:
   // they are let go by Close(), as a run's end does.
   std::shared_ptr<tp::Context> context = tp::NewContext();
-  tp::PlacementOptions po;
-  const tp::Placement placement = tp::Placement::Build(Layout(), 2, po);
-  tp::MemoryStalenessSink sink;
+  ps::PlacementOptions po;
+  const ps::Placement placement = ps::Placement::Build(Layout(), 2, po);
+  ps::MemoryStalenessSink sink;
   const alg::Strategy& strategy = alg::FindStrategy("sync_sgd");
   so.num_workers = kWorkers;
   tp::ServerOptions base;
@@ -258,12 +258,12 @@ TEST(ZmqBackupWorkers, EveryPushIsAppliedInARoundOrDropped) {
       env.options = so.worker;
       env.gradient = q.Fn();
       auto rule = strategy.worker_rule(so);
-      alg::Status st = rule->Start(env);
+      ps::Status st = rule->Start(env);
       EXPECT_TRUE(st.ok()) << st.ToString();
       for (int i = 0; i < 20 && st.ok(); ++i) {
         alg::StepResult r = rule->Step(env);
         st = r.status;
-        if (st.error_code() == tp::ErrorCode::kShuttingDown) {
+        if (st.error_code() == ps::ErrorCode::kShuttingDown) {
           ++closed;
           break;
         }
@@ -332,9 +332,9 @@ TEST_P(CheckpointRestore, ContinuesBitForBit) {
   so.settings.Set("adag_gamma", 1.0);
   so.settings.Set("server_optimizer", "adagrad");
   auto context = tp::NewContext();
-  tp::PlacementOptions po;
-  po.policy = tp::PlacementPolicy::kEvenSplit;
-  const tp::Placement placement = tp::Placement::Build(Layout(), 2, po);
+  ps::PlacementOptions po;
+  po.policy = ps::PlacementPolicy::kEvenSplit;
+  const ps::Placement placement = ps::Placement::Build(Layout(), 2, po);
   // endpoints: empty = any free port; else rebind those (a restarted shard on its port).
   auto start = [&](std::span<const float> initial, const std::vector<std::string>& endpoints) {
     return tp::StartShardServers(
@@ -403,9 +403,9 @@ TEST_P(CheckpointRestore, ContinuesBitForBit) {
   const std::vector<std::string> endpoints = tp::Endpoints(first);
   auto workers = make_workers(first);
   steps(workers, 0, kCheckpointAfter);
-  std::vector<tp::ShardCheckpoint> saved;
+  std::vector<ps::ShardCheckpoint> saved;
   for (const auto& s : first) {
-    saved.push_back(tp::DecodeShardCheckpoint(tp::EncodeShardCheckpoint(s->Snapshot(), name), "f"));
+    saved.push_back(ps::DecodeShardCheckpoint(ps::EncodeShardCheckpoint(s->Snapshot(), name), "f"));
   }
   first.clear();
   Servers second = start(std::vector<float>(kDim, 0.0f), endpoints);
@@ -440,8 +440,8 @@ TEST(ZmqMembership, SyncRoundsAreReformedWithTheLiveWorkers) {
   so.num_workers = 3;
   const alg::Strategy& strategy = alg::FindStrategy("sync_sgd");
   auto context = tp::NewContext();
-  tp::PlacementOptions po;
-  const tp::Placement placement = tp::Placement::Build(Layout(), 2, po);
+  ps::PlacementOptions po;
+  const ps::Placement placement = ps::Placement::Build(Layout(), 2, po);
   auto servers = tp::StartShardServers(
       context, placement, kInit, [&](uint32_t s) { return strategy.server_rule(so, s); },
       [](int) { return std::string("tcp://127.0.0.1:*"); });
@@ -458,7 +458,7 @@ TEST(ZmqMembership, SyncRoundsAreReformedWithTheLiveWorkers) {
   auto h0 = clients[0]->PushPull(u0, out0);
   auto h1 = clients[1]->PushPull(u1, out1);
   // Held: the round waits for a third push.
-  EXPECT_EQ(h0.Wait(std::chrono::milliseconds(300)).code(), tp::StatusCode::kTimeout);
+  EXPECT_EQ(h0.Wait(std::chrono::milliseconds(300)).code(), ps::StatusCode::kTimeout);
   for (auto& s : servers) s->SetLiveWorkers(2);
   ASSERT_TRUE(h0.Wait().ok());
   ASSERT_TRUE(h1.Wait().ok());
@@ -472,7 +472,7 @@ TEST(ZmqMembership, SyncRoundsAreReformedWithTheLiveWorkers) {
   for (auto& s : servers) s->SetLiveWorkers(3);
   auto h2 = clients[0]->PushPull(u0, out0);
   auto h3 = clients[1]->PushPull(u1, out1);
-  EXPECT_EQ(h2.Wait(std::chrono::milliseconds(300)).code(), tp::StatusCode::kTimeout);
+  EXPECT_EQ(h2.Wait(std::chrono::milliseconds(300)).code(), ps::StatusCode::kTimeout);
   for (auto& s : servers) s->Close();  // let them go
 }
 

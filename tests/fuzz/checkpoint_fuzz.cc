@@ -25,7 +25,7 @@
 #include "ps/checkpoint.h"
 #include "tests/fuzz/fuzz_util.h"
 
-namespace asgd::transport {
+namespace asgd::ps {
 namespace {
 
 constexpr std::string_view kWhat = "fuzz/shard-1.ckpt";
@@ -96,14 +96,14 @@ fuzz::Seeds MakeSeeds() {
 }
 
 }  // namespace
-}  // namespace asgd::transport
+}  // namespace asgd::ps
 
 extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
-  asgd::fuzz::HandleWriteSeeds("checkpoint_fuzz", *argc, *argv, asgd::transport::MakeSeeds);
+  asgd::fuzz::HandleWriteSeeds("checkpoint_fuzz", *argc, *argv, asgd::ps::MakeSeeds);
   return 0;
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
-  asgd::fuzz::RunOne("checkpoint_fuzz", [&] { asgd::transport::FuzzOne(data, size); });
+  asgd::fuzz::RunOne("checkpoint_fuzz", [&] { asgd::ps::FuzzOne(data, size); });
   return 0;
 }

@@ -47,7 +47,7 @@ void CheckRequest(const ControlRequest& m) {
     ASGD_FUZZ_CHECK(p->task >= 0 && p->records.size() <= kMaxStalenessRecords);
     for (const auto& rec : p->records) {
       ASGD_FUZZ_CHECK(rec.oldest_lag <= rec.pulled_version);
-      ASGD_FUZZ_CHECK(rec.outcome != transport::PushOutcome::kAccepted);
+      ASGD_FUZZ_CHECK(rec.outcome != ps::PushOutcome::kAccepted);
     }
     if (p->saved) ASGD_FUZZ_CHECK(p->saved->step >= 0 && Sha256Ok(p->saved->sha256));
   } else if (const auto* e = std::get_if<EvaluatorReport>(&m)) {
@@ -140,7 +140,7 @@ fuzz::Seeds MakeSeeds() {
   add("worker_report_failed", 0, Encode(w));
   PsReport p;
   p.task = 0;
-  transport::StalenessRecord r;
+  ps::StalenessRecord r;
   r.worker = 1;
   r.step = 9;
   r.pulled_version = 17;
@@ -150,9 +150,9 @@ fuzz::Seeds MakeSeeds() {
   p.records = {r, r};
   p.version = 20;
   add("ps_report", 0, Encode(p));
-  transport::StalenessRecord late = r;  // a windowed push a round dropped
+  ps::StalenessRecord late = r;  // a windowed push a round dropped
   late.oldest_lag = 5;
-  late.outcome = transport::PushOutcome::kDropped;
+  late.outcome = ps::PushOutcome::kDropped;
   p.records = {r, late};
   add("ps_report_windowed_dropped", 0, Encode(p));
   p.records = {r, r};

@@ -35,7 +35,7 @@
 #include "core/rng.h"
 #include "ps/message.h"
 
-namespace asgd::transport {
+namespace asgd::ps {
 namespace {
 
 // The receiver the fuzzed messages are decoded for: shard 1 of 64 elements, accepting up to
@@ -312,7 +312,7 @@ bool WriteSeeds(const std::string& dir) {
 }
 
 }  // namespace
-}  // namespace asgd::transport
+}  // namespace asgd::ps
 
 // libFuzzer calls this before it parses its own flags, so the generator mode needs no flag
 // of libFuzzer's.
@@ -321,13 +321,13 @@ extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
   for (int i = 1; i < *argc; ++i) {
     const std::string_view arg = (*argv)[i];
     if (arg.substr(0, kFlag.size()) == kFlag) {
-      std::exit(asgd::transport::WriteSeeds(std::string(arg.substr(kFlag.size()))) ? 0 : 1);
+      std::exit(asgd::ps::WriteSeeds(std::string(arg.substr(kFlag.size()))) ? 0 : 1);
     }
   }
   return 0;
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
-  asgd::transport::FuzzOne(data, size);
+  asgd::ps::FuzzOne(data, size);
   return 0;
 }

@@ -13,7 +13,7 @@
 
 #include "core/error.h"
 
-namespace asgd::transport {
+namespace asgd::ps {
 namespace {
 
 using ::testing::HasSubstr;
@@ -80,4 +80,4 @@ TEST(ShardCheckpoint, NamesTheProblem) {
 }
 
 }  // namespace
-}  // namespace asgd::transport
+}  // namespace asgd::ps

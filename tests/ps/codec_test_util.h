@@ -16,7 +16,7 @@
 
 #include "ps/message.h"
 
-namespace asgd::transport::codec_test {
+namespace asgd::ps::codec_test {
 
 inline constexpr uint64_t kU64Max = std::numeric_limits<uint64_t>::max();
 inline constexpr uint32_t kU32Max = std::numeric_limits<uint32_t>::max();
@@ -130,4 +130,4 @@ inline void ExpectRejected(const DecodeError& e, ErrorCode code, const std::stri
   EXPECT_THAT(e.detail, ::testing::Not(::testing::HasSubstr("\n")));
 }
 
-}  // namespace asgd::transport::codec_test
+}  // namespace asgd::ps::codec_test

@@ -21,7 +21,7 @@
 #include "core/rng.h"
 #include "tests/ps/codec_test_util.h"
 
-namespace asgd::transport {
+namespace asgd::ps {
 namespace {
 
 using ::testing::HasSubstr;
@@ -601,4 +601,4 @@ TEST(Codec, TrailingBytesAreRejected) {
 }
 
 }  // namespace
-}  // namespace asgd::transport
+}  // namespace asgd::ps

@@ -15,7 +15,7 @@
 #include "ps/message.h"
 #include "tests/ps/codec_test_util.h"
 
-namespace asgd::transport {
+namespace asgd::ps {
 namespace {
 
 using ::testing::HasSubstr;
@@ -343,4 +343,4 @@ TEST(Names, EveryEnumValueHasAName) {
 }
 
 }  // namespace
-}  // namespace asgd::transport
+}  // namespace asgd::ps

@@ -17,7 +17,7 @@
 #include "core/param_layout.h"
 #include "core/rng.h"
 
-namespace asgd::transport {
+namespace asgd::ps {
 namespace {
 
 using ::testing::ElementsAre;
@@ -368,4 +368,4 @@ TEST(PlacementPolicyNames, ParseErrorNamesTheKey) {
 }
 
 }  // namespace
-}  // namespace asgd::transport
+}  // namespace asgd::ps

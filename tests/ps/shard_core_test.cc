@@ -22,7 +22,7 @@
 #include "ps/server_rule.h"
 #include "ps/staleness.h"
 
-namespace asgd::transport {
+namespace asgd::ps {
 namespace {
 
 constexpr int64_t kSize = 6;
@@ -291,4 +291,4 @@ TEST(PushReplyFirst, ARestoreMakesTheValuesUnknownAgain) {
 }
 
 }  // namespace
-}  // namespace asgd::transport
+}  // namespace asgd::ps

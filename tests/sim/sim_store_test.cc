@@ -24,6 +24,9 @@
 #include "tests/algorithms/strategy_harness.h"
 
 namespace asgd::algorithms {
+
+using ps::ParamClient;
+using ps::Status;
 namespace {
 
 using sim::SimParamClient;
@@ -35,15 +38,15 @@ using testing::Quadratic;
 
 // Keeps every staleness record, and passes each one to on_record as it comes (one
 // thread: the scheduler's).
-struct RecordingSink final : transport::StalenessSink {
-  void Record(const transport::StalenessRecord& r) override {
+struct RecordingSink final : ps::StalenessSink {
+  void Record(const ps::StalenessRecord& r) override {
     all.push_back(r);
     if (on_record) on_record(r);
   }
-  std::vector<transport::StalenessRecord> records() const { return all; }
+  std::vector<ps::StalenessRecord> records() const { return all; }
 
-  std::vector<transport::StalenessRecord> all;
-  std::function<void(const transport::StalenessRecord&)> on_record;
+  std::vector<ps::StalenessRecord> all;
+  std::function<void(const ps::StalenessRecord&)> on_record;
 };
 
 // n workers of one strategy as scheduler tasks, against a SimStore (or, for the
@@ -82,7 +85,7 @@ struct Cluster {
         ranges.push_back({Range{begin, i == shards - 1 ? kDim - begin : per}});
       }
       store = std::make_unique<SimStore>(
-          &sched, &net, transport::Placement::FromRanges(kDim, ranges), kInit,
+          &sched, &net, ps::Placement::FromRanges(kDim, ranges), kInit,
           [&](uint32_t shard) { return s.server_rule(so, shard); }, &sink);
     }
     envs.resize(static_cast<std::size_t>(workers));
@@ -116,7 +119,7 @@ struct Cluster {
         ASSERT_TRUE(st.ok()) << st.ToString();
         for (int i = 0; i < steps; ++i) {
           const StepResult r = rules[w]->Step(envs[w]);
-          if (r.status.error_code() == transport::ErrorCode::kShuttingDown) break;
+          if (r.status.error_code() == ps::ErrorCode::kShuttingDown) break;
           ASSERT_TRUE(r.status.ok()) << "worker " << w << ": " << r.status.ToString();
         }
         finished[w] = sched.Now();
@@ -330,23 +333,17 @@ TEST_P(Causality, AppliesFollowTheirSendsAndStalenessCountsTheAppliesBetween) {
   // rule applies a push) and services (reported right after the rule ran).
   struct Entry {
     bool is_record = false;
-    transport::StalenessRecord record;
+    ps::StalenessRecord record;
     SimStore::Service service;
   };
   std::vector<Entry> log;
-  c.sink.on_record = [&](const transport::StalenessRecord& r) {
-    log.push_back({true, r, {}});
-  };
+  c.sink.on_record = [&](const ps::StalenessRecord& r) { log.push_back({true, r, {}}); };
   c.store->SetServiceObserver([&](const SimStore::Service& s) { log.push_back({false, {}, s}); });
   c.Run(kSteps);
   ASSERT_EQ(c.sched.unfinished_tasks(), 0);
 
-  auto reads = [](transport::Op op) {
-    return op == transport::Op::kPull || op == transport::Op::kPushPull;
-  };
-  auto pushes = [](transport::Op op) {
-    return op == transport::Op::kPush || op == transport::Op::kPushPull;
-  };
+  auto reads = [](ps::Op op) { return op == ps::Op::kPull || op == ps::Op::kPushPull; };
+  auto pushes = [](ps::Op op) { return op == ps::Op::kPush || op == ps::Op::kPushPull; };
   // (worker, shard) -> index in log of its last read's service; -1: none yet (version 0).
   std::map<std::pair<uint32_t, int>, std::ptrdiff_t> last_read;
   int pushes_checked = 0, services = 0;
@@ -359,12 +356,12 @@ TEST_P(Causality, AppliesFollowTheirSendsAndStalenessCountsTheAppliesBetween) {
                               std::chrono::nanoseconds(s.request_bytes * kNsPerByte) +
                               per_message + std::chrono::nanoseconds(s.elements * kNsPerElement);
     EXPECT_GE(s.served, earliest) << "worker " << s.worker << " shard " << s.shard << " "
-                                  << transport::OpName(s.op) << " sent at " << s.sent.count();
+                                  << ps::OpName(s.op) << " sent at " << s.sent.count();
     const auto key = std::make_pair(s.worker, s.shard);
     if (pushes(s.op)) {
       ASSERT_GE(i, 1u);
       ASSERT_TRUE(log[i - 1].is_record) << "a push served without its record";
-      const transport::StalenessRecord& r = log[i - 1].record;
+      const ps::StalenessRecord& r = log[i - 1].record;
       ASSERT_EQ(r.worker, s.worker);
       ASSERT_EQ(r.shard, static_cast<uint32_t>(s.shard));
       const auto it = last_read.find(key);
@@ -373,7 +370,7 @@ TEST_P(Causality, AppliesFollowTheirSendsAndStalenessCountsTheAppliesBetween) {
       for (std::ptrdiff_t j = from + 1; j < static_cast<std::ptrdiff_t>(i) - 1; ++j) {
         const Entry& e = log[static_cast<std::size_t>(j)];
         if (e.is_record && e.record.shard == r.shard &&
-            e.record.outcome == transport::PushOutcome::kApplied) {
+            e.record.outcome == ps::PushOutcome::kApplied) {
           ++applies;
         }
       }
@@ -467,7 +464,7 @@ TEST(SimStore, ShutdownReleasesHeldRequests) {
   c.store->Shutdown();
   c.sched.Run();
   EXPECT_EQ(c.sched.unfinished_tasks(), 0);
-  EXPECT_EQ(st.error_code(), transport::ErrorCode::kShuttingDown);
+  EXPECT_EQ(st.error_code(), ps::ErrorCode::kShuttingDown);
 }
 
 }  // namespace

@@ -19,6 +19,8 @@
 #include "tests/algorithms/strategy_harness.h"
 
 namespace asgd::algorithms {
+
+using ps::Status;
 namespace {
 
 using sim::CorePool;
@@ -61,9 +63,8 @@ struct Host {
       const int64_t begin = i * per;
       ranges.push_back({Range{begin, i == shards - 1 ? kDim - begin : per}});
     }
-    store =
-        std::make_unique<SimStore>(&sched, &net, transport::Placement::FromRanges(kDim, ranges),
-                                   kInit, [&](uint32_t shard) { return s.server_rule(so, shard); });
+    store = std::make_unique<SimStore>(&sched, &net, ps::Placement::FromRanges(kDim, ranges), kInit,
+                                       [&](uint32_t shard) { return s.server_rule(so, shard); });
     store->ChargeTransportCpu(&cores, cpu);
     for (int w = 0; w < workers; ++w) {
       clients.push_back(std::make_unique<SimParamClient>(store.get(), static_cast<uint32_t>(w)));

@@ -16,10 +16,10 @@
 
 namespace asgd::testing {
 
-using transport::DType;
-using transport::Header;
-using transport::Op;
-using transport::Role;
+using ps::DType;
+using ps::Header;
+using ps::Op;
+using ps::Role;
 
 // How long a raw peer's send or receive waits.
 constexpr int kReceiveTimeoutMs = 5000;
@@ -86,7 +86,7 @@ inline std::optional<Header> Receive(zmq::socket_t& s, std::vector<float>* value
   if (!s.recv(m)) return std::nullopt;
   transport::internal::AnnotateReceive();
   Header h;
-  if (!transport::DecodeHeader(
+  if (!ps::DecodeHeader(
            std::span<const std::byte>(static_cast<const std::byte*>(m.data()), m.size()), &h)
            .ok()) {
     return std::nullopt;

@@ -28,6 +28,19 @@
 #include "transport/zmq_util.h"
 
 namespace asgd::transport {
+
+using ps::AddScaledTo;
+using ps::AddStaysFinite;
+using ps::AddTo;
+using ps::ErrorCode;
+using ps::ErrorCodeName;
+using ps::FindNonFinite;
+using ps::Header;
+using ps::NewAddRule;
+using ps::NonFiniteResultError;
+using ps::Op;
+using ps::Placement;
+using ps::ShardSnapshot;
 namespace {
 
 using testing::Dealer;
@@ -188,14 +201,14 @@ TEST(AddHelpers, RefuseAnOverflowingResultAndChangeNothing) {
   AddScaledTo(small, 2.0f, std::vector<float>{1.0f, -1.0f, 0.5f});
   EXPECT_EQ(small, (std::vector<float>{3.0f, 0.0f, 4.0f}));
   const std::vector<float> huge = {1.0f, kFloatMax, 1.0f};
-  internal::ArmPayloadScans();
+  ps::internal::ArmPayloadScans();
   EXPECT_EQ(FindNonFinite(huge), -1);
   std::vector<float> big = {0.0f, kFloatMax, 0.0f};
   EXPECT_THROW(AddTo(big, std::span<const float>(huge).subspan(1, 1).size() == 1
                               ? std::span<const float>(huge)
                               : std::span<const float>()),
                NonFiniteResultError);
-  internal::DisarmPayloadScans();
+  ps::internal::DisarmPayloadScans();
   EXPECT_EQ(big, (std::vector<float>{0.0f, kFloatMax, 0.0f}));
 }
 

@@ -28,6 +28,28 @@
 #include "transport/zmq_util.h"
 
 namespace asgd::transport {
+
+using ps::AddScaledTo;
+using ps::DecodeHeader;
+using ps::DType;
+using ps::EncodeHeader;
+using ps::ErrorCode;
+using ps::Header;
+using ps::kFlagLaterChunk;
+using ps::kFlagMoreChunks;
+using ps::kMaxHeaderBytes;
+using ps::NewAddRule;
+using ps::Op;
+using ps::Payload;
+using ps::Placement;
+using ps::PushOutcome;
+using ps::Role;
+using ps::ServerCall;
+using ps::ServerRule;
+using ps::ShardContext;
+using ps::ShardSnapshot;
+using ps::Status;
+using ps::StatusCode;
 namespace {
 
 constexpr int64_t kN = 40000;          // 160 KB: 10 chunks of 16 KiB

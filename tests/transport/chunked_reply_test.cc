@@ -27,6 +27,29 @@
 #include "transport/zmq_util.h"
 
 namespace asgd::transport {
+
+using ps::AddTo;
+using ps::DecodeHeader;
+using ps::DType;
+using ps::Header;
+using ps::kFlagChunkedReply;
+using ps::kFlagLaterChunk;
+using ps::kFlagMoreChunks;
+using ps::kFlagReply;
+using ps::NewAddRule;
+using ps::Op;
+using ps::Payload;
+using ps::Placement;
+using ps::PlacementPolicy;
+using ps::PushOutcome;
+using ps::ReplyBuffer;
+using ps::RequestInfo;
+using ps::Role;
+using ps::ServerCall;
+using ps::ServerRule;
+using ps::ShardContext;
+using ps::Status;
+using ps::StatusCode;
 namespace {
 
 // Three tensors round-robin over 2 shards, so each shard owns separate ranges of the flat

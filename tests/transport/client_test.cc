@@ -20,6 +20,21 @@
 #include "transport/shard_server.h"
 
 namespace asgd::transport {
+
+using ps::AddTo;
+using ps::ErrorCode;
+using ps::MemoryStalenessSink;
+using ps::NewAddRule;
+using ps::Placement;
+using ps::PlacementOptions;
+using ps::PlacementPolicy;
+using ps::PlacementPolicyName;
+using ps::PushOutcome;
+using ps::ServerCall;
+using ps::ServerRule;
+using ps::ShardContext;
+using ps::Status;
+using ps::StatusCode;
 namespace {
 
 using ::testing::HasSubstr;

@@ -20,6 +20,11 @@
 #include "transport/shard_server.h"
 
 namespace asgd::transport {
+
+using ps::NewAddRule;
+using ps::Placement;
+using ps::ShardSnapshot;
+using ps::Status;
 namespace {
 
 using ::testing::HasSubstr;

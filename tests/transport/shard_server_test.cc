@@ -27,6 +27,24 @@
 #include "transport/zmq_util.h"
 
 namespace asgd::transport {
+
+using ps::DecodeError;
+using ps::DecodeHeader;
+using ps::DType;
+using ps::EncodeHeader;
+using ps::ErrorCode;
+using ps::ErrorCodeName;
+using ps::Header;
+using ps::kFlagReply;
+using ps::kHeaderFields;
+using ps::kMaxHeaderBytes;
+using ps::kMaxPayloadFrames;
+using ps::NewAddRule;
+using ps::Op;
+using ps::OpName;
+using ps::PushOutcome;
+using ps::Role;
+using ps::ShardSnapshot;
 namespace {
 
 using Frame = std::vector<std::byte>;
