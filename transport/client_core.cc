@@ -490,11 +490,12 @@ bool ClientCore::WaitForReply(Steady::time_point deadline) {
 
 Status ClientCore::Wait(RequestState& st, Duration timeout) {
   const auto deadline = Steady::now() + std::chrono::duration_cast<Steady::duration>(timeout);
-  // No non-blocking sweep first: the blocking receive (or poll) returns at once when a
-  // reply is queued, while an empty non-blocking receive costs ZeroMQ two system calls.
-  while (!st.replied() && Steady::now() < deadline) WaitForReply(deadline);
-  // What came by the deadline (or the timeout was zero).
-  if (!st.replied()) Drain();
+  while (!st.replied()) {
+    Drain();
+    if (st.replied()) break;
+    if (Steady::now() >= deadline) break;
+    WaitForReply(deadline);
+  }
   if (!st.replied()) {
     ++stats_.timeouts;
     std::string missing;
