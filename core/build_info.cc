@@ -11,7 +11,15 @@
 #include <cpuid.h>
 #endif
 #if defined(__x86_64__) && __has_include(<sys/platform/x86.h>)
-#include <sys/platform/x86.h>  // glibc 2.33+: the CPU features as glibc's dispatch sees them
+// glibc 2.33+: the CPU features as glibc's dispatch sees them. The header is C: it spells
+// bool _Bool, which GCC's C++ accepts and clang's does not.
+#if defined(__clang__)
+#define _Bool bool
+#include <sys/platform/x86.h>
+#undef _Bool
+#else
+#include <sys/platform/x86.h>
+#endif
 #define ASGD_HAVE_GLIBC_X86_FEATURES 1
 #else
 #define ASGD_HAVE_GLIBC_X86_FEATURES 0
