@@ -55,6 +55,7 @@
 #include <vector>
 
 #include <benchmark/benchmark.h>
+#include <pthread.h>
 #include <unistd.h>
 #include <zmq.hpp>
 
@@ -186,6 +187,9 @@ class RawServer {
     socket_.bind(BindAddress(scheme, "raw"));
     endpoint_ = socket_.get(zmq::sockopt::last_endpoint);
     thread_ = std::thread([this] { Serve(); });
+    // Named as asgd names its shard threads (asgd-ps-N), so that profiles tell them apart
+    // (benchmarks/transport_cpu_ab.py).
+    pthread_setname_np(thread_.native_handle(), "raw-server");
   }
   ~RawServer() {
     stop_.store(true);

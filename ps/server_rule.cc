@@ -107,8 +107,7 @@ bool MayOverflow(float scale, const float* s, std::size_t n) {
     }
   }
   if (!known) bits = MaxMagnitudeBits(s, n);
-  const float max_s = std::bit_cast<float>(bits);
-  return !(static_cast<double>(std::fabs(scale)) * static_cast<double>(max_s) < kSafeAddend);
+  return !AddCannotOverflow(scale, std::bit_cast<float>(bits));
 }
 
 // The rare path: computes every result before writing any, so that a refused add leaves
@@ -130,6 +129,11 @@ void CheckedAdd(std::span<float> dst, float scale, std::span<const float> src, b
 }  // namespace
 
 uint64_t NonFiniteResultsOnThisThread() { return t_non_finite_results; }
+
+bool AddCannotOverflow(float scale, float max_magnitude) {
+  // In double, so that the product itself cannot overflow; NaN compares false.
+  return static_cast<double>(std::fabs(scale)) * static_cast<double>(max_magnitude) < kSafeAddend;
+}
 
 bool AddStaysFinite(std::span<const float> dst, float scale, std::span<const float> src) {
   ASGD_CHECK_EQ(dst.size(), src.size());
@@ -186,7 +190,9 @@ void DisarmPayloadScans() {
 
 }  // namespace internal
 
-int64_t FindNonFinite(std::span<const float> values) {
+int64_t FindNonFinite(std::span<const float> values) { return FindNonFinite(values, nullptr); }
+
+int64_t FindNonFinite(std::span<const float> values, float* max_magnitude) {
   // An exponent of all ones is Inf or NaN: a magnitude (bits without the sign) at or
   // above Inf's. The block loop has no early exit, so the compiler vectorises it; only a
   // block that holds a bad value is scanned again. The largest magnitude comes for free
@@ -212,6 +218,7 @@ int64_t FindNonFinite(std::span<const float> values) {
     }
   }
   RememberScan(p, n, max_bits);
+  if (max_magnitude != nullptr) *max_magnitude = std::bit_cast<float>(max_bits);
   return -1;
 }
 

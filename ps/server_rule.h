@@ -331,6 +331,13 @@ void DisarmPayloadScans();
 uint64_t NonFiniteResultsOnThisThread();
 // Index of the first NaN or Inf in values, or -1. Vectorised; reads every element once.
 int64_t FindNonFinite(std::span<const float> values);
+// The same pass; when it finds no NaN or Inf, *max_magnitude is the largest |value| (0
+// for none).
+int64_t FindNonFinite(std::span<const float> values, float* max_magnitude);
+// Whether d + scale * s is finite for every finite float d and every |s| <=
+// max_magnitude: the bound the add helpers above use (|scale * s| < 2^102, while only an
+// addend of half an ulp of FLT_MAX, 2^103, can round a finite sum to Inf).
+bool AddCannotOverflow(float scale, float max_magnitude);
 // out[i] = base[i] + scale * src[i] (for scale == 1: base[i] + src[i], the bits AddTo
 // gives), in one vectorised pass with no early exit. Returns whether every result is
 // finite; when not, out holds what was computed (the caller discards it).

@@ -47,8 +47,92 @@ ShardCore::Result ShardCore::PushPull(const RequestInfo& info, const EncodedPayl
   return DecodeThenPush(info, encoded);
 }
 
+ShardCore::Result ShardCore::PushReplyFirst(const RequestInfo& info, Payload payload) {
+  ASGD_CHECK(info.op == Op::kPush, "PushReplyFirst of a ", OpName(info.op));
+  CheckNoPendingAdd();
+  // The conditions of BeginStaged, and finite values: a finite value plus an addend below
+  // the overflow bound is finite (AddCannotOverflow), so the scan of the payload alone
+  // decides the outcome, and nothing the add computes can change it.
+  if (!values_known_finite_ || !check_non_finite_ || staged_.active || size_ == 0 ||
+      payload.count() != size_) {
+    return PushOrPushPull(info, std::move(payload));
+  }
+  const uint64_t arrival = version_;
+  const auto staleness = static_cast<int64_t>(arrival - info.version);
+  const std::optional<float> scale = rule_->ElementwiseAddScale(info, staleness);
+  if (!scale.has_value()) return PushOrPushPull(info, std::move(payload));
+  float max_magnitude = 0.0f;
+  for (const Payload::Piece& piece : payload.pieces()) {
+    float piece_max = 0.0f;
+    if (FindNonFinite(piece.values, &piece_max) >= 0) {
+      // Refused with the words of the other paths (they name the first bad element).
+      return PushOrPushPull(info, std::move(payload));
+    }
+    max_magnitude = std::max(max_magnitude, piece_max);
+  }
+  // Near overflow (pushes of FLT_MAX): the checked add decides, before any reply.
+  if (!AddCannotOverflow(*scale, max_magnitude)) return PushOrPushPull(info, std::move(payload));
+  pending_.active = true;
+  pending_.scale = *scale;
+  pending_.payload = std::move(payload);
+  AdvanceVersion();
+  Result result;
+  result.outcome = PushOutcome::kApplied;
+  result.token = next_token_++;
+  result.add_pending = true;
+  Bump(counters_.pushes_applied);
+  Record(info, PushOutcome::kApplied, arrival, staleness);
+  return result;
+}
+
+namespace {
+
+// dst[i] += scale * src[i] (for scale == 1: dst[i] + src[i], the bits AddScaledInto gives),
+// for an add known not to overflow: no check.
+void AddInPlace(std::span<float> dst, float scale, std::span<const float> src) {
+  float* __restrict d = dst.data();
+  const float* __restrict s = src.data();
+  const std::size_t n = dst.size();
+  if (scale == 1.0f) {
+    for (std::size_t i = 0; i < n; ++i) d[i] += s[i];
+  } else {
+    for (std::size_t i = 0; i < n; ++i) d[i] += scale * s[i];
+  }
+}
+
+}  // namespace
+
+void ShardCore::FinishAdd() {
+  ASGD_CHECK(pending_.active, "FinishAdd without a push decided by PushReplyFirst");
+  const PendingAdd p = std::move(pending_);
+  pending_ = PendingAdd{};
+  // In place unless a reply still reads the values (which mutable_values() would first
+  // copy): then out of place into the staging buffer, in the same one pass.
+  const std::span<float> staging =
+      storage_->values_shared() ? storage_->staging_values() : std::span<float>();
+  const bool staged = static_cast<int64_t>(staging.size()) == size_;
+  const std::span<float> out = staged ? staging : storage_->mutable_values();
+  for (const Payload::Piece& piece : p.payload.pieces()) {
+    const auto at = static_cast<std::size_t>(piece.offset);
+    const std::span<float> into = out.subspan(at, piece.values.size());
+    if (staged) {
+      const bool finite =
+          AddScaledInto(into, values().subspan(at, piece.values.size()), p.scale, piece.values);
+      ASGD_CHECK(finite, "a push decided as applied gave a non-finite result");
+    } else {
+      AddInPlace(into, p.scale, piece.values);
+    }
+  }
+  if (staged) storage_->CommitStaging();
+}
+
+void ShardCore::CheckNoPendingAdd() const {
+  ASGD_CHECK(!pending_.active, "a call on the shard core before FinishAdd of the push decided");
+}
+
 ShardCore::Result ShardCore::DecodeThenPush(const RequestInfo& info,
                                             const EncodedPayload& encoded) {
+  CheckNoPendingAdd();
   // A rule may keep a push's payload spans only for the call (server_rule.h), so one
   // scratch vector serves every compressed push.
   decoded_.resize(static_cast<std::size_t>(info.count));
@@ -69,6 +153,7 @@ ShardCore::Result ShardCore::Pull(const RequestInfo& info) { return ReadOrClock(
 ShardCore::Result ShardCore::Clock(const RequestInfo& info) { return ReadOrClock(info); }
 
 ShardCore::Result ShardCore::PushOrPushPull(const RequestInfo& info, Payload payload) {
+  CheckNoPendingAdd();
   // A push of the whole shard under an element-wise rule: one out-of-place pass that
   // checks the results, instead of a scan of the payload and an add in place.
   if (payload.count() == size_ && size_ > 0 && BeginStaged(info)) {
@@ -135,6 +220,7 @@ ShardCore::Result ShardCore::PushOrPushPull(const RequestInfo& info, Payload pay
 }
 
 bool ShardCore::BeginStaged(const RequestInfo& info) {
+  CheckNoPendingAdd();
   if (staged_.active || !check_non_finite_) return false;
   const uint64_t arrival = version_;
   const auto staleness = static_cast<int64_t>(arrival - info.version);
@@ -207,6 +293,8 @@ ShardCore::Result ShardCore::FinishStaged() {
                 static_cast<std::size_t>(size_ - end) * sizeof(float));
   }
   storage_->CommitStaging();
+  // Every result of a push of the whole shard was checked finite.
+  if (st.info.offset == 0 && end == size_) values_known_finite_ = true;
   AdvanceVersion();
   result.outcome = PushOutcome::kApplied;
   result.token = next_token_++;
@@ -219,6 +307,7 @@ ShardCore::Result ShardCore::FinishStaged() {
 void ShardCore::AbortStaged() { staged_ = Staged{}; }
 
 ShardCore::Result ShardCore::ReadOrClock(const RequestInfo& info) {
+  CheckNoPendingAdd();
   Result result;
   ServerCall call(next_token_++, info, Payload(), 0);
   if (info.op == Op::kPull) {
@@ -306,6 +395,7 @@ void ShardCore::Record(const RequestInfo& info, PushOutcome outcome, uint64_t ap
 }
 
 ShardSnapshot ShardCore::Snapshot() const {
+  CheckNoPendingAdd();
   ShardSnapshot s;
   s.shard = options_.shard;
   s.version = version_;
@@ -316,6 +406,7 @@ ShardSnapshot ShardCore::Snapshot() const {
 }
 
 void ShardCore::Restore(const ShardSnapshot& snapshot) {
+  CheckNoPendingAdd();
   ASGD_CHECK_EQ(static_cast<int64_t>(snapshot.values.size()), size_, "snapshot size");
   // A rule sets up its state in Start (which serving would otherwise call later, after
   // the restore, wiping the loaded state).

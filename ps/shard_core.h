@@ -65,6 +65,9 @@ class ValueStorage {
   // Makes the staging buffer the values; the old values may become the next staging
   // buffer.
   virtual void CommitStaging() {}
+  // Whether something outside the core still reads values() (a reply sent from them
+  // without a copy), so that mutable_values() would first copy them. Default: never.
+  virtual bool values_shared() const { return false; }
 };
 
 // The default storage: one vector, and a second one (allocated on first use) to stage
@@ -149,6 +152,8 @@ class ShardCore final : public ShardContext {
     bool deferred = false;
     uint64_t token = 0;
     ReplyBuffer reply;
+    // PushReplyFirst decided the push and left its add to FinishAdd().
+    bool add_pending = false;
     bool ok() const { return error == ErrorCode::kNone; }
   };
 
@@ -173,8 +178,40 @@ class ShardCore final : public ShardContext {
   Result PushPull(const RequestInfo& info, const EncodedPayload& encoded);
   Result Pull(const RequestInfo& info);
   Result Clock(const RequestInfo& info);
-  void Tick() { rule_->OnTick(*this); }
-  void Membership(int live_workers) { rule_->OnMembership(*this, live_workers); }
+  void Tick() {
+    CheckNoPendingAdd();
+    rule_->OnTick(*this);
+  }
+  void Membership(int live_workers) {
+    CheckNoPendingAdd();
+    rule_->OnMembership(*this, live_workers);
+  }
+
+  // A dense push whose outcome is certain before its add, decided first so that the host
+  // can send the reply and add while it travels:
+  //
+  //   Result r = core.PushReplyFirst(info, payload);
+  //   reply as for Push;
+  //   if (r.add_pending) core.FinishAdd();
+  //
+  // Certain means: a push of the whole shard under an element-wise rule
+  // (ServerRule::ElementwiseAddScale) with non-finite pushes rejected, onto values known to
+  // be finite (every value was checked by a push of the whole shard since the last write
+  // the core did not check: a rule's mutable_values(), Restore, the initial values),
+  // whose payload is finite and too small for any result to overflow
+  // (AddCannotOverflow). One pass over the payload shows that; the push is then counted,
+  // recorded and versioned as Push would, and add_pending is set. Any other push (and a
+  // payload holding NaN or Inf, refused as Push refuses it) is handled exactly as Push.
+  // FinishAdd applies the add, in place unless the storage says a reply still reads the
+  // values (ValueStorage::values_shared: then out of place into the staging buffer, made
+  // current), leaving the bits Push would have left.
+  //
+  // REQUIRES: info.op == kPush. Between the two calls the payload stays valid and the host
+  // makes no other call on the core (InvariantError); values() reads the values before
+  // the push, version() the version after it.
+  Result PushReplyFirst(const RequestInfo& info, Payload payload);
+  void FinishAdd();
+  bool add_pending() const { return pending_.active; }
 
   // A dense push applied out of place, piece by piece, for a rule with an element-wise
   // scale (ServerRule::ElementwiseAddScale) and a storage that stages: how a host applies
@@ -226,7 +263,11 @@ class ShardCore final : public ShardContext {
   uint64_t version() const override { return version_; }
   void AdvanceVersion(uint64_t by = 1) override { version_ += by; }
   std::span<const float> values() const override { return storage_->values(); }
-  std::span<float> mutable_values() override { return storage_->mutable_values(); }
+  // A rule's write: the values are no longer known to be finite (PushReplyFirst).
+  std::span<float> mutable_values() override {
+    values_known_finite_ = false;
+    return storage_->mutable_values();
+  }
   Duration Now() const override { return options_.clock->Now(); }
   void Release(uint64_t token) override { ReleaseHeld(token, nullptr); }
   void Release(uint64_t token, ReplyBuffer payload) override { ReleaseHeld(token, &payload); }
@@ -256,6 +297,15 @@ class ShardCore final : public ShardContext {
     std::string message;
   };
 
+  // A push decided by PushReplyFirst whose add FinishAdd has not applied yet.
+  struct PendingAdd {
+    bool active = false;
+    float scale = 1.0f;
+    Payload payload;
+  };
+
+  // InvariantError while a push decided by PushReplyFirst waits for FinishAdd.
+  void CheckNoPendingAdd() const;
   Result PushOrPushPull(const RequestInfo& info, Payload payload);
   Result DecodeThenPush(const RequestInfo& info, const EncodedPayload& encoded);
   Result ReadOrClock(const RequestInfo& info);
@@ -276,6 +326,9 @@ class ShardCore final : public ShardContext {
   Counters counters_;
   std::vector<float> decoded_;  // a compressed push's dense form, reused
   Staged staged_;
+  // Every value is finite, checked by a push of the whole shard (PushReplyFirst).
+  bool values_known_finite_ = false;
+  PendingAdd pending_;
 };
 
 }  // namespace asgd::ps

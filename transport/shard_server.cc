@@ -167,6 +167,7 @@ ShardServer::Impl::Impl(std::shared_ptr<Context> context, ServerOptions options,
         *context_, socket_, options_.curve, ::asgd::internal::StrCat("shard ", options_.shard));
   }
   bound_ = endpoint_->Bind(socket_.handle(), options_.bind_retry);
+  reply_before_add_ = endpoint_->Scheme() != "inproc";
   if (curve_ != nullptr) curve_->SetAddress(bound_);
   // Stop() wakes the blocking receive through a private inproc endpoint of the same
   // socket, carrying a secret only this process knows; so the request path is a plain
@@ -577,6 +578,10 @@ void ShardServer::Impl::HandleValid(const Header& h, std::size_t nparts) {
       // A compressed push is decoded by the core (frames at any alignment).
       std::span<const std::byte> encoded_frames[compression::kEncodedFrames];
       const bool encoded = h.encoding != compression::Encoding::kDense;
+      // A dense push whose frames are ours (not the client's buffer, as over inproc://)
+      // may be answered before its add: ShardCore::PushReplyFirst.
+      const bool reply_first = h.op == Op::kPush && !encoded && reply_before_add_ &&
+                               h.payload_bytes >= options_.ack_before_add_bytes;
       if (encoded) {
         for (std::size_t i = 2; i < nparts; ++i) encoded_frames[i - 2] = Bytes(parts_[i]);
       } else {
@@ -592,6 +597,8 @@ void ShardServer::Impl::HandleValid(const Header& h, std::size_t nparts) {
         if (encoded) {
           r = h.op == Op::kPush ? core_->Push(info, encoded_payload)
                                 : core_->PushPull(info, encoded_payload);
+        } else if (reply_first) {
+          r = core_->PushReplyFirst(info, std::move(payload));
         } else {
           r = h.op == Op::kPush ? core_->Push(info, std::move(payload))
                                 : core_->PushPull(info, std::move(payload));
@@ -601,6 +608,21 @@ void ShardServer::Impl::HandleValid(const Header& h, std::size_t nparts) {
         throw;
       }
       ps::internal::DisarmPayloadScans();
+      if (r.add_pending) {
+        // The ack depends only on the decision: it leaves now, and the add runs while it
+        // travels and the client sends its next request. The shard's mutex is held until
+        // the add is done, so no snapshot sees the version without the values.
+        Bump(counters_.acked_before_add);
+        try {
+          ReplyToPush(routing, h, r, overflows_before);
+        } catch (...) {
+          core_->FinishAdd();
+          throw;
+        }
+        core_->FinishAdd();
+        ReleasePayloadFrames(nparts);
+        return;
+      }
       ReleasePayloadFrames(nparts);
       ReplyToPush(routing, h, r, overflows_before);
       return;

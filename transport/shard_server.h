@@ -6,7 +6,11 @@
 // ZeroMQ ROUTER socket, on one thread: that thread receives a request, validates it,
 // calls the ServerRule in place and sends the reply. There is no queue and no other
 // thread between the socket and the rule; over inproc:// a push payload is read straight
-// from the client's buffer.
+// from the client's buffer. Over ipc:// and tcp:// a large push whose outcome is certain
+// before its add (ShardCore::PushReplyFirst, ServerOptions::ack_before_add_bytes) is
+// acknowledged first and added right after, before the thread reads the next request and
+// under the shard's mutex, so no request and no Snapshot sees the new version without its
+// values.
 //
 // The shard's bookkeeping (rule calls, version, staleness records, outcome counts,
 // non-finite rejection, held requests, snapshots) is a ShardCore's (shard_core.h); this
@@ -113,6 +117,14 @@ struct ServerOptions {
   // "Chunked replies"), so the client copies one chunk while the next is on the wire. 0:
   // never chunk. Default 1 MiB (cluster.chunk_bytes).
   int64_t reply_chunk_bytes = int64_t{1} << 20;
+  // Over ipc:// and tcp://, a push of the whole shard whose outcome is certain before its
+  // add (ShardCore::PushReplyFirst: finite, far from overflow, onto values known finite)
+  // and whose payload has at least this many bytes is acknowledged first and added right
+  // after. Smaller pushes take the one pass that adds and checks before the ack: below
+  // about 256 KiB the add costs little more than the extra read of the payload that
+  // decides it (measured in results/bench/issue43_ps.md). 0: every such push. Default
+  // 256 KiB.
+  uint64_t ack_before_add_bytes = uint64_t{256} << 10;
   // Most barrier requests one peer may have waiting; one more gets kRejectedByRule.
   // Default 4 (a worker waits in one at a time).
   int max_barriers_per_peer = 4;
@@ -141,6 +153,8 @@ struct ShardStats {
                                 // (message.h, "Chunked pushes"), handed to the rule whole
   uint64_t chunked_replies = 0;  // pull and push-pull replies sent as chunks ("Chunked
                                  // replies"; also counted once in replies_sent)
+  uint64_t acked_before_add = 0;  // pushes acknowledged before their add (ipc, tcp;
+                                  // ShardCore::PushReplyFirst), also in pushes_applied
   uint64_t clocks = 0;
   uint64_t registrations = 0;
   uint64_t barriers = 0;

@@ -182,6 +182,7 @@ class ShardServer::Impl final : public ps::ValueStorage, public ps::ReplySink {
   // (out-of-place pushes, ShardCore::BeginStaged).
   std::span<float> staging_values() override;
   void CommitStaging() override;
+  bool values_shared() const override { return !current_->exclusive(); }
   // ReplySink (likewise).
   void Release(uint64_t token, const ps::HeldRequest& held, ps::ReplyBuffer* payload) override;
   void Fail(uint64_t token, const ps::HeldRequest& held, ps::ErrorCode code,
@@ -219,7 +220,7 @@ class ShardServer::Impl final : public ps::ValueStorage, public ps::ReplySink {
     std::atomic<uint64_t> requests{0}, registrations{0}, barriers{0}, errors{0}, bytes_received{0},
         bytes_sent{0}, replies_sent{0}, replies_dropped{0}, copies_on_write{0},
         replies_over_budget{0}, barriers_timed_out{0}, barriers_refused{0}, held_barriers{0},
-        stops_refused{0}, chunked_pushes{0}, chunked_replies{0};
+        stops_refused{0}, chunked_pushes{0}, chunked_replies{0}, acked_before_add{0};
     std::array<std::atomic<uint64_t>, 32> errors_by_code{};
   };
   static void Bump(std::atomic<uint64_t>& c, uint64_t by = 1) {
@@ -289,6 +290,10 @@ class ShardServer::Impl final : public ps::ValueStorage, public ps::ReplySink {
   std::unique_ptr<Endpoint> endpoint_;
   std::unique_ptr<internal::CurveServerSecurity> curve_;  // with options_.curve.enabled
   std::string bound_;
+  // Over ipc:// and tcp://, where a payload frame is the server's own copy: a push may be
+  // answered before its add (ShardCore::PushReplyFirst). Over inproc:// the frame is the
+  // client's buffer, which the client waits for anyway.
+  bool reply_before_add_ = false;
   std::string control_address_;
   std::atomic<int> live_workers_{0};  // SetLiveWorkers -> the serving thread
   uint64_t control_secret_ = 0;

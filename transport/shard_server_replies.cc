@@ -463,6 +463,7 @@ ShardStats ShardServer::Impl::stats() const {
   s.push_pulls = core.push_pulls;
   s.chunked_pushes = get(counters_.chunked_pushes);
   s.chunked_replies = get(counters_.chunked_replies);
+  s.acked_before_add = get(counters_.acked_before_add);
   s.clocks = core.clocks;
   s.registrations = get(counters_.registrations);
   s.barriers = get(counters_.barriers);

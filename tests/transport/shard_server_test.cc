@@ -373,10 +373,12 @@ struct LiveShard {
   std::unique_ptr<ShardServer> server;
   zmq::socket_t socket;
 
-  explicit LiveShard(const std::string& scheme) {
+  // ack_before_add_bytes: ServerOptions' (the test shard of 64 bytes is below the default).
+  explicit LiveShard(const std::string& scheme, uint64_t ack_before_add_bytes = uint64_t{256} << 10) {
     static std::atomic<int> unique{0};
     ServerOptions options;
     options.shard = kShard;
+    options.ack_before_add_bytes = ack_before_add_bytes;
     options.endpoint = scheme == "inproc"
                            ? ::asgd::internal::StrCat("inproc://shard-server-test-", unique++)
                            : std::string("tcp://127.0.0.1:*");
@@ -586,6 +588,64 @@ TEST_P(ShardServerAfterBadInput, KeepsServingExactly) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Endpoints, ShardServerAfterBadInput, ::testing::ValuesIn(kSchemes),
+                         SchemeName);
+
+class ShardServerAckBeforeAdd : public ::testing::TestWithParam<std::string> {};
+
+// Over tcp:// a push of the whole shard onto values already checked finite (by the first
+// such push) is acknowledged before its add (ServerOptions::ack_before_add_bytes 0: at
+// any size); the add is done before the next request is read, so the pull right after
+// each ack, and a snapshot, read the push exactly. Over inproc:// (the payload is the
+// client's buffer) never. A whole-shard push holding NaN or near overflow is still
+// refused with nothing changed.
+TEST_P(ShardServerAckBeforeAdd, AddsBeforeTheNextRequest) {
+  LiveShard shard(GetParam(), 0);
+  constexpr int kPushes = 4;
+  for (int i = 0; i < kPushes; ++i) {
+    ExpectServing(shard);
+    if (HasFatalFailure()) return;
+  }
+  const bool over_the_wire = GetParam() != "inproc";
+  EXPECT_EQ(shard.server->stats().acked_before_add, over_the_wire ? kPushes - 1u : 0u);
+  EXPECT_EQ(shard.server->stats().pushes_applied, static_cast<uint64_t>(kPushes));
+  std::vector<float> bad(kShardSize, 1.0f);
+  bad[kShardSize - 1] = std::numeric_limits<float>::quiet_NaN();
+  Frame first(8 * sizeof(float)), second(8 * sizeof(float));
+  std::memcpy(first.data(), bad.data(), first.size());
+  std::memcpy(second.data(), bad.data() + 8, second.size());
+  ExpectRefusedHarmlessly(shard, {"WholeShardNaN",
+                                  ErrorCode::kNonFinite,
+                                  kRequestId,
+                                  {Encode(Push(0, kShardSize, 2)), first, second}});
+  bad[kShardSize - 1] = std::numeric_limits<float>::max();
+  std::memcpy(second.data(), bad.data() + 8, second.size());
+  for (const char* name : {"WholeShardNearOverflowOnce", "WholeShardOverflow"}) {
+    const ShardSnapshot before = shard.server->Snapshot();
+    ASSERT_TRUE(shard.Send({Encode(Push(0, kShardSize, 2)), first, second}));
+    const std::optional<Frames> reply = shard.Receive();
+    ASSERT_TRUE(reply.has_value()) << name;
+    const Header h = ReplyHeader(*reply);
+    const bool overflow = std::string(name) == "WholeShardOverflow";
+    EXPECT_EQ(h.code, overflow ? ErrorCode::kNonFinite : ErrorCode::kNone) << name << h.message;
+    EXPECT_EQ(shard.server->Snapshot().version, before.version + (overflow ? 0 : 1)) << name;
+  }
+  EXPECT_EQ(shard.server->stats().acked_before_add, over_the_wire ? kPushes - 1u : 0u);
+  ExpectServing(shard);
+}
+
+// Below ServerOptions::ack_before_add_bytes a push is added before its ack, over tcp://
+// too.
+TEST(ShardServerAckBeforeAdd, NotBelowTheSizeThreshold) {
+  LiveShard shard("tcp", kShardSize * sizeof(float) + 1);
+  for (int i = 0; i < 3; ++i) {
+    ExpectServing(shard);
+    if (HasFatalFailure()) return;
+  }
+  EXPECT_EQ(shard.server->stats().acked_before_add, 0u);
+  EXPECT_EQ(shard.server->stats().pushes_applied, 3u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Endpoints, ShardServerAckBeforeAdd, ::testing::ValuesIn(kSchemes),
                          SchemeName);
 
 }  // namespace
