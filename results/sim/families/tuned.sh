@@ -13,18 +13,20 @@
 #                without stragglers, 3 seeds each (a plain suite)
 #   retune64/    the 20 points at 64 workers tuned again with the stragglers, on a window of
 #                five factors of 2 around the rate mlp/ chose
-#   cnn/         Fashion-MNIST with asgd's CNN: eight strategies x 16, 64, 256 workers,
+#   cnn/         Fashion-MNIST with asgd's CNN: one strategy of each family (async_sgd,
+#                sync_sgd, easgd, allreduce_sgd, local_sgd, dpsgd) x 16, 64, 256 workers,
 #                dc_10gbe, tuned the same way on a grid of factors of 4 (target 0.85)
 # then trims the run folders (below) and writes the tables and plots with tuned_table.py.
-# STAGES="mlp stragglers retune64 cnn" runs a subset; STRATEGIES, SIZES and CNN_SIZES
-# shrink a stage (for a quick check into another OUT).
+# STAGES="mlp stragglers retune64 cnn" runs a subset (two instances with different STAGES
+# may share an OUT: each stage has its own folder); STRATEGIES, CNN_STRATEGIES, SIZES and
+# CNN_SIZES shrink a stage (for a quick check into another OUT).
 set -eu
 out=${OUT:-results/sim/families/tuned}
 asgd=${ASGD:-build/asgd}
 parallel=${ASGD_PARALLEL:-2}
 stages=${STAGES:-"mlp stragglers retune64 cnn"}
 strategies=${STRATEGIES:-"async_sgd agn downpour dynsgd sync_sgd easgd allreduce_sgd allreduce_sgd_hd local_sgd dpsgd"}
-cnn_strategies=${CNN_STRATEGIES:-"async_sgd agn dynsgd sync_sgd easgd allreduce_sgd local_sgd dpsgd"}
+cnn_strategies=${CNN_STRATEGIES:-"async_sgd sync_sgd easgd allreduce_sgd local_sgd dpsgd"}
 sizes=${SIZES:-"1024 256 64 16"}
 cnn_sizes=${CNN_SIZES:-"256 64 16"}
 [ -x "$asgd" ] || { echo "tuned.sh: $asgd not found; build it first (README)" >&2; exit 2; }
