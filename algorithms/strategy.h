@@ -29,6 +29,7 @@
 #include "algorithms/settings.h"
 #include "compression/compressor.h"
 #include "core/clock.h"
+#include "core/gradient_ready.h"
 #include "core/param_layout.h"
 #include "ps/param_client.h"
 #include "ps/server_rule.h"
@@ -43,6 +44,11 @@ namespace asgd::algorithms {
 // The mini-batch gradient the worker's model computes: loss and gradient at params on
 // the worker's next mini-batch (draws it). Examples of the batch are added to *samples.
 using GradientFn = std::function<float(std::span<const float> params, std::span<float> grad)>;
+// GradientFn that also tells `ready` which ranges of grad are final while the model's
+// backward pass runs (models/model.h, LossAndGradientReporting): the same batch, loss and
+// gradient bits as GradientFn.
+using ReportingGradientFn = std::function<float(std::span<const float> params,
+                                                std::span<float> grad, GradientReady& ready)>;
 
 // A sparse gradient: only the listed coordinates (unique, increasing) may be non-zero.
 struct SparseUpdate {
@@ -68,6 +74,12 @@ struct WorkerOptions {
   int64_t window = 1;
   // DOWNPOUR's n_fetch: local steps between pulls. Default 1 (every step).
   int64_t fetch_window = 1;
+  // allreduce_sgd (collective.overlap, collective.bucket_kib): allreduce the gradient in
+  // buckets of bucket_floats from its end, each as soon as backward has produced it
+  // (collective/bucketed_allreduce.h), when the runner provides
+  // WorkerEnv::reporting_gradient; else one allreduce after the whole backward.
+  bool overlap = false;
+  int64_t bucket_floats = 65536;  // 256 KiB
 };
 
 // One θ and one optimizer for ranks whose replicas stay identical (Strategy::
@@ -88,7 +100,10 @@ struct WorkerEnv {
   int worker = 0;  // 0-based index
   int num_workers = 1;
   ps::ParamClient* ps = nullptr;  // not owned
-  GradientFn gradient;        // the worker's model on its data shard
+  GradientFn gradient;            // the worker's model on its data shard
+  // The same model reporting its gradient by ranges (ReportingGradientFn); set by the
+  // runners of real workers, empty in the simulator and where a test gives none.
+  ReportingGradientFn reporting_gradient;
   // Set by the runner when the model has sparse gradients and the strategy can use them
   // (hogwild with plain SGD); empty otherwise.
   SparseGradientFn sparse_gradient;

@@ -21,11 +21,17 @@ class CnnNet {
       Block block;
       block.w = spec.layout.Get(name + ".weight").offset;
       block.b = spec.layout.Get(name + ".bias").offset;
+      const ConvBlockShape& s = shapes_[b];
+      block.end = block.b + s.out_channels;
+      // Backward reports a block's weight and bias as one range.
+      ASGD_CHECK_EQ(block.b, block.w + s.out_channels * s.in_channels * s.kernel * s.kernel, name,
+                    " bias follows its weight");
       blocks_.push_back(std::move(block));
     }
   }
 
-  EvalResult Run(const T* params, const datasets::BatchView& batch, T* grad) {
+  EvalResult Run(const T* params, const datasets::BatchView& batch, T* grad,
+                 GradientReady* ready = nullptr) {
     const int64_t rows = batch.size;
     Reserve(rows);
     // Activations are kept CNHW (plane (c, n) at c·rows·H·W + n·H·W) so that each
@@ -63,11 +69,11 @@ class CnnNet {
     const T* logits = stack_.Forward(params, flat_.data(), rows);
     EvalResult result;
     layers::SoftmaxCrossEntropy<T>(logits, batch.labels, rows, stack_.classes(),
-                                   T(1) / static_cast<T>(rows),
-                                   grad ? stack_.dlogits() : nullptr, &result);
+                                   T(1) / static_cast<T>(rows), grad ? stack_.dlogits() : nullptr,
+                                   &result);
     if (grad == nullptr) return result;
 
-    stack_.Backward(params, flat_.data(), rows, grad, dflat_.data());
+    stack_.Backward(params, flat_.data(), rows, grad, dflat_.data(), ready);
     T* dpooled = blocks_.back().dpool.data();
     for (int64_t c = 0; c < c_count; ++c) {
       for (int64_t r = 0; r < rows; ++r) {
@@ -89,6 +95,7 @@ class CnnNet {
                               ConstMatMap<T>(params + block.w, s.out_channels, k),
                               ConstMatMap<T>(block.cols.data(), k, n),
                               MatMap<T>(grad + block.w, s.out_channels, k), grad + block.b, dcols);
+      if (ready != nullptr) ready->Ready({block.w, block.end - block.w});
       if (b > 0) {
         const int64_t plane = s.in_height * s.in_width;
         layers::Col2Im<T>(dcols, rows, rows * plane, plane, s, blocks_[b - 1].dpool.data());
@@ -99,14 +106,13 @@ class CnnNet {
 
  private:
   struct Block {
-    int64_t w = 0, b = 0;            // offsets of weight and bias
-    AlignedVector<T> cols;           // im2col of the input [in_c·k·k, rows·oh·ow]
-    AlignedVector<T> act;            // act(conv) [out_c, rows·oh·ow]
-    AlignedVector<T> pool;           // pooled [out_c, rows·ph·pw]
-    AlignedVector<int32_t> argmax;   // per pooled element, index in its act plane
-    AlignedVector<T> dpool;          // dL/dpool
+    int64_t w = 0, b = 0, end = 0;  // offsets of weight and bias, and where the bias ends
+    AlignedVector<T> cols;          // im2col of the input [in_c·k·k, rows·oh·ow]
+    AlignedVector<T> act;           // act(conv) [out_c, rows·oh·ow]
+    AlignedVector<T> pool;          // pooled [out_c, rows·ph·pw]
+    AlignedVector<int32_t> argmax;  // per pooled element, index in its act plane
+    AlignedVector<T> dpool;         // dL/dpool
   };
-
 
   // Grows the scratch only when the batch is larger than any before.
   void Reserve(int64_t rows) {

@@ -8,6 +8,10 @@
 //       (loss sum, correct and count of the batch; if grad is not null, also writes the
 //        gradient of the mean loss over all of layout().size() entries)
 // and optionally
+//   EvalResult Run(const T* params, const datasets::BatchView& batch, T* grad,
+//                  GradientReady* ready)
+//       (the same, telling ready, if not null, each layer's range of grad as soon as it
+//        is final: Model::LossAndGradientReporting)
 //   void RunSparse(const float* params, const datasets::BatchView&, SparseGradient*,
 //                  EvalResult*)
 // — into a Model with argument checks, chunked evaluation and Clone().
@@ -79,6 +83,20 @@ class CpuModelImpl final : public CpuModel {
     return static_cast<float>(r.loss_sum / static_cast<double>(batch.size));
   }
 
+  float LossAndGradientReporting(std::span<const float> params, const datasets::BatchView& batch,
+                                 std::span<float> grad, GradientReady& ready) override {
+    if constexpr (kReportsByLayer) {
+      CheckSizes(params.size(), grad.size());
+      CheckBatch(batch, info_, /*allow_empty=*/false);
+      const EvalResult r = net_.Run(params.data(), batch, grad.data(), &ready);
+      return static_cast<float>(r.loss_sum / static_cast<double>(batch.size));
+    } else {
+      return Model::LossAndGradientReporting(params, batch, grad, ready);
+    }
+  }
+
+  bool ReportsGradientByLayer() const override { return kReportsByLayer; }
+
   EvalResult Evaluate(std::span<const float> params, const datasets::BatchView& batch) override {
     CheckSizes(params.size(), params.size());
     CheckBatch(batch, info_, /*allow_empty=*/true);
@@ -136,6 +154,10 @@ class CpuModelImpl final : public CpuModel {
   }
 
  private:
+  static constexpr bool kReportsByLayer = requires(
+      Net<float> & n, const float* p, const datasets::BatchView& b, float* g, GradientReady* r) {
+    n.Run(p, b, g, r);
+  };
   static constexpr bool kSparseGradient =
       requires(Net<float> & n, const float* p, const datasets::BatchView& b, SparseGradient* g,
                EvalResult* r) {

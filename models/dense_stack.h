@@ -13,6 +13,7 @@
 
 #include "core/aligned.h"
 #include "core/check.h"
+#include "core/gradient_ready.h"
 #include "models/architecture.h"
 #include "models/layers.h"
 
@@ -22,8 +23,8 @@ template <typename T>
 class DenseStack {
  public:
   // The layers "fc<first_index>" … of spec's layout: inputs → hidden… → classes.
-  DenseStack(int64_t inputs, const std::vector<int64_t>& hidden, Activation activation,
-             int classes, const ParamSpec& spec, int first_index = 1)
+  DenseStack(int64_t inputs, const std::vector<int64_t>& hidden, Activation activation, int classes,
+             const ParamSpec& spec, int first_index = 1)
       : activation_(activation) {
     int64_t in = inputs;
     for (std::size_t l = 0; l <= hidden.size(); ++l) {
@@ -32,6 +33,8 @@ class DenseStack {
       const TensorSpec& w = spec.layout.Get(name + ".weight");
       const TensorSpec& b = spec.layout.Get(name + ".bias");
       ASGD_CHECK(w.shape == (std::vector<int64_t>{in, out}), name, " shape");
+      // Backward reports a layer's weight and bias as one range.
+      ASGD_CHECK_EQ(b.offset, w.offset + in * out, name, " bias follows its weight");
       layers_.push_back({in, out, w.offset, b.offset, {}, {}});
       in = out;
     }
@@ -63,8 +66,11 @@ class DenseStack {
 
   // Backpropagates dlogits() through the layers of the last Forward (same params, x and
   // rows): writes every weight and bias gradient into grad (at the layout's offsets) and,
-  // unless dx is null, dL/dx [rows, inputs] into dx.
-  void Backward(const T* params, const T* x, int64_t rows, T* grad, T* dx) {
+  // unless dx is null, dL/dx [rows, inputs] into dx. Unless ready is null, tells it each
+  // layer's range (weight then bias) as soon as that layer's gradient is written, the last
+  // layer first.
+  void Backward(const T* params, const T* x, int64_t rows, T* grad, T* dx,
+                GradientReady* ready = nullptr) {
     for (std::size_t l = layers_.size(); l-- > 0;) {
       Layer& layer = layers_[l];
       const bool last = l + 1 == layers_.size();
@@ -78,15 +84,16 @@ class DenseStack {
                                layers::ConstMatMap<T>(params + layer.w, layer.in, layer.out),
                                layers::ConstMatMap<T>(layer.d.data(), rows, layer.out),
                                layers::MatMap<T>(grad + layer.w, layer.in, layer.out), d_in);
+      if (ready != nullptr) ready->Ready({layer.w, layer.b + layer.out - layer.w});
     }
   }
 
  private:
   struct Layer {
     int64_t in, out;
-    int64_t w, b;            // offsets of weight and bias in the flat vector
-    AlignedVector<T> h;      // output [rows, out] (after the activation)
-    AlignedVector<T> d;      // dL/d(output), then dL/d(pre-activation) [rows, out]
+    int64_t w, b;        // offsets of weight and bias in the flat vector
+    AlignedVector<T> h;  // output [rows, out] (after the activation)
+    AlignedVector<T> d;  // dL/d(output), then dL/d(pre-activation) [rows, out]
   };
 
   // Grows the scratch only when the batch is larger than any before.

@@ -12,16 +12,17 @@ class MlpNet {
   MlpNet(const MlpArchitecture& arch, const ParamSpec& spec)
       : stack_(arch.inputs, arch.hidden, arch.activation, arch.classes, spec) {}
 
-  EvalResult Run(const T* params, const datasets::BatchView& batch, T* grad) {
+  EvalResult Run(const T* params, const datasets::BatchView& batch, T* grad,
+                 GradientReady* ready = nullptr) {
     const int64_t rows = batch.size;
     const T* x = PromoteInput<T>(batch.x, rows * stack_.inputs(), &x_);
     const T* logits = stack_.Forward(params, x, rows);
     EvalResult result;
     layers::SoftmaxCrossEntropy<T>(logits, batch.labels, rows, stack_.classes(),
-                                   T(1) / static_cast<T>(rows),
-                                   grad ? stack_.dlogits() : nullptr, &result);
+                                   T(1) / static_cast<T>(rows), grad ? stack_.dlogits() : nullptr,
+                                   &result);
     // The first layer needs no input gradient.
-    if (grad != nullptr) stack_.Backward(params, x, rows, grad, nullptr);
+    if (grad != nullptr) stack_.Backward(params, x, rows, grad, nullptr, ready);
     return result;
   }
 

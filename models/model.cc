@@ -6,6 +6,14 @@ namespace asgd::models {
 
 std::string Model::Source() const { return "model.name = " + Name(); }
 
+float Model::LossAndGradientReporting(std::span<const float> params,
+                                      const datasets::BatchView& batch, std::span<float> grad,
+                                      GradientReady& ready) {
+  const float loss = LossAndGradient(params, batch, grad);
+  ready.Ready({0, static_cast<int64_t>(grad.size())});
+  return loss;
+}
+
 float Model::LossAndSparseGradient(std::span<const float> /*params*/,
                                    const datasets::BatchView& /*batch*/, SparseGradient* /*grad*/) {
   ASGD_CHECK(HasSparseGradient(), "model ", Name(), " has no sparse gradient");

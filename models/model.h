@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "core/gradient_ready.h"
 #include "core/param_layout.h"
 #include "datasets/dataset.h"
 
@@ -80,6 +81,22 @@ class Model {
   // the batch matches the model's input (dense with num_features() columns, or sparse).
   virtual float LossAndGradient(std::span<const float> params, const datasets::BatchView& batch,
                                 std::span<float> grad) = 0;
+
+  // LossAndGradient that also tells `ready` which ranges of grad are final as the backward
+  // pass produces them (core/gradient_ready.h): every element of grad is reported exactly
+  // once, in disjoint ranges, before this returns, and a reported range is not written
+  // again. The loss and gradient are LossAndGradient's, bit for bit. What each model
+  // reports: the CPU MLP and CNN (and their CUDA versions) one range per layer (its weight
+  // and bias) as soon as backward has computed it, the last layer first; the TorchScript
+  // model one range per parameter, when autograd has accumulated its gradient; any other
+  // model (this default) the whole vector once, after LossAndGradient. Models that report
+  // per layer say so with ReportsGradientByLayer(). REQUIRES: as LossAndGradient.
+  virtual float LossAndGradientReporting(std::span<const float> params,
+                                         const datasets::BatchView& batch, std::span<float> grad,
+                                         GradientReady& ready);
+  // True if LossAndGradientReporting reports parts of the gradient before the whole of it
+  // is computed (else it reports the whole vector at the end).
+  virtual bool ReportsGradientByLayer() const { return false; }
 
   // Loss sum and correct count of the batch at params (no gradient).
   virtual EvalResult Evaluate(std::span<const float> params, const datasets::BatchView& batch) = 0;

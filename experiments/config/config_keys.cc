@@ -427,6 +427,16 @@ Schema BuildSchema() {
             "long with one line naming the rank and the operation (as processes: naming "
             "the worker that left)",
             "ms"));
+  s.Add(Bool("collective.overlap", false,
+              "allreduce_sgd: allreduce the gradient in buckets (collective.bucket_kib) from "
+              "the last layer's end, each as soon as backward has produced it, on a "
+              "communication thread, while backward computes the earlier layers (PyTorch "
+              "DDP's buckets); false: one allreduce after the whole backward. The same "
+              "sum, within the rounding of its order (docs/collectives.md)"));
+  s.Add(Int("collective.bucket_kib", 256, 1, std::nullopt,
+            "allreduce_sgd with collective.overlap: the size of one bucket; at most the "
+            "model's size when given",
+            "KiB"));
   // [compression] (issue 17; compression/compressor.h)
   {
     std::string doc =

@@ -127,6 +127,9 @@ algorithms::StrategyOptions BuildStrategyOptions(const Config& config, int64_t t
   so.worker.fetch_window = config.Int("algorithm.fetch_window") > 0
                                ? config.Int("algorithm.fetch_window")
                                : so.worker.window;
+  so.worker.overlap = config.Bool("collective.overlap");
+  so.worker.bucket_floats =
+      config.Int("collective.bucket_kib") * 1024 / static_cast<int64_t>(sizeof(float));
   // The strategies' own settings (every strategy's: a run reads its own), then their checks
   // against the other options.
   for (const algorithms::Setting* setting : algorithms::AllSettings()) {

@@ -26,6 +26,15 @@ Problem LoadProblem(const Config& config, const RunRequest& request) {
   p.optimizer = BuildOptimizerOptions(config);
   (void)algorithms::NewOptimizer(p.optimizer, p.n_params);  // validates
   p.strategy_options = BuildStrategyOptions(config, p.data.train.num_examples);
+  // A bucket larger than the model would be one allreduce of the whole vector: when the
+  // config gives the size, refuse it (the default simply makes one bucket of a small model).
+  const int64_t model_kib = (p.model->layout().size_bytes() + 1023) / 1024;
+  if (plan.strategy->collective && p.strategy_options.worker.overlap &&
+      config.IsExplicit("collective.bucket_kib") &&
+      config.Int("collective.bucket_kib") > model_kib) {
+    throw ConfigError("collective.bucket_kib", config.Raw("collective.bucket_kib"),
+                      StrCat("at most the model's size, ", model_kib, " KiB"));
+  }
   // Validates the strategy's keys (a server rule for the parameter-server strategies).
   if (plan.strategy->collective) {
     (void)plan.strategy->worker_rule(p.strategy_options);

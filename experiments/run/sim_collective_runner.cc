@@ -146,6 +146,10 @@ class SimCollectiveRun {
       const bool share = problem.plan.sim.share_buffers;
       if (share) ws.shared = &scratch_;
       ws.learning_rate = problem.plan.learning_rate;  // one rate: the replicas apply one step
+      // Simulated ranks are tasks of one scheduler: a communication thread of their own
+      // (collective.overlap) has no place among them, and the simulator does not model
+      // the overlap (docs/simulator.md).
+      ws.options.worker.overlap = false;
       if (share && problem.plan.strategy->identical_replicas) {
         // One θ and optimizer for all ranks (algorithms::SharedReplica): the ranks run one
         // at a time, and their replicas would hold the same bits.

@@ -232,7 +232,11 @@ class WorkerLoop::Pass {
       env_.push_pull_in_place = true;
     }
     env_.gradient = [this](std::span<const float> params, std::span<float> grad) {
-      return Gradient(params, grad);
+      return Gradient(params, grad, nullptr);
+    };
+    env_.reporting_gradient = [this](std::span<const float> params, std::span<float> grad,
+                                     GradientReady& ready) {
+      return Gradient(params, grad, &ready);
     };
     if (s_.sparse) {
       sparse_params_.assign(static_cast<std::size_t>(n_params), 0.0f);
@@ -303,8 +307,9 @@ class WorkerLoop::Pass {
   }
 
   // WorkerEnv::gradient: the next batch's loss and gradient at params, timed as compute,
-  // with the step-time model applied (at once, or deferred when the scratch is shared).
-  float Gradient(std::span<const float> params, std::span<float> grad) {
+  // with the step-time model applied (at once, or deferred when the scratch is shared);
+  // WorkerEnv::reporting_gradient when `ready` is not null (the model reports its ranges).
+  float Gradient(std::span<const float> params, std::span<float> grad, GradientReady* ready) {
     RunDeferred();
     datasets::BatchView batch = sampler_->Next();
     last_batch_ = batch.size;
@@ -313,7 +318,9 @@ class WorkerLoop::Pass {
     // Seeded before every gradient, so that the k-th gradient of worker w draws the same
     // (dropout) whether the model is this worker's or shared (simulated workers).
     model_->SeedTraining(dropout_seed_, gradients_);
-    const float loss = model_->LossAndGradient(params, batch, grad);
+    const float loss = ready != nullptr
+                           ? model_->LossAndGradientReporting(params, batch, grad, *ready)
+                           : model_->LossAndGradient(params, batch, grad);
     if (s_.after_gradient) {
       const Duration cpu = sim::ThreadCpuTime() - cpu0;
       if (shared_ != nullptr) {

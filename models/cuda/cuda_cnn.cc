@@ -33,6 +33,9 @@ class CudaCnnNet final : public CudaNet {
       Block block;
       block.w = spec.layout.Get(name + ".weight").offset;
       block.b = spec.layout.Get(name + ".bias").offset;
+      // Backward reports a block's weight and bias as one range.
+      ASGD_CHECK_EQ(block.b, block.w + s.out_channels * s.in_channels * s.kernel * s.kernel, name,
+                    " bias follows its weight");
       blocks_.push_back(std::move(block));
     }
   }
@@ -57,8 +60,8 @@ class CudaCnnNet final : public CudaNet {
       // act [out_c, n] = act(W [out_c, k] · cols [k, n] + b).
       RowMajorGemm(ctx.cublas, Op::kN, Op::kN, s.out_channels, n, k, params + block.w,
                    block.cols.get(), block.act.get());
-      LaunchBiasActivate(block.act.get(), s.out_channels * n, params + block.b, n,
-                         s.out_channels, activation_, ctx.stream);
+      LaunchBiasActivate(block.act.get(), s.out_channels * n, params + block.b, n, s.out_channels,
+                         activation_, ctx.stream);
       LaunchMaxPoolForward(block.act.get(), s.out_channels * rows, s.conv_height, s.conv_width,
                            block.pool.get(), block.argmax.get(), ctx.stream);
     }
@@ -87,8 +90,9 @@ class CudaCnnNet final : public CudaNet {
                                ctx.stream);
       LaunchRowSums(dact_.get(), s.out_channels, n, partial_.get(), grad + block.b, ctx.stream);
       // dW [out_c, k] = dact [out_c, n] · cols [k, n]ᵀ.
-      RowMajorGemm(ctx.cublas, Op::kN, Op::kT, s.out_channels, k, n, dact_.get(),
-                   block.cols.get(), grad + block.w);
+      RowMajorGemm(ctx.cublas, Op::kN, Op::kT, s.out_channels, k, n, dact_.get(), block.cols.get(),
+                   grad + block.w);
+      if (ctx.layer_done) ctx.layer_done({block.w, block.b + s.out_channels - block.w});
       // The first block needs no input gradient.
       if (b > 0) {
         // dcols [k, n] = W [out_c, k]ᵀ · dact [out_c, n], then back to the planes of the
@@ -104,14 +108,13 @@ class CudaCnnNet final : public CudaNet {
 
  private:
   struct Block {
-    int64_t w = 0, b = 0;           // offsets of weight and bias
-    DeviceBuffer<float> cols;       // im2col of the input [in_c·k·k, rows·oh·ow]
-    DeviceBuffer<float> act;        // act(conv) [out_c, rows·oh·ow]
-    DeviceBuffer<float> pool;       // pooled [out_c, rows·ph·pw]
-    DeviceBuffer<int32_t> argmax;   // per pooled element, index in its act plane
-    DeviceBuffer<float> dpool;      // dL/dpool
+    int64_t w = 0, b = 0;          // offsets of weight and bias
+    DeviceBuffer<float> cols;      // im2col of the input [in_c·k·k, rows·oh·ow]
+    DeviceBuffer<float> act;       // act(conv) [out_c, rows·oh·ow]
+    DeviceBuffer<float> pool;      // pooled [out_c, rows·ph·pw]
+    DeviceBuffer<int32_t> argmax;  // per pooled element, index in its act plane
+    DeviceBuffer<float> dpool;     // dL/dpool
   };
-
 
   // Where Col2Im of block b writes: dL/d(pooled output of block b − 1).
   float* dcols_target(std::size_t b) { return blocks_[b - 1].dpool.get(); }
@@ -146,10 +149,10 @@ class CudaCnnNet final : public CudaNet {
   std::vector<ConvBlockShape> shapes_;
   std::vector<Block> blocks_;
   CudaDenseStack stack_;
-  DeviceBuffer<float> dact_;       // dL/d(conv output) of the block being backpropagated
-  DeviceBuffer<float> dcols_;      // dL/dcols of the block being backpropagated
-  DeviceBuffer<double> partial_;   // bias-gradient partial sums
-  DeviceBuffer<float> flat_;       // [rows, flat] input of fc1
+  DeviceBuffer<float> dact_;      // dL/d(conv output) of the block being backpropagated
+  DeviceBuffer<float> dcols_;     // dL/dcols of the block being backpropagated
+  DeviceBuffer<double> partial_;  // bias-gradient partial sums
+  DeviceBuffer<float> flat_;      // [rows, flat] input of fc1
   DeviceBuffer<float> dflat_;
   int64_t capacity_ = 0;
 };

@@ -1,5 +1,7 @@
 // CudaModelImpl: the CudaModel around a CudaNet (contracts in cuda_model.h, factory.h
 // and net.h), and device discovery.
+#include "models/cuda/cuda_model.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -7,11 +9,11 @@
 #include <span>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "core/check.h"
 #include "core/error.h"
 #include "models/cuda/cuda_check.h"
-#include "models/cuda/cuda_model.h"
 #include "models/cuda/device_memory.h"
 #include "models/cuda/factory.h"
 #include "models/cuda/gemm.h"
@@ -59,8 +61,8 @@ int64_t AlignUp(int64_t n) { return (n + kAlignFloats - 1) / kAlignFloats * kAli
 void CheckLabels(const datasets::BatchView& batch, int classes) {
   for (int64_t r = 0; r < batch.size; ++r) {
     const int32_t label = batch.labels[r];
-    ASGD_CHECK(label >= 0 && label < classes, "label ", label, " of example ", r,
-               " outside [0, ", classes, ")");
+    ASGD_CHECK(label >= 0 && label < classes, "label ", label, " of example ", r, " outside [0, ",
+               classes, ")");
   }
 }
 
@@ -123,20 +125,15 @@ class CudaModelImpl final : public CudaModel {
 
   float LossAndGradient(std::span<const float> params, const datasets::BatchView& batch,
                         std::span<float> grad) override {
-    CheckSizes(params.size(), grad.size());
-    CheckBatch(batch, parts_.info, /*allow_empty=*/false);
-    CheckLabels(batch, parts_.info.classes);
-    DeviceGuard guard(device_);
-    const cudaStream_t s = stream();
-    UploadParams(params, s);
-    UploadBatch(batch, s);
-    EnqueueStep(device_params(), batch.size, device_grad(), s);
-    ASGD_CUDA_CHECK(cudaMemcpyAsync(pinned_grad(), device_grad(), Bytes(),
-                                    cudaMemcpyDeviceToHost, s));
-    const EvalResult r = ReadSums(batch.size, s);
-    std::memcpy(grad.data(), pinned_grad(), Bytes());
-    return static_cast<float>(r.loss_sum / static_cast<double>(batch.size));
+    return HostStep(params, batch, grad, nullptr);
   }
+
+  float LossAndGradientReporting(std::span<const float> params, const datasets::BatchView& batch,
+                                 std::span<float> grad, GradientReady& ready) override {
+    return HostStep(params, batch, grad, &ready);
+  }
+
+  bool ReportsGradientByLayer() const override { return true; }
 
   EvalResult Evaluate(std::span<const float> params, const datasets::BatchView& batch) override {
     CheckSizes(params.size(), params.size());
@@ -176,10 +173,10 @@ class CudaModelImpl final : public CudaModel {
   struct Resources {
     OwnedStream stream;
     CublasHandle cublas;
-    DeviceBuffer<float> params_grad;      // [params | padding | grad]
+    DeviceBuffer<float> params_grad;  // [params | padding | grad]
     PinnedBuffer<float> pinned_params;
     PinnedBuffer<float> pinned_grad;
-    PinnedBuffer<float> pinned_x;         // batch staging, grows
+    PinnedBuffer<float> pinned_x;  // batch staging, grows
     PinnedBuffer<int32_t> pinned_labels;
     DeviceBuffer<float> x;
     DeviceBuffer<int32_t> labels;
@@ -188,6 +185,8 @@ class CudaModelImpl final : public CudaModel {
     DeviceBuffer<LossSums> sums;
     PinnedBuffer<LossSums> pinned_sums;
     std::unique_ptr<CudaNet> net;
+    // LossAndGradientReporting's events, one per layer, made on first use.
+    std::vector<std::unique_ptr<OwnedEvent>> layer_events;
   };
 
   int64_t size() const { return parts_.spec->layout.size(); }
@@ -224,11 +223,56 @@ class CudaModelImpl final : public CudaModel {
                                     cudaMemcpyHostToDevice, s));
   }
 
+  // LossAndGradient(Reporting) on host spans: upload, step, gradient back to grad. With
+  // `ready`, each layer's range leaves the device as soon as backward has written it: a
+  // copy to the pinned staging enqueued right after the layer's kernels, and an event after
+  // the copy; the host waits for the events in order (the stream keeps running the earlier
+  // layers' backward meanwhile) and reports each range once its values are in grad. The
+  // same kernels and the same bytes as the one copy without it.
+  float HostStep(std::span<const float> params, const datasets::BatchView& batch,
+                 std::span<float> grad, GradientReady* ready) {
+    CheckSizes(params.size(), grad.size());
+    CheckBatch(batch, parts_.info, /*allow_empty=*/false);
+    CheckLabels(batch, parts_.info.classes);
+    DeviceGuard guard(device_);
+    const cudaStream_t s = stream();
+    UploadParams(params, s);
+    UploadBatch(batch, s);
+    if (ready == nullptr) {
+      EnqueueStep(device_params(), batch.size, device_grad(), s);
+      ASGD_CUDA_CHECK(
+          cudaMemcpyAsync(pinned_grad(), device_grad(), Bytes(), cudaMemcpyDeviceToHost, s));
+    } else {
+      std::vector<Range> layers;
+      EnqueueStep(device_params(), batch.size, device_grad(), s, [&](Range r) {
+        if (res_->layer_events.size() <= layers.size()) {
+          res_->layer_events.push_back(std::make_unique<OwnedEvent>());
+        }
+        ASGD_CUDA_CHECK(cudaMemcpyAsync(pinned_grad() + r.begin, device_grad() + r.begin,
+                                        static_cast<std::size_t>(r.count) * sizeof(float),
+                                        cudaMemcpyDeviceToHost, s));
+        ASGD_CUDA_CHECK(cudaEventRecord(res_->layer_events[layers.size()]->get(), s));
+        layers.push_back(r);
+      });
+      for (std::size_t i = 0; i < layers.size(); ++i) {
+        const Range r = layers[i];
+        ASGD_CUDA_CHECK(cudaEventSynchronize(res_->layer_events[i]->get()));
+        std::memcpy(grad.data() + r.begin, pinned_grad() + r.begin,
+                    static_cast<std::size_t>(r.count) * sizeof(float));
+        ready->Ready(r);
+      }
+    }
+    const EvalResult r = ReadSums(batch.size, s);
+    if (ready == nullptr) std::memcpy(grad.data(), pinned_grad(), Bytes());
+    return static_cast<float>(r.loss_sum / static_cast<double>(batch.size));
+  }
+
   // Forward and loss of the uploaded batch of `rows` examples; backward into d_grad
-  // unless it is null.
-  void EnqueueStep(const float* d_params, int64_t rows, float* d_grad, cudaStream_t s) {
+  // unless it is null, telling layer_done (if set) each layer's range (NetContext).
+  void EnqueueStep(const float* d_params, int64_t rows, float* d_grad, cudaStream_t s,
+                   std::function<void(Range)> layer_done = {}) {
     res_->cublas.Bind(s);
-    const NetContext ctx{s, res_->cublas.get()};
+    const NetContext ctx{s, res_->cublas.get(), std::move(layer_done)};
     res_->row_loss.Reserve(rows);
     res_->row_correct.Reserve(rows);
     const float* logits = res_->net->Forward(ctx, d_params, res_->x.get(), rows);

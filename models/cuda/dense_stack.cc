@@ -21,6 +21,8 @@ CudaDenseStack::CudaDenseStack(int64_t inputs, const std::vector<int64_t>& hidde
     const TensorSpec& w = spec.layout.Get(name + ".weight");
     const TensorSpec& b = spec.layout.Get(name + ".bias");
     ASGD_CHECK(w.shape == (std::vector<int64_t>{in, out}), name, " shape");
+    // Backward reports a layer's weight and bias as one range.
+    ASGD_CHECK_EQ(b.offset, w.offset + in * out, name, " bias follows its weight");
     layers_.push_back({in, out, w.offset, b.offset, {}, {}});
     in = out;
   }
@@ -57,13 +59,15 @@ void CudaDenseStack::Backward(const NetContext& ctx, const float* params, const 
   for (std::size_t l = layers_.size(); l-- > 0;) {
     Layer& layer = layers_[l];
     const bool last = l + 1 == layers_.size();
-    if (!last) LaunchActivationBackward(layer.h.get(), layer.d.get(), rows * layer.out,
-                                        activation_, ctx.stream);
+    if (!last)
+      LaunchActivationBackward(layer.h.get(), layer.d.get(), rows * layer.out, activation_,
+                               ctx.stream);
     LaunchColumnSums(layer.d.get(), rows, layer.out, grad + layer.b, ctx.stream);
     const float* in = l == 0 ? x : layers_[l - 1].h.get();
     // dW = inᵀ·dz; d_in = dz·Wᵀ (none for the first layer unless dx is asked for).
     RowMajorGemm(ctx.cublas, Op::kT, Op::kN, layer.in, layer.out, rows, in, layer.d.get(),
                  grad + layer.w);
+    if (ctx.layer_done) ctx.layer_done({layer.w, layer.b + layer.out - layer.w});
     float* d_in = l == 0 ? dx : layers_[l - 1].d.get();
     if (d_in != nullptr) {
       RowMajorGemm(ctx.cublas, Op::kN, Op::kT, rows, layer.in, layer.out, layer.d.get(),

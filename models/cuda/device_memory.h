@@ -15,11 +15,11 @@
 // step.
 #pragma once
 
-#include <cuda_runtime_api.h>
-
 #include <cstddef>
 #include <cstdint>
 #include <utility>
+
+#include <cuda_runtime_api.h>
 
 #include "core/check.h"
 #include "models/cuda/cuda_check.h"
@@ -56,7 +56,8 @@ class Buffer {
   Buffer() = default;
   explicit Buffer(int64_t count) { Resize(count); }
   ~Buffer() { Release(); }
-  Buffer(Buffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)), size_(std::exchange(o.size_, 0)) {}
+  Buffer(Buffer&& o) noexcept
+      : ptr_(std::exchange(o.ptr_, nullptr)), size_(std::exchange(o.size_, 0)) {}
   Buffer& operator=(Buffer&& o) noexcept {
     if (this != &o) {
       Release();
@@ -114,6 +115,22 @@ using PinnedBuffer = internal::Buffer<T, internal::PinnedAlloc, internal::Pinned
 
 // A stream of the current device that does not synchronise with the legacy default
 // stream, so several models on one device run concurrently.
+// An event without timing (cudaEventDisableTiming), for waiting on part of a stream.
+class OwnedEvent {
+ public:
+  OwnedEvent() { ASGD_CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming)); }
+  ~OwnedEvent() {
+    if (event_ != nullptr) (void)cudaEventDestroy(event_);
+  }
+  OwnedEvent(const OwnedEvent&) = delete;
+  OwnedEvent& operator=(const OwnedEvent&) = delete;
+
+  cudaEvent_t get() const { return event_; }
+
+ private:
+  cudaEvent_t event_ = nullptr;
+};
+
 class OwnedStream {
  public:
   OwnedStream() { ASGD_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking)); }

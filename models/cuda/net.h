@@ -11,15 +11,16 @@
 // synchronises the device.
 #pragma once
 
-#include <cublas_v2.h>
-#include <cuda_runtime_api.h>
-
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include "core/param_layout.h"
 #include "models/architecture.h"
 #include "models/cpu_model.h"
 #include "models/cuda/device_memory.h"
@@ -30,6 +31,10 @@ namespace asgd::models::cuda {
 struct NetContext {
   cudaStream_t stream = nullptr;
   cublasHandle_t cublas = nullptr;
+  // Optional: Backward calls it with a layer's range of the gradient (its weight and
+  // bias) right after enqueueing the kernels that write it, the last layer first; the
+  // values exist once the stream has run that far.
+  std::function<void(Range)> layer_done;
 };
 
 KernelActivation ToKernel(Activation activation);
@@ -44,9 +49,10 @@ class CudaNet {
   // Where the caller puts dL/dlogits [rows, classes] before Backward.
   virtual float* dlogits() = 0;
   // Backpropagates dlogits() through the last Forward (same params, x, rows) and writes
-  // every entry of the gradient grad (layout().size() floats, device).
-  virtual void Backward(const NetContext& ctx, const float* params, const float* x,
-                        int64_t rows, float* grad) = 0;
+  // every entry of the gradient grad (layout().size() floats, device); tells
+  // ctx.layer_done, if set, each layer's range as it goes.
+  virtual void Backward(const NetContext& ctx, const float* params, const float* x, int64_t rows,
+                        float* grad) = 0;
 };
 
 // The layers "fc1" … of spec's layout: inputs → hidden… → classes; layer l computes
@@ -70,9 +76,9 @@ class CudaDenseStack {
  private:
   struct Layer {
     int64_t in, out;
-    int64_t w, b;               // offsets of weight and bias in the flat vector
-    DeviceBuffer<float> h;      // output [rows, out] after the activation
-    DeviceBuffer<float> d;      // dL/d(output), then dL/d(pre-activation)
+    int64_t w, b;           // offsets of weight and bias in the flat vector
+    DeviceBuffer<float> h;  // output [rows, out] after the activation
+    DeviceBuffer<float> d;  // dL/d(output), then dL/d(pre-activation)
   };
   void Reserve(int64_t rows);
 

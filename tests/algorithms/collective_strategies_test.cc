@@ -80,6 +80,15 @@ CollectiveRun RunCollective(
     env.optimizer = opt.get();
     env.options = so.worker;
     env.gradient = gradient ? gradient(c.rank(), q[r], &step) : q[r].Fn();
+    // The same gradient reported as two "layers", the second half first (as a backward
+    // pass reports them); used by allreduce_sgd with WorkerOptions::overlap.
+    env.reporting_gradient = [&env](std::span<const float> p, std::span<float> g,
+                                    GradientReady& ready) {
+      const float loss = env.gradient(p, g);
+      ready.Ready({kDim / 2, kDim - kDim / 2});
+      ready.Ready({0, kDim / 2});
+      return loss;
+    };
     ASSERT_TRUE(rule->Start(env).ok());
     for (step = 0; step < steps; ++step) {
       const StepResult res = rule->Step(env);
@@ -139,6 +148,49 @@ INSTANTIATE_TEST_SUITE_P(Workers, AllreduceEqualsSync,
                                   std::string(
                                       collective::AlgorithmName(std::get<1>(param_info.param))) +
                                   "_" + std::get<2>(param_info.param);
+                         });
+
+class AllreduceOverlap : public ::testing::TestWithParam<std::tuple<int, Algorithm>> {};
+
+// collective.overlap: the mean gradient allreduced in buckets (here of 4 and of 2 floats,
+// neither on the "layers'" boundary) as the gradient reports them: the run equals the one-
+// piece allreduce's within rounding, bit for bit at N <= 2 (a + b == b + a), and every
+// replica holds the same bits; each step makes one allreduce per bucket.
+TEST_P(AllreduceOverlap, EqualsTheOnePieceAllreduce) {
+  const auto& [workers, algorithm] = GetParam();
+  constexpr int kSteps = 12;
+  StrategyOptions so = testing::Options(0.1, 1);
+  so.optimizer.momentum = 0.9;
+  const CollectiveRun whole =
+      RunCollective("allreduce_sgd", workers, so, kSteps, "momentum", algorithm);
+  for (const int64_t bucket : {int64_t{4}, int64_t{2}, int64_t{100}}) {
+    SCOPED_TRACE(bucket);
+    so.worker.overlap = true;
+    so.worker.bucket_floats = bucket;
+    const CollectiveRun run =
+        RunCollective("allreduce_sgd", workers, so, kSteps, "momentum", algorithm);
+    for (int w = 0; w < workers; ++w) {
+      EXPECT_EQ(run.params[static_cast<std::size_t>(w)], run.params[0]) << "replica " << w;
+    }
+    if (workers <= 2) {
+      EXPECT_EQ(run.params[0], whole.params[0]);
+    } else {
+      ExpectNear(run.params[0], whole.params[0], "overlapped vs one-piece allreduce");
+    }
+    const auto buckets = static_cast<uint64_t>((kDim + bucket - 1) / bucket);
+    EXPECT_EQ(run.counters[0].allreduces, 1 + kSteps * buckets);  // + the start
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Workers, AllreduceOverlap,
+                         ::testing::Combine(::testing::Values(1, 2, 3, 4),
+                                            ::testing::Values(Algorithm::kRing,
+                                                              Algorithm::kRingChunked,
+                                                              Algorithm::kHalvingDoubling)),
+                         [](const auto& param_info) {
+                           return std::to_string(std::get<0>(param_info.param)) + "_" +
+                                  std::string(
+                                      collective::AlgorithmName(std::get<1>(param_info.param)));
                          });
 
 // Stich 2019 / Lin et al. 2020: local SGD with H = 1 and plain SGD is mini-batch SGD on

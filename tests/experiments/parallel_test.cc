@@ -612,6 +612,68 @@ TEST(CollectiveRun, ConsensusDistanceAndStaleness) {
   }
 }
 
+// collective.overlap: allreduce_sgd's gradient allreduced in buckets as backward produces
+// the MLP's layers (bucket_kib = 1: 256 floats, so bucket 0 holds the last layer and part
+// of the first, bucket 1 the rest of the first) follows the one-piece allreduce's run:
+// bit for bit at 2 workers (two addends), within the rounding of the summation order at
+// 4, row by row of convergence.csv.
+TEST(CollectiveRun, OverlapFollowsTheOnePieceAllreduce) {
+  for (const int workers : {2, 4}) {
+    SCOPED_TRACE(workers);
+    const std::string config =
+        std::string(kSynthetic) +
+        "[algorithm]\nname = allreduce_sgd\nworkers = " + std::to_string(workers) +
+        "\nlearning_rate = 0.1\n" + "optimizer = momentum\nmomentum = 0.9\n";
+    testing::TempDir off_dir, on_dir;
+    Outcome off = RunConfig(off_dir, config, {"collective.overlap=false"});
+    Outcome on = RunConfig(on_dir, config, {"collective.overlap=true", "collective.bucket_kib=1"});
+    ASSERT_EQ(off.status, 0) << off.err;
+    ASSERT_EQ(on.status, 0) << on.err;
+    const auto a = ReadRows(RunFolder(off_dir) + "/convergence.csv");
+    const auto b = ReadRows(RunFolder(on_dir) + "/convergence.csv");
+    ASSERT_EQ(a.size(), b.size());
+    ASSERT_GE(a.size(), 3u);
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      EXPECT_EQ(a[i].at("samples"), b[i].at("samples")) << i;
+      EXPECT_EQ(a[i].at("updates"), b[i].at("updates")) << i;
+      EXPECT_EQ(b[i].at("consensus_distance"), "0") << i;
+      for (const char* col : {"test_loss", "test_accuracy", "train_loss"}) {
+        // Row 0 (before any step) has no training loss: "nan" in both.
+        if (workers == 2 || a[i].at(col) == b[i].at(col)) {
+          EXPECT_EQ(a[i].at(col), b[i].at(col)) << col << " in row " << i;
+        } else {
+          const double x = std::stod(a[i].at(col)), y = std::stod(b[i].at(col));
+          EXPECT_NEAR(x, y, 1e-3 * std::max(1.0, std::abs(x))) << col << " in row " << i;
+        }
+      }
+    }
+    EXPECT_GE(std::stod(on.provenance["final_test_accuracy"].get<std::string>()), 0.85);
+  }
+}
+
+// collective.bucket_kib: a bucket of 0 KiB, and one larger than the model when the config
+// gives it (the MLP 16-16-3 holds 323 floats, 2 KiB rounded up), are refused in one line
+// naming the key, exit status 2; a default larger than a small model is one bucket.
+TEST(CollectiveRun, BadBucketSizesAreRefusedInOneLine) {
+  const std::string config = std::string(kSynthetic) +
+                             "[algorithm]\nname = allreduce_sgd\nworkers = 2\n"
+                             "[collective]\noverlap = true\n";
+  for (const std::string bad : {"0", "-1", "3", "inf", "nan"}) {
+    SCOPED_TRACE(bad);
+    testing::TempDir dir;
+    Outcome o = RunConfig(dir, config, {"collective.bucket_kib=" + bad});
+    EXPECT_EQ(o.status, 2);
+    EXPECT_THAT(o.err, HasSubstr("collective.bucket_kib"));
+    EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+  }
+  testing::TempDir dir;
+  Outcome fits = RunConfig(dir, config, {"collective.bucket_kib=2", "experiment.epochs=1"});
+  EXPECT_EQ(fits.status, 0) << fits.err;
+  testing::TempDir default_dir;
+  Outcome by_default = RunConfig(default_dir, config, {"experiment.epochs=1"});
+  EXPECT_EQ(by_default.status, 0) << by_default.err;
+}
+
 // Every gloo algorithm carries a whole run with many round boundaries: each boundary
 // allreduces vectors made fresh for it, at addresses that differ from rank to rank
 // (ring_chunked and halving_doubling used to pick their cached gloo algorithm by that
@@ -751,9 +813,9 @@ TEST(CollectiveRun, CheckpointFoldersCountRounds) {
     SCOPED_TRACE(c.name);
     const int workers = testing::RunTestWorkers(c.name);
     testing::TempDir dir;
-    const std::string config =
-        std::string(kSynthetic) + "[algorithm]\nname = " + c.name +
-        "\nworkers = " + std::to_string(workers) + "\nlearning_rate = 0.1\nwindow = " + std::to_string(c.window) + "\n";
+    const std::string config = std::string(kSynthetic) + "[algorithm]\nname = " + c.name +
+                               "\nworkers = " + std::to_string(workers) +
+                               "\nlearning_rate = 0.1\nwindow = " + std::to_string(c.window) + "\n";
     Outcome first = RunConfig(
         dir, config,
         {"experiment.epochs=4", "experiment.checkpoint_every_steps=" + std::to_string(kEvery),
@@ -784,7 +846,8 @@ TEST(CollectiveRun, CheckpointFoldersCountRounds) {
     // The newest as a checkpoint of before: step-<summed pushes>, no rounds.
     const int64_t last = rounds.back();
     char old_name[32], new_name[32];
-    std::snprintf(old_name, sizeof(old_name), "step-%012lld", static_cast<long long>(workers * last));
+    std::snprintf(old_name, sizeof(old_name), "step-%012lld",
+                  static_cast<long long>(workers * last));
     std::snprintf(new_name, sizeof(new_name), "round-%012lld", static_cast<long long>(last));
     const fs::path checkpoints = fs::path(run) / "checkpoints";
     for (const auto& e : fs::directory_iterator(checkpoints)) {

@@ -17,8 +17,6 @@
 //     rounding differs (cuBLAS vs Eigen summation order), so trajectories drift apart
 //     slowly; on these well-conditioned problems the drift stays far below 1%.
 // Every test here needs a device and skips itself, naming the reason, without one.
-#include <gtest/gtest.h>
-
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -27,6 +25,8 @@
 #include <thread>
 #include <utility>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "core/error.h"
 #include "core/rng.h"
@@ -37,6 +37,7 @@
 #include "models/cuda/net.h"
 #include "models/mlp.h"
 #include "tests/models/cuda_test_util.h"
+#include "tests/models/gradient_ready_check.h"
 #include "tests/models/test_data.h"
 
 namespace asgd::models::cuda {
@@ -46,22 +47,25 @@ using cuda::testing::CudaTest;
 using cuda::testing::ToDevice;
 using cuda::testing::ToHost;
 using models::testing::DenseData;
-using models::testing::MakeBlobs;
 using models::testing::InitParams;
+using models::testing::MakeBlobs;
 using models::testing::MakeImages;
 using models::testing::Mlp;
 using models::testing::PerturbedParams;
-using models::testing::SmallCnn;
 using models::testing::RelativeError;
-
+using models::testing::SmallCnn;
 
 // A CPU model and the CUDA model of the same architecture on device 0.
 struct Pair {
   std::unique_ptr<Model> cpu;
   std::unique_ptr<Model> gpu;
 };
-Pair MakePair(const MlpArchitecture& arch) { return {NewCpuMlpModel(arch), NewCudaMlpModel(arch, 0)}; }
-Pair MakePair(const CnnArchitecture& arch) { return {NewCpuCnnModel(arch), NewCudaCnnModel(arch, 0)}; }
+Pair MakePair(const MlpArchitecture& arch) {
+  return {NewCpuMlpModel(arch), NewCudaMlpModel(arch, 0)};
+}
+Pair MakePair(const CnnArchitecture& arch) {
+  return {NewCpuCnnModel(arch), NewCudaCnnModel(arch, 0)};
+}
 
 // The comparison described at the top of this file, on one batch.
 void ExpectMatchesCpu(Pair& models, const datasets::BatchView& batch, uint64_t seed) {
@@ -206,8 +210,8 @@ TEST_F(CudaModelTest, DeviceEntryPointsMatchTheHostSpanPath) {
                                   cudaMemcpyHostToDevice, m.stream()));
   const float loss_device =
       m.LossAndGradientDevice(m.device_params(), d.All(), m.device_grad(), m.stream());
-  ASGD_CUDA_CHECK(cudaMemcpyAsync(m.pinned_grad(), m.device_grad(), bytes,
-                                  cudaMemcpyDeviceToHost, m.stream()));
+  ASGD_CUDA_CHECK(
+      cudaMemcpyAsync(m.pinned_grad(), m.device_grad(), bytes, cudaMemcpyDeviceToHost, m.stream()));
   ASGD_CUDA_CHECK(cudaStreamSynchronize(m.stream()));
   EXPECT_EQ(loss_device, loss_host);
   EXPECT_EQ(std::vector<float>(m.pinned_grad(), m.pinned_grad() + n), g_host);  // bitwise
@@ -237,6 +241,27 @@ TEST_F(CudaModelTest, SameInputsGiveBitwiseSameGradients) {
   const float l2 = model->LossAndGradient(p, d.All(), g2);
   EXPECT_EQ(std::memcmp(&l1, &l2, sizeof(float)), 0);
   EXPECT_EQ(std::memcmp(g1.data(), g2.data(), g1.size() * sizeof(float)), 0);
+}
+
+// LossAndGradientReporting: one range per layer, last layer first, each holding its final
+// values when reported, with LossAndGradient's loss and gradient bits (as the CPU models).
+TEST_F(CudaModelTest, ReportsEachLayerLastFirstWithTheSameBits) {
+  auto mlp = NewCudaMlpModel(Mlp(10, {16, 8}, Activation::kRelu, 4), 0);
+  EXPECT_TRUE(mlp->ReportsGradientByLayer());
+  const std::vector<float> pm = PerturbedParams(*mlp, 62);
+  const ParamLayout& lm = mlp->layout();
+  EXPECT_EQ(models::testing::ExpectReportsAgree(*mlp, pm, MakeBlobs(40, 10, 4, 61).All()),
+            (std::vector<Range>{models::testing::LayerRange(lm, "fc3"),
+                                models::testing::LayerRange(lm, "fc2"),
+                                models::testing::LayerRange(lm, "fc1")}));
+  auto cnn = NewCudaCnnModel(SmallCnn(Activation::kRelu), 0);
+  const std::vector<float> pc = PerturbedParams(*cnn, 66);
+  const ParamLayout& lc = cnn->layout();
+  EXPECT_EQ(
+      models::testing::ExpectReportsAgree(*cnn, pc, MakeImages(12, 2, 11, 13, 3, 65).All()),
+      (std::vector<Range>{
+          models::testing::LayerRange(lc, "fc2"), models::testing::LayerRange(lc, "fc1"),
+          models::testing::LayerRange(lc, "conv2"), models::testing::LayerRange(lc, "conv1")}));
 }
 
 TEST_F(CudaModelTest, CloneIsIndependentOfTheOriginal) {
@@ -311,9 +336,9 @@ TEST_F(CudaModelTest, BadArgumentsThrowInvariantError) {
   bad_label.labels[2] = 2;
   EXPECT_THROW(mlp->LossAndGradient(p, bad_label.All(), g), InvariantError);
   EXPECT_THROW(mlp->Evaluate(p, bad_label.All()), InvariantError);
-  EXPECT_THROW(m.LossAndGradientDevice(m.device_params(), bad_label.All(), m.device_grad(),
-                                       m.stream()),
-               InvariantError);
+  EXPECT_THROW(
+      m.LossAndGradientDevice(m.device_params(), bad_label.All(), m.device_grad(), m.stream()),
+      InvariantError);
   datasets::BatchView sparse = d.All();
   sparse.x = nullptr;
   EXPECT_THROW(mlp->LossAndGradient(p, sparse, g), InvariantError);

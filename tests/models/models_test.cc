@@ -21,6 +21,7 @@
 #include "models/factory.h"
 #include "models/logreg.h"
 #include "models/mlp.h"
+#include "tests/models/gradient_ready_check.h"
 #include "tests/models/test_data.h"
 
 namespace asgd::models {
@@ -329,6 +330,48 @@ TEST(Clone, InstancesRunConcurrently) {
   }
   for (auto& t : threads) t.join();
   for (const auto& g : grads) EXPECT_EQ(g, expected);
+}
+
+// ---- Gradients reported layer by layer (LossAndGradientReporting) ------------------------
+
+using testing::ExpectReportsAgree;
+using testing::LayerRange;
+
+TEST(ReportingGradient, MlpReportsEachLayerLastFirstWithTheSameBits) {
+  for (const Activation a : {Activation::kRelu, Activation::kTanh}) {
+    auto model = NewCpuMlpModel(Mlp(10, {16, 8}, a, 4));
+    const DenseData d = MakeBlobs(40, 10, 4, 61);
+    const std::vector<float> p = PerturbedParams(*model, 62);
+    EXPECT_TRUE(model->ReportsGradientByLayer());
+    const std::vector<Range> ranges = ExpectReportsAgree(*model, p, d.All());
+    const ParamLayout& l = model->layout();
+    EXPECT_EQ(ranges, (std::vector<Range>{LayerRange(l, "fc3"), LayerRange(l, "fc2"),
+                                          LayerRange(l, "fc1")}));
+  }
+  auto softmax = NewCpuMlpModel(Mlp(10, {}, Activation::kRelu, 4));
+  const std::vector<float> p = PerturbedParams(*softmax, 63);
+  EXPECT_EQ(ExpectReportsAgree(*softmax, p, MakeBlobs(9, 10, 4, 64).All()),
+            (std::vector<Range>{{0, softmax->layout().size()}}));
+}
+
+TEST(ReportingGradient, CnnReportsTheDenseLayersThenTheConvolutionsLastFirst) {
+  auto model = NewCpuCnnModel(SmallCnn(Activation::kRelu));
+  const DenseData d = MakeImages(12, 2, 11, 13, 3, 65);
+  const std::vector<float> p = PerturbedParams(*model, 66);
+  EXPECT_TRUE(model->ReportsGradientByLayer());
+  const ParamLayout& l = model->layout();
+  EXPECT_EQ(ExpectReportsAgree(*model, p, d.All()),
+            (std::vector<Range>{LayerRange(l, "fc2"), LayerRange(l, "fc1"),
+                                LayerRange(l, "conv2"), LayerRange(l, "conv1")}));
+}
+
+TEST(ReportingGradient, LogRegReportsTheWholeVectorAtTheEnd) {
+  auto model = NewCpuLogRegModel({30});
+  const SparseData d = MakeSparse(20, 30, 5, 67);
+  const std::vector<float> p = PerturbedParams(*model, 68);
+  EXPECT_FALSE(model->ReportsGradientByLayer());
+  EXPECT_EQ(ExpectReportsAgree(*model, p, d.All()),
+            (std::vector<Range>{{0, model->layout().size()}}));
 }
 
 // ---- Sparse gradient ---------------------------------------------------------------------------
