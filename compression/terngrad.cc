@@ -226,7 +226,7 @@ std::string DecodeTernGrad(Frames frames, std::span<float> out) {
   float* o = out.data();
   RunCursor cursor(ends);
   VisitBlocks<2>(frames[1], n, [&](const uint8_t* c, std::size_t first, std::size_t m) {
-    std::size_t j;
+    std::size_t j = 0;  // Block sets it when the block lies in one run (GCC cannot see that)
     std::size_t runs[kBlockCodes];
     const bool one = cursor.Block(first, &j, runs);
     for (std::size_t k = 0; k < m; ++k) {
