@@ -21,9 +21,8 @@ using ::asgd::internal::StrCat;
 // ---- checkpoints (multi-process): the coordinator asks, each ps saves its own file
 // into the folder, the coordinator writes the manifest once all have. ----------------
 void Coordinator::MaybeCheckpoint() {
-  const Config& c = s_.config;
-  const int64_t every_steps = c.Int("experiment.checkpoint_every_steps");
-  const double every_s = c.Double("experiment.checkpoint_every_s");
+  const int64_t every_steps = s_.problem.plan.checkpoint_every_steps;
+  const double every_s = s_.problem.plan.checkpoint_every_s;
   if (ckpt_ || paused_ || (every_steps <= 0 && every_s <= 0)) return;
   const int64_t updates = Updates();
   // On a collective every_steps counts rounds, each a push of every rank.
@@ -47,7 +46,7 @@ void Coordinator::MaybeCheckpoint() {
   for (std::size_t w = 0; w < workers_.size(); ++w) m.workers.push_back(Total(w));
   m.best_test_accuracy = recorder_->best_test_accuracy();
   m.time_to_target_s = recorder_->time_to_target_s();
-  m.config_hash = TrainingConfigHash(c);
+  m.config_hash = s_.problem.plan.config_hash;
   m.algorithm = s_.problem.plan.strategy->name;
   if (collective_) {
     // Named by rounds. Rank 0 takes it at its next vote, and that boundary's rounds name
@@ -261,7 +260,7 @@ void Coordinator::Evaluated(const models::EvalResult& r, double consensus_distan
   pending_.reset();
   const double epoch =
       static_cast<double>(p.samples) / static_cast<double>(s_.problem.data.train.num_examples);
-  const double learning_rate = s_.config.Double("algorithm.learning_rate") *
+  const double learning_rate = s_.problem.plan.learning_rate *
                                alg::LearningRateScale(s_.problem.schedule, epoch);
   ConvergenceRow row =
       MakeConvergenceRow({p.time_s, p.samples, p.updates, p.train_loss, learning_rate}, r,
@@ -335,7 +334,7 @@ void Coordinator::CheckLiveness() {
 }
 
 std::string Coordinator::WorkerLossFatal() const {
-  if (s_.config.String("cluster.on_worker_loss") == "fail") return "cluster.on_worker_loss = fail";
+  if (s_.cluster().fail_on_worker_loss) return StrCat(ClusterPlan::kOnWorkerLossKey, " = fail");
   if (collective_) return "a collective cannot lose a member";
   if (!s_.problem.plan.strategy->synchronous) return "";
   if (LiveWorkers() == 0) return "no worker is left";
@@ -487,9 +486,9 @@ int Coordinator::Finish() {
   const bool failed = !failure_.empty();
   if (!failed && inline_evaluator_) inline_evaluator_->SaveFinal(run_->path());
   RunEnd end;
-  end.algorithm = s_.config.String("algorithm.name");
-  end.model = s_.config.String("model.name");
-  end.dataset = s_.config.String("data.dataset");
+  end.algorithm = s_.problem.plan.name;
+  end.model = s_.problem.plan.model_name;
+  end.dataset = s_.problem.plan.dataset;
   end.workers = s_.problem.plan.workers;
   end.seed = static_cast<int64_t>(s_.problem.plan.seed);
   end.compression =
