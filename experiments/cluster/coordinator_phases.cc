@@ -31,23 +31,14 @@ void Coordinator::MaybeCheckpoint() {
                    (every_s > 0 && Elapsed() - last_ckpt_s_ >= every_s);
   if (!due || updates == last_ckpt_step_) return;
   Checkpoint request;
+  request.manifest = ManifestOfRun(s_.problem.plan.strategy->name, s_.problem.plan.config_hash,
+                                   resume_ ? resume_->resumes + 1 : 0, *recorder_);
   CheckpointManifest& m = request.manifest;
-  m.step = updates;
-  m.steps = Steps();
-  m.samples = Samples();
-  m.time_s = Elapsed();
-  m.convergence_rows = recorder_->convergence_rows();
-  m.resumes = resume_ ? resume_->resumes + 1 : 0;
   // The file holds the rows the manifest names before any shard saves (and so before
   // CompleteCheckpoint writes the manifest).
   staleness_->Flush();
-  m.staleness_rows = staleness_->rows_written();
-  m.staleness_histogram = staleness_->histogram();
+  SetManifestCounters(m, {updates, Steps(), Samples(), Elapsed()}, staleness_.get());
   for (std::size_t w = 0; w < workers_.size(); ++w) m.workers.push_back(Total(w));
-  m.best_test_accuracy = recorder_->best_test_accuracy();
-  m.time_to_target_s = recorder_->time_to_target_s();
-  m.config_hash = s_.problem.plan.config_hash;
-  m.algorithm = s_.problem.plan.strategy->name;
   if (collective_) {
     // Named by rounds. Rank 0 takes it at its next vote, and that boundary's rounds name
     // the complete folder (CompleteCollectiveCheckpoint). Until then the folder is named
@@ -163,19 +154,14 @@ void Coordinator::CompleteCollectiveCheckpoint(const CollectiveSaved& saved) {
   const int64_t v = static_cast<int64_t>(saved.shard.version);
   const int64_t n = s_.problem.plan.workers;
   CheckpointManifest& m = ckpt_->manifest;
-  m.steps = v * n;
-  m.samples = plan_->SamplesAtStep(v);
-  m.step = (resume_ ? resume_->step : 0) + saved.pushes * n;
-  m.rounds = m.step / n;
-  m.time_s = Elapsed();
-  m.convergence_rows = recorder_->convergence_rows();
+  const int64_t pushes = (resume_ ? resume_->step : 0) + saved.pushes * n;
+  const double time_s = Elapsed();
   // Every worker took v steps: their rows up to v are written now (the reports lag), so
   // that a resume, which keeps the rows of steps <= v, has each of them.
   for (int w = 0; w < s_.problem.plan.workers; ++w) CollectiveStaleness(w, v - first_step_);
-  m.staleness_rows = staleness_->rows_written();
-  m.staleness_histogram = staleness_->histogram();
-  m.best_test_accuracy = recorder_->best_test_accuracy();
-  m.time_to_target_s = recorder_->time_to_target_s();
+  SetManifestCounters(m, {pushes, v * n, plan_->SamplesAtStep(v), time_s}, staleness_.get());
+  m.rounds = m.step / n;
+  SetManifestAccount(m, *recorder_);  // as of now: rows written since the request
   m.workers.clear();
   for (std::size_t w = 0; w < workers_.size(); ++w) {
     WorkerMetrics x = Total(w);  // times and bytes as last reported
