@@ -11,7 +11,7 @@ ClusterPlan ClusterPlan::FromConfig(const Config& config) {
   p.transport = config.String("cluster.transport");
   p.launch_transport = config.String("cluster.launch_transport");
   p.hosts = config.String(kHostsKey);
-  p.base_port = static_cast<int>(config.Int("cluster.base_port"));
+  p.base_port = static_cast<int>(config.Int(kBasePortKey));
   p.shards = static_cast<int>(config.Int(kShardsKey));
   p.placement = config.String("cluster.placement");
   p.timeout_s = config.Double("cluster.timeout_s");

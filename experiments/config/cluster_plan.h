@@ -21,6 +21,7 @@ struct ClusterPlan {
   static constexpr const char* kCoordinatorKey = "cluster.coordinator";
   static constexpr const char* kHostsKey = "cluster.hosts";
   static constexpr const char* kShardsKey = "cluster.shards";
+  static constexpr const char* kBasePortKey = "cluster.base_port";
   static constexpr const char* kEvaluatorKey = "cluster.evaluator";
   static constexpr const char* kCurveKey = "cluster.curve";
   static constexpr const char* kKeysDirKey = "cluster.keys_dir";
