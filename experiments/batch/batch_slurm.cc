@@ -26,6 +26,7 @@
 #include "core/strings.h"
 #include "experiments/analysis/compare.h"
 #include "experiments/batch/batch_internal.h"
+#include "experiments/config/cluster_plan.h"
 #include "experiments/config/command_line.h"
 #include "experiments/config/config_keys.h"
 #include "experiments/config/exit_status.h"
@@ -332,18 +333,20 @@ void PlanSrunRuns(std::vector<BatchRun>& runs) {
   for (auto& r : runs) {
     const Config c = LoadRunConfig(r.config_path, r.overrides);
     RefuseOneProcessStrategy(c, "--srun");
-    r.tasks = static_cast<int>(1 + c.Int("cluster.shards") + c.Int("algorithm.workers"));
+    const ClusterPlan cluster = ClusterPlan::FromConfig(c);
+    r.tasks = static_cast<int>(1 + cluster.shards + c.Int("algorithm.workers"));
     most = std::max(most, r.tasks);
-    base_ports.push_back(c.Int("cluster.base_port"));
+    base_ports.push_back(cluster.base_port);
   }
   for (std::size_t i = 0; i < runs.size(); ++i) {
     const int64_t port = base_ports[i] + static_cast<int64_t>(i) * most;
     if (port + most - 1 > 65535) {
-      throw ConfigError("cluster.base_port", std::to_string(base_ports[i]),
+      throw ConfigError(ClusterPlan::kBasePortKey, std::to_string(base_ports[i]),
                         internal::StrCat("a port that leaves ", runs.size(), " runs x ", most,
                                          " tasks room below 65536"));
     }
-    runs[i].overrides.push_back("cluster.base_port=" + std::to_string(port));
+    runs[i].overrides.push_back(std::string(ClusterPlan::kBasePortKey) + "=" +
+                                std::to_string(port));
   }
 }
 

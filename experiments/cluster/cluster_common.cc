@@ -60,14 +60,14 @@ std::vector<float> Setup::Initial() const {
 
 Setup MakeSetup(const Config& config, const RoleRequest& request, const std::string& role) {
   Setup s(config);
-  s.spec = ResolveCluster(config, request, role);
+  s.spec = ResolveCluster(ClusterPlan::FromConfig(config), request, role);
   if (s.spec.coordinator.empty()) {
-    throw ConfigError("cluster.coordinator", "",
+    throw ConfigError(ClusterPlan::kCoordinatorKey, "",
                       "the coordinator's address (host:port) for a training run across "
                       "processes (or a TF_CONFIG with a chief)");
   }
   if (s.spec.num_workers() == 0) {
-    throw ConfigError("cluster.worker", "", "at least one worker address");
+    throw ConfigError(ClusterPlan::kWorkerKey, "", "at least one worker address");
   }
   const std::string name = config.String("algorithm.name");
   const alg::Strategy& strategy = alg::FindStrategy(name);
@@ -86,9 +86,6 @@ Setup MakeSetup(const Config& config, const RoleRequest& request, const std::str
     ASGD_LOG(kInfo, "algorithm.workers = ", workers, " (the cluster's worker count)");
     s.config.Set("algorithm.workers", std::to_string(workers));
   }
-  s.timeout = Ms(s.config.Double("cluster.timeout_s"));
-  s.report_interval = Ms(s.config.Double("cluster.report_interval_s"));
-  s.heartbeat_timeout = Ms(s.config.Double("cluster.heartbeat_timeout_s"));
   // Validates the server options before the data is read.
   if (strategy.server_rule) (void)strategy.server_rule(BuildStrategyOptions(s.config, 0), 0);
   // A collective's worker rule likewise (dpsgd's workers and topology, local_sgd's window).
@@ -101,8 +98,53 @@ Setup MakeSetup(const Config& config, const RoleRequest& request, const std::str
   s.problem = LoadProblem(s.config, run_request);
   s.placement =
       ps::Placement::Build(s.problem.model->layout(), s.spec.num_ps(), s.problem.plan.placement);
-  s.curve = CurveFromConfig(s.config, /*serves=*/role == "ps" || role == "coordinator");
+  s.timeout = Ms(s.cluster().timeout_s);
+  s.report_interval = Ms(s.cluster().report_interval_s);
+  s.heartbeat_timeout = Ms(s.cluster().heartbeat_timeout_s);
+  s.curve = CurveFromPlan(s.cluster(), /*serves=*/role == "ps" || role == "coordinator");
   return s;
+}
+
+std::unique_ptr<WorkerTiming> WorkerTiming::Attach(const Setup& setup, int w, WorkerSetup& ws) {
+  auto t = std::make_unique<WorkerTiming>();
+  t->clock = NewSystemClock();
+  ws.clock = t->clock.get();
+  if (HasDelayModel(setup.config)) {
+    t->delay = std::make_unique<sim::DelayModel>(BuildSimOptions(setup.config).delay,
+                                                 setup.problem.plan.workers,
+                                                 DeriveSeed(setup.problem.plan.seed, "delay"));
+    ws.after_gradient = InjectedDelay(t->delay.get(), t->clock.get(), w);
+  }
+  return t;
+}
+
+void LossSinceReport::Add(double loss, int64_t batch) {
+  std::lock_guard<std::mutex> lock(mu_);
+  sum_ += loss * static_cast<double>(batch);
+  count_ += batch;
+}
+
+void LossSinceReport::TakeInto(WorkerReport& report) {
+  std::lock_guard<std::mutex> lock(mu_);
+  report.loss_sum = sum_;
+  report.loss_count = count_;
+  sum_ = 0;
+  count_ = 0;
+}
+
+std::string FinishWorker(int w, const std::string& loop_failure, std::atomic<bool>& finished,
+                         std::thread& reporter, const std::string& link_failure,
+                         const std::function<void(const std::string& failure)>& final_report) {
+  finished.store(true);
+  reporter.join();
+  std::string failure = loop_failure;
+  if (failure.empty() && !link_failure.empty()) failure = StrCat("worker ", w, ": ", link_failure);
+  try {
+    final_report(failure);
+  } catch (const std::exception& e) {
+    ASGD_LOG(kWarning, "worker ", w, ": final report: ", e.what());
+  }
+  return failure;
 }
 
 // ---- the link to the coordinator -------------------------------------------------

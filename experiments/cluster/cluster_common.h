@@ -9,8 +9,10 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "algorithms/schedule.h"
@@ -25,6 +27,7 @@
 #include "experiments/run/problem.h"
 #include "experiments/run/worker_loop.h"
 #include "models/model.h"
+#include "sim/delay_model.h"
 #include "ps/checkpoint.h"
 #include "ps/placement.h"
 #include "transport/cluster_spec.h"
@@ -72,6 +75,9 @@ struct Setup {
   ps::Placement placement;  // the shards' split of the parameters (cluster.ps)
   milliseconds timeout{60000}, report_interval{100}, heartbeat_timeout{10000};
   transport::CurveOptions curve;  // cluster.curve: this process's keys (experiments/cluster/keys.h)
+
+  // The [cluster] keys, typed (the plan's).
+  const ClusterPlan& cluster() const { return problem.plan.cluster; }
 
   // The initial parameters (from the seed).
   std::vector<float> Initial() const;
@@ -125,6 +131,37 @@ std::unique_ptr<models::Model> WorkerDeviceModel(const Setup& setup, int w);
 // seed), the batch size, the seed and the rate (WorkerLearningRate); the caller sets the
 // clock and anything else.
 WorkerSetup WorkerSetupFor(const Setup& setup, int w, const models::Model* device_model);
+
+// A worker process's clock, and its [delay] model as injected sleeps after each gradient
+// (as in the thread runner; the same seed, so every process agrees on the stragglers).
+// Attach sets ws.clock and, with a [delay] model, ws.after_gradient; both point into this
+// object, which must outlive the loop.
+struct WorkerTiming {
+  std::unique_ptr<Clock> clock;
+  std::unique_ptr<sim::DelayModel> delay;
+  static std::unique_ptr<WorkerTiming> Attach(const Setup& setup, int w, WorkerSetup& ws);
+};
+
+// A worker's training loss since its last report: the training thread adds, whichever
+// thread reports takes (and resets) the sums.
+class LossSinceReport {
+ public:
+  void Add(double loss, int64_t batch);
+  void TakeInto(WorkerReport& report);
+
+ private:
+  std::mutex mu_;
+  double sum_ = 0;
+  int64_t count_ = 0;
+};
+
+// The end of a worker process, after its loop: joins the reporter (finished set first),
+// names the failure (the loop's, else the link's as "worker W: ..."), and sends the final
+// report through final_report(failure) (a failure to send it is logged, not thrown).
+// Returns the failure ("" = none).
+std::string FinishWorker(int w, const std::string& loop_failure, std::atomic<bool>& finished,
+                         std::thread& reporter, const std::string& link_failure,
+                         const std::function<void(const std::string& failure)>& final_report);
 
 // A worker's wait for the coordinator's go (WorkerReply::start), reporting as its
 // heartbeat: report() sends one report and returns the reply (nullopt: none in time), and

@@ -5,6 +5,7 @@
 #include "core/check.h"
 #include "core/error.h"
 #include "core/strings.h"
+#include "experiments/config/cluster_plan.h"
 
 extern char** environ;
 
@@ -140,7 +141,7 @@ transport::ClusterSpec ClusterForRanks(const std::vector<std::string>& hosts, in
                                        int base_port) {
   const int size = static_cast<int>(hosts.size());
   if (size < shards + 2) {
-    throw ConfigError("cluster.shards", std::to_string(shards),
+    throw ConfigError(ClusterPlan::kShardsKey, std::to_string(shards),
                       StrCat("at most ", size - 2, " for ", size,
                              " ranks (one coordinator, the shards, at least one worker)"));
   }

@@ -49,10 +49,11 @@ namespace col = ::asgd::collective;
 namespace tp = ::asgd::transport;
 using ::asgd::internal::StrCat;
 
-int RunCollectiveWorkerRole(cluster::Setup& s, std::ostream& out) {
-  const int w = s.spec.task_index;
-  BlockedStopSignals signals;  // a worker stops when the coordinator says so
-  const std::unique_ptr<models::Model> device_model = cluster::WorkerDeviceModel(s, w);
+namespace {
+
+// This rank's options of the gloo group: its rank and size, collective.algorithm and
+// collective.timeout_ms, and the host of its worker address (gloo listens there).
+col::CollectiveOptions RankOptions(const cluster::Setup& s, int w) {
   col::CollectiveOptions co;
   co.rank = w;
   co.size = s.problem.plan.workers;
@@ -61,6 +62,192 @@ int RunCollectiveWorkerRole(cluster::Setup& s, std::ostream& out) {
   const std::string& address = s.spec.worker[static_cast<std::size_t>(w)];
   co.host = address.substr(0, address.rfind(':'));
   co.Validate();
+  return co;
+}
+
+// The parameters every rank starts from: the seed's, or in a resumed run the
+// checkpoint's average, with plan->first_step its boundary.
+std::vector<float> StartingPoint(const cluster::Setup& s, const RegisterReply& registered, int w,
+                                 CollectivePlan* plan, std::ostream& out) {
+  std::vector<float> initial = s.Initial();
+  if (!registered.restore) return initial;
+  const std::string& file = registered.restore->file;
+  ps::ShardCheckpoint c = cluster::ReadRestoreOrder(*registered.restore);
+  if (c.snapshot.values.size() != initial.size()) {
+    throw DataError(file, StrCat("holds ", c.snapshot.values.size(), " parameters, the model has ",
+                                 initial.size()));
+  }
+  plan->first_step = static_cast<int64_t>(c.snapshot.version);
+  out << "worker " << w << ": resuming at step " << plan->first_step << " from " << file
+      << std::endl;
+  return std::move(c.snapshot.values);
+}
+
+// One rank's side of the run with the coordinator: its reports (the reporter thread's and
+// the training thread's), the orders the replies carry (stop, evaluate, checkpoint, the
+// best accuracy so far), and rank 0's evaluations and checkpoint files at the boundaries.
+class RankReporting {
+ public:
+  RankReporting(const cluster::Setup& s, int w, cluster::CoordinatorLink& link,
+                const RegisterReply& registered, const WorkerLoop& loop)
+      : s_(s),
+        w_(w),
+        link_(link),
+        registered_(registered),
+        loop_(loop),
+        best_known_(registered.best_above),
+        eval_model_(s.problem.model->Clone()) {}
+
+  // One report; nullopt when the coordinator did not answer in time.
+  std::optional<WorkerReply> Report(bool done, const std::string& failure,
+                                    std::optional<CollectiveEvaluation> evaluation,
+                                    std::optional<CollectiveSaved> saved = std::nullopt);
+  // The rank's hooks: the coordinator's stop and orders, the boundaries, the losses.
+  CollectiveRankHooks Hooks();
+
+  std::atomic<bool>& stop() { return stop_; }
+  // Rank 0's evaluation on the whole test set at the end (sent with the last report).
+  const std::optional<CollectiveEvaluation>& final_eval() const { return final_eval_; }
+
+ private:
+  // Rank 0 when the model can save itself: the run's best test accuracy as the
+  // coordinator last told it, or this rank's best evaluation since, whichever is higher.
+  void RaiseBest(double accuracy) {
+    double b = best_known_.load();
+    while (accuracy > b && !best_known_.compare_exchange_weak(b, accuracy)) {
+    }
+  }
+  std::optional<CheckpointOrder> Order() {
+    std::lock_guard<std::mutex> lock(order_mu_);
+    return checkpoint_order_;
+  }
+  void Evaluate(const CollectiveBoundary& b);
+  void Checkpoint(const CollectiveBoundary& b);
+
+  const cluster::Setup& s_;
+  const int w_;
+  cluster::CoordinatorLink& link_;
+  const RegisterReply& registered_;
+  const WorkerLoop& loop_;
+  std::atomic<bool> stop_{false};
+  std::atomic<int64_t> eval_wanted_{0};  // the coordinator's latest EvalOrder id
+  std::atomic<double> best_known_;
+  std::mutex order_mu_;
+  std::optional<CheckpointOrder> checkpoint_order_;  // the latest reply's (guarded)
+  int64_t checkpointed_ = -1;  // the step of the last order written (the training thread's)
+  int64_t evaluated_ = 0;      // the largest id a boundary answered (the training thread's)
+  std::mutex link_mu_;         // the reporter thread and the training loop both report
+  cluster::LossSinceReport losses_;
+  std::unique_ptr<models::Model> eval_model_;
+  std::optional<CollectiveEvaluation> final_eval_;
+};
+
+std::optional<WorkerReply> RankReporting::Report(bool done, const std::string& failure,
+                                                 std::optional<CollectiveEvaluation> evaluation,
+                                                 std::optional<CollectiveSaved> saved) {
+  WorkerReport body;
+  body.task = w_;
+  body.metrics = loop_.Snapshot();
+  body.done = done;
+  body.failure = failure;
+  body.evaluation = std::move(evaluation);
+  body.saved = std::move(saved);
+  losses_.TakeInto(body);
+  std::lock_guard<std::mutex> lock(link_mu_);
+  auto reply = link_.Report(body, s_.timeout);
+  if (reply) {
+    if (reply->stop) stop_.store(true);
+    eval_wanted_.store(reply->evaluate ? reply->evaluate->id : 0);
+    if (reply->best_above) RaiseBest(*reply->best_above);
+    std::lock_guard<std::mutex> order_lock(order_mu_);
+    checkpoint_order_ = reply->checkpoint;
+  }
+  return reply;
+}
+
+// Rank 0's evaluation of the average at a boundary; the final one goes with its last
+// report (after the loop's final counts).
+void RankReporting::Evaluate(const CollectiveBoundary& b) {
+  const models::EvalResult r =
+      EvaluateOn(*eval_model_, b.average, s_.problem.EvalSet(b.final), s_.problem.data.train);
+  CollectiveEvaluation e;
+  e.id = b.eval_id;
+  e.full = b.final;
+  e.samples = b.samples;
+  // Every rank took b.step steps with the same pushes (the strategies push alike): the
+  // pushes of all ranks (the coordinator records rounds, these / N).
+  e.updates = loop_.Snapshot().pushes * s_.problem.plan.workers;
+  e.loss_sum = r.loss_sum;
+  e.correct = r.correct;
+  e.count = r.count;
+  e.consensus_distance = std::isfinite(b.consensus) ? b.consensus : 0.0;
+  // The models, into the coordinator's run folder (shared, as for checkpoints).
+  if (!registered_.save_dir.empty()) {
+    SaveBestModel(*eval_model_, b.average, r.accuracy(), best_known_.load(),
+                  registered_.save_dir);
+    RaiseBest(r.accuracy());
+    if (b.final) SaveFinalModel(*eval_model_, b.average, registered_.save_dir);
+  }
+  if (b.final) {
+    final_eval_ = e;
+  } else if (!Report(false, "", e)) {
+    throw InputError(StrCat("worker ", w_, ": the coordinator did not take the evaluation"));
+  }
+}
+
+// Rank 0's checkpoint file: the average, its version the boundary's step.
+void RankReporting::Checkpoint(const CollectiveBoundary& b) {
+  const auto o = Order();
+  if (!o || o->step == checkpointed_) return;
+  ps::ShardSnapshot snap;
+  snap.version = static_cast<uint64_t>(b.step);
+  snap.values.assign(b.average.begin(), b.average.end());
+  const CheckpointManifest::Shard entry =
+      WriteShardFile(o->dir, 0, snap, s_.problem.plan.strategy->name);
+  CollectiveSaved saved;
+  saved.shard = SavedShard{o->step, entry.file, entry.sha256, entry.version, entry.elements};
+  saved.pushes = loop_.Snapshot().pushes;
+  checkpointed_ = o->step;
+  if (!Report(false, "", std::nullopt, saved)) {
+    throw InputError(StrCat("worker ", w_, ": the coordinator did not take the checkpoint"));
+  }
+}
+
+CollectiveRankHooks RankReporting::Hooks() {
+  CollectiveRankHooks hooks;
+  hooks.stop_wanted = [this] { return stop_.load(); };
+  // An order this rank heard of after the boundary that answered it is not wanted again.
+  hooks.eval_wanted = [this]() -> int64_t {
+    const int64_t id = eval_wanted_.load();
+    return id > evaluated_ ? id : 0;
+  };
+  // Rank 0 alone asks for checkpoints (one rank's vote is enough): it writes the file, so
+  // it must hold the order.
+  hooks.checkpoint_wanted = [this] {
+    if (w_ != 0) return false;
+    const auto o = Order();
+    return o && o->step != checkpointed_;
+  };
+  hooks.boundary = [this](const CollectiveBoundary& b) {
+    evaluated_ = std::max(evaluated_, b.eval_id);
+    if (b.rank != 0) return;
+    // The evaluation first: the checkpoint's rows include it.
+    if (b.final || b.evaluate) Evaluate(b);
+    if (b.checkpoint) Checkpoint(b);
+  };
+  hooks.after_step = [this](const algorithms::StepResult& r, int64_t batch, int64_t) {
+    losses_.Add(static_cast<double>(r.loss), batch);
+  };
+  return hooks;
+}
+
+}  // namespace
+
+int RunCollectiveWorkerRole(cluster::Setup& s, std::ostream& out) {
+  const int w = s.spec.task_index;
+  BlockedStopSignals signals;  // a worker stops when the coordinator says so
+  const std::unique_ptr<models::Model> device_model = cluster::WorkerDeviceModel(s, w);
+  const col::CollectiveOptions co = RankOptions(s, w);
 
   auto context = tp::NewContext();
   cluster::CoordinatorLink link(context, s, "worker", w);
@@ -73,170 +260,27 @@ int RunCollectiveWorkerRole(cluster::Setup& s, std::ostream& out) {
   CollectivePlan plan =
       CollectivePlan::Make(s.config, *s.problem.plan.strategy, s.problem.strategy_options,
                            s.problem.partitions, s.problem.data.train.num_examples);
-  // A resumed run: every rank starts from the checkpoint's average, at its boundary.
-  std::vector<float> initial = s.Initial();
-  if (registered.restore) {
-    const std::string& file = registered.restore->file;
-    ps::ShardCheckpoint c = cluster::ReadRestoreOrder(*registered.restore);
-    if (c.snapshot.values.size() != initial.size()) {
-      throw DataError(file, StrCat("holds ", c.snapshot.values.size(),
-                                   " parameters, the model has ", initial.size()));
-    }
-    initial = std::move(c.snapshot.values);
-    plan.first_step = static_cast<int64_t>(c.snapshot.version);
-    out << "worker " << w << ": resuming at step " << plan.first_step << " from " << file
-        << std::endl;
-  }
+  const std::vector<float> initial = StartingPoint(s, registered, w, &plan, out);
   WorkerSetup ws = cluster::WorkerSetupFor(s, w, device_model.get());
-  ws.learning_rate = s.config.Double("algorithm.learning_rate");  // one rate for the replicas
+  ws.learning_rate = s.problem.plan.learning_rate;  // one rate for the replicas
   ws.skip_batches = plan.first_step;  // continue this worker's sequence of batches
-  auto clock = NewSystemClock();
-  ws.clock = clock.get();
-  // The [delay] model as injected sleeps after each gradient (as in the thread runner; the
-  // same seed, so every process agrees on the stragglers).
-  std::unique_ptr<sim::DelayModel> delay;
-  if (HasDelayModel(s.config)) {
-    delay =
-        std::make_unique<sim::DelayModel>(BuildSimOptions(s.config).delay, s.problem.plan.workers,
-                                          DeriveSeed(s.problem.plan.seed, "delay"));
-    ws.after_gradient = InjectedDelay(delay.get(), clock.get(), w);
-  }
+  const auto timing = cluster::WorkerTiming::Attach(s, w, ws);
   WorkerLoop loop(std::move(ws));
 
-  std::atomic<bool> stop{false}, finished{false};
-  std::atomic<int64_t> eval_wanted{0};  // the coordinator's latest EvalOrder id
-  // Rank 0 when the model can save itself: the run's best test accuracy as the
-  // coordinator last told it, or this rank's best evaluation since, whichever is higher.
-  std::atomic<double> best_known{registered.best_above};
-  auto raise_best = [&](double accuracy) {
-    double b = best_known.load();
-    while (accuracy > b && !best_known.compare_exchange_weak(b, accuracy)) {
-    }
-  };
-  std::mutex order_mu;
-  std::optional<CheckpointOrder> checkpoint_order;  // the latest reply's (guarded)
-  int64_t checkpointed = -1;  // the step of the last order written (the training thread's)
-  int64_t evaluated = 0;      // the largest id a boundary answered (the training thread's)
-  std::mutex link_mu;         // the reporter thread and the training loop both report
-  std::mutex loss_mu;
-  double loss_sum = 0;
-  int64_t loss_count = 0;
+  RankReporting reporting(s, w, link, registered, loop);
+  std::atomic<bool> finished{false};
   std::string link_failure;
-  auto report =
-      [&](bool done, const std::string& failure, std::optional<CollectiveEvaluation> evaluation,
-          std::optional<CollectiveSaved> saved = std::nullopt) -> std::optional<WorkerReply> {
-    WorkerReport body;
-    body.task = w;
-    body.metrics = loop.Snapshot();
-    body.done = done;
-    body.failure = failure;
-    body.evaluation = std::move(evaluation);
-    body.saved = std::move(saved);
-    {
-      std::lock_guard<std::mutex> lock(loss_mu);
-      body.loss_sum = loss_sum;
-      body.loss_count = loss_count;
-      loss_sum = 0;
-      loss_count = 0;
-    }
-    std::lock_guard<std::mutex> lock(link_mu);
-    auto reply = link.Report(body, s.timeout);
-    if (reply) {
-      if (reply->stop) stop.store(true);
-      eval_wanted.store(reply->evaluate ? reply->evaluate->id : 0);
-      if (reply->best_above) raise_best(*reply->best_above);
-      std::lock_guard<std::mutex> order_lock(order_mu);
-      checkpoint_order = reply->checkpoint;
-    }
-    return reply;
-  };
   // The coordinator's go: every worker registered, the initial evaluation done. Once it
   // was given, every reply says start (a stop then is voted on by the ranks, which must
   // all connect); a stop without it means no rank starts.
-  const bool started =
-      cluster::AwaitStart(signals, link, w, stop, [&] { return report(false, "", std::nullopt); });
-  std::thread reporter([&] {
-    cluster::ReportUntilFinished(signals, link, finished, stop, link_failure,
-                                 [&] { return report(false, "", std::nullopt).has_value(); });
+  const bool started = cluster::AwaitStart(signals, link, w, reporting.stop(), [&] {
+    return reporting.Report(false, "", std::nullopt);
   });
-
-  std::optional<CollectiveEvaluation> final_eval;
-  std::unique_ptr<models::Model> eval_model = s.problem.model->Clone();
-  CollectiveRankHooks hooks;
-  hooks.stop_wanted = [&] { return stop.load(); };
-  // An order this rank heard of after the boundary that answered it is not wanted again.
-  hooks.eval_wanted = [&]() -> int64_t {
-    const int64_t id = eval_wanted.load();
-    return id > evaluated ? id : 0;
-  };
-  // Rank 0 alone asks for checkpoints (one rank's vote is enough): it writes the file, so
-  // it must hold the order.
-  auto order = [&]() -> std::optional<CheckpointOrder> {
-    std::lock_guard<std::mutex> lock(order_mu);
-    return checkpoint_order;
-  };
-  hooks.checkpoint_wanted = [&] {
-    if (w != 0) return false;
-    const auto o = order();
-    return o && o->step != checkpointed;
-  };
-  // Rank 0's evaluation of the average at a boundary; the final one goes with its last
-  // report (after the loop's final counts).
-  auto evaluate = [&](const CollectiveBoundary& b) {
-    const models::EvalResult r =
-        EvaluateOn(*eval_model, b.average, s.problem.EvalSet(b.final), s.problem.data.train);
-    CollectiveEvaluation e;
-    e.id = b.eval_id;
-    e.full = b.final;
-    e.samples = b.samples;
-    // Every rank took b.step steps with the same pushes (the strategies push alike): the
-    // pushes of all ranks (the coordinator records rounds, these / N).
-    e.updates = loop.Snapshot().pushes * s.problem.plan.workers;
-    e.loss_sum = r.loss_sum;
-    e.correct = r.correct;
-    e.count = r.count;
-    e.consensus_distance = std::isfinite(b.consensus) ? b.consensus : 0.0;
-    // The models, into the coordinator's run folder (shared, as for checkpoints).
-    if (!registered.save_dir.empty()) {
-      SaveBestModel(*eval_model, b.average, r.accuracy(), best_known.load(), registered.save_dir);
-      raise_best(r.accuracy());
-      if (b.final) SaveFinalModel(*eval_model, b.average, registered.save_dir);
-    }
-    if (b.final) {
-      final_eval = e;
-    } else if (!report(false, "", e)) {
-      throw InputError(StrCat("worker ", w, ": the coordinator did not take the evaluation"));
-    }
-  };
-  // Rank 0's checkpoint file: the average, its version the boundary's step.
-  auto checkpoint = [&](const CollectiveBoundary& b) {
-    const auto o = order();
-    if (!o || o->step == checkpointed) return;
-    ps::ShardSnapshot snap;
-    snap.version = static_cast<uint64_t>(b.step);
-    snap.values.assign(b.average.begin(), b.average.end());
-    const CheckpointManifest::Shard entry =
-        WriteShardFile(o->dir, 0, snap, s.problem.plan.strategy->name);
-    CollectiveSaved saved;
-    saved.shard = SavedShard{o->step, entry.file, entry.sha256, entry.version, entry.elements};
-    saved.pushes = loop.Snapshot().pushes;
-    checkpointed = o->step;
-    if (!report(false, "", std::nullopt, saved)) {
-      throw InputError(StrCat("worker ", w, ": the coordinator did not take the checkpoint"));
-    }
-  };
-  hooks.boundary = [&](const CollectiveBoundary& b) {
-    evaluated = std::max(evaluated, b.eval_id);
-    if (b.rank != 0) return;
-    // The evaluation first: the checkpoint's rows include it.
-    if (b.final || b.evaluate) evaluate(b);
-    if (b.checkpoint) checkpoint(b);
-  };
-  hooks.after_step = [&](const algorithms::StepResult& r, int64_t batch, int64_t) {
-    std::lock_guard<std::mutex> lock(loss_mu);
-    loss_sum += static_cast<double>(r.loss) * static_cast<double>(batch);
-    loss_count += batch;
-  };
+  std::thread reporter([&] {
+    cluster::ReportUntilFinished(signals, link, finished, reporting.stop(), link_failure, [&] {
+      return reporting.Report(false, "", std::nullopt).has_value();
+    });
+  });
   WorkerOutcome outcome;
   if (started) {
     try {
@@ -244,20 +288,16 @@ int RunCollectiveWorkerRole(cluster::Setup& s, std::ostream& out) {
           col::Connect(co, col::NewFileRendezvous(registered.collective_dir + "/payload"));
       const auto control =
           col::Connect(co, col::NewFileRendezvous(registered.collective_dir + "/control"));
-      outcome = RunCollectiveRank(loop, plan, s.config, w, *payload, *control, initial, hooks);
+      outcome = RunCollectiveRank(loop, plan, s.config, w, *payload, *control, initial,
+                                  reporting.Hooks());
     } catch (const std::exception& e) {
       outcome.failure = StrCat("worker ", w, ": ", e.what());
     }
   }
-  finished.store(true);
-  reporter.join();
-  std::string failure = outcome.failure;
-  if (failure.empty() && !link_failure.empty()) failure = StrCat("worker ", w, ": ", link_failure);
-  try {
-    (void)report(true, failure, failure.empty() ? final_eval : std::nullopt);
-  } catch (const std::exception& e) {
-    ASGD_LOG(kWarning, "worker ", w, ": final report: ", e.what());
-  }
+  const std::string failure = cluster::FinishWorker(
+      w, outcome.failure, finished, reporter, link_failure, [&](const std::string& f) {
+        (void)reporting.Report(true, f, f.empty() ? reporting.final_eval() : std::nullopt);
+      });
   const WorkerMetrics m = loop.Snapshot();
   if (!failure.empty()) {
     out << failure << std::endl;  // it names this worker

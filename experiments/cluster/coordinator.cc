@@ -25,15 +25,15 @@ using ::asgd::internal::StrCat;
 int Coordinator::Run() {
   BlockedStopSignals signals;  // before the ZeroMQ context starts its threads
   context_ = tp::NewContext();
-  const std::string bind = s_.spec.CoordinatorBindAddress(s_.config.String("cluster.bind_host"));
+  const std::string bind = s_.spec.CoordinatorBindAddress(s_.cluster().bind_host);
   server_ =
       std::make_unique<tp::ControlServer>(context_, bind, tp::ControlOptions{.curve = s_.curve});
   Expect();
   OpenRunDir();
   checkpointer_ = std::make_unique<Checkpointer>(
-      run_->path(), static_cast<int>(s_.config.Int("experiment.checkpoint_keep")));
+      run_->path(), s_.problem.plan.checkpoint_keep);
   out_ << "coordinator: run " << run_->id() << " at " << server_->endpoint() << ": "
-       << s_.config.String("algorithm.name") << " with " << s_.problem.plan.workers << " workers, "
+       << s_.problem.plan.name << " with " << s_.problem.plan.workers << " workers, "
        << (collective_ ? StrCat("on gloo (", s_.config.String("collective.algorithm"), ")")
                        : StrCat(s_.spec.num_ps(), " shards"))
        << (evaluator_process_ ? ", an evaluator" : "") << "; waiting for " << roles_.size()
@@ -54,7 +54,7 @@ void Coordinator::OpenRunDir() {
   if (resuming) {
     // The newest valid checkpoint, verified before anything is touched; every shard
     // restores its range from it when it registers (Handle), workers start from there.
-    LoadedCheckpoint c = LoadNewestCheckpoint(request_.resume_dir, TrainingConfigHash(s_.config));
+    LoadedCheckpoint c = LoadNewestCheckpoint(request_.resume_dir, s_.problem.plan.config_hash);
     if (collective_) {
       CheckCollectiveCheckpoint(c, s_.problem.model->layout().size());
       first_step_ = static_cast<int64_t>(c.shards[0].version);
@@ -65,7 +65,7 @@ void Coordinator::OpenRunDir() {
     // Each shard saved itself a little after the checkpoint was asked for: staleness.csv
     // keeps exactly the rows of the pushes the saved shards hold (while every push has
     // its row: below metrics.staleness_rows), else the rows counted at the request.
-    const bool filter = c.manifest.staleness_rows < s_.config.Int("metrics.staleness_rows");
+    const bool filter = c.manifest.staleness_rows < s_.problem.plan.staleness_rows;
     run_ = std::make_unique<RunDir>(ReopenRunDir(request_.resume_dir, request_.command_line,
                                                  c.manifest, /*truncate_staleness=*/!filter));
     if (filter) {
@@ -117,7 +117,7 @@ void Coordinator::OpenRunDir() {
   }
   // Buffered staleness, as in the in-process runner: a report's records are written together.
   RunRecords records = RunRecords::Open(*run_, stop_.target_accuracy(), /*ef_residual=*/false,
-                                        s_.config.Int("metrics.staleness_rows"),
+                                        s_.problem.plan.staleness_rows,
                                         resuming ? &*resume_ : nullptr);
   recorder_ = std::move(records.recorder);
   staleness_file_ = std::move(records.staleness_file);
@@ -155,7 +155,7 @@ int64_t Coordinator::LockstepRounds() const {
   // a part of p examples is ceil(p / B) batches, the last one partial).
   CollectivePlan steps;
   steps.workers = n;
-  steps.batch_size = s_.config.Int("algorithm.batch_size");
+  steps.batch_size = s_.problem.plan.batch_size;
   for (const auto& part : s_.problem.partitions) {
     steps.partition_sizes.push_back(static_cast<int64_t>(part.size()));
   }
@@ -380,7 +380,7 @@ std::string Coordinator::Answer(const WorkerReport& msg) {
   };
   WorkerReply reply;
   reply.sample_budget = grant(sample_budgets_, stop_.total_samples(), m.samples,
-                              &WorkerMetrics::samples, s_.config.Int("algorithm.batch_size"));
+                              &WorkerMetrics::samples, s_.problem.plan.batch_size);
   const int64_t max_steps = stop_.limits().max_steps;
   reply.step_budget = max_steps > 0 ? grant(step_budgets_, static_cast<double>(max_steps), m.steps,
                                             &WorkerMetrics::steps, 1)

@@ -21,9 +21,8 @@ using ::asgd::internal::StrCat;
 // ---- checkpoints (multi-process): the coordinator asks, each ps saves its own file
 // into the folder, the coordinator writes the manifest once all have. ----------------
 void Coordinator::MaybeCheckpoint() {
-  const Config& c = s_.config;
-  const int64_t every_steps = c.Int("experiment.checkpoint_every_steps");
-  const double every_s = c.Double("experiment.checkpoint_every_s");
+  const int64_t every_steps = s_.problem.plan.checkpoint_every_steps;
+  const double every_s = s_.problem.plan.checkpoint_every_s;
   if (ckpt_ || paused_ || (every_steps <= 0 && every_s <= 0)) return;
   const int64_t updates = Updates();
   // On a collective every_steps counts rounds, each a push of every rank.
@@ -32,23 +31,14 @@ void Coordinator::MaybeCheckpoint() {
                    (every_s > 0 && Elapsed() - last_ckpt_s_ >= every_s);
   if (!due || updates == last_ckpt_step_) return;
   Checkpoint request;
+  request.manifest = ManifestOfRun(s_.problem.plan.strategy->name, s_.problem.plan.config_hash,
+                                   resume_ ? resume_->resumes + 1 : 0, *recorder_);
   CheckpointManifest& m = request.manifest;
-  m.step = updates;
-  m.steps = Steps();
-  m.samples = Samples();
-  m.time_s = Elapsed();
-  m.convergence_rows = recorder_->convergence_rows();
-  m.resumes = resume_ ? resume_->resumes + 1 : 0;
   // The file holds the rows the manifest names before any shard saves (and so before
   // CompleteCheckpoint writes the manifest).
   staleness_->Flush();
-  m.staleness_rows = staleness_->rows_written();
-  m.staleness_histogram = staleness_->histogram();
+  SetManifestCounters(m, {updates, Steps(), Samples(), Elapsed()}, staleness_.get());
   for (std::size_t w = 0; w < workers_.size(); ++w) m.workers.push_back(Total(w));
-  m.best_test_accuracy = recorder_->best_test_accuracy();
-  m.time_to_target_s = recorder_->time_to_target_s();
-  m.config_hash = TrainingConfigHash(c);
-  m.algorithm = s_.problem.plan.strategy->name;
   if (collective_) {
     // Named by rounds. Rank 0 takes it at its next vote, and that boundary's rounds name
     // the complete folder (CompleteCollectiveCheckpoint). Until then the folder is named
@@ -164,19 +154,14 @@ void Coordinator::CompleteCollectiveCheckpoint(const CollectiveSaved& saved) {
   const int64_t v = static_cast<int64_t>(saved.shard.version);
   const int64_t n = s_.problem.plan.workers;
   CheckpointManifest& m = ckpt_->manifest;
-  m.steps = v * n;
-  m.samples = plan_->SamplesAtStep(v);
-  m.step = (resume_ ? resume_->step : 0) + saved.pushes * n;
-  m.rounds = m.step / n;
-  m.time_s = Elapsed();
-  m.convergence_rows = recorder_->convergence_rows();
+  const int64_t pushes = (resume_ ? resume_->step : 0) + saved.pushes * n;
+  const double time_s = Elapsed();
   // Every worker took v steps: their rows up to v are written now (the reports lag), so
   // that a resume, which keeps the rows of steps <= v, has each of them.
   for (int w = 0; w < s_.problem.plan.workers; ++w) CollectiveStaleness(w, v - first_step_);
-  m.staleness_rows = staleness_->rows_written();
-  m.staleness_histogram = staleness_->histogram();
-  m.best_test_accuracy = recorder_->best_test_accuracy();
-  m.time_to_target_s = recorder_->time_to_target_s();
+  SetManifestCounters(m, {pushes, v * n, plan_->SamplesAtStep(v), time_s}, staleness_.get());
+  m.rounds = m.step / n;
+  SetManifestAccount(m, *recorder_);  // as of now: rows written since the request
   m.workers.clear();
   for (std::size_t w = 0; w < workers_.size(); ++w) {
     WorkerMetrics x = Total(w);  // times and bytes as last reported
@@ -261,7 +246,7 @@ void Coordinator::Evaluated(const models::EvalResult& r, double consensus_distan
   pending_.reset();
   const double epoch =
       static_cast<double>(p.samples) / static_cast<double>(s_.problem.data.train.num_examples);
-  const double learning_rate = s_.config.Double("algorithm.learning_rate") *
+  const double learning_rate = s_.problem.plan.learning_rate *
                                alg::LearningRateScale(s_.problem.schedule, epoch);
   ConvergenceRow row =
       MakeConvergenceRow({p.time_s, p.samples, p.updates, p.train_loss, learning_rate}, r,
@@ -335,7 +320,7 @@ void Coordinator::CheckLiveness() {
 }
 
 std::string Coordinator::WorkerLossFatal() const {
-  if (s_.config.String("cluster.on_worker_loss") == "fail") return "cluster.on_worker_loss = fail";
+  if (s_.cluster().fail_on_worker_loss) return StrCat(ClusterPlan::kOnWorkerLossKey, " = fail");
   if (collective_) return "a collective cannot lose a member";
   if (!s_.problem.plan.strategy->synchronous) return "";
   if (LiveWorkers() == 0) return "no worker is left";
@@ -487,9 +472,9 @@ int Coordinator::Finish() {
   const bool failed = !failure_.empty();
   if (!failed && inline_evaluator_) inline_evaluator_->SaveFinal(run_->path());
   RunEnd end;
-  end.algorithm = s_.config.String("algorithm.name");
-  end.model = s_.config.String("model.name");
-  end.dataset = s_.config.String("data.dataset");
+  end.algorithm = s_.problem.plan.name;
+  end.model = s_.problem.plan.model_name;
+  end.dataset = s_.problem.plan.dataset;
   end.workers = s_.problem.plan.workers;
   end.seed = static_cast<int64_t>(s_.problem.plan.seed);
   end.compression =

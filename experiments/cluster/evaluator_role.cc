@@ -15,7 +15,7 @@ namespace tp = ::asgd::transport;
 int RunEvaluatorRole(const Config& config, const RoleRequest& request, std::ostream& out) {
   cluster::Setup s = cluster::MakeSetup(config, request, "evaluator");
   if (s.spec.evaluator.empty()) {
-    throw ConfigError("cluster.evaluator", "",
+    throw ConfigError(ClusterPlan::kEvaluatorKey, "",
                       "the evaluator's address in the cluster (or leave evaluation to the "
                       "coordinator and start no evaluator)");
   }

@@ -181,17 +181,17 @@ std::vector<std::string> GenerateClusterKeys(const std::string& dir, int clients
   return files;
 }
 
-tp::CurveOptions CurveFromConfig(const Config& config, bool serves) {
+tp::CurveOptions CurveFromPlan(const ClusterPlan& cluster, bool serves) {
   tp::CurveOptions o;
-  if (!config.Bool("cluster.curve")) return o;
-  const std::string dir = config.String("cluster.keys_dir");
+  if (!cluster.curve) return o;
+  const std::string& dir = cluster.keys_dir;
   if (dir.empty()) {
-    throw ConfigError("cluster.keys_dir", "",
+    throw ConfigError(ClusterPlan::kKeysDirKey, "",
                       "the folder of the cluster's CURVE keys when cluster.curve is true "
                       "(`asgd keys generate DIR` writes them)");
   }
   if (!tp::CurveAvailable()) {
-    throw ConfigError("cluster.curve", "true",
+    throw ConfigError(ClusterPlan::kCurveKey, "true",
                       "false: this libzmq was built without CURVE (zmq_has(\"curve\") is false)");
   }
   auto fail = [&](const std::string& key, const std::string& value, const std::string& why) {
@@ -200,36 +200,37 @@ tp::CurveOptions CurveFromConfig(const Config& config, bool serves) {
   std::string why;
   o.enabled = true;
   const auto server_pub = ReadKeyFile(PathIn(dir, kServerPub), false, &why);
-  if (!server_pub) throw fail("cluster.keys_dir", dir, why);
+  if (!server_pub) throw fail(ClusterPlan::kKeysDirKey, dir, why);
   o.server_public_key = server_pub->public_key;
-  const std::string client_key = config.String("cluster.client_key");
+  const std::string& client_key = cluster.client_key;
   const auto client = ReadKeyFile(PathIn(dir, client_key), true, &why);
-  if (!client) throw fail("cluster.client_key", client_key, why);
+  if (!client) throw fail(ClusterPlan::kClientKeyKey, client_key, why);
   o.client_public_key = client->public_key;
   o.client_secret_key = client->secret_key;
   if (serves) {
     const auto server = ReadKeyFile(PathIn(dir, kServerKey), true, &why);
-    if (!server) throw fail("cluster.keys_dir", dir, why);
+    if (!server) throw fail(ClusterPlan::kKeysDirKey, dir, why);
     if (server->public_key != o.server_public_key) {
       throw fail(
-          "cluster.keys_dir", dir,
+          ClusterPlan::kKeysDirKey, dir,
           StrCat(PathIn(dir, kServerPub), " is not the public key of ", PathIn(dir, kServerKey)));
     }
     o.server_secret_key = server->secret_key;
     auto authorized = ReadAuthorized(PathIn(dir, kAuthorized), &why);
-    if (!authorized) throw fail("cluster.keys_dir", dir, why);
+    if (!authorized) throw fail(ClusterPlan::kKeysDirKey, dir, why);
     o.authorized_clients = std::move(*authorized);
   }
   return o;
 }
 
 void RefuseCurveInOneProcess(const Config& config) {
-  if (!config.Bool("cluster.curve")) return;
+  const ClusterPlan cluster = ClusterPlan::FromConfig(config);
+  if (!cluster.curve) return;
   RefuseCurveOnCollective(config);  // the more specific reason
-  throw ConfigError("cluster.curve", config.Raw("cluster.curve"),
+  throw ConfigError(ClusterPlan::kCurveKey, config.Raw(ClusterPlan::kCurveKey),
                     StrCat("false for `asgd run`: its roles are threads of one process "
                            "(cluster.transport = ",
-                           config.String("cluster.transport"),
+                           cluster.transport,
                            ") with no connection to protect; CURVE is for runs as processes "
                            "(asgd launch, asgd coordinator|ps|worker|evaluator, asgd task)"));
 }

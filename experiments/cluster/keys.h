@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "experiments/config/cluster_plan.h"
 #include "experiments/config/config.h"
 #include "transport/curve.h"
 
@@ -41,7 +42,7 @@ std::vector<std::string> GenerateClusterKeys(const std::string& dir, int clients
 // the coordinator), the server side (server.key and authorized_clients), read from
 // cluster.keys_dir (relative paths are relative to the working directory). Throws
 // ConfigError naming the key and the file for a missing, unreadable or malformed file.
-transport::CurveOptions CurveFromConfig(const Config& config, bool serves);
+transport::CurveOptions CurveFromPlan(const ClusterPlan& cluster, bool serves);
 
 // ConfigError if cluster.curve is true: `asgd run` runs every role as a thread of one
 // process (cluster.transport inproc or memory), where there is no connection to protect.

@@ -121,6 +121,7 @@ struct LaunchShape {
   bool collective = false;
   int workers = 0;
   int shards = 0;
+  ClusterPlan cluster;  // the config's [cluster] keys
 };
 
 // The refusals, before any process starts (ConfigError: one line and exit 2).
@@ -128,6 +129,7 @@ LaunchShape CheckLaunchable(const Config& config) {
   const std::string name = config.String("algorithm.name");
   const algorithms::Strategy& strategy = algorithms::FindStrategy(name);
   LaunchShape shape;
+  shape.cluster = ClusterPlan::FromConfig(config);
   shape.collective = strategy.collective;
   if (shape.collective) {
     RefuseCollectiveRole(config, "worker");
@@ -140,25 +142,26 @@ LaunchShape CheckLaunchable(const Config& config) {
                       "run in one process with `asgd run`)");
   }
   shape.workers = static_cast<int>(config.Int("algorithm.workers"));
-  shape.shards = shape.collective ? 1 : static_cast<int>(config.Int("cluster.shards"));
+  shape.shards = shape.collective ? 1 : shape.cluster.shards;
   // Missing or malformed CURVE key files.
-  (void)CurveFromConfig(config, /*serves=*/true);
+  (void)CurveFromPlan(shape.cluster, /*serves=*/true);
   return shape;
 }
 
 // The cluster the roles are told: the config's [cluster] addresses, or addresses generated
 // on this machine and handed to every role as --set values.
 struct LaunchCluster {
-  std::vector<std::string> sets;  // "cluster.ps=...", ...; empty: the config's own
+  std::vector<std::string> sets;  // cluster.ps=..., ...; empty: the config's own
   std::string ipc_dir;            // made for ipc:// addresses; removed when the run ends
   bool evaluator = true;          // whether an evaluator role is started
 };
 
 // Addresses for the generated cluster's roles: a fresh ipc folder (its path in *ipc_dir),
 // or distinct free tcp ports on 127.0.0.1, one for each of `roles`.
-std::function<std::string(const std::string& role)> RoleAddresses(const Config& config, int roles,
+std::function<std::string(const std::string& role)> RoleAddresses(const ClusterPlan& plan,
+                                                                  int roles,
                                                                   std::string* ipc_dir) {
-  if (config.String("cluster.launch_transport") == "ipc") {
+  if (plan.launch_transport == "ipc") {
     char dir[] = "/tmp/asgd-launch-XXXXXX";
     if (::mkdtemp(dir) == nullptr) throw IoError(std::string("mkdtemp: ") + std::strerror(errno));
     *ipc_dir = dir;
@@ -176,16 +179,16 @@ std::function<std::string(const std::string& role)> RoleAddresses(const Config& 
 // validates it) and prints how to start a role again by hand (a lost worker rejoins so).
 LaunchCluster PlanCluster(Config& config, const LaunchShape& shape, std::ostream& out) {
   LaunchCluster cluster;
-  if (!config.String("cluster.ps").empty()) {
-    if (config.String("cluster.coordinator").empty()) {
-      throw ConfigError("cluster.coordinator", "",
+  if (!shape.cluster.ps.empty()) {
+    if (shape.cluster.coordinator.empty()) {
+      throw ConfigError(ClusterPlan::kCoordinatorKey, "",
                         "the coordinator's address when [cluster] ps names the shards");
     }
-    cluster.evaluator = !config.String("cluster.evaluator").empty();
+    cluster.evaluator = !shape.cluster.evaluator.empty();
     return cluster;
   }
   // Distinct addresses for the shards, the workers, the coordinator and the evaluator.
-  const auto address = RoleAddresses(config, shape.shards + shape.workers + 2, &cluster.ipc_dir);
+  const auto address = RoleAddresses(shape.cluster, shape.shards + shape.workers + 2, &cluster.ipc_dir);
   std::string ps, worker;
   for (int i = 0; i < shape.shards; ++i) {
     if (i > 0) ps += ',';
@@ -195,9 +198,9 @@ LaunchCluster PlanCluster(Config& config, const LaunchShape& shape, std::ostream
     if (i > 0) worker += ',';
     worker += address(StrCat("worker", i));
   }
-  cluster.sets = {"cluster.ps=" + ps, "cluster.worker=" + worker,
-                  "cluster.coordinator=" + address("coordinator"),
-                  "cluster.evaluator=" + address("evaluator")};
+  const std::string coordinator = address("coordinator");
+  cluster.sets =
+      ClusterPlan::AddressAssignments(ps, worker, coordinator, address("evaluator"));
   for (const std::string& s : cluster.sets) config.ApplyOverride(s);  // validates them
   std::string sets;
   for (const std::string& s : cluster.sets) sets += " --set " + s;
@@ -251,16 +254,17 @@ struct LossPolicy {
 };
 
 LossPolicy LossPolicyOf(const Config& config, const LaunchShape& shape) {
+  const ClusterPlan& plan = shape.cluster;
   LossPolicy policy;
   policy.collective = shape.collective;
   // On a collective every rank fails when one dies; the coordinator names the lost one.
   policy.worker_loss_tolerated =
-      shape.collective || config.String("cluster.on_worker_loss") == "continue";
+      shape.collective || !plan.fail_on_worker_loss;
   // With checkpoints, a lost shard is restored when restarted: the coordinator decides.
   policy.ps_loss_tolerated = config.Int("experiment.checkpoint_every_steps") > 0 ||
                              config.Double("experiment.checkpoint_every_s") > 0;
   policy.grace =
-      std::chrono::milliseconds(static_cast<int64_t>(config.Double("cluster.timeout_s") * 1000.0));
+      std::chrono::milliseconds(static_cast<int64_t>(plan.timeout_s * 1000.0));
   return policy;
 }
 
@@ -280,7 +284,7 @@ bool StopOnFailedRole(std::vector<Child>& children, const LossPolicy& policy, st
       out << "[launch] " << c.name << " exited with status " << *c.status
           << "; the coordinator decides what follows ("
           << (policy.collective ? "a collective cannot lose a member"
-                                : "cluster.on_worker_loss; checkpoints")
+                                : StrCat(ClusterPlan::kOnWorkerLossKey, "; checkpoints"))
           << ")" << std::endl;
       continue;
     }
@@ -412,14 +416,14 @@ int TaskCommand(const std::vector<std::string>& args, std::ostream& out) {
         "asgd task: neither SLURM_PROCID nor OMPI_COMM_WORLD_RANK is set; run it "
         "under srun or mpirun (or use `asgd launch` on one machine)");
   }
+  const ClusterPlan plan = ClusterPlan::FromConfig(config);
   std::vector<std::string> hosts = info->hosts;
-  if (!config.String("cluster.hosts").empty()) {
+  if (!plan.hosts.empty()) {
     hosts.clear();
-    for (const std::string& h : Split(config.String("cluster.hosts"), ','))
-      hosts.push_back(std::string(Trim(h)));
+    for (const std::string& h : Split(plan.hosts, ',')) hosts.push_back(std::string(Trim(h)));
   }
   if (static_cast<int>(hosts.size()) != info->size) {
-    throw ConfigError("cluster.hosts", config.String("cluster.hosts"),
+    throw ConfigError(ClusterPlan::kHostsKey, plan.hosts,
                       StrCat("the host of each of the ", info->size, " ranks (", info->manager,
                              " does not say where they run)"));
   }
@@ -427,12 +431,9 @@ int TaskCommand(const std::vector<std::string>& args, std::ostream& out) {
   const std::string name = config.String("algorithm.name");
   const bool collective = algorithms::FindStrategy(name).collective;
   const transport::ClusterSpec spec = ClusterForRanks(
-      hosts, info->rank, collective ? 0 : static_cast<int>(config.Int("cluster.shards")),
-      static_cast<int>(config.Int("cluster.base_port")));
-  config.Set("cluster.ps", Join(spec.ps, ","));
-  config.Set("cluster.worker", Join(spec.worker, ","));
-  config.Set("cluster.coordinator", spec.coordinator);
-  config.Set("cluster.evaluator", "");
+      hosts, info->rank, collective ? 0 : plan.shards, plan.base_port);
+  ClusterPlan::SetAddresses(config, Join(spec.ps, ","), Join(spec.worker, ","), spec.coordinator,
+                            "");
   config.Set("algorithm.workers", std::to_string(spec.num_workers()));
   config.Set("experiment.progress", "off");
   LogLevel level = LogLevel::kInfo;

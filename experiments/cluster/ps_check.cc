@@ -41,15 +41,10 @@ ParamLayout LayoutFor(const Config& config, const std::vector<std::string>& data
       ->layout();
 }
 
-ps::Placement PlacementFor(const Config& config, const ParamLayout& layout, int shards) {
+ps::Placement PlacementFor(const ClusterPlan& plan, const ParamLayout& layout, int shards) {
   ps::PlacementOptions options;
-  options.policy = ps::ParsePlacementPolicy(config.String("cluster.placement"));
+  options.policy = ps::ParsePlacementPolicy(plan.placement);
   return ps::Placement::Build(layout, shards, options);
-}
-
-std::chrono::milliseconds TimeoutOf(const Config& config) {
-  return std::chrono::milliseconds(
-      static_cast<int64_t>(std::ceil(config.Double("cluster.timeout_s") * 1000.0)));
 }
 
 // Small integers in [-2, 2] (deltas) or [0, 16] (initial values), from a hash of the
@@ -320,10 +315,11 @@ std::vector<float> PsCheckDelta(int64_t n, uint64_t seed, int worker, int64_t st
 }
 
 int RunPsCheckServer(const Config& config, const RoleRequest& request, std::ostream& out) {
-  const tp::ClusterSpec spec = ResolveCluster(config, request, "ps");
+  const ClusterPlan plan = ClusterPlan::FromConfig(config);
+  const tp::ClusterSpec spec = ResolveCluster(plan, request, "ps");
   const int shard = spec.task_index;
   const ParamLayout layout = LayoutFor(config, request.data_dirs);
-  const ps::Placement placement = PlacementFor(config, layout, spec.num_ps());
+  const ps::Placement placement = PlacementFor(plan, layout, spec.num_ps());
   const auto seed = static_cast<uint64_t>(config.Int("experiment.seed"));
   const std::vector<float> initial = PsCheckInitial(layout.size(), seed);
 
@@ -331,13 +327,13 @@ int RunPsCheckServer(const Config& config, const RoleRequest& request, std::ostr
   auto context = tp::NewContext();
   tp::ServerOptions options;
   options.shard = static_cast<uint32_t>(shard);
-  options.endpoint = spec.PsBindAddress(shard, config.String("cluster.bind_host"));
-  options.curve = CurveFromConfig(config, /*serves=*/true);
-  options.allow_plain_remote = config.Bool("cluster.allow_plain_remote");
+  options.endpoint = spec.PsBindAddress(shard, plan.bind_host);
+  options.curve = CurveFromPlan(plan, /*serves=*/true);
+  options.allow_plain_remote = plan.allow_plain_remote;
   ApplyServerBounds(config, &options);
   options.stop_token = RunTokenFromEnvironment();  // worker 0's stop must carry it
   tp::ShardServer server(context, options, placement.Gather(shard, initial), ps::NewAddRule());
-  if (options.stop_token.empty() && config.Bool("cluster.stop_servers") &&
+  if (options.stop_token.empty() && plan.stop_servers &&
       server.endpoint().rfind("inproc://", 0) != 0) {
     out << "ps " << shard << ": no " << kRunTokenVariable
         << " in the environment, so no stop request will be obeyed: end this process with "
@@ -385,20 +381,21 @@ int RunPsCheckServer(const Config& config, const RoleRequest& request, std::ostr
 }
 
 int RunPsCheckWorker(const Config& config, const RoleRequest& request, std::ostream& out) {
-  const tp::ClusterSpec spec = ResolveCluster(config, request, "worker");
+  const ClusterPlan plan = ClusterPlan::FromConfig(config);
+  const tp::ClusterSpec spec = ResolveCluster(plan, request, "worker");
   const int worker = spec.task_index;
   const ParamLayout layout = LayoutFor(config, request.data_dirs);
-  const ps::Placement placement = PlacementFor(config, layout, spec.num_ps());
+  const ps::Placement placement = PlacementFor(plan, layout, spec.num_ps());
   const auto seed = static_cast<uint64_t>(config.Int("experiment.seed"));
   const int workers = spec.num_workers();
-  const auto timeout = TimeoutOf(config);
+  const auto timeout = cluster::Ms(plan.timeout_s);
   const double seconds = config.Double("check.seconds");
 
   auto context = tp::NewContext();
   tp::ClientOptions options;
   options.id = static_cast<uint32_t>(worker);
   options.timeout = timeout;
-  options.curve = CurveFromConfig(config, /*serves=*/false);
+  options.curve = CurveFromPlan(plan, /*serves=*/false);
   options.chunk_bytes = ChunkBytes(config);
   auto client = tp::PsClient::FromCluster(context, spec, placement, options);
   CheckOk(client->WaitForServers(timeout), worker, "waiting for the shard servers");
@@ -410,7 +407,7 @@ int RunPsCheckWorker(const Config& config, const RoleRequest& request, std::ostr
   // Nobody stops the servers while another worker is still pulling.
   CheckOk(client->Barrier(2, static_cast<uint32_t>(workers)).Wait(), worker,
           "barrier before stopping");
-  if (worker == 0 && config.Bool("cluster.stop_servers")) {
+  if (worker == 0 && plan.stop_servers) {
     CheckOk(client->StopServers(RunTokenFromEnvironment()).Wait(), worker,
             "stopping the servers (they obey only a stop with the same ASGD_RUN_TOKEN)");
   }

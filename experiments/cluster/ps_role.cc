@@ -53,11 +53,11 @@ int RunTrainingPsRole(const Config& config, const RoleRequest& request, std::ost
   BufferedRecords records;
   tp::ServerOptions options;
   options.shard = static_cast<uint32_t>(shard);
-  options.endpoint = s.spec.PsBindAddress(shard, s.config.String("cluster.bind_host"));
+  options.endpoint = s.spec.PsBindAddress(shard, s.cluster().bind_host);
   options.clock = &wall;
   options.staleness_sink = &records;
   options.curve = s.curve;
-  options.allow_plain_remote = s.config.Bool("cluster.allow_plain_remote");
+  options.allow_plain_remote = s.cluster().allow_plain_remote;
   ApplyServerBounds(s.config, &options);
   // The coordinator stops this shard through its reports, never with a stop request;
   // one is obeyed only with the run's token all the same.

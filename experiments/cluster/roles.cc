@@ -10,13 +10,12 @@ namespace asgd::experiments {
 
 namespace tp = ::asgd::transport;
 
-tp::ClusterSpec ResolveCluster(const Config& config, const RoleRequest& request,
+tp::ClusterSpec ResolveCluster(const ClusterPlan& cluster, const RoleRequest& request,
                                const std::string& role) {
   tp::ClusterSpec spec;
-  if (!config.String("cluster.ps").empty()) {
-    spec = tp::ClusterSpec::FromStrings(
-        config.String("cluster.ps"), config.String("cluster.worker"),
-        config.String("cluster.coordinator"), config.String("cluster.evaluator"));
+  if (!cluster.ps.empty()) {
+    spec = tp::ClusterSpec::FromStrings(cluster.ps, cluster.worker, cluster.coordinator,
+                                        cluster.evaluator);
   } else if (!request.tf_config.empty()) {
     spec = tp::ClusterSpec::FromTfConfig(request.tf_config);
     if (!spec.task_type.empty() && spec.task_type != role && !request.task.has_value()) {
@@ -24,7 +23,7 @@ tp::ClusterSpec ResolveCluster(const Config& config, const RoleRequest& request,
                         "\"" + role + "\" for `asgd " + role + "` (or pass --task)");
     }
   } else {
-    throw ConfigError("cluster.ps", "",
+    throw ConfigError(ClusterPlan::kPsKey, "",
                       "the shard servers (host:port,...), or a TF_CONFIG environment variable");
   }
   if (request.task.has_value()) {
@@ -40,7 +39,7 @@ tp::ClusterSpec ResolveCluster(const Config& config, const RoleRequest& request,
   }
   spec.Validate();
   if (role == "worker" && spec.num_workers() == 0) {
-    throw ConfigError("cluster.worker", "", "at least one worker address");
+    throw ConfigError(ClusterPlan::kWorkerKey, "", "at least one worker address");
   }
   return spec;
 }

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "experiments/config/cluster_plan.h"
 #include "experiments/config/config.h"
 #include "transport/cluster_spec.h"
 
@@ -36,10 +37,10 @@ struct RoleRequest {
   std::string resume_dir;
 };
 
-// The cluster from the config or TF_CONFIG, with this process's task filled in for
+// The cluster from the plan's addresses or TF_CONFIG, with this process's task filled in for
 // `role` ("ps", "worker", "coordinator" or "evaluator"; the last two are always task 0
 // unless --task says otherwise). Throws ConfigError naming the key or TF_CONFIG field.
-transport::ClusterSpec ResolveCluster(const Config& config, const RoleRequest& request,
+transport::ClusterSpec ResolveCluster(const ClusterPlan& cluster, const RoleRequest& request,
                                       const std::string& role);
 
 // `asgd ps`: a training run's shard server, RunTrainingPsRole (cluster_run.h). Returns

@@ -27,6 +27,138 @@ namespace alg = ::asgd::algorithms;
 namespace tp = ::asgd::transport;
 using ::asgd::internal::StrCat;
 
+namespace {
+
+// This worker's client of the shard servers, once they all answer. Throws InputError
+// ("worker W: the shard servers: ...") when they do not within cluster.timeout_s.
+std::unique_ptr<tp::PsParamClient> ConnectToShards(const cluster::Setup& s,
+                                                   std::shared_ptr<tp::Context> context, int w) {
+  tp::ClientOptions co;
+  co.id = static_cast<uint32_t>(w);
+  co.timeout = s.timeout;
+  co.curve = s.curve;
+  co.chunk_bytes = s.problem.plan.chunk_bytes;
+  auto ps_client = std::make_unique<tp::PsParamClient>(
+      tp::PsClient::FromCluster(std::move(context), s.spec, s.placement, co));
+  const ps::Status servers = ps_client->client().WaitForServers(s.timeout);
+  if (!servers.ok())
+    throw InputError(StrCat("worker ", w, ": the shard servers: ", servers.ToString()));
+  return ps_client;
+}
+
+// What a worker's reports share between the training thread and the reporter: the
+// coordinator's stop, the run's samples and this worker's budget as the last reply said,
+// and the loss since the last report.
+class WorkerReporting {
+ public:
+  WorkerReporting(const cluster::Setup& s, int w, cluster::CoordinatorLink& link,
+                  const WorkerLoop& loop)
+      : s_(s), w_(w), link_(link), loop_(loop) {}
+
+  // One report; nullopt when the coordinator did not answer in time.
+  std::optional<WorkerReply> Report(bool done, const std::string& failure) {
+    WorkerReport body;
+    body.task = w_;
+    body.metrics = loop_.Snapshot();
+    body.done = done;
+    body.failure = failure;
+    losses_.TakeInto(body);
+    const int64_t own = loop_.Snapshot().samples;
+    std::lock_guard<std::mutex> lock(link_mu_);
+    auto reply = link_.Report(body, s_.timeout);
+    if (reply) {
+      global_samples_.store(reply->samples);
+      samples_at_report_.store(own);
+      sample_budget_.store(reply->sample_budget);
+      step_budget_.store(reply->step_budget);
+      if (reply->stop) stop_.store(true);
+    }
+    return reply;
+  }
+
+  // The loop's hooks: the budget the coordinator grants, the learning rate from the run's
+  // samples, the pause while a lost shard restarts, the losses.
+  WorkerHooks Hooks();
+
+  std::atomic<bool>& stop() { return stop_; }
+
+ private:
+  bool Exhausted() const {
+    const WorkerMetrics m = loop_.Snapshot();
+    return m.samples >= sample_budget_.load() ||
+           (step_budget_.load() >= 0 && m.steps >= step_budget_.load());
+  }
+  bool BeforeStep(double* lr_scale);
+  bool Recover(const ps::Status& st);
+
+  const cluster::Setup& s_;
+  const int w_;
+  cluster::CoordinatorLink& link_;
+  const WorkerLoop& loop_;
+  std::atomic<bool> stop_{false};
+  std::atomic<int64_t> global_samples_{0}, samples_at_report_{0};
+  std::atomic<int64_t> sample_budget_{0}, step_budget_{-1};
+  std::mutex link_mu_;  // the reporter thread and the training loop both report
+  cluster::LossSinceReport losses_;
+};
+
+bool WorkerReporting::BeforeStep(double* lr_scale) {
+  // Out of budget: ask the coordinator for more (or to stop) before the next step.
+  while (!stop_.load() && Exhausted()) {
+    if (!Report(false, "")) {
+      if (link_.Lost()) return false;
+      continue;
+    }
+    if (!stop_.load() && Exhausted()) std::this_thread::sleep_for(link_.interval());
+  }
+  if (stop_.load(std::memory_order_relaxed)) return false;
+  // The run's samples as of the last report, plus this worker's since.
+  const int64_t estimate =
+      global_samples_.load() + loop_.Snapshot().samples - samples_at_report_.load();
+  const double train_size = static_cast<double>(s_.problem.data.train.num_examples);
+  *lr_scale =
+      alg::LearningRateScale(s_.problem.schedule, static_cast<double>(estimate) / train_size);
+  return true;
+}
+
+// A request that timed out (a shard died), or a chunked push whose first chunks went to
+// the dead shard and whose rest reached its restarted successor (refused whole, nothing
+// applied: ps/message.h, "Chunked pushes"): wait while the coordinator pauses the
+// run for the shard's restart, then go on from a fresh read of the centre. The push is
+// not sent again (it may have been applied when it timed out).
+bool WorkerReporting::Recover(const ps::Status& st) {
+  const bool incomplete = st.code() == ps::StatusCode::kRemoteError &&
+                          st.error_code() == ps::ErrorCode::kIncompletePush;
+  if (st.code() != ps::StatusCode::kTimeout && st.code() != ps::StatusCode::kAborted &&
+      !incomplete)
+    return false;
+  ASGD_LOG(kWarning, "worker ", w_, ": ", st.ToString(),
+           "; asking the coordinator whether to go on");
+  for (;;) {
+    if (stop_.load()) return false;
+    auto reply = Report(false, "");
+    if (!reply) {
+      if (link_.Lost()) return false;
+      continue;
+    }
+    if (!reply->paused) return !stop_.load();
+    std::this_thread::sleep_for(link_.interval());
+  }
+}
+
+WorkerHooks WorkerReporting::Hooks() {
+  WorkerHooks hooks;
+  hooks.before_step = [this](double* lr_scale) { return BeforeStep(lr_scale); };
+  hooks.recover = [this](const ps::Status& st) { return Recover(st); };
+  hooks.after_step = [this](const alg::StepResult& r, int64_t batch) {
+    losses_.Add(static_cast<double>(r.loss), batch);
+  };
+  hooks.ending = [this] { return stop_.load(); };
+  return hooks;
+}
+
+}  // namespace
+
 int RunTrainingWorkerRole(const Config& config, const RoleRequest& request, std::ostream& out) {
   cluster::Setup s = cluster::MakeSetup(config, request, "worker");
   if (s.problem.plan.strategy->collective) return RunCollectiveWorkerRole(s, out);
@@ -38,136 +170,27 @@ int RunTrainingWorkerRole(const Config& config, const RoleRequest& request, std:
   auto context = tp::NewContext();
   cluster::CoordinatorLink link(context, s, "worker", w);
   link.Register();
-
-  tp::ClientOptions co;
-  co.id = static_cast<uint32_t>(w);
-  co.timeout = s.timeout;
-  co.curve = s.curve;
-  co.chunk_bytes = s.problem.plan.chunk_bytes;
-  auto ps_client = std::make_unique<tp::PsParamClient>(
-      tp::PsClient::FromCluster(context, s.spec, s.placement, co));
-  const ps::Status servers = ps_client->client().WaitForServers(s.timeout);
-  if (!servers.ok())
-    throw InputError(StrCat("worker ", w, ": the shard servers: ", servers.ToString()));
+  const auto ps_client = ConnectToShards(s, context, w);
 
   WorkerSetup ws = cluster::WorkerSetupFor(s, w, device_model.get());
-  auto clock = NewSystemClock();
-  ws.clock = clock.get();
-  // The [delay] model as injected sleeps (as in the thread runner; the same seed, so every
-  // process agrees on the stragglers).
-  std::unique_ptr<sim::DelayModel> delay;
-  if (HasDelayModel(s.config)) {
-    delay =
-        std::make_unique<sim::DelayModel>(BuildSimOptions(s.config).delay, s.problem.plan.workers,
-                                          DeriveSeed(s.problem.plan.seed, "delay"));
-    ws.after_gradient = InjectedDelay(delay.get(), clock.get(), w);
-  }
+  const auto timing = cluster::WorkerTiming::Attach(s, w, ws);
   WorkerLoop loop(std::move(ws));
 
-  std::atomic<bool> stop{false}, finished{false};
-  std::atomic<int64_t> global_samples{0}, samples_at_report{0};
-  std::atomic<int64_t> sample_budget{0}, step_budget{-1};
-  std::mutex link_mu;  // the reporter thread and the training loop both report
-  std::mutex loss_mu;
-  double loss_sum = 0;
-  int64_t loss_count = 0;
+  WorkerReporting reporting(s, w, link, loop);
+  std::atomic<bool> finished{false};
   std::string link_failure;
-  auto report = [&](bool done, const std::string& failure) -> std::optional<WorkerReply> {
-    WorkerReport body;
-    body.task = w;
-    body.metrics = loop.Snapshot();
-    body.done = done;
-    body.failure = failure;
-    {
-      std::lock_guard<std::mutex> lock(loss_mu);
-      body.loss_sum = loss_sum;
-      body.loss_count = loss_count;
-      loss_sum = 0;
-      loss_count = 0;
-    }
-    const int64_t own = loop.Snapshot().samples;
-    std::lock_guard<std::mutex> lock(link_mu);
-    auto reply = link.Report(body, s.timeout);
-    if (reply) {
-      global_samples.store(reply->samples);
-      samples_at_report.store(own);
-      sample_budget.store(reply->sample_budget);
-      step_budget.store(reply->step_budget);
-      if (reply->stop) stop.store(true);
-    }
-    return reply;
-  };
   // Wait for the coordinator's go (every worker and shard registered, initial evaluation
   // done), reporting as the heartbeat.
-  (void)cluster::AwaitStart(signals, link, w, stop, [&] { return report(false, ""); });
+  (void)cluster::AwaitStart(signals, link, w, reporting.stop(),
+                            [&] { return reporting.Report(false, ""); });
   std::thread reporter([&] {
-    cluster::ReportUntilFinished(signals, link, finished, stop, link_failure,
-                                 [&] { return report(false, "").has_value(); });
+    cluster::ReportUntilFinished(signals, link, finished, reporting.stop(), link_failure,
+                                 [&] { return reporting.Report(false, "").has_value(); });
   });
-  const double train_size = static_cast<double>(s.problem.data.train.num_examples);
-  WorkerHooks hooks;
-  auto exhausted = [&] {
-    const WorkerMetrics m = loop.Snapshot();
-    return m.samples >= sample_budget.load() ||
-           (step_budget.load() >= 0 && m.steps >= step_budget.load());
-  };
-  hooks.before_step = [&](double* lr_scale) {
-    // Out of budget: ask the coordinator for more (or to stop) before the next step.
-    while (!stop.load() && exhausted()) {
-      if (!report(false, "")) {
-        if (link.Lost()) return false;
-        continue;
-      }
-      if (!stop.load() && exhausted()) std::this_thread::sleep_for(link.interval());
-    }
-    if (stop.load(std::memory_order_relaxed)) return false;
-    // The run's samples as of the last report, plus this worker's since.
-    const int64_t estimate =
-        global_samples.load() + loop.Snapshot().samples - samples_at_report.load();
-    *lr_scale =
-        alg::LearningRateScale(s.problem.schedule, static_cast<double>(estimate) / train_size);
-    return true;
-  };
-  // A request that timed out (a shard died), or a chunked push whose first chunks went to
-  // the dead shard and whose rest reached its restarted successor (refused whole, nothing
-  // applied: ps/message.h, "Chunked pushes"): wait while the coordinator pauses the
-  // run for the shard's restart, then go on from a fresh read of the centre. The push is
-  // not sent again (it may have been applied when it timed out).
-  hooks.recover = [&](const ps::Status& st) {
-    const bool incomplete = st.code() == ps::StatusCode::kRemoteError &&
-                            st.error_code() == ps::ErrorCode::kIncompletePush;
-    if (st.code() != ps::StatusCode::kTimeout && st.code() != ps::StatusCode::kAborted &&
-        !incomplete)
-      return false;
-    ASGD_LOG(kWarning, "worker ", w, ": ", st.ToString(),
-             "; asking the coordinator whether to go on");
-    for (;;) {
-      if (stop.load()) return false;
-      auto reply = report(false, "");
-      if (!reply) {
-        if (link.Lost()) return false;
-        continue;
-      }
-      if (!reply->paused) return !stop.load();
-      std::this_thread::sleep_for(link.interval());
-    }
-  };
-  hooks.after_step = [&](const alg::StepResult& r, int64_t batch) {
-    std::lock_guard<std::mutex> lock(loss_mu);
-    loss_sum += static_cast<double>(r.loss) * static_cast<double>(batch);
-    loss_count += batch;
-  };
-  hooks.ending = [&] { return stop.load(); };
-  const WorkerOutcome outcome = loop.Run(*ps_client, hooks);
-  finished.store(true);
-  reporter.join();
-  std::string failure = outcome.failure;
-  if (failure.empty() && !link_failure.empty()) failure = StrCat("worker ", w, ": ", link_failure);
-  try {
-    (void)report(true, failure);
-  } catch (const std::exception& e) {
-    ASGD_LOG(kWarning, "worker ", w, ": final report: ", e.what());
-  }
+  const WorkerOutcome outcome = loop.Run(*ps_client, reporting.Hooks());
+  const std::string failure =
+      cluster::FinishWorker(w, outcome.failure, finished, reporter, link_failure,
+                            [&](const std::string& f) { (void)reporting.Report(true, f); });
   const WorkerMetrics m = loop.Snapshot();
   if (!failure.empty()) {
     out << "worker " << w << ": " << failure << std::endl;

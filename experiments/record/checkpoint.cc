@@ -246,10 +246,26 @@ CheckpointManifest ManifestOfRun(const std::string& algorithm, const std::string
   m.algorithm = algorithm;
   m.config_hash = config_hash;
   m.resumes = resumes;
+  SetManifestAccount(m, recorder);
+  return m;
+}
+
+void SetManifestAccount(CheckpointManifest& m, const RunRecorder& recorder) {
   m.convergence_rows = recorder.convergence_rows();
   m.best_test_accuracy = recorder.best_test_accuracy();
   m.time_to_target_s = recorder.time_to_target_s();
-  return m;
+}
+
+void SetManifestCounters(CheckpointManifest& m, const RunPosition& at,
+                         const StalenessRecorder* staleness) {
+  m.step = at.pushes;
+  m.steps = at.steps;
+  m.samples = at.samples;
+  m.time_s = at.time_s;
+  if (staleness != nullptr) {
+    m.staleness_rows = staleness->rows_written();
+    m.staleness_histogram = staleness->histogram();
+  }
 }
 
 Checkpointer::Checkpointer(std::string run_path, int keep)

@@ -73,6 +73,25 @@ struct CheckpointManifest {
 CheckpointManifest ManifestOfRun(const std::string& algorithm, const std::string& config_hash,
                                  int resumes, const RunRecorder& recorder);
 
+// Sets the manifest's account from the recorder's so far: convergence rows, best
+// accuracy, time to target (ManifestOfRun's; again when a checkpoint completes later).
+void SetManifestAccount(CheckpointManifest& m, const RunRecorder& recorder);
+
+// Where the run stands at a checkpoint, as its manifest counts it.
+struct RunPosition {
+  int64_t pushes = 0;   // the manifest's step: pushes (a collective's: every rank's, summed)
+  int64_t steps = 0;    // worker steps, summed
+  int64_t samples = 0;  // examples the workers trained on
+  double time_s = 0;    // training time
+};
+
+// Fills a manifest's counters from `at` and the staleness account from `staleness`
+// (null: none): the rows staleness.csv holds so far and its histogram. Every driver's
+// checkpoint (threads, collective, the multi-process coordinator) fills them here; the
+// caller flushes staleness before the file must hold those rows.
+void SetManifestCounters(CheckpointManifest& m, const RunPosition& at,
+                         const StalenessRecorder* staleness);
+
 // Where a checkpoint was taken, in the unit its folder counts: "round 30" (a run on a
 // collective) or "update 120".
 std::string CheckpointPosition(const CheckpointManifest& manifest);

@@ -211,14 +211,10 @@ class CollectiveRun {
   void SaveCheckpoint(const std::vector<float>& average, int64_t step) {
     RunCounters& c = session_.counters();
     CheckpointManifest m = session_.NewManifest();
-    m.step = c.pushes.load();
     m.rounds = Rounds();
-    m.steps = c.steps.load();
-    m.samples = c.samples.load();
-    m.time_s = session_.Seconds();
     session_.staleness()->Flush();
-    m.staleness_rows = session_.staleness()->rows_written();
-    m.staleness_histogram = session_.staleness()->histogram();
+    SetManifestCounters(m, {c.pushes.load(), c.steps.load(), c.samples.load(), session_.Seconds()},
+                        session_.staleness());
     for (const auto& loop : loops_) m.workers.push_back(loop->Snapshot());
     ps::ShardSnapshot snap;
     snap.version = static_cast<uint64_t>(step);

@@ -149,12 +149,8 @@ class ThreadRun {
     StalenessRecorder& staleness = *session_.staleness();
     CheckpointManifest m = session_.NewManifest();
     const std::vector<ps::ShardSnapshot> shards = store_.Snapshot([&] {
-      m.step = c.pushes.load();
-      m.steps = c.steps.load();
-      m.samples = c.samples.load();
-      m.time_s = session_.Seconds();
-      m.staleness_rows = staleness.rows_written();
-      m.staleness_histogram = staleness.histogram();
+      SetManifestCounters(
+          m, {c.pushes.load(), c.steps.load(), c.samples.load(), session_.Seconds()}, &staleness);
     });
     for (const auto& loop : loops_) m.workers.push_back(loop->Snapshot());
     if (!problem_.plan.strategy->synchronous) {

@@ -26,10 +26,11 @@ RunPlan RunPlan::FromConfig(const Config& config) {
   p.dataset = config.String("data.dataset");
   p.staleness_rows = config.Int("metrics.staleness_rows");
 
-  p.transport = config.String("cluster.transport");
-  p.shards = static_cast<int>(config.Int("cluster.shards"));
-  p.placement.policy = ps::ParsePlacementPolicy(config.String("cluster.placement"));
-  p.timeout_s = config.Double("cluster.timeout_s");
+  p.cluster = ClusterPlan::FromConfig(config);
+  p.transport = p.cluster.transport;
+  p.shards = p.cluster.shards;
+  p.placement.policy = ps::ParsePlacementPolicy(p.cluster.placement);
+  p.timeout_s = p.cluster.timeout_s;
   p.chunk_bytes = ChunkBytes(config);
   if (p.strategy->sequential || p.strategy->collective) {
     p.store = StoreKind::kNone;

@@ -9,6 +9,7 @@
 #include "algorithms/strategy.h"
 #include "collective/collective.h"
 #include "compression/compressor.h"
+#include "experiments/config/cluster_plan.h"
 #include "experiments/config/config.h"
 #include "ps/placement.h"
 #include "sim/options.h"
@@ -45,6 +46,7 @@ struct RunPlan {
   ps::PlacementOptions placement;         // cluster.placement
   double timeout_s = 0;                   // cluster.timeout_s
   int64_t chunk_bytes = 0;                // cluster.chunk_bytes (checked)
+  ClusterPlan cluster;                    // [cluster]: what a run as processes reads
 
   int64_t checkpoint_every_steps = 0;  // experiment.checkpoint_every_steps
   double checkpoint_every_s = 0;       // experiment.checkpoint_every_s

@@ -6,6 +6,7 @@
 
 #include "algorithms/strategy.h"
 #include "core/error.h"
+#include "experiments/config/cluster_plan.h"
 #include "experiments/config/config_keys.h"
 #include "experiments/config/setup.h"
 
@@ -263,6 +264,63 @@ TEST(Config, ResolvedIniParsesBackToTheSameValues) {
   for (const KeySpec& key : ExperimentSchema().keys()) {
     EXPECT_EQ(back.Raw(key.name), c.Raw(key.name)) << key.name;
   }
+}
+
+// The roles read the [cluster] keys through the plan: every key lands in its field, and
+// the addresses a launcher hands its roles round-trip through the config.
+TEST(ClusterPlan, ReadsEveryClusterKeyTyped) {
+  const Config config = Config::FromString(
+      "[cluster]\nps = a:1,b:2\nworker = c:3\ncoordinator = d:4\nevaluator = e:5\n"
+      "launch_transport = ipc\nhosts = h1,h2\nbase_port = 30000\nshards = 3\n"
+      "placement = greedy\ntimeout_s = 2.5\nreport_interval_s = 0.2\n"
+      "heartbeat_timeout_s = 7\non_worker_loss = fail\nbind_host = *\n"
+      "allow_plain_remote = true\nstop_servers = false\ncurve = true\nkeys_dir = k\n"
+      "client_key = client-2.key\ntransport = memory\n",
+      {}, ExperimentSchema());
+  const ClusterPlan p = ClusterPlan::FromConfig(config);
+  EXPECT_EQ(p.ps, "a:1,b:2");
+  EXPECT_EQ(p.worker, "c:3");
+  EXPECT_EQ(p.coordinator, "d:4");
+  EXPECT_EQ(p.evaluator, "e:5");
+  EXPECT_EQ(p.launch_transport, "ipc");
+  EXPECT_EQ(p.hosts, "h1,h2");
+  EXPECT_EQ(p.base_port, 30000);
+  EXPECT_EQ(p.shards, 3);
+  EXPECT_EQ(p.placement, "greedy");
+  EXPECT_DOUBLE_EQ(p.timeout_s, 2.5);
+  EXPECT_DOUBLE_EQ(p.report_interval_s, 0.2);
+  EXPECT_DOUBLE_EQ(p.heartbeat_timeout_s, 7);
+  EXPECT_TRUE(p.fail_on_worker_loss);
+  EXPECT_EQ(p.bind_host, "*");
+  EXPECT_TRUE(p.allow_plain_remote);
+  EXPECT_FALSE(p.stop_servers);
+  EXPECT_TRUE(p.curve);
+  EXPECT_EQ(p.keys_dir, "k");
+  EXPECT_EQ(p.client_key, "client-2.key");
+  EXPECT_EQ(p.transport, "memory");
+
+  const ClusterPlan defaults = ClusterPlan::FromConfig(Config::Defaults(ExperimentSchema()));
+  EXPECT_FALSE(defaults.fail_on_worker_loss);  // on_worker_loss = continue
+  EXPECT_TRUE(defaults.stop_servers);
+  EXPECT_FALSE(defaults.curve);
+}
+
+TEST(ClusterPlan, AddressesRoundTripThroughTheConfig) {
+  Config config = Config::Defaults(ExperimentSchema());
+  for (const std::string& s : ClusterPlan::AddressAssignments("p:1", "w:2,w:3", "c:4", "")) {
+    config.ApplyOverride(s);
+  }
+  ClusterPlan p = ClusterPlan::FromConfig(config);
+  EXPECT_EQ(p.ps, "p:1");
+  EXPECT_EQ(p.worker, "w:2,w:3");
+  EXPECT_EQ(p.coordinator, "c:4");
+  EXPECT_EQ(p.evaluator, "");
+  ClusterPlan::SetAddresses(config, "q:1", "x:2", "d:3", "e:4");
+  p = ClusterPlan::FromConfig(config);
+  EXPECT_EQ(p.ps, "q:1");
+  EXPECT_EQ(p.worker, "x:2");
+  EXPECT_EQ(p.coordinator, "d:3");
+  EXPECT_EQ(p.evaluator, "e:4");
 }
 
 }  // namespace

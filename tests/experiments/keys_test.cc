@@ -57,10 +57,15 @@ Config CurveConfig(const std::string& keys_dir, const std::string& extra = "") {
                             ExperimentSchema());
 }
 
-// The ConfigError CurveFromConfig throws, as text ("" if none).
+// A process's CURVE options from a config, as every role reads them (through its plan).
+transport::CurveOptions CurveOf(const Config& config, bool serves) {
+  return CurveFromPlan(ClusterPlan::FromConfig(config), serves);
+}
+
+// The ConfigError CurveOf throws, as text ("" if none).
 std::string CurveError(const Config& config, bool serves) {
   try {
-    (void)CurveFromConfig(config, serves);
+    (void)CurveOf(config, serves);
   } catch (const ConfigError& e) {
     return e.what();
   }
@@ -81,7 +86,7 @@ TEST(Keys, GenerateWritesParseableKeysWithPrivateSecrets) {
   EXPECT_EQ(Mode(dir), 0700);
   EXPECT_EQ(Mode(dir + "/server.pub") & 0022, 0);
 
-  const transport::CurveOptions server = CurveFromConfig(CurveConfig(dir), /*serves=*/true);
+  const transport::CurveOptions server = CurveOf(CurveConfig(dir), /*serves=*/true);
   EXPECT_TRUE(server.enabled);
   EXPECT_NO_THROW(transport::CheckCurveServer(server));
   EXPECT_NO_THROW(transport::CheckCurveClient(server));
@@ -89,12 +94,12 @@ TEST(Keys, GenerateWritesParseableKeysWithPrivateSecrets) {
   EXPECT_EQ(server.authorized_clients[0], server.client_public_key);
   EXPECT_EQ(transport::CurvePublicKey(server.server_secret_key), server.server_public_key);
   // A worker reads neither the servers' secret nor the list.
-  const transport::CurveOptions worker = CurveFromConfig(CurveConfig(dir), /*serves=*/false);
+  const transport::CurveOptions worker = CurveOf(CurveConfig(dir), /*serves=*/false);
   EXPECT_TRUE(worker.server_secret_key.empty());
   EXPECT_TRUE(worker.authorized_clients.empty());
   EXPECT_EQ(worker.client_secret_key, server.client_secret_key);
   // cluster.curve off: nothing is read.
-  EXPECT_FALSE(CurveFromConfig(Config::Defaults(ExperimentSchema()), true).enabled);
+  EXPECT_FALSE(CurveOf(Config::Defaults(ExperimentSchema()), true).enabled);
 }
 
 TEST(Keys, RefusesToOverwriteUnlessForced) {
@@ -112,7 +117,7 @@ TEST(Keys, RefusesToOverwriteUnlessForced) {
   ASSERT_EQ(r.status, kExitOk) << r.err;
   EXPECT_NE(ReadFile(dir + "/server.key"), secret);
   EXPECT_EQ(Mode(dir + "/server.key"), 0600);
-  EXPECT_NO_THROW((void)CurveFromConfig(CurveConfig(dir), true));
+  EXPECT_NO_THROW((void)CurveOf(CurveConfig(dir), true));
 
   r = RunCli({"keys", "generate"});
   EXPECT_EQ(r.status, kExitBadInput);
@@ -136,7 +141,7 @@ TEST(Keys, ClientsMakesOnePairPerClientAllAuthorized) {
   // No default pair: each process must say which is its own.
   EXPECT_THAT(CurveError(CurveConfig(dir), false),
               AllOf(HasSubstr("cluster.client_key"), HasSubstr("client.key")));
-  const auto o = CurveFromConfig(CurveConfig(dir, "client_key = client-2.key\n"), true);
+  const auto o = CurveOf(CurveConfig(dir, "client_key = client-2.key\n"), true);
   ASSERT_EQ(o.authorized_clients.size(), 3u);
   EXPECT_EQ(o.authorized_clients[1], o.client_public_key);
   EXPECT_NE(o.authorized_clients[0], o.client_public_key);
