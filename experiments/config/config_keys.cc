@@ -432,7 +432,8 @@ Schema BuildSchema() {
               "the last layer's end, each as soon as backward has produced it, on a "
               "communication thread, while backward computes the earlier layers (PyTorch "
               "DDP's buckets); false: one allreduce after the whole backward. The same "
-              "sum, within the rounding of its order (docs/collectives.md)"));
+              "sum, within the rounding of its order (docs/strategies.md, \"Overlapping the "
+              "allreduce with backward\")"));
   s.Add(Int("collective.bucket_kib", 256, 1, std::nullopt,
             "allreduce_sgd with collective.overlap: the size of one bucket; at most the "
             "model's size when given",
