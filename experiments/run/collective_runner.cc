@@ -70,7 +70,7 @@ void CheckCollectiveCheckpoint(const LoadedCheckpoint& c, int64_t n_params) {
 
 void RefuseCurveOnCollective(const Config& config) {
   const std::string name = config.String("algorithm.name");
-  if (!config.Bool("cluster.curve") || !alg::FindStrategy(name).collective) return;
+  if (!config.Bool("cluster.curve") || alg::FindStrategy(name).family != alg::Family::kGroup) return;
   throw ConfigError("cluster.curve", config.Raw("cluster.curve"),
                     StrCat("false with algorithm.name = ", name,
                            ": its workers talk over gloo's TCP connections, which CURVE does "
@@ -79,7 +79,7 @@ void RefuseCurveOnCollective(const Config& config) {
 
 void RefuseCollectiveRole(const Config& config, const std::string& role) {
   const std::string name = config.String("algorithm.name");
-  if (!alg::FindStrategy(name).collective) return;
+  if (alg::FindStrategy(name).family != alg::Family::kGroup) return;
   RefuseCurveOnCollective(config);
   if (role == "ps" || role == "evaluator") {
     throw ConfigError("algorithm.name", name,
