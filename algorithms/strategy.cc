@@ -83,9 +83,12 @@ const std::map<std::string, Strategy>& Registry() {
 
 const char* FamilyName(Family family) {
   switch (family) {
-    case Family::kSequential: return "sequential";
-    case Family::kStore: return "store";
-    case Family::kGroup: return "group";
+    case Family::kSequential:
+      return "sequential";
+    case Family::kStore:
+      return "store";
+    case Family::kGroup:
+      return "group";
   }
   return "?";
 }

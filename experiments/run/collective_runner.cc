@@ -71,7 +71,9 @@ void CheckCollectiveCheckpoint(const LoadedCheckpoint& c, int64_t n_params) {
 
 void RefuseCurveOnCollective(const Config& config) {
   const std::string name = config.String("algorithm.name");
-  if (!config.Bool("cluster.curve") || alg::FindStrategy(name).family != alg::Family::kGroup) return;
+  if (!config.Bool("cluster.curve") || alg::FindStrategy(name).family != alg::Family::kGroup) {
+    return;
+  }
   throw ConfigError("cluster.curve", config.Raw("cluster.curve"),
                     StrCat("false with algorithm.name = ", name,
                            ": its workers talk over gloo's TCP connections, which CURVE does "

@@ -114,8 +114,8 @@ class ControlRank final : public col::Collective {
   bool vote_next_ = false;
 };
 
-// The ranks as tasks of one scheduler (SimWorkers), on two simulated groups (the strategy's traffic,
-// and the votes and averages at the boundaries, not counted): what a simulated collective
+// The ranks as tasks of one scheduler (SimWorkers), on two simulated groups (the strategy's
+// traffic, and the votes and averages at the boundaries, not counted): what a simulated collective
 // run adds to the run session.
 class SimCollectiveRun {
  public:
