@@ -126,7 +126,7 @@ Strategy AllreduceSgdStrategy() {
       "synchronous SGD by allreduce: the mean gradient of every worker applied by "
       "every worker's optimizer (Horovod's DistributedOptimizer)";
   s.synchronous = true;
-  s.collective = true;
+  s.family = Family::kGroup;
   s.identical_replicas = true;
   s.keys = ReadKeys(kOptimizerKeys,
                     {"algorithm.lr_decay", "algorithm.linear_scaling", "algorithm.warmup_epochs"});

@@ -104,7 +104,7 @@ Strategy DpsgdStrategy() {
       "decentralized parallel SGD: each step every worker averages its parameters "
       "with its two ring neighbours' and applies its gradient (Lian et al. 2017)";
   s.synchronous = true;
-  s.collective = true;
+  s.family = Family::kGroup;
   // Not linear_scaling: a gossip step applies one worker's gradient, not an aggregate.
   s.keys = ReadKeys(kOptimizerKeys, {"algorithm.lr_decay"});
   s.settings = {ChoiceSetting("topology", "ring", {"ring"},

@@ -60,7 +60,7 @@ Strategy LocalSgdStrategy() {
       "local SGD: H = window local steps, then the workers' parameters averaged by "
       "allreduce (Stich 2019; Lin et al. 2020)";
   s.synchronous = true;
-  s.collective = true;
+  s.family = Family::kGroup;
   s.keys = ReadKeys(kOptimizerKeys, {"algorithm.lr_decay", "algorithm.linear_scaling",
                                      "algorithm.warmup_epochs", "algorithm.window"});
   s.steps_per_round = Period;

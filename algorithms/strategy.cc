@@ -16,7 +16,7 @@ Strategy SgdStrategy() {
   Strategy s;
   s.name = "sgd";
   s.description = "sequential mini-batch SGD: the single-worker baseline";
-  s.sequential = true;
+  s.family = Family::kSequential;
   s.can_simulate = false;
   s.keys = ReadKeys(kOptimizerKeys, {"algorithm.lr_decay"});
   return s;
@@ -59,6 +59,10 @@ const std::map<std::string, Strategy>& Registry() {
 #define ASGD_STRATEGY_ENTRY(Name) Name##Strategy(),
     for (Strategy s : {ASGD_BUILTIN_STRATEGIES(ASGD_STRATEGY_ENTRY)}) {
 #undef ASGD_STRATEGY_ENTRY
+      ASGD_CHECK(!s.sequential && !s.collective, s.name,
+                 " sets a mirror of Strategy::family; it declares its family only");
+      s.sequential = s.family == Family::kSequential;
+      s.collective = s.family == Family::kGroup;
       // A strategy reads its settings' keys.
       for (const Setting& setting : s.settings) s.keys.push_back("algorithm." + setting.name);
       std::sort(s.keys.begin(), s.keys.end());
@@ -76,6 +80,18 @@ const std::map<std::string, Strategy>& Registry() {
 }
 
 }  // namespace
+
+const char* FamilyName(Family family) {
+  switch (family) {
+    case Family::kSequential:
+      return "sequential";
+    case Family::kStore:
+      return "store";
+    case Family::kGroup:
+      return "group";
+  }
+  return "?";
+}
 
 uint64_t WorkerRuleSeed(uint64_t run_seed, int worker) {
   return DeriveSeed(run_seed, "worker_rule", static_cast<uint64_t>(worker));

@@ -193,11 +193,33 @@ struct StrategyOptions {
   double epochs_per_batch = 0;
 };
 
+// What a strategy's workers exchange with (docs/architecture.md#the-exchange): each strategy
+// declares it once (Strategy::family) and every runner picks its worker exchange
+// (experiments/run/exchange.h) and its store or group by it, not by the strategy's other
+// traits.
+enum class Family {
+  // The sequential baseline: one worker, no peers; the runner trains it itself.
+  kSequential,
+  // Through a parameter store: the worker rule pulls and pushes through WorkerEnv::ps (a
+  // ps::ParamClient); the store applies the strategy's server rule.
+  kStore,
+  // Within a group of peers: the worker rule allreduces, broadcasts or gossips through
+  // WorkerEnv::collective (collective/collective.h); no store and no server rule.
+  kGroup,
+};
+// "sequential", "store", "group" (logs and errors).
+const char* FamilyName(Family family);
+
 // A registered strategy: its rules and the traits code outside algorithms/ asks (no caller
 // compares a strategy's name).
 struct Strategy {
   std::string name;         // registry name, e.g. "agn"
   std::string description;  // one line, with the source
+  // Its family: the one place a strategy says whether it runs alone, on a store or in a
+  // group. The default is the parameter-server family.
+  Family family = Family::kStore;
+  // Mirrors of `family` that the registry sets (family == kSequential, family == kGroup)
+  // for the callers that still test a flag; a strategy's own function does not set them.
   // The sequential baseline (sgd): one worker and no store; the runner trains it itself,
   // so worker_rule and server_rule are empty.
   bool sequential = false;
@@ -212,8 +234,9 @@ struct Strategy {
   // mini-batches, which the linear scaling rule scales the rate by.
   bool rounds = false;
   // Runs on a collective (collective/collective.h: allreduce, send/recv among the
-  // workers), not a parameter server: the worker rule uses WorkerEnv::collective and
-  // initial, and server_rule is empty. Every worker takes the same number of steps.
+  // workers), not a parameter server (the mirror of family == kGroup): the worker rule uses
+  // WorkerEnv::collective and initial, and server_rule is empty. Every worker takes the
+  // same number of steps.
   bool collective = false;
   // Collective strategies whose ranks' parameters and optimizer states stay bit-identical
   // (allreduce_sgd): a simulation may give them one SharedReplica (WorkerEnv::shared_replica).

@@ -26,6 +26,7 @@
 #include "experiments/run/collective_rank.h"
 #include "experiments/run/problem.h"
 #include "experiments/run/run_session.h"
+#include "experiments/run/thread_workers.h"
 #include "experiments/run/worker_loop.h"
 #include "models/factory.h"
 #include "sim/delay_model.h"
@@ -70,7 +71,9 @@ void CheckCollectiveCheckpoint(const LoadedCheckpoint& c, int64_t n_params) {
 
 void RefuseCurveOnCollective(const Config& config) {
   const std::string name = config.String("algorithm.name");
-  if (!config.Bool("cluster.curve") || !alg::FindStrategy(name).collective) return;
+  if (!config.Bool("cluster.curve") || alg::FindStrategy(name).family != alg::Family::kGroup) {
+    return;
+  }
   throw ConfigError("cluster.curve", config.Raw("cluster.curve"),
                     StrCat("false with algorithm.name = ", name,
                            ": its workers talk over gloo's TCP connections, which CURVE does "
@@ -79,7 +82,7 @@ void RefuseCurveOnCollective(const Config& config) {
 
 void RefuseCollectiveRole(const Config& config, const std::string& role) {
   const std::string name = config.String("algorithm.name");
-  if (!alg::FindStrategy(name).collective) return;
+  if (alg::FindStrategy(name).family != alg::Family::kGroup) return;
   RefuseCurveOnCollective(config);
   if (role == "ps" || role == "evaluator") {
     throw ConfigError("algorithm.name", name,
@@ -108,21 +111,14 @@ class CollectiveRun {
         plan_(plan),
         clock_(clock),
         initial_(initial),
-        workers_(problem.plan.workers) {
-    if (problem.plan.delay) {
-      // The [delay] model as injected sleeps after each gradient, as in the thread runner
-      // of the parameter server (the same seed: the same stragglers).
-      delay_ = std::make_unique<sim::DelayModel>(problem.plan.sim.delay, workers_,
-                                                 DeriveSeed(problem.plan.seed, "delay"));
-    }
+        workers_(problem.plan.workers),
+        threads_(problem, clock) {
     for (int w = 0; w < workers_; ++w) {
       WorkerSetup ws = MakeWorkerSetup(config, problem, w);
       ws.learning_rate = problem.plan.learning_rate;  // one rate: the replicas apply one step
       ws.model = devices.ModelOf(w, problem);
       ws.skip_batches = plan.first_step;  // a resumed run continues the batches' sequence
-      ws.clock = clock;
-      if (delay_) ws.after_gradient = InjectedDelay(delay_.get(), clock, w);
-      loops_.push_back(std::make_unique<WorkerLoop>(std::move(ws)));
+      threads_.Add(std::move(ws));
     }
   }
 
@@ -147,7 +143,7 @@ class CollectiveRun {
 
   void Start() {
     session_.StartCheckpoints(workers_);  // a step of checkpoint_every_steps is a round
-    for (int w = 0; w < workers_; ++w) threads_.emplace_back([this, w] { Worker(w); });
+    threads_.Start([this](int w, WorkerLoop& loop) { Worker(w, loop); });
   }
 
   // The main thread until a worker returns. Returns the reason a limit gave (empty: the
@@ -199,7 +195,7 @@ class CollectiveRun {
     shared_.cv.notify_all();
     lock.unlock();
     c.stop.store(true);
-    for (auto& t : threads_) t.join();
+    threads_.Join();
     return reason;
   }
 
@@ -215,7 +211,7 @@ class CollectiveRun {
     session_.staleness()->Flush();
     SetManifestCounters(m, {c.pushes.load(), c.steps.load(), c.samples.load(), session_.Seconds()},
                         session_.staleness());
-    for (const auto& loop : loops_) m.workers.push_back(loop->Snapshot());
+    for (const auto& loop : threads_.loops()) m.workers.push_back(loop->Snapshot());
     ps::ShardSnapshot snap;
     snap.version = static_cast<uint64_t>(step);
     snap.values = average;
@@ -227,14 +223,10 @@ class CollectiveRun {
   const std::vector<float>& average() const { return shared_.average; }
   double consensus() const { return shared_.consensus; }
   int64_t boundary_step() const { return shared_.boundary_step; }
-  std::vector<WorkerMetrics> Metrics() const {
-    std::vector<WorkerMetrics> metrics;
-    for (const auto& loop : loops_) metrics.push_back(loop->Snapshot());
-    return metrics;
-  }
+  std::vector<WorkerMetrics> Metrics() const { return threads_.Metrics(); }
 
  private:
-  void Worker(int w) {
+  void Worker(int w, WorkerLoop& loop) {
     RunCounters& c = session_.counters();
     WorkerOutcome outcome;
     try {
@@ -260,8 +252,7 @@ class CollectiveRun {
         rec.wall_time_s = std::chrono::duration<double>(clock_->Now()).count();
         session_.staleness()->Record(rec);
       };
-      outcome = RunCollectiveRank(*loops_[static_cast<std::size_t>(w)], plan_, config_, w, *payload,
-                                  *control, initial_, hooks);
+      outcome = RunCollectiveRank(loop, plan_, config_, w, *payload, *control, initial_, hooks);
     } catch (const std::exception& e) {
       outcome.failure = StrCat("worker ", w, ": ", e.what());
     }
@@ -298,12 +289,10 @@ class CollectiveRun {
   Clock* clock_;
   std::span<const float> initial_;
   const int workers_;
-  std::unique_ptr<sim::DelayModel> delay_;
-  std::vector<std::unique_ptr<WorkerLoop>> loops_;
   const std::shared_ptr<col::Rendezvous> payload_rendezvous_ = col::NewInMemoryRendezvous();
   const std::shared_ptr<col::Rendezvous> control_rendezvous_ = col::NewInMemoryRendezvous();
   Shared shared_;
-  std::vector<std::thread> threads_;
+  ThreadWorkers threads_;  // last: its threads end before the members they use go
 };
 
 }  // namespace

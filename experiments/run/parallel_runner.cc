@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "algorithms/exchange.h"
 #include "algorithms/strategy.h"
 #include "core/aligned.h"
 #include "core/clock.h"
@@ -16,6 +17,7 @@
 #include "experiments/run/param_stores.h"
 #include "experiments/run/problem.h"
 #include "experiments/run/run_session.h"
+#include "experiments/run/thread_workers.h"
 #include "experiments/run/worker_loop.h"
 #include "ps/param_store.h"
 #include "sim/delay_model.h"
@@ -25,8 +27,9 @@ namespace {
 
 namespace alg = ::asgd::algorithms;
 
-// One run of worker threads against a parameter store, the main thread evaluating and
-// checkpointing: what the thread runner adds to the run session.
+// One run of worker threads (ThreadWorkers) of the store family, each over its store
+// exchange, the main thread evaluating and checkpointing: what the thread runner adds to
+// the run session.
 class ThreadRun {
  public:
   ThreadRun(const Config& config, const Problem& problem, RunSession& session,
@@ -35,21 +38,16 @@ class ThreadRun {
         session_(session),
         store_(store),
         clock_(clock),
-        centre_(static_cast<std::size_t>(problem.n_params)) {
-    const RunPlan& plan = problem.plan;
-    if (plan.delay) {
-      delay_ = std::make_unique<sim::DelayModel>(plan.sim.delay, plan.workers,
-                                                 DeriveSeed(plan.seed, "delay"));
-    }
-    for (int w = 0; w < plan.workers; ++w) {
+        centre_(static_cast<std::size_t>(problem.n_params)),
+        workers_(problem, clock) {
+    for (int w = 0; w < problem.plan.workers; ++w) {
       WorkerSetup ws = MakeWorkerSetup(config, problem, w);
       ws.model = devices.ModelOf(w, problem);
       ws.seed = session.WorkerSeed();
       ws.sparse = UsesSparseUpdates(problem);
-      ws.clock = clock;
-      if (delay_) ws.after_gradient = InjectedDelay(delay_.get(), clock, w);
-      loops_.push_back(std::make_unique<WorkerLoop>(std::move(ws)));
+      workers_.Add(std::move(ws));
       clients_.push_back(store.NewClient(static_cast<uint32_t>(w), ps::Role::kWorker));
+      exchanges_.push_back(alg::NewStoreExchange(clients_.back().get()));
     }
   }
 
@@ -63,7 +61,7 @@ class ThreadRun {
     const ps::Status st = store_.Read(centre_);
     if (st.ok()) {
       EvalInput in = session_.CountersAt(samples);
-      if (problem_.plan.ef_residual) in.ef_residual_norm = ResidualNorm(loops_);
+      if (problem_.plan.ef_residual) in.ef_residual_norm = ResidualNorm(workers_.loops());
       if (session_.Evaluate(*problem_.model, centre_, in, t, full) &&
           session_.stop().stop_at_target()) {
         session_.counters().stop.store(true);
@@ -96,12 +94,10 @@ class ThreadRun {
     // After the run ended, a synchronous worker's pending request is answered with
     // kShuttingDown: that is the end of its last round, not a failure.
     hooks_.ending = [&c] { return c.stop.load(); };
-    for (std::size_t i = 0; i < loops_.size(); ++i) {
-      threads_.emplace_back([this, i] {
-        const WorkerOutcome o = loops_[i]->Run(*clients_[i], hooks_);
-        if (!o.failure.empty()) session_.counters().Fail(o.failure);
-      });
-    }
+    workers_.Start([this](int w, WorkerLoop& loop) {
+      const WorkerOutcome o = loop.Run(*exchanges_[static_cast<std::size_t>(w)], hooks_);
+      if (!o.failure.empty()) session_.counters().Fail(o.failure);
+    });
   }
 
   // The main thread until the run ends: checkpoints, the limits, the scheduled
@@ -138,7 +134,7 @@ class ThreadRun {
     // Synchronous strategies hold workers in rounds: the store is closed, so that a worker
     // waiting for peers that already stopped is answered (kShuttingDown).
     if (problem_.plan.strategy->synchronous) store_.Close();
-    for (auto& t : threads_) t.join();
+    workers_.Join();
   }
 
   // The store's snapshots with the counters and the staleness records read while every
@@ -152,21 +148,21 @@ class ThreadRun {
       SetManifestCounters(
           m, {c.pushes.load(), c.steps.load(), c.samples.load(), session_.Seconds()}, &staleness);
     });
-    for (const auto& loop : loops_) m.workers.push_back(loop->Snapshot());
+    for (const auto& loop : workers_.loops()) m.workers.push_back(loop->Snapshot());
     if (!problem_.plan.strategy->synchronous) {
       CountPushesFromRecords(m, shards.size(), session_.resume().manifest.workers);
     }
     session_.SaveCheckpoint(std::move(m), shards);
   }
 
-  std::vector<WorkerMetrics> Metrics() const {
-    std::vector<WorkerMetrics> metrics;
-    for (const auto& loop : loops_) metrics.push_back(loop->Snapshot());
-    return metrics;
-  }
+  std::vector<WorkerMetrics> Metrics() const { return workers_.Metrics(); }
 
   std::span<const float> centre() const { return centre_; }
-  void CloseClients() { clients_.clear(); }
+  // The exchanges' chains go before the store's clients under them.
+  void CloseClients() {
+    exchanges_.clear();
+    clients_.clear();
+  }
 
  private:
   // The pushes the snapshots contain, from their records (one per push per shard): the
@@ -196,13 +192,12 @@ class ThreadRun {
   ps::ParamStore& store_;
   Clock* clock_;
   AlignedVector<float> centre_;
-  std::unique_ptr<sim::DelayModel> delay_;
-  std::vector<std::unique_ptr<WorkerLoop>> loops_;
   std::vector<std::unique_ptr<ps::ParamClient>> clients_;  // the store's, one per worker
+  std::vector<std::unique_ptr<alg::Exchange>> exchanges_;  // over clients_, one per worker
   // While the main thread evaluates: workers start no step (TrainingClock's held time).
   std::atomic<bool> hold_{false};
   WorkerHooks hooks_;
-  std::vector<std::thread> threads_;
+  ThreadWorkers workers_;  // last: its threads end before the members they use go
 };
 
 }  // namespace

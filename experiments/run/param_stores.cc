@@ -20,6 +20,8 @@ std::unique_ptr<ps::ParamStore> NewParamStore(const Config& config, const Proble
                                               const StoreParts& parts) {
   const RunPlan& plan = problem.plan;
   const alg::Strategy& strategy = *plan.strategy;
+  ASGD_CHECK(plan.family == alg::Family::kStore, "NewParamStore for ", plan.name, ", of the ",
+             alg::FamilyName(plan.family), " family: it has no store");
   const alg::StrategyOptions& so = problem.strategy_options;
   auto rules = [&](uint32_t s) { return strategy.server_rule(so, s); };
   switch (plan.store) {
@@ -51,10 +53,8 @@ std::unique_ptr<ps::ParamStore> NewParamStore(const Config& config, const Proble
           parts.scheduler, parts.network,
           ps::Placement::Build(problem.model->layout(), plan.shards, plan.placement), parts.initial,
           rules, parts.staleness);
-    case StoreKind::kNone:
-      break;
   }
-  ASGD_CHECK(false, "NewParamStore for a run without a store (", plan.name, ")");
+  ASGD_CHECK(false, "NewParamStore: unknown store kind");
   return nullptr;
 }
 

@@ -28,8 +28,8 @@ struct StoreParts {
   sim::NetworkModel* network = nullptr;
 };
 
-// The store of problem.plan.store (not kNone). The shard servers take their bounds from
-// the config ([cluster] server keys, ApplyServerBounds). Throws ConfigError.
+// The store of problem.plan.store. REQUIRES: plan.family is kStore. The shard servers take their
+// bounds from the config ([cluster] server keys, ApplyServerBounds). Throws ConfigError.
 std::unique_ptr<ps::ParamStore> NewParamStore(const Config& config, const Problem& problem,
                                               const StoreParts& parts);
 

@@ -36,10 +36,15 @@ Problem LoadProblem(const Config& config, const RunRequest& request) {
                       StrCat("at most the model's size, ", model_kib, " KiB"));
   }
   // Validates the strategy's keys (a server rule for the parameter-server strategies).
-  if (plan.strategy->collective) {
-    (void)plan.strategy->worker_rule(p.strategy_options);
-  } else if (!plan.strategy->sequential) {
-    (void)plan.strategy->server_rule(p.strategy_options, 0);
+  switch (plan.family) {
+    case algorithms::Family::kGroup:
+      (void)plan.strategy->worker_rule(p.strategy_options);
+      break;
+    case algorithms::Family::kStore:
+      (void)plan.strategy->server_rule(p.strategy_options, 0);
+      break;
+    case algorithms::Family::kSequential:
+      break;
   }
   p.schedule = BuildScheduleOptions(config);
   (void)BuildAugmentOptions(config);  // validates [data] augmentation before the folder

@@ -8,7 +8,8 @@
 namespace asgd::experiments {
 
 int RunPlan::checkpoint_shards() const {
-  return store == StoreKind::kShardServers || store == StoreKind::kSimulated ? shards : 1;
+  const bool sharded = store == StoreKind::kShardServers || store == StoreKind::kSimulated;
+  return family == algorithms::Family::kStore && sharded ? shards : 1;
 }
 
 RunPlan RunPlan::FromConfig(const Config& config) {
@@ -32,9 +33,8 @@ RunPlan RunPlan::FromConfig(const Config& config) {
   p.placement.policy = ps::ParsePlacementPolicy(p.cluster.placement);
   p.timeout_s = p.cluster.timeout_s;
   p.chunk_bytes = ChunkBytes(config);
-  if (p.strategy->sequential || p.strategy->collective) {
-    p.store = StoreKind::kNone;
-  } else if (p.transport == "sim") {
+  p.family = p.strategy->family;
+  if (p.transport == "sim") {
     p.store = StoreKind::kSimulated;
   } else if (p.strategy->shared_memory) {
     p.store = StoreKind::kShared;
@@ -53,7 +53,7 @@ RunPlan RunPlan::FromConfig(const Config& config) {
   p.ef_residual = p.compression.name != "none" && p.compression.error_feedback;
   p.sim = BuildSimOptions(config);
   p.delay = HasDelayModel(config);
-  if (p.strategy->collective) {
+  if (p.family == algorithms::Family::kGroup) {
     p.collective.size = p.workers;
     p.collective.algorithm = collective::ParseAlgorithm(config.String("collective.algorithm"));
     p.collective.timeout = std::chrono::milliseconds(config.Int("collective.timeout_ms"));

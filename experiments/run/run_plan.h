@@ -16,10 +16,10 @@
 
 namespace asgd::experiments {
 
-// Where a parameter-server strategy's parameters live (ps/param_store.h), by
-// algorithm.name and cluster.transport.
+// Where the parameters of a strategy of the store family (algorithms::Family::kStore) live
+// (ps/param_store.h), by algorithm.name and cluster.transport. The other families have no
+// store: their plan's `store` is not read.
 enum class StoreKind {
-  kNone,          // no store: the sequential baseline, or a strategy on a collective
   kShared,        // one shared vector (a shared_memory strategy: hogwild)
   kMemory,        // cluster.transport = memory
   kShardServers,  // cluster.transport = inproc: ZeroMQ shard servers in this process
@@ -40,7 +40,9 @@ struct RunPlan {
   std::string dataset;                             // data.dataset
   int64_t staleness_rows = 0;                      // metrics.staleness_rows
 
-  StoreKind store = StoreKind::kNone;
+  // The strategy's family (strategy->family), and for the store family its store.
+  algorithms::Family family = algorithms::Family::kStore;
+  StoreKind store = StoreKind::kMemory;
   std::string transport;                  // cluster.transport
   int shards = 1;                         // cluster.shards
   ps::PlacementOptions placement;         // cluster.placement
@@ -57,7 +59,7 @@ struct RunPlan {
   bool ef_residual = false;  // compressing with error feedback: convergence.csv's column
   sim::SimOptions sim;       // [sim], [network], [delay] (validated)
   bool delay = false;        // a [delay] model is set: real runners inject it as sleeps
-  // A strategy on a collective: collective.algorithm and collective.timeout_ms, size the
+  // The group family: collective.algorithm and collective.timeout_ms, size the
   // workers (validated); rank 0 (each rank sets its own).
   collective::CollectiveOptions collective;
 

@@ -231,13 +231,18 @@ RunResult RunExperiment(const Config& config, const RunRequest& request, std::os
   const algorithms::Strategy& strategy = algorithms::FindStrategy(config.String("algorithm.name"));
   // A simulated run: on a simulated collective for the strategies on a collective; else
   // on the simulated store, which refuses the strategies it cannot simulate.
-  if (config.String("cluster.transport") == "sim") {
-    return strategy.collective ? RunSimulatedCollective(config, request, out)
-                               : RunSimulated(config, request, out);
+  const bool simulated = config.String("cluster.transport") == "sim";
+  switch (strategy.family) {
+    case algorithms::Family::kGroup:
+      return simulated ? RunSimulatedCollective(config, request, out)
+                       : RunCollective(config, request, out);
+    case algorithms::Family::kStore:
+      return simulated ? RunSimulated(config, request, out) : RunParallel(config, request, out);
+    case algorithms::Family::kSequential:
+      break;
   }
-  if (strategy.collective) return RunCollective(config, request, out);
-  if (!strategy.sequential) return RunParallel(config, request, out);
-  return RunSequential(config, request, out);
+  // The simulator refuses the sequential baseline (Strategy::can_simulate) with its reason.
+  return simulated ? RunSimulated(config, request, out) : RunSequential(config, request, out);
 }
 
 }  // namespace asgd::experiments

@@ -34,6 +34,7 @@
 #include "experiments/run/problem.h"
 #include "experiments/run/run_session.h"
 #include "experiments/run/sim_runner.h"
+#include "experiments/run/sim_workers.h"
 #include "experiments/run/worker_loop.h"
 #include "sim/core_pool.h"
 #include "sim/delay_model.h"
@@ -113,8 +114,8 @@ class ControlRank final : public col::Collective {
   bool vote_next_ = false;
 };
 
-// The ranks as tasks of one scheduler, on two simulated groups (the strategy's traffic,
-// and the votes and averages at the boundaries, not counted): what a simulated collective
+// The ranks as tasks of one scheduler (SimWorkers), on two simulated groups (the strategy's
+// traffic, and the votes and averages at the boundaries, not counted): what a simulated collective
 // run adds to the run session.
 class SimCollectiveRun {
  public:
@@ -127,10 +128,8 @@ class SimCollectiveRun {
         sched_(sched),
         plan_(plan),
         initial_(initial),
-        clock_(sched),
-        delay_(problem.plan.sim.delay, problem.plan.workers,
-               DeriveSeed(problem.plan.seed, "delay")),
         cores_(problem.plan.sim.cores),
+        workers_(problem, sched, cores_),
         payload_(&sched, problem.plan.sim.network, problem.plan.workers,
                  problem.plan.collective.algorithm),
         control_(&sched, problem.plan.sim.network, problem.plan.workers,
@@ -159,12 +158,7 @@ class SimCollectiveRun {
         }
         ws.shared_replica = replica_.get();
       }
-      ws.clock = &clock_;
-      ws.after_gradient = [this, w](Duration cpu) {
-        const Duration now = sched_.Now();
-        sched_.Sleep(cores_.Run(now, delay_.StepTime(w, cpu)) - now);
-      };
-      loops_.push_back(std::make_unique<WorkerLoop>(std::move(ws)));
+      workers_.Add(std::move(ws));
     }
   }
 
@@ -208,36 +202,28 @@ class SimCollectiveRun {
       consensus_ = b.consensus;
       if (b.evaluate) Evaluate(b.average, b.consensus, b.samples, false);
     };
-    for (int w = 0; w < problem_.plan.workers; ++w) {
-      sched_.Spawn(StrCat("worker ", w), [&, w] {
-        const std::unique_ptr<col::Collective> pay = payload_.Rank(w);
-        ControlRank ctl(control_, w);
-        CollectiveRankHooks mine = hooks;
-        mine.eval_wanted = [&] {
-          ctl.VoteNext();
-          return hooks.eval_wanted();
-        };
-        mine.after_step = [&, w](const alg::StepResult& r, int64_t batch, int64_t step) {
-          AfterStep(w, r, batch, step);
-        };
-        const WorkerOutcome o = RunCollectiveRank(*loops_[static_cast<std::size_t>(w)], plan_,
-                                                  config_, w, *pay, ctl, initial_, mine);
-        if (!o.failure.empty() && failure_.empty()) {
-          failure_ = o.failure;
-          c.stop.store(true);
-        }
-      });
-    }
-    sched_.Run();
-    if (sched_.unfinished_tasks() > 0) {
-      // Ranks waiting for a peer that failed: their collective can never complete; fail it,
-      // as a real one fails at its timeout.
+    workers_.Spawn(
+        [&](int w, WorkerLoop& loop) {
+          const std::unique_ptr<col::Collective> pay = payload_.Rank(w);
+          ControlRank ctl(control_, w);
+          CollectiveRankHooks mine = hooks;
+          mine.eval_wanted = [&] {
+            ctl.VoteNext();
+            return hooks.eval_wanted();
+          };
+          mine.after_step = [&, w](const alg::StepResult& r, int64_t batch, int64_t step) {
+            AfterStep(w, r, batch, step);
+          };
+          return RunCollectiveRank(loop, plan_, config_, w, *pay, ctl, initial_, mine);
+        },
+        [&c] { c.stop.store(true); });
+    // Ranks waiting for a peer that failed: their collective can never complete; fail it,
+    // as a real one fails at its timeout.
+    workers_.Run([&] {
       payload_.Shutdown();
       control_.Shutdown();
-      sched_.Run();
-    }
-    ASGD_CHECK_EQ(sched_.unfinished_tasks(), 0, "simulated ranks still blocked after shutdown");
-    if (!failure_.empty()) return failure_;
+    });
+    if (!workers_.failure().empty()) return workers_.failure();
     if (!reason_.empty()) return reason_;
     return session_.stop()
         .Check(c.samples.load(), c.steps.load(), session_.Seconds(),
@@ -245,15 +231,11 @@ class SimCollectiveRun {
         .value_or(session_.stop().TargetReason());
   }
 
-  bool failed() const { return !failure_.empty(); }
+  bool failed() const { return !workers_.failure().empty(); }
   int64_t rounds() const { return rounds_; }
   const std::vector<float>& average() const { return average_; }
   double consensus() const { return consensus_; }
-  std::vector<WorkerMetrics> Metrics() const {
-    std::vector<WorkerMetrics> metrics;
-    for (const auto& loop : loops_) metrics.push_back(loop->Snapshot());
-    return metrics;
-  }
+  std::vector<WorkerMetrics> Metrics() const { return workers_.Metrics(); }
   // provenance.json's account of the simulation.
   std::map<std::string, std::string> Provenance(const std::string& time_model) const {
     const auto secs = [](Duration d) { return CsvCell(std::chrono::duration<double>(d).count()); };
@@ -291,19 +273,16 @@ class SimCollectiveRun {
   sim::Scheduler& sched_;
   const CollectivePlan& plan_;
   std::span<const float> initial_;
-  sim::VirtualClock clock_;
-  sim::DelayModel delay_;
   sim::CorePool cores_;
+  SimWorkers workers_;  // on cores_
   sim::SimCollectiveGroup payload_;
   sim::SimCollectiveGroup control_;
   SharedWorkerScratch scratch_;
   std::unique_ptr<alg::SharedReplica> replica_;  // identical replicas' one θ (else null)
-  std::vector<std::unique_ptr<WorkerLoop>> loops_;
   int64_t rounds_ = 0;
   std::vector<float> average_;  // the last boundary's θ̄ (rank 0 publishes it)
   double consensus_ = 0;        // and its consensus distance
   std::string reason_;          // set when the driver stopped the run
-  std::string failure_;         // the first rank failure
 };
 
 }  // namespace

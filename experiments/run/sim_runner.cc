@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "algorithms/exchange.h"
 #include "algorithms/schedule.h"
 #include "algorithms/strategy.h"
 #include "core/aligned.h"
@@ -24,6 +25,7 @@
 #include "experiments/run/param_stores.h"
 #include "experiments/run/problem.h"
 #include "experiments/run/run_session.h"
+#include "experiments/run/sim_workers.h"
 #include "experiments/run/worker_loop.h"
 #include "ps/placement.h"
 #include "sim/core_pool.h"
@@ -76,22 +78,20 @@ void CheckSimulable(const Config& config, const RunRequest& request,
   RefuseWhatNoSimulationDoes(config, request);
 }
 
-// A simulated run: the workers are tasks of one scheduler, on one thread; the run
-// session is told of every step as it happens in virtual time.
+// A simulated run of the store family: the workers are tasks of one scheduler
+// (SimWorkers), each over its store exchange; the run session is told of every step as
+// it happens in virtual time.
 class SimRun {
  public:
   SimRun(const Problem& problem, RunSession& session, sim::Scheduler& sched, ps::ParamStore& store,
          sim::CorePool& cores)
       : problem_(problem),
         session_(session),
-        sched_(sched),
-        clock_(sched),
-        delay_(problem.plan.sim.delay, problem.plan.workers,
-               DeriveSeed(problem.plan.seed, "delay")),
-        cores_(cores),
+        workers_(problem, sched, cores),
         centre_(static_cast<std::size_t>(problem.n_params)) {
     for (int w = 0; w < problem.plan.workers; ++w) {
       clients_.push_back(store.NewClient(static_cast<uint32_t>(w), ps::Role::kWorker));
+      exchanges_.push_back(alg::NewStoreExchange(clients_.back().get()));
     }
   }
 
@@ -100,7 +100,7 @@ class SimRun {
     (void)store.Read(centre_);
     const double t = session_.Seconds();
     EvalInput in = session_.CountersAt(session_.counters().samples.load());
-    if (problem_.plan.ef_residual) in.ef_residual_norm = ResidualNorm(loops_);
+    if (problem_.plan.ef_residual) in.ef_residual_norm = ResidualNorm(workers_.loops());
     if (session_.Evaluate(*problem_.model, centre_, in, t, full) &&
         session_.stop().stop_at_target() && !stopped_) {
       stopped_ = true;
@@ -116,13 +116,8 @@ class SimRun {
     shared_ = std::make_unique<SharedWorkerScratch>(*problem_.model);
     for (int w = 0; w < problem_.plan.workers; ++w) {
       WorkerSetup ws = MakeWorkerSetup(config, problem_, w);
-      ws.clock = &clock_;
       if (problem_.plan.sim.share_buffers) ws.shared = shared_.get();
-      ws.after_gradient = [this, w](Duration cpu) {
-        const Duration now = sched_.Now();
-        sched_.Sleep(cores_.Run(now, delay_.StepTime(w, cpu)) - now);
-      };
-      loops_.push_back(std::make_unique<WorkerLoop>(std::move(ws)));
+      workers_.Add(std::move(ws));
     }
     EvalSchedule& schedule = session_.eval_schedule();
     schedule.SetLastTime(session_.Seconds());
@@ -144,40 +139,28 @@ class SimRun {
     // A synchronous worker's request still held when the run ends is answered with
     // kShuttingDown: the end of its last round, not a failure.
     hooks.ending = [&] { return stopped_; };
-    for (int w = 0; w < problem_.plan.workers; ++w) {
-      sched_.Spawn(StrCat("worker ", w), [&, w] {
-        const auto i = static_cast<std::size_t>(w);
-        const WorkerOutcome o = loops_[i]->Run(*clients_[i], hooks);
-        if (!o.failure.empty() && failure_.empty()) {
-          failure_ = o.failure;
-          stopped_ = true;
-        }
-      });
-    }
-    sched_.Run();
-    if (sched_.unfinished_tasks() > 0) {
-      // Workers held by a synchronous rule whose peers have stopped: nothing else can
-      // happen, so the run is over; release them as the other drivers do, by closing.
+    workers_.Spawn(
+        [&](int w, WorkerLoop& loop) {
+          return loop.Run(*exchanges_[static_cast<std::size_t>(w)], hooks);
+        },
+        [this] { stopped_ = true; });
+    // Workers held by a synchronous rule whose peers have stopped: nothing else can
+    // happen, so the run is over; release them as the other drivers do, by closing.
+    workers_.Run([&] {
       stopped_ = true;
       store.Close();
-      sched_.Run();
-    }
-    ASGD_CHECK_EQ(sched_.unfinished_tasks(), 0, "simulated workers still blocked after shutdown");
-    if (!failure_.empty()) return failure_;
+    });
+    if (!workers_.failure().empty()) return workers_.failure();
     if (!reason_.empty()) return reason_;
     return session_.stop()
         .Check(c.samples.load(), c.steps.load(), session_.Seconds(), false)
         .value_or(session_.stop().TargetReason());
   }
 
-  bool failed() const { return !failure_.empty(); }
-  const sim::CorePool& cores() const { return cores_; }
+  bool failed() const { return !workers_.failure().empty(); }
+  const sim::CorePool& cores() const { return workers_.cores(); }
   std::span<const float> centre() const { return centre_; }
-  std::vector<WorkerMetrics> Metrics() const {
-    std::vector<WorkerMetrics> metrics;
-    for (const auto& loop : loops_) metrics.push_back(loop->Snapshot());
-    return metrics;
-  }
+  std::vector<WorkerMetrics> Metrics() const { return workers_.Metrics(); }
 
  private:
   bool LimitReached() {
@@ -193,17 +176,13 @@ class SimRun {
 
   const Problem& problem_;
   RunSession& session_;
-  sim::Scheduler& sched_;
-  sim::VirtualClock clock_;
-  sim::DelayModel delay_;
-  sim::CorePool& cores_;                         // the gradients' and the transport's CPU
+  SimWorkers workers_;  // on the cores of the gradients and the transport's CPU
   std::unique_ptr<SharedWorkerScratch> shared_;  // made in Run, before the loops
   AlignedVector<float> centre_;
-  std::vector<std::unique_ptr<WorkerLoop>> loops_;
   std::vector<std::unique_ptr<ps::ParamClient>> clients_;  // the store's, one per worker
+  std::vector<std::unique_ptr<alg::Exchange>> exchanges_;  // over clients_, one per worker
   bool stopped_ = false;
-  std::string reason_;   // set when a limit or the target stopped the run
-  std::string failure_;  // the first worker failure
+  std::string reason_;  // set when a limit or the target stopped the run
 };
 
 }  // namespace

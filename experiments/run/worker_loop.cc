@@ -4,13 +4,12 @@
 #include <cmath>
 #include <optional>
 
-#include "collective/collective.h"
+#include "algorithms/exchange.h"
 #include "core/aligned.h"
 #include "core/check.h"
 #include "core/rng.h"
 #include "datasets/sampler.h"
 #include "experiments/record/run_core.h"
-#include "ps/client_chain.h"
 #include "ps/compressing_client.h"
 #include "ps/status.h"
 #include "sim/delay_model.h"
@@ -110,22 +109,19 @@ double ResidualNorm(std::span<const std::unique_ptr<WorkerLoop>> loops) {
 }
 
 // One run of a worker rule (WorkerLoop::Run): what the rule steps with (the worker's
-// model, sampler, optimizer, client chain and the WorkerEnv with its gradient callbacks),
-// the times the metrics report, and the loop of steps.
+// model, sampler, optimizer, its open exchange and the WorkerEnv with its gradient
+// callbacks), the times the metrics report, and the loop of steps.
 class WorkerLoop::Pass {
  public:
-  Pass(const WorkerSetup& setup, Live& live, Residual& residual, ps::ParamClient* store,
-       collective::Collective* collective, std::span<const float> initial)
+  Pass(const WorkerSetup& setup, Live& live, Residual& residual, alg::Exchange& exchange)
       : s_(setup),
         clock_(*setup.clock),
         live_(live),
         residual_(residual),
-        store_(store),
-        collective_(collective),
-        initial_(initial),
-        // Simulated workers share the scratch (WorkerSetup::shared); a collective's only
-        // its model (Prepare).
-        shared_(store != nullptr ? setup.shared : nullptr) {}
+        exchange_(exchange),
+        // Simulated workers share the scratch (WorkerSetup::shared) when the rule uses each
+        // gradient before its next exchange call; otherwise only its model (PrepareModel).
+        shared_(exchange.GradientUsedBeforeNextCall() ? setup.shared : nullptr) {}
 
   // The chain goes with the pass: its residual stays readable (WorkerLoop::ResidualNorm).
   ~Pass() {
@@ -165,30 +161,30 @@ class WorkerLoop::Pass {
     live_.wait_ns.store(std::max<int64_t>(0, (in_steps_ - compute_).count()),
                         std::memory_order_relaxed);
     live_.comm_ns.store(comm_.count(), std::memory_order_relaxed);
-    if (const ps::ParamClient* client = chain_.client.get()) {
-      // What reached the store: a compressing layer's encoded bytes, not its input.
-      live_.bytes_pushed.store(client->wire_traffic().bytes_pushed, std::memory_order_relaxed);
-      live_.dense_bytes_pushed.store(client->wire_traffic().dense_bytes_pushed,
-                                     std::memory_order_relaxed);
-      live_.bytes_pulled.store(client->traffic().bytes_pulled, std::memory_order_relaxed);
-      live_.dropped.store(client->dropped_pushes(), std::memory_order_relaxed);
-    } else if (collective_ != nullptr) {
-      const collective::CollectiveCounters c = collective_->Counters();
-      live_.bytes_pushed.store(static_cast<int64_t>(c.bytes_sent), std::memory_order_relaxed);
-      live_.dense_bytes_pushed.store(static_cast<int64_t>(c.bytes_sent), std::memory_order_relaxed);
-      live_.bytes_pulled.store(static_cast<int64_t>(c.bytes_received), std::memory_order_relaxed);
+    if (const std::optional<alg::ExchangeTraffic> t = exchange_.Traffic()) {
+      live_.bytes_pushed.store(t->bytes_pushed, std::memory_order_relaxed);
+      live_.dense_bytes_pushed.store(t->dense_bytes_pushed, std::memory_order_relaxed);
+      live_.bytes_pulled.store(t->bytes_pulled, std::memory_order_relaxed);
+      live_.dropped.store(t->dropped_pushes, std::memory_order_relaxed);
     }
   }
 
  private:
-  // The worker's model (its own clone, or the shared one), sampler, optimizer and env.
+  // What the rule steps with: the model, sampler and optimizer, the open exchange, the env.
   void Prepare() {
+    PrepareModel();
+    OpenExchange();
+    PrepareEnv();
+  }
+
+  // The worker's model (its own clone, or the shared one), sampler and optimizer.
+  void PrepareModel() {
     const int w = s_.worker;
-    // A collective's simulated ranks share the model too (its scratch is dead between two
-    // gradients, and no rank yields inside one), not the gradient buffer.
+    // Simulated workers share the model whatever their exchange (its scratch is dead
+    // between two gradients, and no worker yields inside one); the gradient buffer only
+    // when shared_ says so.
     if (s_.shared == nullptr) own_model_ = s_.model->Clone();
     model_ = s_.shared != nullptr ? s_.shared->model.get() : own_model_.get();
-    const int64_t n_params = model_->layout().size();
     datasets::SamplerOptions sopt;
     sopt.batch_size = s_.batch_size;
     sopt.seed = DeriveSeed(s_.seed, "sampler", static_cast<uint64_t>(w));
@@ -197,28 +193,33 @@ class WorkerLoop::Pass {
     sampler_.emplace(*s_.train, s_.examples, sopt);
     dropout_seed_ = DeriveSeed(s_.seed, "dropout", static_cast<uint64_t>(w));
     for (int64_t i = 0; i < s_.skip_batches; ++i) (void)sampler_->Next();
-    if (s_.shared_replica == nullptr) optimizer_ = alg::NewOptimizer(s_.optimizer, n_params);
-    env_.worker = w;
-    env_.num_workers = s_.num_workers;
-    env_.seed = alg::WorkerRuleSeed(s_.seed, w);
-    // The worker's client chain over the store's client (a collective strategy has none):
-    // its calls timed as communication, its pushes compressed as [compression] says.
-    if (store_ != nullptr) {
-      ps::ClientChainOptions chain;
-      chain.compression = s_.compression;
-      chain.seed = s_.compression_seed;
-      chain.worker = w;
-      chain.tensors = model_->layout().tensors();
-      chain.clock = &clock_;
-      chain.total = &comm_;
-      if (shared_ != nullptr) chain.before_call = [this] { RunDeferred(); };
-      chain_ = ps::NewClientChain(store_, chain);
-      std::lock_guard<std::mutex> lock(residual_.mu);
-      residual_.compressing = chain_.compressing;
+    if (s_.shared_replica == nullptr) {
+      optimizer_ = alg::NewOptimizer(s_.optimizer, model_->layout().size());
     }
-    env_.ps = chain_.client.get();
-    env_.collective = collective_;
-    env_.initial = initial_;
+  }
+
+  // The worker's peers in the env (exchange.h): a store's calls timed as communication
+  // and its pushes compressed as [compression] says, or the group's rank.
+  void OpenExchange() {
+    alg::ExchangeContext context;
+    context.worker = s_.worker;
+    context.compression = s_.compression;
+    context.compression_seed = s_.compression_seed;
+    context.tensors = model_->layout().tensors();
+    context.clock = &clock_;
+    context.comm_total = &comm_;
+    if (shared_ != nullptr) context.before_call = [this] { RunDeferred(); };
+    exchange_.Open(context, env_);
+    std::lock_guard<std::mutex> lock(residual_.mu);
+    residual_.compressing = exchange_.compressing();
+  }
+
+  // The rest of the env: the optimizer, the options and the gradient callbacks.
+  void PrepareEnv() {
+    const int64_t n_params = model_->layout().size();
+    env_.worker = s_.worker;
+    env_.num_workers = s_.num_workers;
+    env_.seed = alg::WorkerRuleSeed(s_.seed, s_.worker);
     env_.optimizer =
         s_.shared_replica != nullptr ? s_.shared_replica->optimizer.get() : optimizer_.get();
     env_.shared_replica = s_.shared_replica;
@@ -377,11 +378,9 @@ class WorkerLoop::Pass {
     f.worker_element = non_finite_param_;
     f.first_step = first_step_;
     f.model = model_->Source();
-    if (f.worker_element >= 0 && !f.shared_memory && chain_.client != nullptr) {
-      // Were the server's parameters already non-finite? One pull, on this failure path
-      // only (it fails harmlessly if the store is shutting down).
-      std::vector<float> server(static_cast<std::size_t>(chain_.client->size()));
-      if (chain_.client->Pull(server).ok()) f.server_element = FirstNonFinite(server);
+    // Were the server's parameters already non-finite? One pull, on this failure path only.
+    if (f.worker_element >= 0 && !f.shared_memory) {
+      f.server_element = exchange_.PeersFirstNonFinite();
     }
     return f;
   }
@@ -390,9 +389,7 @@ class WorkerLoop::Pass {
   const Clock& clock_;
   Live& live_;
   Residual& residual_;
-  ps::ParamClient* const store_;  // the store's client (null on a collective)
-  collective::Collective* const collective_;
-  const std::span<const float> initial_;
+  alg::Exchange& exchange_;
   SharedWorkerScratch* const shared_;
 
   Duration compute_{0};   // in gradient evaluations (the model)
@@ -414,7 +411,6 @@ class WorkerLoop::Pass {
   models::Model* model_ = nullptr;
   std::optional<datasets::BatchSampler> sampler_;
   std::unique_ptr<alg::Optimizer> optimizer_;
-  ps::ClientChain chain_;  // over store_ (empty on a collective)
   alg::WorkerEnv env_;
   AlignedVector<float> sparse_params_;
   models::SparseGradient sparse_grad_;
@@ -422,18 +418,17 @@ class WorkerLoop::Pass {
 };
 
 WorkerOutcome WorkerLoop::Run(ps::ParamClient& store, const WorkerHooks& hooks) {
-  return RunRule(&store, nullptr, {}, hooks);
+  return Run(*alg::NewStoreExchange(&store), hooks);
 }
 
 WorkerOutcome WorkerLoop::Run(collective::Collective& collective, std::span<const float> initial,
                               const WorkerHooks& hooks) {
-  return RunRule(nullptr, &collective, initial, hooks);
+  return Run(*alg::NewGroupExchange(&collective, initial), hooks);
 }
 
-WorkerOutcome WorkerLoop::RunRule(ps::ParamClient* store, collective::Collective* collective,
-                                  std::span<const float> initial, const WorkerHooks& hooks) {
+WorkerOutcome WorkerLoop::Run(alg::Exchange& exchange, const WorkerHooks& hooks) {
   WorkerOutcome outcome;
-  Pass pass(setup_, live_, residual_, store, collective, initial);
+  Pass pass(setup_, live_, residual_, exchange);
   try {
     pass.Run(hooks, &outcome);
   } catch (const std::exception& e) {

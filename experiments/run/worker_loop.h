@@ -1,7 +1,8 @@
 // One worker's training loop, shared by the in-process runner (a thread per worker), the
 // simulated workers and the `asgd worker` process: draws mini-batches from the worker's
-// partition, runs the strategy's worker rule against the worker's client chain over its
-// store's ParamClient (ps/client_chain.h: timing, compression), and measures the worker
+// partition, runs the strategy's worker rule against the worker's exchange with its peers
+// (algorithms/exchange.h: a client chain over its store's ParamClient with timing and
+// compression, or its rank of a group), whatever its family, and measures the worker
 // (WorkerMetrics: steps, samples, compute, wait and communication time, traffic, dropped
 // pushes).
 //
@@ -19,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "algorithms/exchange.h"
 #include "algorithms/optimizer.h"
 #include "algorithms/strategy.h"
 #include "compression/compressor.h"
@@ -156,14 +158,20 @@ std::string DescribeNonFiniteLoss(const NonFiniteLoss& f);
 class WorkerLoop {
  public:
   explicit WorkerLoop(WorkerSetup setup);
-  // The rule talks to the worker's client chain (ps/client_chain.h: timing, and
+  // The rule talks to its peers through `exchange` (opened for this run, algorithms/
+  // exchange.h), which must outlive the call. The metrics' traffic is the exchange's
+  // (ExchangeTraffic). A failed exchange call (a Status, or a CollectiveError from a dead
+  // or silent peer) is a failure, as WorkerHooks say.
+  WorkerOutcome Run(algorithms::Exchange& exchange, const WorkerHooks& hooks);
+  // The same with the store exchange over `store` (NewStoreExchange): the rule talks to the
+  // worker's client chain (ps/client_chain.h: timing, and
   // setup.compression) over `store`, the store's client for this worker, which must
   // outlive the call.
   WorkerOutcome Run(ps::ParamClient& store, const WorkerHooks& hooks);
-  // The same for a strategy on a collective (Strategy::collective): the rule talks to
-  // `collective` (this worker's rank) and starts from `initial` (rank 0's is broadcast).
-  // The metrics' bytes_pushed / bytes_pulled are the payload the collective sent and
-  // received (its Counters()). A CollectiveError (a dead or silent peer) is a failure.
+  // The same with the group exchange (NewGroupExchange), for a strategy of the group
+  // family: the rule talks to `collective` (this worker's rank) and starts from `initial`
+  // (rank 0's is broadcast). The metrics' bytes_pushed / bytes_pulled are the payload the
+  // collective sent and received (its Counters()).
   WorkerOutcome Run(collective::Collective& collective, std::span<const float> initial,
                     const WorkerHooks& hooks);
 
@@ -188,8 +196,6 @@ class WorkerLoop {
     double last ASGD_GUARDED_BY(mu) = 0;
   };
   class Pass;  // one run of the worker rule (worker_loop.cc)
-  WorkerOutcome RunRule(ps::ParamClient* store, collective::Collective* collective,
-                        std::span<const float> initial, const WorkerHooks& hooks);
 
   WorkerSetup setup_;
   Live live_;
