@@ -16,13 +16,9 @@ import os
 import re
 import sys
 
-FAMILIES = {
-    "async_sgd": "asynchronous PS", "agn": "asynchronous PS", "downpour": "asynchronous PS",
-    "dynsgd": "asynchronous PS", "sync_sgd": "synchronous PS (5 % backups)",
-    "easgd": "elastic", "allreduce_sgd": "collective allreduce (ring)",
-    "allreduce_sgd_hd": "collective allreduce (halving-doubling)",
-    "local_sgd": "local SGD (ring)", "dpsgd": "gossip (ring)",
-}
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from table import FAMILIES  # noqa: E402 (the untuned table's family names, beside this script)
+
 ORDER = list(FAMILIES)
 POINT = re.compile(r"^(?P<s>.+)_w(?P<w>\d+)_(?P<net>dc_10gbe|wan)$")
 # t(0.975, df) for the seeds' intervals of the straggler suite (its comparison gives means).
