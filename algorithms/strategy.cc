@@ -56,7 +56,7 @@ void CheckSettings(const std::map<std::string, Strategy>& strategies) {
 const std::map<std::string, Strategy>& Registry() {
   static const auto* registry = [] {
     auto* m = new std::map<std::string, Strategy>();
-#define ASGD_STRATEGY_ENTRY(Name) Name##Strategy(),
+#define ASGD_STRATEGY_ENTRY(Name, file) Name##Strategy(),
     for (Strategy s : {ASGD_BUILTIN_STRATEGIES(ASGD_STRATEGY_ENTRY)}) {
 #undef ASGD_STRATEGY_ENTRY
       ASGD_CHECK(!s.sequential && !s.collective, s.name,

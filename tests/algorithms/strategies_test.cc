@@ -379,7 +379,7 @@ TEST(Strategies, UnknownNameListsTheKnownOnes) {
 // name of its own, and nothing else is (but agn's alias, adag).
 TEST(Strategies, TheRegistryIsTheBuiltinList) {
   std::vector<std::string> listed;
-#define ASGD_LIST_STRATEGY(Name) listed.push_back(Name##Strategy().name);
+#define ASGD_LIST_STRATEGY(Name, file) listed.push_back(Name##Strategy().name);
   ASGD_BUILTIN_STRATEGIES(ASGD_LIST_STRATEGY)
 #undef ASGD_LIST_STRATEGY
   std::sort(listed.begin(), listed.end());
