@@ -17,6 +17,7 @@
 #include "core/rng.h"
 #include "datasets/loader.h"
 #include "datasets/partition.h"
+#include "experiments/config/cluster_plan.h"
 #include "experiments/config/setup.h"
 #include "experiments/record/checkpoint.h"
 #include "experiments/record/metrics.h"
@@ -71,10 +72,11 @@ void CheckCollectiveCheckpoint(const LoadedCheckpoint& c, int64_t n_params) {
 
 void RefuseCurveOnCollective(const Config& config) {
   const std::string name = config.String("algorithm.name");
-  if (!config.Bool("cluster.curve") || alg::FindStrategy(name).family != alg::Family::kGroup) {
+  if (!ClusterPlan::FromConfig(config).curve ||
+      alg::FindStrategy(name).family != alg::Family::kGroup) {
     return;
   }
-  throw ConfigError("cluster.curve", config.Raw("cluster.curve"),
+  throw ConfigError(ClusterPlan::kCurveKey, "true",
                     StrCat("false with algorithm.name = ", name,
                            ": its workers talk over gloo's TCP connections, which CURVE does "
                            "not cover (they are not encrypted)"));
@@ -252,7 +254,7 @@ class CollectiveRun {
         rec.wall_time_s = std::chrono::duration<double>(clock_->Now()).count();
         session_.staleness()->Record(rec);
       };
-      outcome = RunCollectiveRank(loop, plan_, config_, w, *payload, *control, initial_, hooks);
+      outcome = RunCollectiveRank(loop, plan_, w, *payload, *control, initial_, hooks);
     } catch (const std::exception& e) {
       outcome.failure = StrCat("worker ", w, ": ", e.what());
     }
@@ -303,8 +305,8 @@ RunResult RunCollective(const Config& config, const RunRequest& request, std::os
   const RunPlan& rp = problem.plan;
   const col::CollectiveOptions& co = rp.collective;
   const WorkerDevices devices = MakeWorkerDevices(config, problem);
-  CollectivePlan plan = CollectivePlan::Make(config, *rp.strategy, problem.strategy_options,
-                                             problem.partitions, problem.data.train.num_examples);
+  CollectivePlan plan = CollectivePlan::Make(rp, problem.strategy_options, problem.partitions,
+                                             problem.data.train.num_examples);
   auto clock = NewSystemClock();
   SessionOptions options;
   options.clock = clock.get();

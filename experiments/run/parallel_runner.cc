@@ -221,7 +221,7 @@ RunResult RunParallel(const Config& config, const RunRequest& request, std::ostr
   parts.clock = clock.get();
   parts.staleness = session.staleness();
   parts.run_id = session.run().id();
-  std::unique_ptr<ps::ParamStore> store = NewParamStore(config, problem, parts);
+  std::unique_ptr<ps::ParamStore> store = NewParamStore(problem, parts);
   if (session.resuming()) store->Restore(session.resume().shards, session.resume().dir);
   ASGD_LOG(kInfo, "run ", session.run().id(), ": ", plan.name, " with ", plan.workers,
            " workers on ", store->Describe(), ", ", problem.model->Describe(), " (workers on ",

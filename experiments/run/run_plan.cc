@@ -12,6 +12,24 @@ int RunPlan::checkpoint_shards() const {
   return family == algorithms::Family::kStore && sharded ? shards : 1;
 }
 
+ServerBounds ServerBounds::FromConfig(const Config& config) {
+  ServerBounds b;
+  b.max_queued_reply_bytes = static_cast<uint64_t>(config.Int("cluster.max_queued_reply_bytes"));
+  b.barrier_timeout_s = config.Double("cluster.barrier_timeout_s");
+  b.max_barriers_per_peer = static_cast<int>(config.Int("cluster.max_barriers_per_peer"));
+  return b;
+}
+
+StopPolicy RunPlan::MakeStopPolicy(int64_t train_examples) const {
+  return StopPolicy(stop, train_examples);
+}
+
+EvalSchedule RunPlan::MakeEvalSchedule(int64_t train_examples) const {
+  // The product as EvalSchedule::FromConfig forms it, so the marks are the same bits.
+  return EvalSchedule(eval_every_epochs * static_cast<double>(train_examples),
+                      eval_every_s, eval_examples);
+}
+
 RunPlan RunPlan::FromConfig(const Config& config) {
   RunPlan p;
   p.seed = static_cast<uint64_t>(config.Int("experiment.seed"));
@@ -33,6 +51,7 @@ RunPlan RunPlan::FromConfig(const Config& config) {
   p.placement.policy = ps::ParsePlacementPolicy(p.cluster.placement);
   p.timeout_s = p.cluster.timeout_s;
   p.chunk_bytes = ChunkBytes(config);
+  p.server_bounds = ServerBounds::FromConfig(config);
   p.family = p.strategy->family;
   if (p.transport == "sim") {
     p.store = StoreKind::kSimulated;
@@ -43,6 +62,13 @@ RunPlan RunPlan::FromConfig(const Config& config) {
   } else {
     p.store = StoreKind::kShardServers;
   }
+
+  p.schedule = BuildScheduleOptions(config);
+  // The rules as StopPolicy::FromConfig reads them (its texts quote the config).
+  p.stop = StopPolicy::FromConfig(config, 1).limits();
+  p.eval_every_epochs = config.Double("metrics.eval_every_epochs");
+  p.eval_every_s = config.Double("metrics.eval_every_s");
+  p.eval_examples = config.Int("metrics.eval_examples");
 
   p.checkpoint_every_steps = config.Int("experiment.checkpoint_every_steps");
   p.checkpoint_every_s = config.Double("experiment.checkpoint_every_s");

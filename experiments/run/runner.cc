@@ -13,6 +13,7 @@
 #include "datasets/loader.h"
 #include "datasets/partition.h"
 #include "datasets/sampler.h"
+#include "experiments/config/cluster_plan.h"
 #include "experiments/config/config_keys.h"
 #include "experiments/config/setup.h"
 #include "experiments/record/csv.h"
@@ -231,7 +232,7 @@ RunResult RunExperiment(const Config& config, const RunRequest& request, std::os
   const algorithms::Strategy& strategy = algorithms::FindStrategy(config.String("algorithm.name"));
   // A simulated run: on a simulated collective for the strategies on a collective; else
   // on the simulated store, which refuses the strategies it cannot simulate.
-  const bool simulated = config.String("cluster.transport") == "sim";
+  const bool simulated = ClusterPlan::FromConfig(config).transport == "sim";
   switch (strategy.family) {
     case algorithms::Family::kGroup:
       return simulated ? RunSimulatedCollective(config, request, out)

@@ -214,7 +214,7 @@ class SimCollectiveRun {
           mine.after_step = [&, w](const alg::StepResult& r, int64_t batch, int64_t step) {
             AfterStep(w, r, batch, step);
           };
-          return RunCollectiveRank(loop, plan_, config_, w, *pay, ctl, initial_, mine);
+          return RunCollectiveRank(loop, plan_, w, *pay, ctl, initial_, mine);
         },
         [&c] { c.stop.store(true); });
     // Ranks waiting for a peer that failed: their collective can never complete; fail it,
@@ -294,7 +294,7 @@ RunResult RunSimulatedCollective(const Config& config, const RunRequest& request
   const Problem problem = LoadProblem(config, request);
   const RunPlan& rp = problem.plan;
   const CollectivePlan plan =
-      CollectivePlan::Make(config, *rp.strategy, problem.strategy_options, problem.partitions,
+      CollectivePlan::Make(rp, problem.strategy_options, problem.partitions,
                            problem.data.train.num_examples);
   sim::Scheduler sched(rp.sim.scheduler);
   const sim::VirtualClock clock(sched);

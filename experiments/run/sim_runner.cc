@@ -206,7 +206,7 @@ RunResult RunSimulated(const Config& config, const RunRequest& request, std::ost
   parts.staleness = session.staleness();
   parts.scheduler = &sched;
   parts.network = &network;
-  std::unique_ptr<ps::ParamStore> store = NewParamStore(config, problem, parts);
+  std::unique_ptr<ps::ParamStore> store = NewParamStore(problem, parts);
   // The host's cores: the workers' steps and, with a transport charge, every message's CPU
   // at both ends (sim/sim_store.h).
   sim::CorePool cores(plan.sim.cores);
