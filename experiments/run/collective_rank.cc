@@ -93,7 +93,8 @@ int64_t CollectivePlan::SamplesAtStep(int64_t s) const {
   return total;
 }
 
-WorkerOutcome RunCollectiveRank(WorkerLoop& loop, const CollectivePlan& plan, int rank, col::Collective& payload, col::Collective& control,
+WorkerOutcome RunCollectiveRank(WorkerLoop& loop, const CollectivePlan& plan, int rank,
+                                col::Collective& payload, col::Collective& control,
                                 std::span<const float> initial, const CollectiveRankHooks& hooks) {
   WorkerOutcome outcome;
   try {

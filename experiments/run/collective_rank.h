@@ -1,9 +1,9 @@
-// One rank of a run on a collective (Strategy::collective: allreduce_sgd, local_sgd,
-// dpsgd), shared by the two drivers: the worker threads of `asgd run` (RunCollective,
-// collective_runner.h) and the worker processes of `asgd launch` / `asgd task`
-// (experiments/cluster/collective_worker_role.cc). The driver supplies the ranks' two
-// gloo groups (payload: the strategy's traffic, counted in workers.csv; control: the
-// votes and averages below, not counted) and hooks for what only it knows.
+// One rank of a run on a collective (the group family: allreduce_sgd, local_sgd, dpsgd),
+// shared by every executor: the worker threads and the simulated tasks of `asgd run`
+// (the group's family session, family_session.h) and the worker processes of
+// `asgd launch` / `asgd task` (experiments/cluster/collective_worker_role.cc). The driver
+// supplies the ranks' two groups (payload: the strategy's traffic, counted in workers.csv;
+// control: the votes and averages below, not counted) and hooks for what only it knows.
 //
 // Agreement. Every rank must take the same steps, so the ranks decide together, at round
 // boundaries (Strategy::steps_per_round), when to stop and when to stop for an
@@ -112,8 +112,8 @@ struct CollectiveRankHooks {
 // meets the others at a barrier on both groups (a rank that closes its connections while
 // a peer finishes an operation fails it). The outcome's failure names the rank ("worker
 // r: ..."): a CollectiveError (a dead or silent peer), a NaN loss, an exception of a hook.
-WorkerOutcome RunCollectiveRank(WorkerLoop& loop, const CollectivePlan& plan, int rank, collective::Collective& payload,
-                                collective::Collective& control, std::span<const float> initial,
-                                const CollectiveRankHooks& hooks);
+WorkerOutcome RunCollectiveRank(WorkerLoop& loop, const CollectivePlan& plan, int rank,
+                                collective::Collective& payload, collective::Collective& control,
+                                std::span<const float> initial, const CollectiveRankHooks& hooks);
 
 }  // namespace asgd::experiments

@@ -2,8 +2,12 @@
 
 #include <chrono>
 
+#include "core/error.h"
 #include "experiments/config/setup.h"
 #include "experiments/record/checkpoint.h"
+#include "experiments/run/collective_runner.h"
+#include "sim/network_model.h"
+#include "sim/option_keys.h"
 
 namespace asgd::experiments {
 
@@ -26,8 +30,8 @@ StopPolicy RunPlan::MakeStopPolicy(int64_t train_examples) const {
 
 EvalSchedule RunPlan::MakeEvalSchedule(int64_t train_examples) const {
   // The product as EvalSchedule::FromConfig forms it, so the marks are the same bits.
-  return EvalSchedule(eval_every_epochs * static_cast<double>(train_examples),
-                      eval_every_s, eval_examples);
+  return EvalSchedule(eval_every_epochs * static_cast<double>(train_examples), eval_every_s,
+                      eval_examples);
 }
 
 RunPlan RunPlan::FromConfig(const Config& config) {
@@ -80,6 +84,18 @@ RunPlan RunPlan::FromConfig(const Config& config) {
   p.sim = BuildSimOptions(config);
   p.delay = HasDelayModel(config);
   if (p.family == algorithms::Family::kGroup) {
+    // What no executor of the group family does: CURVE (gloo's TCP is not encrypted), and
+    // fair or interleaved sharing in a simulation (the simulated store's network,
+    // sim/network_model.h; the simulated collective times its own transfers and would
+    // silently ignore them).
+    RefuseCurveOnCollective(config);
+    const std::string sharing(sim::keys::kSharing);
+    if (p.transport == "sim" &&
+        sim::ParseNetworkSharing(config.Raw(sharing)) != sim::NetworkSharing::kFifo) {
+      throw ConfigError(sharing, config.Raw(sharing),
+                        "fifo for a strategy on a collective (fair and interleaved sharing are "
+                        "modelled for parameter-server strategies only)");
+    }
     p.collective.size = p.workers;
     p.collective.algorithm = collective::ParseAlgorithm(config.String("collective.algorithm"));
     p.collective.timeout = std::chrono::milliseconds(config.Int("collective.timeout_ms"));

@@ -57,13 +57,13 @@ struct RunPlan {
   // The strategy's family (strategy->family), and for the store family its store.
   algorithms::Family family = algorithms::Family::kStore;
   StoreKind store = StoreKind::kMemory;
-  std::string transport;                  // cluster.transport
-  int shards = 1;                         // cluster.shards
-  ps::PlacementOptions placement;         // cluster.placement
-  double timeout_s = 0;                   // cluster.timeout_s
-  int64_t chunk_bytes = 0;                // cluster.chunk_bytes (checked)
-  ClusterPlan cluster;                    // [cluster]: what a run as processes reads
-  ServerBounds server_bounds;             // a shard server's per-peer bounds
+  std::string transport;           // cluster.transport
+  int shards = 1;                  // cluster.shards
+  ps::PlacementOptions placement;  // cluster.placement
+  double timeout_s = 0;            // cluster.timeout_s
+  int64_t chunk_bytes = 0;         // cluster.chunk_bytes (checked)
+  ClusterPlan cluster;             // [cluster]: what a run as processes reads
+  ServerBounds server_bounds;      // a shard server's per-peer bounds
 
   // The learning-rate schedule (algorithm.lr_schedule and its keys), the stop rules
   // (experiment.{epochs,max_steps,max_time_s,target_accuracy,stop_at_target}) and the
