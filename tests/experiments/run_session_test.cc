@@ -221,6 +221,28 @@ TEST(RunPlan, HoldsTheStopRulesTheEvaluationsTheScheduleAndTheServerBounds) {
   EXPECT_FALSE(got.Due(0, 2.9));
 }
 
+// What no executor of the group family does is refused by the plan, once, before any
+// driver or role starts, with the key: CURVE (gloo's TCP is not encrypted) and, in a
+// simulation, a network sharing other than fifo. The store family keeps both.
+TEST(RunPlan, RefusesWhatNoExecutorOfTheGroupFamilyDoes) {
+  const auto key_of = [](const std::vector<std::string>& sets) -> std::string {
+    try {
+      (void)RunPlan::FromConfig(SyntheticConfig("unused", sets));
+    } catch (const ConfigError& e) {
+      return e.key();
+    }
+    return "";
+  };
+  EXPECT_EQ(key_of({"algorithm.name=allreduce_sgd", "cluster.curve=true"}), "cluster.curve");
+  EXPECT_EQ(key_of({"algorithm.name=dpsgd", "algorithm.workers=4", "cluster.transport=sim",
+                    "network.sharing=fair"}),
+            "network.sharing");
+  EXPECT_EQ(key_of({"algorithm.name=local_sgd", "network.sharing=fair"}), "");
+  EXPECT_EQ(key_of({"algorithm.name=async_sgd", "cluster.transport=sim", "network.sharing=fair"}),
+            "");
+  EXPECT_EQ(key_of({"algorithm.name=async_sgd", "cluster.curve=true"}), "");
+}
+
 TEST(RunCounters, MeanLossIsPerExampleAndStartsAfreshAndTheFirstFailureStays) {
   RunCounters c;
   EXPECT_TRUE(std::isnan(c.TakeMeanLoss()));
