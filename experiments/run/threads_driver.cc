@@ -152,6 +152,12 @@ class ThreadRun final : public Pace {
         reason = *why;
         c.stop.store(true);
       }
+      // Stopping: nothing more is read until the workers have ended (a group's ranks stop
+      // at their next vote).
+      if (c.stop.load()) {
+        lock.lock();
+        continue;
+      }
       if (problem_.plan.checkpointing() && session_.CheckpointDue(c.pushes.load())) {
         checkpoint_.store(true);
         if (auto p = family_.ReadNow(c.samples.load())) {
