@@ -67,7 +67,7 @@
 //
 // Untimed handles (Rank(r, false)): an operation every rank joins through one takes no
 // virtual time; the ranks still wait for the last arrival. A driver uses them for work
-// that a real run's clock does not count (sim_collective_runner.h: the boundary's check
+// that a real run's clock does not count (experiments/run/sim_driver.h: the boundary's check
 // and averages for an evaluation).
 //
 // Failure: Shutdown() (the driver's, when the tasks left can never complete their

@@ -258,8 +258,8 @@ int RunCollectiveWorkerRole(cluster::Setup& s, std::ostream& out) {
   }
 
   CollectivePlan plan =
-      CollectivePlan::Make(s.config, *s.problem.plan.strategy, s.problem.strategy_options,
-                           s.problem.partitions, s.problem.data.train.num_examples);
+      CollectivePlan::Make(s.problem.plan, s.problem.strategy_options, s.problem.partitions,
+                           s.problem.data.train.num_examples);
   const std::vector<float> initial = StartingPoint(s, registered, w, &plan, out);
   WorkerSetup ws = cluster::WorkerSetupFor(s, w, device_model.get());
   ws.learning_rate = s.problem.plan.learning_rate;  // one rate for the replicas
@@ -288,8 +288,7 @@ int RunCollectiveWorkerRole(cluster::Setup& s, std::ostream& out) {
           col::Connect(co, col::NewFileRendezvous(registered.collective_dir + "/payload"));
       const auto control =
           col::Connect(co, col::NewFileRendezvous(registered.collective_dir + "/control"));
-      outcome = RunCollectiveRank(loop, plan, s.config, w, *payload, *control, initial,
-                                  reporting.Hooks());
+      outcome = RunCollectiveRank(loop, plan, w, *payload, *control, initial, reporting.Hooks());
     } catch (const std::exception& e) {
       outcome.failure = StrCat("worker ", w, ": ", e.what());
     }

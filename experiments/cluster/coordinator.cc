@@ -133,7 +133,7 @@ void Coordinator::Expect() {
   evaluator_process_ = !collective_ && !s_.spec.evaluator.empty();
   staleness_steps_.assign(static_cast<std::size_t>(s_.problem.plan.workers), 0);
   if (collective_) {
-    plan_ = CollectivePlan::Make(s_.config, *s_.problem.plan.strategy, s_.problem.strategy_options,
+    plan_ = CollectivePlan::Make(s_.problem.plan, s_.problem.strategy_options,
                                  s_.problem.partitions, s_.problem.data.train.num_examples);
   }
   if (evaluator_process_) roles_[{"evaluator", 0}] = Role{};

@@ -330,7 +330,7 @@ int RunPsCheckServer(const Config& config, const RoleRequest& request, std::ostr
   options.endpoint = spec.PsBindAddress(shard, plan.bind_host);
   options.curve = CurveFromPlan(plan, /*serves=*/true);
   options.allow_plain_remote = plan.allow_plain_remote;
-  ApplyServerBounds(config, &options);
+  ApplyServerBounds(ServerBounds::FromConfig(config), ChunkBytes(config), &options);
   options.stop_token = RunTokenFromEnvironment();  // worker 0's stop must carry it
   tp::ShardServer server(context, options, placement.Gather(shard, initial), ps::NewAddRule());
   if (options.stop_token.empty() && plan.stop_servers &&

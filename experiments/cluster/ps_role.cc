@@ -58,7 +58,7 @@ int RunTrainingPsRole(const Config& config, const RoleRequest& request, std::ost
   options.staleness_sink = &records;
   options.curve = s.curve;
   options.allow_plain_remote = s.cluster().allow_plain_remote;
-  ApplyServerBounds(s.config, &options);
+  ApplyServerBounds(s.problem.plan, &options);
   // The coordinator stops this shard through its reports, never with a stop request;
   // one is obeyed only with the run's token all the same.
   options.stop_token = RunTokenFromEnvironment();

@@ -9,7 +9,6 @@
 #include "core/check.h"
 #include "core/error.h"
 #include "core/rng.h"
-#include "experiments/config/setup.h"
 
 namespace asgd::experiments {
 
@@ -65,19 +64,20 @@ bool SameOnEveryRank(std::span<const float> v, col::Collective& control) {
 
 }  // namespace
 
-CollectivePlan CollectivePlan::Make(const Config& config, const alg::Strategy& strategy,
-                                    const alg::StrategyOptions& options,
+CollectivePlan CollectivePlan::Make(const RunPlan& run, const alg::StrategyOptions& options,
                                     const std::vector<std::vector<int64_t>>& partitions,
                                     int64_t train_examples) {
   CollectivePlan p;
   p.workers = static_cast<int>(partitions.size());
-  p.period = strategy.steps_per_round(options);
+  p.period = run.strategy->steps_per_round(options);
   p.vote_every = ((kVoteSteps + p.period - 1) / p.period) * p.period;
-  p.batch_size = config.Int("algorithm.batch_size");
+  p.batch_size = run.batch_size;
   p.train_examples = train_examples;
   for (const auto& part : partitions)
     p.partition_sizes.push_back(static_cast<int64_t>(part.size()));
-  p.schedule = BuildScheduleOptions(config);
+  p.schedule = run.schedule;
+  p.stop = run.MakeStopPolicy(train_examples);
+  p.evals = run.MakeEvalSchedule(train_examples);
   return p;
 }
 
@@ -93,14 +93,15 @@ int64_t CollectivePlan::SamplesAtStep(int64_t s) const {
   return total;
 }
 
-WorkerOutcome RunCollectiveRank(WorkerLoop& loop, const CollectivePlan& plan, const Config& config,
-                                int rank, col::Collective& payload, col::Collective& control,
+WorkerOutcome RunCollectiveRank(WorkerLoop& loop, const CollectivePlan& plan, int rank,
+                                col::Collective& payload, col::Collective& control,
                                 std::span<const float> initial, const CollectiveRankHooks& hooks) {
   WorkerOutcome outcome;
   try {
-    const StopPolicy stop = StopPolicy::FromConfig(config, plan.train_examples);
+    ASGD_CHECK(plan.stop && plan.evals, "a collective plan from CollectivePlan::Make");
+    const StopPolicy& stop = *plan.stop;
     // This rank's copy of the schedule by samples (its time part is the driver's).
-    EvalSchedule due_by_samples = EvalSchedule::FromConfig(config, plan.train_examples);
+    EvalSchedule due_by_samples = *plan.evals;
     const int n = plan.workers;
     int64_t step = plan.first_step;
     if (step > 0) due_by_samples.Evaluated(plan.SamplesAtStep(step), 0.0, false);

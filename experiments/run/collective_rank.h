@@ -1,9 +1,9 @@
-// One rank of a run on a collective (Strategy::collective: allreduce_sgd, local_sgd,
-// dpsgd), shared by the two drivers: the worker threads of `asgd run` (RunCollective,
-// collective_runner.h) and the worker processes of `asgd launch` / `asgd task`
-// (experiments/cluster/collective_worker_role.cc). The driver supplies the ranks' two
-// gloo groups (payload: the strategy's traffic, counted in workers.csv; control: the
-// votes and averages below, not counted) and hooks for what only it knows.
+// One rank of a run on a collective (the group family: allreduce_sgd, local_sgd, dpsgd),
+// shared by every executor: the worker threads and the simulated tasks of `asgd run`
+// (the group's family session, family_session.h) and the worker processes of
+// `asgd launch` / `asgd task` (experiments/cluster/collective_worker_role.cc). The driver
+// supplies the ranks' two groups (payload: the strategy's traffic, counted in workers.csv;
+// control: the votes and averages below, not counted) and hooks for what only it knows.
 //
 // Agreement. Every rank must take the same steps, so the ranks decide together, at round
 // boundaries (Strategy::steps_per_round), when to stop and when to stop for an
@@ -28,14 +28,15 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <vector>
 
 #include "algorithms/schedule.h"
 #include "algorithms/strategy.h"
 #include "collective/collective.h"
-#include "experiments/config/config.h"
 #include "experiments/record/run_core.h"
+#include "experiments/run/run_plan.h"
 #include "experiments/run/worker_loop.h"
 
 namespace asgd::experiments {
@@ -44,7 +45,7 @@ namespace asgd::experiments {
 // boundary): often enough for a time limit, rarely enough to cost nothing.
 inline constexpr int64_t kVoteSteps = 16;
 
-// What every rank derives from the config alike (so the ranks agree without a message).
+// What every rank derives from the run plan alike (so the ranks agree without a message).
 struct CollectivePlan {
   int workers = 1;
   int64_t period = 1;      // steps per round
@@ -53,6 +54,10 @@ struct CollectivePlan {
   int64_t train_examples = 1;
   std::vector<int64_t> partition_sizes;  // per rank
   algorithms::ScheduleOptions schedule;
+  // The run's stop rules and its evaluations (their part by samples is the ranks'), for
+  // the training set (RunPlan::MakeStopPolicy, MakeEvalSchedule). Set by Make.
+  std::optional<StopPolicy> stop;
+  std::optional<EvalSchedule> evals;
   // The steps every rank took before this run (a resumed run: its checkpoint's). The
   // limits, the schedule and the evaluations by epochs count from 0 as if the run had
   // not stopped; no evaluation is due at first_step itself (the checkpoint's rows end
@@ -60,9 +65,8 @@ struct CollectivePlan {
   // (WorkerSetup::skip_batches).
   int64_t first_step = 0;
 
-  // period from the strategy; partitions as datasets::PartitionIndices made them.
-  static CollectivePlan Make(const Config& config, const algorithms::Strategy& strategy,
-                             const algorithms::StrategyOptions& options,
+  // period from the plan's strategy; partitions as datasets::PartitionIndices made them.
+  static CollectivePlan Make(const RunPlan& run, const algorithms::StrategyOptions& options,
                              const std::vector<std::vector<int64_t>>& partitions,
                              int64_t train_examples);
   // The training samples of the first s steps of every worker: each pass over a
@@ -108,9 +112,8 @@ struct CollectiveRankHooks {
 // meets the others at a barrier on both groups (a rank that closes its connections while
 // a peer finishes an operation fails it). The outcome's failure names the rank ("worker
 // r: ..."): a CollectiveError (a dead or silent peer), a NaN loss, an exception of a hook.
-WorkerOutcome RunCollectiveRank(WorkerLoop& loop, const CollectivePlan& plan, const Config& config,
-                                int rank, collective::Collective& payload,
-                                collective::Collective& control, std::span<const float> initial,
-                                const CollectiveRankHooks& hooks);
+WorkerOutcome RunCollectiveRank(WorkerLoop& loop, const CollectivePlan& plan, int rank,
+                                collective::Collective& payload, collective::Collective& control,
+                                std::span<const float> initial, const CollectiveRankHooks& hooks);
 
 }  // namespace asgd::experiments

@@ -16,8 +16,7 @@ namespace asgd::experiments {
 namespace alg = ::asgd::algorithms;
 namespace tp = ::asgd::transport;
 
-std::unique_ptr<ps::ParamStore> NewParamStore(const Config& config, const Problem& problem,
-                                              const StoreParts& parts) {
+std::unique_ptr<ps::ParamStore> NewParamStore(const Problem& problem, const StoreParts& parts) {
   const RunPlan& plan = problem.plan;
   const alg::Strategy& strategy = *plan.strategy;
   ASGD_CHECK(plan.family == alg::Family::kStore, "NewParamStore for ", plan.name, ", of the ",
@@ -37,7 +36,7 @@ std::unique_ptr<ps::ParamStore> NewParamStore(const Config& config, const Proble
       tp::ServerOptions base;
       base.clock = parts.clock;
       base.staleness_sink = parts.staleness;
-      ApplyServerBounds(config, &base);
+      ApplyServerBounds(plan, &base);
       tp::ClientOptions client;
       client.id = static_cast<uint32_t>(plan.workers);  // the evaluator's, for Read
       client.timeout = std::chrono::milliseconds(static_cast<int64_t>(plan.timeout_s * 1000.0));

@@ -29,8 +29,7 @@ struct StoreParts {
 };
 
 // The store of problem.plan.store. REQUIRES: plan.family is kStore. The shard servers take their
-// bounds from the config ([cluster] server keys, ApplyServerBounds). Throws ConfigError.
-std::unique_ptr<ps::ParamStore> NewParamStore(const Config& config, const Problem& problem,
-                                              const StoreParts& parts);
+// bounds from the plan (its [cluster] server keys, ApplyServerBounds). Throws ConfigError.
+std::unique_ptr<ps::ParamStore> NewParamStore(const Problem& problem, const StoreParts& parts);
 
 }  // namespace asgd::experiments

@@ -46,7 +46,7 @@ Problem LoadProblem(const Config& config, const RunRequest& request) {
     case algorithms::Family::kSequential:
       break;
   }
-  p.schedule = BuildScheduleOptions(config);
+  p.schedule = plan.schedule;  // read once by the plan
   (void)BuildAugmentOptions(config);  // validates [data] augmentation before the folder
   const int64_t examples = p.data.train.num_examples;
   p.partitions =

@@ -6,11 +6,13 @@
 #include <cstdint>
 #include <string>
 
+#include "algorithms/schedule.h"
 #include "algorithms/strategy.h"
 #include "collective/collective.h"
 #include "compression/compressor.h"
 #include "experiments/config/cluster_plan.h"
 #include "experiments/config/config.h"
+#include "experiments/record/run_core.h"
 #include "ps/placement.h"
 #include "sim/options.h"
 
@@ -24,6 +26,18 @@ enum class StoreKind {
   kMemory,        // cluster.transport = memory
   kShardServers,  // cluster.transport = inproc: ZeroMQ shard servers in this process
   kSimulated,     // cluster.transport = sim
+};
+
+// A ZeroMQ shard server's per-peer bounds (issue 22), applied by ApplyServerBounds
+// (server_bounds.h) with RunPlan::chunk_bytes.
+struct ServerBounds {
+  uint64_t max_queued_reply_bytes = 0;  // cluster.max_queued_reply_bytes
+  double barrier_timeout_s = 0;         // cluster.barrier_timeout_s
+  int max_barriers_per_peer = 0;        // cluster.max_barriers_per_peer
+
+  // Reads the keys above (the schema validated them), for a role that has no run plan
+  // (ps-check's shard); a run's are in its plan.
+  static ServerBounds FromConfig(const Config& config);
 };
 
 struct RunPlan {
@@ -43,12 +57,23 @@ struct RunPlan {
   // The strategy's family (strategy->family), and for the store family its store.
   algorithms::Family family = algorithms::Family::kStore;
   StoreKind store = StoreKind::kMemory;
-  std::string transport;                  // cluster.transport
-  int shards = 1;                         // cluster.shards
-  ps::PlacementOptions placement;         // cluster.placement
-  double timeout_s = 0;                   // cluster.timeout_s
-  int64_t chunk_bytes = 0;                // cluster.chunk_bytes (checked)
-  ClusterPlan cluster;                    // [cluster]: what a run as processes reads
+  std::string transport;           // cluster.transport
+  int shards = 1;                  // cluster.shards
+  ps::PlacementOptions placement;  // cluster.placement
+  double timeout_s = 0;            // cluster.timeout_s
+  int64_t chunk_bytes = 0;         // cluster.chunk_bytes (checked)
+  ClusterPlan cluster;             // [cluster]: what a run as processes reads
+  ServerBounds server_bounds;      // a shard server's per-peer bounds
+
+  // The learning-rate schedule (algorithm.lr_schedule and its keys), the stop rules
+  // (experiment.{epochs,max_steps,max_time_s,target_accuracy,stop_at_target}) and the
+  // evaluations (metrics.{eval_every_epochs,eval_every_s,eval_examples}); MakeStopPolicy()
+  // and MakeEvalSchedule() build them for a training set's size.
+  algorithms::ScheduleOptions schedule;
+  StopPolicy::Limits stop;
+  double eval_every_epochs = 1;
+  double eval_every_s = 0;
+  int64_t eval_examples = 0;
 
   int64_t checkpoint_every_steps = 0;  // experiment.checkpoint_every_steps
   double checkpoint_every_s = 0;       // experiment.checkpoint_every_s
@@ -67,6 +92,11 @@ struct RunPlan {
   // The snapshots a checkpoint of this run holds: 1 for the single-vector stores and for
   // a collective (the workers' average), cluster.shards for the shard servers.
   int checkpoint_shards() const;
+
+  // The stop rules and the evaluation schedule of a training set of `train_examples`:
+  // what StopPolicy::FromConfig and EvalSchedule::FromConfig build from the same keys.
+  experiments::StopPolicy MakeStopPolicy(int64_t train_examples) const;
+  experiments::EvalSchedule MakeEvalSchedule(int64_t train_examples) const;
 
   // Reads and validates the keys above. Throws ConfigError naming the first bad key.
   static RunPlan FromConfig(const Config& config);

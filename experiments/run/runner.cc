@@ -13,6 +13,7 @@
 #include "datasets/loader.h"
 #include "datasets/partition.h"
 #include "datasets/sampler.h"
+#include "experiments/config/cluster_plan.h"
 #include "experiments/config/config_keys.h"
 #include "experiments/config/setup.h"
 #include "experiments/record/csv.h"
@@ -20,13 +21,11 @@
 #include "experiments/record/progress.h"
 #include "experiments/record/run_core.h"
 #include "experiments/record/run_dir.h"
-#include "experiments/run/collective_runner.h"
 #include "experiments/run/evaluation.h"
-#include "experiments/run/parallel_runner.h"
 #include "experiments/run/problem.h"
 #include "experiments/run/run_session.h"
-#include "experiments/run/sim_collective_runner.h"
-#include "experiments/run/sim_runner.h"
+#include "experiments/run/sim_driver.h"
+#include "experiments/run/threads_driver.h"
 #include "models/factory.h"
 
 namespace asgd::experiments {
@@ -229,20 +228,15 @@ RunResult RunExperiment(const Config& config, const RunRequest& request, std::os
 
   (void)BuildCompressionOptions(config);  // refuses what cannot be compressed (sgd)
   const algorithms::Strategy& strategy = algorithms::FindStrategy(config.String("algorithm.name"));
-  // A simulated run: on a simulated collective for the strategies on a collective; else
-  // on the simulated store, which refuses the strategies it cannot simulate.
-  const bool simulated = config.String("cluster.transport") == "sim";
-  switch (strategy.family) {
-    case algorithms::Family::kGroup:
-      return simulated ? RunSimulatedCollective(config, request, out)
-                       : RunCollective(config, request, out);
-    case algorithms::Family::kStore:
-      return simulated ? RunSimulated(config, request, out) : RunParallel(config, request, out);
-    case algorithms::Family::kSequential:
-      break;
+  // The executor only: each is written once for both families (family_session.h). The
+  // simulator refuses the sequential baseline (Strategy::can_simulate) with its reason.
+  if (ClusterPlan::FromConfig(config).transport == "sim") {
+    return RunInSimulator(config, request, out);
   }
-  // The simulator refuses the sequential baseline (Strategy::can_simulate) with its reason.
-  return simulated ? RunSimulated(config, request, out) : RunSequential(config, request, out);
+  if (strategy.family == algorithms::Family::kSequential) {
+    return RunSequential(config, request, out);
+  }
+  return RunOnThreads(config, request, out);
 }
 
 }  // namespace asgd::experiments

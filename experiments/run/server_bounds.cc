@@ -2,19 +2,16 @@
 
 #include <chrono>
 #include <cmath>
-#include <cstdint>
-
-#include "experiments/config/setup.h"
 
 namespace asgd::experiments {
 
-void ApplyServerBounds(const Config& config, transport::ServerOptions* options) {
-  options->max_queued_reply_bytes =
-      static_cast<uint64_t>(config.Int("cluster.max_queued_reply_bytes"));
+void ApplyServerBounds(const ServerBounds& bounds, int64_t chunk_bytes,
+                       transport::ServerOptions* options) {
+  options->max_queued_reply_bytes = bounds.max_queued_reply_bytes;
   options->barrier_timeout =
-      std::chrono::milliseconds(std::llround(config.Double("cluster.barrier_timeout_s") * 1000.0));
-  options->max_barriers_per_peer = static_cast<int>(config.Int("cluster.max_barriers_per_peer"));
-  options->reply_chunk_bytes = ChunkBytes(config);
+      std::chrono::milliseconds(std::llround(bounds.barrier_timeout_s * 1000.0));
+  options->max_barriers_per_peer = bounds.max_barriers_per_peer;
+  options->reply_chunk_bytes = chunk_bytes;
 }
 
 }  // namespace asgd::experiments

@@ -4,16 +4,23 @@
 // transport: experiments/record) does not link ZeroMQ.
 #pragma once
 
-#include "experiments/config/config.h"
+#include <cstdint>
+
+#include "experiments/run/run_plan.h"
 #include "transport/shard_server.h"
 
 namespace asgd::experiments {
 
 // A shard server's per-peer bounds (issue 22): cluster.max_queued_reply_bytes,
-// cluster.barrier_timeout_s and cluster.max_barriers_per_peer into `options` (the
-// server checks the budget against its shard's size when it starts), and the size of
-// its reply chunks, cluster.chunk_bytes (ChunkBytes, config/setup.h). Throws ConfigError
-// naming the key.
-void ApplyServerBounds(const Config& config, transport::ServerOptions* options);
+// cluster.barrier_timeout_s and cluster.max_barriers_per_peer (`bounds`, read by the run
+// plan) into `options` (the server checks the budget against its shard's size when it
+// starts), and the size of its reply chunks, `chunk_bytes` (cluster.chunk_bytes, checked
+// by ChunkBytes, config/setup.h).
+void ApplyServerBounds(const ServerBounds& bounds, int64_t chunk_bytes,
+                       transport::ServerOptions* options);
+// The same with a run plan's bounds and chunk size.
+inline void ApplyServerBounds(const RunPlan& plan, transport::ServerOptions* options) {
+  ApplyServerBounds(plan.server_bounds, plan.chunk_bytes, options);
+}
 
 }  // namespace asgd::experiments

@@ -1,7 +1,7 @@
 // The simulator as an executor, written once for both strategy families: a run's workers
 // as tasks of one scheduler in virtual time, each a WorkerLoop whose gradients take the
-// delay model's step time on the host's cores (sim/core_pool.h). The family's driver
-// (sim_runner.cc: a store's loop over its exchange; sim_collective_runner.cc: a group's
+// delay model's step time on the host's cores (sim/core_pool.h). The simulator's driver
+// (sim_driver.cc, with its family session: a store's loop over its exchange, or a group's
 // rank) gives the body each task runs and how blocked workers are released at the end.
 //
 // Thread safety: one scheduler thread, as everything in sim/.

@@ -1,9 +1,9 @@
 // The worker threads as an executor, written once for both strategy families: a run's
 // workers as threads of this process, each a WorkerLoop on the run's clock, with the plan's
 // [delay] model (if any) injected as sleeps after each gradient (InjectedDelay, seeded
-// with DeriveSeed(plan.seed, "delay"): the same stragglers in every driver). The family's
-// driver (parallel_runner.cc: a store's loop over its exchange; collective_runner.cc: a
-// group's rank) gives the body each thread runs.
+// with DeriveSeed(plan.seed, "delay"): the same stragglers in every driver). The threads
+// driver (threads_driver.cc) gives the body each thread runs: its family session's worker
+// (family_session.h: a store's loop over its exchange, or a group's rank).
 //
 // Thread safety: Add, Start and Join on the driver's thread; Metrics and loops() from any
 // thread (WorkerLoop::Snapshot and ResidualNorm are).

@@ -21,6 +21,7 @@
 #include "core/rng.h"
 #include "datasets/partition.h"
 #include "experiments/config/config_keys.h"
+#include "experiments/config/setup.h"
 #include "experiments/record/csv.h"
 #include "experiments/run/param_stores.h"
 #include "experiments/run/problem.h"
@@ -109,7 +110,7 @@ TEST_P(EveryStore, ServesReadsSnapshotsAndRestores) {
     sched.Run();
   };
 
-  std::unique_ptr<ps::ParamStore> store = NewParamStore(config, problem, parts);
+  std::unique_ptr<ps::ParamStore> store = NewParamStore(problem, parts);
   EXPECT_EQ(store->transport(), c.kind == StoreKind::kShared ? "shared" : c.transport);
   EXPECT_EQ(store->ps_shards(), c.ps_shards);
   EXPECT_EQ(store->snapshot_count(), c.snapshots);
@@ -150,7 +151,7 @@ TEST_P(EveryStore, ServesReadsSnapshotsAndRestores) {
   parts.initial = zeros;
   parts.run_id += "-restored";
   store.reset();
-  std::unique_ptr<ps::ParamStore> restored = NewParamStore(config, problem, parts);
+  std::unique_ptr<ps::ParamStore> restored = NewParamStore(problem, parts);
   restored->Restore(snaps, "ckpt-7");
   std::vector<float> after(n);
   ASSERT_TRUE(restored->Read(after).ok());
@@ -185,6 +186,62 @@ INSTANTIATE_TEST_SUITE_P(
                       StoreCase{"inproc", "async_sgd", "inproc", StoreKind::kShardServers, 2, 2},
                       StoreCase{"sim", "async_sgd", "sim", StoreKind::kSimulated, 2, 2}),
     [](const ::testing::TestParamInfo<StoreCase>& p) { return p.param.name; });
+
+// The run plan holds, typed, what the drivers and the ranks of a collective read from
+// [experiment], [metrics], the schedule and the shard servers' [cluster] bounds: the stop
+// rules and the evaluations it builds are those the config's keys give.
+TEST(RunPlan, HoldsTheStopRulesTheEvaluationsTheScheduleAndTheServerBounds) {
+  const Config config = SyntheticConfig(
+      "unused", {"experiment.epochs=2.5", "experiment.max_steps=40", "experiment.max_time_s=7",
+                 "experiment.target_accuracy=0.9", "experiment.stop_at_target=true",
+                 "metrics.eval_every_epochs=0.25", "metrics.eval_every_s=3",
+                 "metrics.eval_examples=50", "algorithm.lr_decay=0.5", "algorithm.warmup_epochs=1",
+                 "cluster.max_queued_reply_bytes=123456789", "cluster.barrier_timeout_s=2.5",
+                 "cluster.max_barriers_per_peer=3"});
+  const RunPlan plan = RunPlan::FromConfig(config);
+  EXPECT_EQ(plan.schedule.decay, 0.5);
+  EXPECT_EQ(plan.schedule.warmup_epochs, BuildScheduleOptions(config).warmup_epochs);
+  EXPECT_EQ(plan.server_bounds.max_queued_reply_bytes, 123456789u);
+  EXPECT_EQ(plan.server_bounds.barrier_timeout_s, 2.5);
+  EXPECT_EQ(plan.server_bounds.max_barriers_per_peer, 3);
+
+  const StopPolicy expected = StopPolicy::FromConfig(config, 400);
+  const StopPolicy stop = plan.MakeStopPolicy(400);
+  EXPECT_EQ(stop.total_samples(), expected.total_samples());
+  EXPECT_EQ(stop.limits().max_steps, 40);
+  EXPECT_EQ(stop.TimeReason(), expected.TimeReason());
+  EXPECT_EQ(stop.TargetReason(), expected.TargetReason());
+  EXPECT_EQ(stop.Check(999, 40, 0, false), expected.Check(999, 40, 0, false));
+
+  EvalSchedule want = EvalSchedule::FromConfig(config, 400);
+  EvalSchedule got = plan.MakeEvalSchedule(400);
+  EXPECT_EQ(got.next_samples(), want.next_samples());
+  EXPECT_EQ(got.ScheduledIsFull(), want.ScheduledIsFull());
+  EXPECT_EQ(got.Due(0, 3.0), want.Due(0, 3.0));
+  EXPECT_FALSE(got.Due(0, 2.9));
+}
+
+// What no executor of the group family does is refused by the plan, once, before any
+// driver or role starts, with the key: CURVE (gloo's TCP is not encrypted) and, in a
+// simulation, a network sharing other than fifo. The store family keeps both.
+TEST(RunPlan, RefusesWhatNoExecutorOfTheGroupFamilyDoes) {
+  const auto key_of = [](const std::vector<std::string>& sets) -> std::string {
+    try {
+      (void)RunPlan::FromConfig(SyntheticConfig("unused", sets));
+    } catch (const ConfigError& e) {
+      return e.key();
+    }
+    return "";
+  };
+  EXPECT_EQ(key_of({"algorithm.name=allreduce_sgd", "cluster.curve=true"}), "cluster.curve");
+  EXPECT_EQ(key_of({"algorithm.name=dpsgd", "algorithm.workers=4", "cluster.transport=sim",
+                    "network.sharing=fair"}),
+            "network.sharing");
+  EXPECT_EQ(key_of({"algorithm.name=local_sgd", "network.sharing=fair"}), "");
+  EXPECT_EQ(key_of({"algorithm.name=async_sgd", "cluster.transport=sim", "network.sharing=fair"}),
+            "");
+  EXPECT_EQ(key_of({"algorithm.name=async_sgd", "cluster.curve=true"}), "");
+}
 
 TEST(RunCounters, MeanLossIsPerExampleAndStartsAfreshAndTheFirstFailureStays) {
   RunCounters c;

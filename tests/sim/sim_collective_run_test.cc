@@ -1,5 +1,5 @@
 // `asgd run` of the strategies on a collective with cluster.transport = sim
-// (experiments/run/sim_collective_runner.h): the same parameters as the thread runner on
+// (experiments/run/sim_driver.h): the same parameters as the thread runner on
 // gloo, byte-identical on a second run, and a straggler's step plus the collective's cost
 // per synchronous round.
 #include <sstream>

@@ -1,4 +1,4 @@
-// `asgd run` with cluster.transport = sim (experiments/run/sim_runner.h): the usual run
+// `asgd run` with cluster.transport = sim (experiments/run/sim_driver.h): the usual run
 // folder in virtual seconds, byte-identical on a second run, equal to the in-memory
 // store's run with one worker, and one-line refusals of what cannot be simulated.
 #include <filesystem>
