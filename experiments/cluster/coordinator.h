@@ -38,7 +38,7 @@ class Coordinator {
         out_(out),
         stop_(StopPolicy::FromConfig(setup.config, setup.problem.data.train.num_examples)),
         schedule_(EvalSchedule::FromConfig(setup.config, setup.problem.data.train.num_examples)),
-        collective_(setup.problem.plan.strategy->collective) {}
+        collective_(setup.problem.plan.family == algorithms::Family::kGroup) {}
   // Runs until the run ended; returns the exit status (0 completed, 2 failed).
   int Run();
 
