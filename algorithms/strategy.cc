@@ -59,10 +59,6 @@ const std::map<std::string, Strategy>& Registry() {
 #define ASGD_STRATEGY_ENTRY(Name, file) Name##Strategy(),
     for (Strategy s : {ASGD_BUILTIN_STRATEGIES(ASGD_STRATEGY_ENTRY)}) {
 #undef ASGD_STRATEGY_ENTRY
-      ASGD_CHECK(!s.sequential && !s.collective, s.name,
-                 " sets a mirror of Strategy::family; it declares its family only");
-      s.sequential = s.family == Family::kSequential;
-      s.collective = s.family == Family::kGroup;
       // A strategy reads its settings' keys.
       for (const Setting& setting : s.settings) s.keys.push_back("algorithm." + setting.name);
       std::sort(s.keys.begin(), s.keys.end());

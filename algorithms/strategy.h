@@ -115,7 +115,7 @@ struct WorkerEnv {
   // WorkerRuleSeed(run seed, worker), so each worker has its own stream and a run is
   // reproducible.
   uint64_t seed = 0;
-  // Strategies on a collective (Strategy::collective) instead of ps: this worker's rank
+  // Strategies on a collective (Strategy::family kGroup) instead of ps: this worker's rank
   // (rank = worker, size = num_workers), not owned, and its starting parameters (the
   // rules start from rank 0's, broadcast; every rank passes a span of the model's size).
   // Collective calls throw collective::CollectiveError (a peer died or timed out).
@@ -217,12 +217,11 @@ struct Strategy {
   std::string description;  // one line, with the source
   // Its family: the one place a strategy says whether it runs alone, on a store or in a
   // group. The default is the parameter-server family.
+  // kSequential (sgd): one worker and no store; the runner trains it itself, so
+  // worker_rule and server_rule are empty. kGroup: the worker rule uses
+  // WorkerEnv::collective and initial, server_rule is empty, and every worker takes the
+  // same number of steps.
   Family family = Family::kStore;
-  // Mirrors of `family` that the registry sets (family == kSequential, family == kGroup)
-  // for the callers that still test a flag; a strategy's own function does not set them.
-  // The sequential baseline (sgd): one worker and no store; the runner trains it itself,
-  // so worker_rule and server_rule are empty.
-  bool sequential = false;
   // Runs on threads that share one vector without a store (hogwild).
   bool shared_memory = false;
   // Workers wait for each other (rounds, clocks): a worker that stops early would block
@@ -233,11 +232,6 @@ struct Strategy {
   // Synchronous rounds of N pushes (replicas_to_aggregate): an update aggregates N
   // mini-batches, which the linear scaling rule scales the rate by.
   bool rounds = false;
-  // Runs on a collective (collective/collective.h: allreduce, send/recv among the
-  // workers), not a parameter server (the mirror of family == kGroup): the worker rule uses
-  // WorkerEnv::collective and initial, and server_rule is empty. Every worker takes the
-  // same number of steps.
-  bool collective = false;
   // Collective strategies whose ranks' parameters and optimizer states stay bit-identical
   // (allreduce_sgd): a simulation may give them one SharedReplica (WorkerEnv::shared_replica).
   bool identical_replicas = false;

@@ -8,17 +8,9 @@
 
 #include "core/check.h"
 #include "core/strings.h"
+#include "experiments/config/config_keys.h"
 
 namespace asgd::experiments {
-namespace {
-
-// Keys that only name, place or report a run (its folder, label, log, progress line, the
-// ports of its roles under srun).
-const std::vector<std::string> kSeedNeutralKeys = {"experiment.name", "experiment.out_dir",
-                                                   "experiment.progress", "experiment.log_level",
-                                                   "cluster.base_port"};
-
-}  // namespace
 
 double StudentT975(int64_t df) {
   ASGD_CHECK(df >= 1, "StudentT975 needs df >= 1, got ", df);
@@ -61,9 +53,7 @@ bool NotSeparated(const MeanInterval& a, const MeanInterval& b) {
   return a.Low() <= b.High() && b.Low() <= a.High();
 }
 
-bool IsSeedNeutralKey(const std::string& key) {
-  return std::find(kSeedNeutralKeys.begin(), kSeedNeutralKeys.end(), key) != kSeedNeutralKeys.end();
-}
+bool IsSeedNeutralKey(const std::string& key) { return KeyIn(kSeedNeutralKeys, key); }
 
 std::vector<std::size_t> SeedGroups(
     const std::vector<std::map<std::string, std::string>>& configs) {

@@ -360,7 +360,7 @@ std::string MakeBatchDir(const std::string& given, const std::string& fallback,
 Config LoadRunConfig(const std::string& path, const std::vector<std::string>& overrides) {
   Config config = Config::FromFile(path, overrides, ExperimentSchema());
   const std::string algorithm = config.String("algorithm.name");
-  if (!algorithms::FindStrategy(algorithm).sequential) {
+  if (algorithms::FindStrategy(algorithm).family != algorithms::Family::kSequential) {
     BuildStrategyOptions(config, 0);
   }
   return config;

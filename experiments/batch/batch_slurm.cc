@@ -313,7 +313,7 @@ std::string StartBatchDir(std::vector<BatchRun>& runs, const std::string& given,
 void RefuseOneProcessStrategy(const Config& c, const std::string& option) {
   const std::string name = c.String("algorithm.name");
   const algorithms::Strategy& s = algorithms::FindStrategy(name);
-  if (s.sequential || s.shared_memory) {
+  if (s.family == algorithms::Family::kSequential || s.shared_memory) {
     throw ConfigError("algorithm.name", name,
                       "a strategy over the parameter server for " + option +
                           " (sgd and hogwild run in one process: leave " + option + " out)");

@@ -414,7 +414,8 @@ void CheckTuneRun(const TuneSettings& s, const TuneRun& r) {
   }
   const std::string algorithm = c->String("algorithm.name");
   const algorithms::Strategy& strategy = algorithms::FindStrategy(algorithm);
-  if (s.metric->name == "bytes_to_target" && (strategy.sequential || strategy.shared_memory)) {
+  if (s.metric->name == "bytes_to_target" &&
+      (strategy.family == algorithms::Family::kSequential || strategy.shared_memory)) {
     throw InputError(where + metric + ": algorithm.name = " + algorithm +
                      " pushes no parameters, so its runs record no bytes (choose another metric)");
   }

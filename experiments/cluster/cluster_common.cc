@@ -71,7 +71,7 @@ Setup MakeSetup(const Config& config, const RoleRequest& request, const std::str
   }
   const std::string name = config.String("algorithm.name");
   const alg::Strategy& strategy = alg::FindStrategy(name);
-  if (strategy.sequential) {
+  if (strategy.family == alg::Family::kSequential) {
     throw ConfigError("algorithm.name", name,
                       "a distributed strategy: the sequential baseline runs with `asgd run`");
   }
@@ -89,7 +89,8 @@ Setup MakeSetup(const Config& config, const RoleRequest& request, const std::str
   // Validates the server options before the data is read.
   if (strategy.server_rule) (void)strategy.server_rule(BuildStrategyOptions(s.config, 0), 0);
   // A collective's worker rule likewise (dpsgd's workers and topology, local_sgd's window).
-  if (strategy.collective) (void)strategy.worker_rule(BuildStrategyOptions(s.config, 0));
+  if (strategy.family == alg::Family::kGroup)
+    (void)strategy.worker_rule(BuildStrategyOptions(s.config, 0));
   CheckWorkerDevices(s.config, workers);  // syntax only: workers resolve their own
   // The plan (the config resolved, typed), the data, the evaluator's model on the CPU, the
   // options checked against the data, the workers' partitions: as in `asgd run`.
@@ -109,10 +110,10 @@ std::unique_ptr<WorkerTiming> WorkerTiming::Attach(const Setup& setup, int w, Wo
   auto t = std::make_unique<WorkerTiming>();
   t->clock = NewSystemClock();
   ws.clock = t->clock.get();
-  if (HasDelayModel(setup.config)) {
-    t->delay = std::make_unique<sim::DelayModel>(BuildSimOptions(setup.config).delay,
-                                                 setup.problem.plan.workers,
-                                                 DeriveSeed(setup.problem.plan.seed, "delay"));
+  if (setup.problem.plan.delay) {
+    t->delay =
+        std::make_unique<sim::DelayModel>(setup.problem.plan.sim.delay, setup.problem.plan.workers,
+                                          DeriveSeed(setup.problem.plan.seed, "delay"));
     ws.after_gradient = InjectedDelay(t->delay.get(), t->clock.get(), w);
   }
   return t;

@@ -47,7 +47,7 @@ int RunTrainingPsRole(const Config& config, const RoleRequest& request, std::ost
 // A worker of a training run (`asgd worker` with a training strategy).
 int RunTrainingWorkerRole(const Config& config, const RoleRequest& request, std::ostream& out);
 
-// A worker of a run on a collective (Strategy::collective): one rank, which meets the
+// A worker of a run on a collective (Strategy::family kGroup): one rank, which meets the
 // others through the file store the coordinator names (collective_worker_role.cc says
 // how). RunTrainingWorkerRole hands over to it.
 namespace cluster {

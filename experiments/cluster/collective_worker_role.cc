@@ -51,14 +51,11 @@ using ::asgd::internal::StrCat;
 
 namespace {
 
-// This rank's options of the gloo group: its rank and size, collective.algorithm and
-// collective.timeout_ms, and the host of its worker address (gloo listens there).
+// This rank's options of the gloo group: the plan's (its size, collective.algorithm and
+// collective.timeout_ms), its rank, and the host of its worker address (gloo listens there).
 col::CollectiveOptions RankOptions(const cluster::Setup& s, int w) {
-  col::CollectiveOptions co;
+  col::CollectiveOptions co = s.problem.plan.collective;
   co.rank = w;
-  co.size = s.problem.plan.workers;
-  co.algorithm = col::ParseAlgorithm(s.config.String("collective.algorithm"));
-  co.timeout = std::chrono::milliseconds(s.config.Int("collective.timeout_ms"));
   const std::string& address = s.spec.worker[static_cast<std::size_t>(w)];
   co.host = address.substr(0, address.rfind(':'));
   co.Validate();
@@ -183,8 +180,7 @@ void RankReporting::Evaluate(const CollectiveBoundary& b) {
   e.consensus_distance = std::isfinite(b.consensus) ? b.consensus : 0.0;
   // The models, into the coordinator's run folder (shared, as for checkpoints).
   if (!registered_.save_dir.empty()) {
-    SaveBestModel(*eval_model_, b.average, r.accuracy(), best_known_.load(),
-                  registered_.save_dir);
+    SaveBestModel(*eval_model_, b.average, r.accuracy(), best_known_.load(), registered_.save_dir);
     RaiseBest(r.accuracy());
     if (b.final) SaveFinalModel(*eval_model_, b.average, registered_.save_dir);
   }
@@ -263,7 +259,7 @@ int RunCollectiveWorkerRole(cluster::Setup& s, std::ostream& out) {
   const std::vector<float> initial = StartingPoint(s, registered, w, &plan, out);
   WorkerSetup ws = cluster::WorkerSetupFor(s, w, device_model.get());
   ws.learning_rate = s.problem.plan.learning_rate;  // one rate for the replicas
-  ws.skip_batches = plan.first_step;  // continue this worker's sequence of batches
+  ws.skip_batches = plan.first_step;                // continue this worker's sequence of batches
   const auto timing = cluster::WorkerTiming::Attach(s, w, ws);
   WorkerLoop loop(std::move(ws));
 

@@ -1,14 +1,22 @@
 // The coordinator of a multi-process training run (cluster_run.h says what it does).
-// Internal to experiments/: RunCoordinatorRole's state machine, its methods spread over
-//   coordinator.cc         the run folder (new or resumed), the main loop, and the
-//                          answers to the roles' messages (registration, reports);
-//   coordinator_phases.cc  the phases (Tick, Running: when to stop, when to evaluate),
-//                          checkpoints, liveness, evaluations (the convergence rows,
-//                          Evaluated) and the end of the run (Finish: the summary).
+// Internal to experiments/: RunCoordinatorRole's state machine. The life of the run
+// (the run folder, new or resumed, the records, the training clock, the stop rules, the
+// evaluation schedule, checkpoints' folders and manifests, the end of the run) is the
+// RunSession's (experiments/run/run_session.h), as for the in-process drivers; the
+// coordinator adds what it learns from the roles' reports: the workers' counters, their
+// liveness, the budgets it grants. What the strategy's family changes is one object,
+// chosen once (CoordinatorFamily::For):
+//   coordinator.cc             the main loop, the session, the answers to the roles'
+//                              messages (registration, reports);
+//   coordinator_phases.cc      the phases (Tick, Running: when to stop, when to evaluate),
+//                              checkpoints, liveness, evaluations (Evaluated) and Finish;
+//   coordinator_store.cc       StoreFamily: the shard servers, the evaluator (or the
+//                              coordinator's own evaluation of the centre), lockstep rounds;
+//   coordinator_group.cc       GroupFamily: the ranks of a collective, their file store,
+//                              rank 0's evaluations and checkpoints, a lost member.
 #pragma once
 
 #include <cmath>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <optional>
@@ -17,32 +25,91 @@
 #include <utility>
 #include <vector>
 
+#include "core/clock.h"
 #include "experiments/cluster/cluster_common.h"
 #include "experiments/cluster/control_protocol.h"
 #include "experiments/config/signals.h"
 #include "experiments/record/checkpoint.h"
 #include "experiments/record/metrics.h"
-#include "experiments/record/run_core.h"
-#include "experiments/record/run_dir.h"
 #include "experiments/record/run_end.h"
-#include "experiments/run/collective_rank.h"
+#include "experiments/run/run_session.h"
 
 namespace asgd::experiments::cluster {
+
+class Coordinator;
+
+// What a strategy's family (algorithms::Family) changes in the coordinator: the roles it
+// waits for, what a worker's report carries, who evaluates, how checkpoints are taken and
+// named, when losing a worker ends the run. StoreFamily (the parameter server) and
+// GroupFamily (a collective); each reaches the coordinator's state through `c`.
+class CoordinatorFamily {
+ public:
+  using Key = std::pair<std::string, int>;
+  // The object of the plan's family (kStore or kGroup; never kSequential, refused by
+  // MakeSetup).
+  static std::unique_ptr<CoordinatorFamily> For(Coordinator& c);
+  virtual ~CoordinatorFamily() = default;
+
+  // The roles it waits for besides the workers (Coordinator::roles_), and its own setup.
+  virtual void Expect() = 0;
+  // The run folder is open (new or resumed: the session's checkpoint is verified).
+  virtual void Opened() = 0;
+  // The run's shape for the first line ("2 shards, an evaluator", "on gloo (ring)").
+  virtual std::string Shape() const = 0;
+  // The SessionOptions::checkpoint_shards of a resumed run.
+  virtual int CheckpointShards() const = 0;
+  // Pushes of one step of experiment.checkpoint_every_steps (a collective: every rank's).
+  virtual int64_t PushesPerStep() const = 0;
+  // What the updates columns and the final line count from the workers' pushes.
+  virtual int64_t Recorded(int64_t pushes) const = 0;
+  // The rounds every worker takes, when fixed in advance (Coordinator::lockstep_rounds_;
+  // after Opened).
+  virtual int64_t LockstepRounds() const { return 0; }
+  // A role registered (its first time, or a restart: `restarted`): what the reply adds.
+  virtual void Registered(const Key& key, bool restarted, RegisterReply& reply) = 0;
+  // A worker's report, before its grant; its failure, when it ended with one.
+  virtual void WorkerReported(const WorkerReport& m) = 0;
+  virtual void WorkerFailed(int w, const std::string& why) = 0;
+  // What a worker's reply adds (orders to evaluate or checkpoint at a boundary).
+  virtual void FillReply(int w, WorkerReply& reply) = 0;
+  // A checkpoint is asked for: names it further (a collective's rounds).
+  virtual void NameCheckpoint(CheckpointManifest& m, int64_t pushes) const = 0;
+  // An evaluation was asked for (Coordinator::pending_): does it here, or leaves it for
+  // the role that evaluates.
+  virtual void Evaluate(bool full) = 0;
+  // Every role registered: prepares training; false when it failed (Fail was called).
+  virtual bool Start() = 0;
+  // Every tick (a collective's lost member).
+  virtual void Check() {}
+  // Running: the workers stopped on their own (a collective's ranks at their limit).
+  virtual bool WorkersEnded() const { return false; }
+  // The samples the evaluation schedule counts (a collective's ranks hold themselves at
+  // the evaluations by epochs: 0, by seconds only here).
+  virtual int64_t ScheduleSamples(int64_t samples) const { return samples; }
+  // Stopping the workers, every one finished: the next phase.
+  virtual void WorkersFinished() = 0;
+  // Why losing a worker ends the run ("": it goes on without it), past cluster.on_worker_loss.
+  virtual std::string WorkerLossFatal() const = 0;
+  // The run's last line and summary: its family's fields.
+  virtual void End(RunEnd& end) const = 0;
+  // After the summary (a collective: its file store removed); before it, in a run that
+  // did not fail, the final model (the coordinator's own evaluation of the centre).
+  virtual void SaveFinal() {}
+  virtual void Cleanup() {}
+};
 
 class Coordinator {
  public:
   // Throws ConfigError (the experiment.* stop keys, as the in-process runners do).
-  Coordinator(Setup& setup, const RoleRequest& request, std::ostream& out)
-      : s_(setup),
-        request_(request),
-        out_(out),
-        stop_(StopPolicy::FromConfig(setup.config, setup.problem.data.train.num_examples)),
-        schedule_(EvalSchedule::FromConfig(setup.config, setup.problem.data.train.num_examples)),
-        collective_(setup.problem.plan.strategy->collective) {}
+  Coordinator(Setup& setup, const RoleRequest& request, std::ostream& out);
+  ~Coordinator();
   // Runs until the run ended; returns the exit status (0 completed, 2 failed).
   int Run();
 
  private:
+  friend class CoordinatorFamily;
+  friend class StoreFamily;
+  friend class GroupFamily;
   enum class Phase {
     kRegistering,
     kInitialEval,
@@ -61,7 +128,7 @@ class Coordinator {
     std::string host;
     Steady::time_point last_seen;
   };
-  using Key = std::pair<std::string, int>;
+  using Key = CoordinatorFamily::Key;
   struct PendingEval {
     int64_t id = 0;
     bool full = false;
@@ -79,25 +146,31 @@ class Coordinator {
 
   // ---- coordinator.cc ----
   void Expect();
-  void OpenRunDir();  // new, or resumed from request_.resume_dir's newest checkpoint
+  void OpenSession();  // the run folder: new, or resumed from request_.resume_dir
   static std::string Name(const Key& k);
   std::string Describe(const Key& k) const;
-  // Training time (TrainingClock's rule): this coordinator's since the workers started,
-  // plus a resumed run's before its checkpoint. Workers are not held for evaluations.
-  double Elapsed() const;
-  // Worker w's account over all its processes: those that were lost and replaced by a
+  // Training time (the session's TrainingClock): since the workers started, plus a
+  // resumed run's before its checkpoint. Workers are not held for evaluations.
+  double Elapsed() const { return session_->Seconds(); }
+  // A resumed run's account of worker w before its checkpoint (empty in a new run).
+  WorkerMetrics Earlier(std::size_t w) const;
+  // Worker w's account over this run's processes: those that were lost and replaced by a
   // restarted worker (retired_) and the current one.
+  WorkerMetrics ThisRun(std::size_t w) const;
+  // Over the whole run: ThisRun and Earlier. Budgets and counters count these.
   WorkerMetrics Total(std::size_t w) const;
+  // What worker w's current process did not do itself (the grants are in its own count).
+  WorkerMetrics Before(std::size_t w) const;
   int64_t Samples() const;
   int64_t Updates() const;
-  // What the updates columns and the final line count: Updates(), or for a strategy on a
-  // collective its communication rounds (every rank pushes once in each: Updates() / N).
+  // What the updates columns and the final line count (CoordinatorFamily::Recorded).
   int64_t RecordedUpdates() const;
   int64_t Steps() const;
   bool WorkerLost(std::size_t w) const;
-  // lockstep_rounds_ (below) from the config and the partitions; 0 for other strategies.
-  int64_t LockstepRounds() const;
-  double Epochs() const;
+  // The checkpoint a resumed run continues (null in a new run).
+  const CheckpointManifest* Resumed() const;
+  // Takes the workers' mean training loss since the last evaluation (NaN: none).
+  double TakeTrainLoss();
   void Handle(const transport::ControlServer::Request& req);
   Role& Find(const Key& key);
   // A report's role: registered (else InputError), seen now; a silent worker is back.
@@ -110,23 +183,12 @@ class Coordinator {
   // writes best_model.pt (the model can save itself).
   EvalOrder Order(const PendingEval& p) const;
 
-  // A strategy on a collective (collective_worker_role.cc): rank 0's evaluation of the
-  // workers' average; the final one (full) is kept for the end of the run.
-  void CollectiveEvaluated(const CollectiveEvaluation& e);
-  // Rank 0 wrote the checkpoint asked for: the manifest's counters are the boundary's.
-  void CompleteCollectiveCheckpoint(const CollectiveSaved& saved);
-  // One staleness-0 row per worker step (no update on a collective is stale).
-  void CollectiveStaleness(int worker, int64_t steps);
-  // Once a rank failed: when every worker has either ended or gone quiet, fails the run
-  // with one line naming the quiet ones (a collective cannot lose a member), or the
-  // failure that is not the collective's own (a NaN loss).
-  void CheckCollectiveFailure();
-
   // ---- coordinator_phases.cc ----
   void MaybeCheckpoint();
+  // Writes the manifest of the checkpoint every snapshot of which was saved.
   void CompleteCheckpoint();
-  // Asks for an evaluation now (the evaluator's next report takes it), or does it here;
-  // the schedule counts from it.
+  // Asks for an evaluation now (the family does it here or leaves it for the role that
+  // evaluates); the schedule counts from it.
   void RequestEval(bool full);
   // Writes the convergence row of the pending evaluation.
   // consensus_distance: a collective's (NaN: not measured).
@@ -144,37 +206,30 @@ class Coordinator {
   static bool ToldOrFinished(const Role& r) { return r.told_to_stop || r.done || r.dead; }
   static bool Alive(const Role& r) { return r.registered && !r.dead; }
   void Tick();
-  // The running phase: stops (stop_), checkpoints, schedules evaluations (schedule_).
+  // The running phase: stops (the session's StopPolicy), checkpoints, schedules
+  // evaluations (its EvalSchedule).
   void Running();
   // Writes workers.csv, staleness_histogram.csv, summary.csv and the run's status
-  // (RunRecorder::Finish, with the coordinator's own provenance fields).
+  // (RunSession::Finish, with the coordinator's own fields); returns the exit status.
   int Finish();
 
   Setup& s_;
   const RoleRequest& request_;
   std::ostream& out_;
-  const StopPolicy stop_;
-  EvalSchedule schedule_;
+  std::unique_ptr<CoordinatorFamily> family_;
   std::shared_ptr<transport::Context> context_;
   std::unique_ptr<transport::ControlServer> server_;
-  std::unique_ptr<RunDir> run_;
-  std::unique_ptr<RunRecorder> recorder_;  // convergence.csv and the accuracy account
-  std::unique_ptr<std::ostream> staleness_file_;
-  std::unique_ptr<StalenessRecorder> staleness_;  // buffered: flushed after each ps report
-  std::unique_ptr<CentreEvaluator> inline_evaluator_;
+  std::unique_ptr<Clock> clock_ = NewSystemClock();  // the session's training clock's
+  std::unique_ptr<RunSession> session_;
   std::map<Key, Role> roles_;
   std::vector<WorkerMetrics> workers_;
-  std::vector<WorkerMetrics> retired_;  // per worker: its lost processes' account
+  std::vector<WorkerMetrics> retired_;  // per worker: this run's lost processes' account
   int lost_workers_ = 0, rejoined_workers_ = 0, returned_stragglers_ = 0;
   // Checkpoints and lost shards.
-  std::unique_ptr<Checkpointer> checkpointer_;
-  std::optional<CheckpointManifest> resume_;  // the checkpoint a resumed run started from
-  double time_base_ = 0;
   std::optional<Checkpoint> ckpt_;
   std::optional<CheckpointManifest> last_complete_;
   std::string last_complete_dir_;
-  int64_t last_ckpt_step_ = 0;
-  double last_ckpt_s_ = 0;
+  int64_t last_ckpt_step_ = 0;           // the updates when the last one was asked for
   std::map<int, uint64_t> ps_versions_;  // as each ps last reported
   bool paused_ = false;
   Steady::time_point pause_since_;
@@ -188,12 +243,9 @@ class Coordinator {
   // max_steps); each worker is granted exactly these steps, so where the run ends does
   // not depend on when the workers report. 0: other strategies (budgets by shares).
   int64_t lockstep_rounds_ = 0;
-  bool evaluator_process_ = false;
   Phase phase_ = Phase::kRegistering;
   Steady::time_point phase_since_;
   bool started_ = false;
-  std::unique_ptr<Clock> clock_ = NewSystemClock();
-  std::optional<TrainingClock> training_;  // from the start of training
   double start_wall_ = 0;
   double loss_sum_ = 0;
   int64_t loss_count_ = 0;
@@ -202,16 +254,12 @@ class Coordinator {
   bool close_shards_ = false;
   std::string failure_, reason_;
   int64_t bad_messages_ = 0;
-  // A strategy on a collective: no shards, no evaluator; the workers meet in
-  // collective_dir_ (a folder of the run) and rank 0 evaluates.
-  const bool collective_;
-  std::string collective_dir_;
-  std::vector<std::pair<int, std::string>> collective_failures_;  // in arrival order
-  std::optional<CollectiveEvaluation> final_eval_;
-  std::vector<int64_t> staleness_steps_;  // per worker: steps with a staleness row
-  std::optional<CollectivePlan> plan_;    // the ranks' plan (samples at a step)
-  int64_t first_step_ = 0;                // a resumed run's: its checkpoint's boundary
 };
+
+// The two families (coordinator_store.cc, coordinator_group.cc); CoordinatorFamily::For
+// picks one.
+std::unique_ptr<CoordinatorFamily> NewStoreFamily(Coordinator& c);
+std::unique_ptr<CoordinatorFamily> NewGroupFamily(Coordinator& c);
 
 // A number with a fixed count of decimals, for the run's log lines.
 std::string Fixed(double v, int digits);

@@ -130,13 +130,13 @@ LaunchShape CheckLaunchable(const Config& config) {
   const algorithms::Strategy& strategy = algorithms::FindStrategy(name);
   LaunchShape shape;
   shape.cluster = ClusterPlan::FromConfig(config);
-  shape.collective = strategy.collective;
+  shape.collective = strategy.family == algorithms::Family::kGroup;
   if (shape.collective) {
     RefuseCollectiveRole(config, "worker");
     // The worker rule's options (dpsgd's workers and topology, local_sgd's window).
     (void)strategy.worker_rule(BuildStrategyOptions(config, 0));
   }
-  if (strategy.sequential || strategy.shared_memory) {
+  if (strategy.family == algorithms::Family::kSequential || strategy.shared_memory) {
     throw ConfigError("algorithm.name", name,
                       "a strategy over the parameter server for `asgd launch` (sgd and hogwild "
                       "run in one process with `asgd run`)");
@@ -159,8 +159,7 @@ struct LaunchCluster {
 // Addresses for the generated cluster's roles: a fresh ipc folder (its path in *ipc_dir),
 // or distinct free tcp ports on 127.0.0.1, one for each of `roles`.
 std::function<std::string(const std::string& role)> RoleAddresses(const ClusterPlan& plan,
-                                                                  int roles,
-                                                                  std::string* ipc_dir) {
+                                                                  int roles, std::string* ipc_dir) {
   if (plan.launch_transport == "ipc") {
     char dir[] = "/tmp/asgd-launch-XXXXXX";
     if (::mkdtemp(dir) == nullptr) throw IoError(std::string("mkdtemp: ") + std::strerror(errno));
@@ -188,7 +187,8 @@ LaunchCluster PlanCluster(Config& config, const LaunchShape& shape, std::ostream
     return cluster;
   }
   // Distinct addresses for the shards, the workers, the coordinator and the evaluator.
-  const auto address = RoleAddresses(shape.cluster, shape.shards + shape.workers + 2, &cluster.ipc_dir);
+  const auto address =
+      RoleAddresses(shape.cluster, shape.shards + shape.workers + 2, &cluster.ipc_dir);
   std::string ps, worker;
   for (int i = 0; i < shape.shards; ++i) {
     if (i > 0) ps += ',';
@@ -199,8 +199,7 @@ LaunchCluster PlanCluster(Config& config, const LaunchShape& shape, std::ostream
     worker += address(StrCat("worker", i));
   }
   const std::string coordinator = address("coordinator");
-  cluster.sets =
-      ClusterPlan::AddressAssignments(ps, worker, coordinator, address("evaluator"));
+  cluster.sets = ClusterPlan::AddressAssignments(ps, worker, coordinator, address("evaluator"));
   for (const std::string& s : cluster.sets) config.ApplyOverride(s);  // validates them
   std::string sets;
   for (const std::string& s : cluster.sets) sets += " --set " + s;
@@ -258,13 +257,11 @@ LossPolicy LossPolicyOf(const Config& config, const LaunchShape& shape) {
   LossPolicy policy;
   policy.collective = shape.collective;
   // On a collective every rank fails when one dies; the coordinator names the lost one.
-  policy.worker_loss_tolerated =
-      shape.collective || !plan.fail_on_worker_loss;
+  policy.worker_loss_tolerated = shape.collective || !plan.fail_on_worker_loss;
   // With checkpoints, a lost shard is restored when restarted: the coordinator decides.
   policy.ps_loss_tolerated = config.Int("experiment.checkpoint_every_steps") > 0 ||
                              config.Double("experiment.checkpoint_every_s") > 0;
-  policy.grace =
-      std::chrono::milliseconds(static_cast<int64_t>(plan.timeout_s * 1000.0));
+  policy.grace = std::chrono::milliseconds(static_cast<int64_t>(plan.timeout_s * 1000.0));
   return policy;
 }
 
@@ -429,9 +426,9 @@ int TaskCommand(const std::vector<std::string>& args, std::ostream& out) {
   }
   // A strategy on a collective has no shards: rank 0 is the coordinator, the rest workers.
   const std::string name = config.String("algorithm.name");
-  const bool collective = algorithms::FindStrategy(name).collective;
-  const transport::ClusterSpec spec = ClusterForRanks(
-      hosts, info->rank, collective ? 0 : plan.shards, plan.base_port);
+  const bool collective = algorithms::FindStrategy(name).family == algorithms::Family::kGroup;
+  const transport::ClusterSpec spec =
+      ClusterForRanks(hosts, info->rank, collective ? 0 : plan.shards, plan.base_port);
   ClusterPlan::SetAddresses(config, Join(spec.ps, ","), Join(spec.worker, ","), spec.coordinator,
                             "");
   config.Set("algorithm.workers", std::to_string(spec.num_workers()));

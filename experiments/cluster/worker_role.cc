@@ -161,7 +161,7 @@ WorkerHooks WorkerReporting::Hooks() {
 
 int RunTrainingWorkerRole(const Config& config, const RoleRequest& request, std::ostream& out) {
   cluster::Setup s = cluster::MakeSetup(config, request, "worker");
-  if (s.problem.plan.strategy->collective) return RunCollectiveWorkerRole(s, out);
+  if (s.problem.plan.family == algorithms::Family::kGroup) return RunCollectiveWorkerRole(s, out);
   const int w = s.spec.task_index;
   BlockedStopSignals signals;  // a worker stops when the coordinator says so
   // The worker's model on its device (model.device), before registering: a device this

@@ -118,8 +118,8 @@ algorithms::StrategyOptions BuildStrategyOptions(const Config& config, int64_t t
   if (workers > kMaxRealWorkers && config.String("cluster.transport") != "sim") {
     throw ConfigError("algorithm.workers", config.Raw("algorithm.workers"),
                       internal::StrCat("at most ", kMaxRealWorkers, " with cluster.transport = ",
-                             config.String("cluster.transport"), " (up to ", kMaxSimWorkers,
-                             " with sim)"));
+                                       config.String("cluster.transport"), " (up to ",
+                                       kMaxSimWorkers, " with sim)"));
   }
   so.num_workers = workers;
   so.worker.learning_rate = config.Double("algorithm.learning_rate");
@@ -177,10 +177,10 @@ algorithms::ScheduleOptions BuildScheduleOptions(const Config& config) {
     const std::string name = config.String("algorithm.name");
     const algorithms::Strategy& strategy = algorithms::FindStrategy(name);
     const bool aggregates =
-        strategy.rounds ||
-        (strategy.collective && std::find(strategy.keys.begin(), strategy.keys.end(),
-                                          "algorithm.linear_scaling") != strategy.keys.end());
-    if (!aggregates && !strategy.sequential) {
+        strategy.rounds || (strategy.family == algorithms::Family::kGroup &&
+                            std::find(strategy.keys.begin(), strategy.keys.end(),
+                                      "algorithm.linear_scaling") != strategy.keys.end());
+    if (!aggregates && strategy.family != algorithms::Family::kSequential) {
       throw ConfigError("algorithm.linear_scaling", "true",
                         "false with " + name +
                             ": the linear scaling rule is for updates that aggregate "

@@ -18,6 +18,7 @@
 #include "core/file_util.h"
 #include "core/log.h"
 #include "core/sha256.h"
+#include "experiments/config/config_keys.h"
 #include "experiments/record/metrics.h"
 #include "experiments/record/run_core.h"
 
@@ -222,11 +223,10 @@ LoadedCheckpoint LoadFolder(const fs::path& dir) {
 std::string TrainingConfigHash(const Config& config) {
   std::string text;
   for (const KeySpec& key : config.schema().keys()) {
-    const std::string section = key.section();
-    const bool cluster_key = key.name == "cluster.shards" || key.name == "cluster.placement" ||
-                             key.name == "cluster.transport";
-    if (section != "data" && section != "model" && section != "algorithm" && !cluster_key) continue;
-    if (key.name == "data.dir" || key.name == "model.device") continue;  // where, not what
+    if (!KeyIn(kTrainingSections, key.section()) && !KeyIn(kTrainingClusterKeys, key.name)) {
+      continue;
+    }
+    if (KeyIn(kWhereNotWhatKeys, key.name)) continue;
     text += key.name;
     text += '=';
     text += config.Raw(key.name);

@@ -1,5 +1,6 @@
-// The run core every driver shares (sequential `runner.cc`, in-process `parallel_runner.cc`,
-// and the multi-process coordinator, `coordinator*.cc`): what a run records, when it stops,
+// The run core every driver shares (sequential `runner.cc`, the threads and simulator
+// drivers `threads_driver.cc` and `sim_driver.cc`, and the multi-process coordinator,
+// `coordinator*.cc`): what a run records, when it stops,
 // and when it evaluates. The drivers differ only in where workers and shards live.
 //
 //   RunRecorder   the run folder's files: convergence.csv (its columns defined here, once),

@@ -29,7 +29,7 @@ Problem LoadProblem(const Config& config, const RunRequest& request) {
   // A bucket larger than the model would be one allreduce of the whole vector: when the
   // config gives the size, refuse it (the default simply makes one bucket of a small model).
   const int64_t model_kib = (p.model->layout().size_bytes() + 1023) / 1024;
-  if (plan.strategy->collective && p.strategy_options.worker.overlap &&
+  if (plan.family == algorithms::Family::kGroup && p.strategy_options.worker.overlap &&
       config.IsExplicit("collective.bucket_kib") &&
       config.Int("collective.bucket_kib") > model_kib) {
     throw ConfigError("collective.bucket_kib", config.Raw("collective.bucket_kib"),

@@ -54,24 +54,50 @@ std::string RunCounters::failure() const {
 namespace {
 
 // A resumed run's newest valid checkpoint, verified before anything is touched.
-LoadedCheckpoint VerifiedResume(const RunRequest& request, const RunPlan& plan) {
+LoadedCheckpoint VerifiedResume(const RunRequest& request, const RunPlan& plan,
+                                const SessionOptions& options) {
   if (request.resume_dir.empty()) return {};
   LoadedCheckpoint c = LoadNewestCheckpoint(request.resume_dir, plan.config_hash);
-  const auto want = static_cast<std::size_t>(plan.checkpoint_shards());
+  const auto want = static_cast<std::size_t>(
+      options.checkpoint_shards > 0 ? options.checkpoint_shards : plan.checkpoint_shards());
   if (c.shards.size() != want) {
     throw DataError(c.dir, StrCat("holds ", c.shards.size(), " shards, the run has ", want));
   }
   return c;
 }
 
+// Keeps the staleness rows of the pushes the saved shards hold, and recounts the manifest
+// from them (SessionOptions::staleness_of_saved_shards).
+void KeepStalenessOfSavedShards(const RunDir& run, const RunPlan& plan, CheckpointManifest& m) {
+  std::vector<uint64_t> versions;
+  for (const auto& shard : m.shards) versions.push_back(shard.version);
+  const KeptStaleness kept = FilterStalenessCsv(run.File("staleness.csv"), versions);
+  m.staleness_rows = kept.rows;
+  m.staleness_histogram = kept.histogram;
+  if (plan.strategy->synchronous || plan.family != algorithms::Family::kStore) return;
+  // Asynchronous: a push is one row per shard, so the rows count each worker's pushes that
+  // the model holds.
+  for (auto& w : m.workers) {
+    int64_t records = 0;
+    const auto it = kept.histogram.find(static_cast<uint32_t>(w.worker));
+    if (it != kept.histogram.end()) {
+      for (const auto& entry : it->second) records += entry.second;
+    }
+    w.pushes = records / static_cast<int64_t>(m.shards.size());
+  }
+}
+
 RunDir OpenRunDir(const Config& config, const RunRequest& request, const Problem& problem,
-                  const LoadedCheckpoint& resume) {
+                  const SessionOptions& options, LoadedCheckpoint& resume) {
   if (request.resume_dir.empty()) {
     return RunDir::Create(WithDataStatistics(config, problem.data.train), request.name,
                           request.command_line);
   }
+  const bool keep_saved = options.staleness_of_saved_shards &&
+                          resume.manifest.staleness_rows < problem.plan.staleness_rows;
   RunDir run = ReopenRunDir(request.resume_dir, request.command_line, resume.manifest,
-                            /*truncate_staleness=*/true);
+                            /*truncate_staleness=*/!keep_saved);
+  if (keep_saved) KeepStalenessOfSavedShards(run, problem.plan, resume.manifest);
   ASGD_LOG(kInfo, "resuming ", run.id(), " from ", resume.dir, " (",
            CheckpointPosition(resume.manifest), ", ", resume.manifest.samples, " samples, ",
            resume.manifest.time_s, " s)");
@@ -84,18 +110,18 @@ RunSession::RunSession(const Config& config, const RunRequest& request, const Pr
                        const SessionOptions& options)
     : problem_(problem),
       resuming_(!request.resume_dir.empty()),
-      resume_(VerifiedResume(request, problem.plan)),
+      resume_(VerifiedResume(request, problem.plan, options)),
       stop_(StopPolicy::FromConfig(config, problem.data.train.num_examples)),
       eval_schedule_(EvalSchedule::FromConfig(config, problem.data.train.num_examples)),
-      run_(OpenRunDir(config, request, problem, resume_)),
+      run_(OpenRunDir(config, request, problem, options, resume_)),
       training_(options.clock, resuming_ ? resume_.manifest.time_s : 0.0),
       progress_(Progress::DecideLive(problem.plan.progress), std::cerr) {
   const RunPlan& plan = problem.plan;
   // Buffered staleness: stores record while holding their shard; the evaluating thread
   // writes the rows (Flush).
-  records_ = RunRecords::Open(run_, stop_.target_accuracy(), plan.ef_residual,
-                              options.staleness ? plan.staleness_rows : -1,
-                              resuming_ ? &resume_.manifest : nullptr);
+  records_ = RunRecords::Open(
+      run_, stop_.target_accuracy(), options.ef_residual && plan.ef_residual,
+      options.staleness ? plan.staleness_rows : -1, resuming_ ? &resume_.manifest : nullptr);
   if (resuming_) {
     counters_.samples.store(resume_.manifest.samples);
     counters_.steps.store(resume_.manifest.steps);
@@ -128,15 +154,21 @@ double RunSession::LearningRateAt(int64_t samples) const {
 
 bool RunSession::Evaluate(models::Model& model, std::span<const float> params, const EvalInput& in,
                           double time_s, bool full) {
-  const datasets::Dataset& train = problem_.data.train;
-  const models::EvalResult r = EvaluateOn(model, params, problem_.EvalSet(full), train);
-  ConvergenceRow row = MakeConvergenceRow(
-      {time_s, in.samples, in.updates, in.train_loss, in.learning_rate}, r, train.num_examples);
+  const models::EvalResult r =
+      EvaluateOn(model, params, problem_.EvalSet(full), problem_.data.train);
+  const double best_before = records_.recorder->best_test_accuracy();
+  const bool reached = Record(r, in, time_s);
+  SaveBestModel(model, params, r.accuracy(), best_before, run_.path());
+  return reached;
+}
+
+bool RunSession::Record(const models::EvalResult& r, const EvalInput& in, double time_s) {
+  ConvergenceRow row =
+      MakeConvergenceRow({time_s, in.samples, in.updates, in.train_loss, in.learning_rate}, r,
+                         problem_.data.train.num_examples);
   row.consensus_distance = in.consensus;
   if (in.ef_residual_norm) row.ef_residual_norm = *in.ef_residual_norm;
-  const double best_before = records_.recorder->best_test_accuracy();
   const bool reached = records_.recorder->Convergence(row);
-  SaveBestModel(model, params, r.accuracy(), best_before, run_.path());
   progress_.Evaluated(MakeProgressState(row, problem_.plan.epochs), r.mean_loss());
   return reached;
 }
@@ -212,7 +244,7 @@ RunResult RunSession::Finish(const models::Model& model, std::span<const float> 
                              const RunEnd& how, std::vector<WorkerMetrics> workers,
                              const std::map<std::string, std::string>& more, std::ostream& out) {
   const RunPlan& plan = problem_.plan;
-  if (!how.failed) SaveFinalModel(model, final_params, run_.path());
+  if (!how.failed && !final_params.empty()) SaveFinalModel(model, final_params, run_.path());
   progress_.Done();
   AddEarlierWorkerMetrics(workers);
   RunEnd end = how;

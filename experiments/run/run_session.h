@@ -1,6 +1,6 @@
-// The run session: the life of one run that every in-process driver shares (sequential
-// `runner.cc`, threads `parallel_runner.cc`, a collective `collective_runner.cc`, a
-// simulated cluster `sim_runner.cc`). A driver keeps only how its workers run; the session
+// The run session: the life of one run that every driver shares (sequential `runner.cc`,
+// the threads and simulator drivers `threads_driver.cc` and `sim_driver.cc`, and the
+// multi-process coordinator). A driver keeps only how its workers run; the session
 // does the rest, in one place:
 //
 //   the run folder     created, or resumed from its newest checkpoint (verified first, the
@@ -16,6 +16,13 @@
 //                      and saving it without stopping the run if the disk fails
 //   finishing          workers.csv, staleness_histogram.csv, summary.csv, provenance.json,
 //                      final_model.pt and the run's last lines
+//
+// The multi-process coordinator (experiments/cluster/coordinator.h) shares the session
+// too. Its workers run in other processes, so it keeps its own counters from their
+// reports and does not use RunCounters: it passes them in EvalInput and the checkpoint
+// calls, records evaluations made elsewhere (Record), writes the checkpoint manifest
+// after its shards saved themselves (checkpointer()), and saves no model at Finish (the
+// evaluating process did). SessionOptions says what differs when it resumes.
 //
 // Thread safety: RunCounters is thread-safe (workers update it); everything else belongs
 // to the driver's evaluating thread.
@@ -77,6 +84,18 @@ struct SessionOptions {
   // Writes staleness.csv and staleness_histogram.csv (every distributed driver; the
   // sequential baseline has no staleness).
   bool staleness = true;
+  // Writes convergence.csv's ef_residual_norm column when the plan compresses with error
+  // feedback. Off where the residuals live in other processes (the coordinator).
+  bool ef_residual = true;
+  // The snapshots a resumed checkpoint must hold; 0: the plan's checkpoint_shards() (the
+  // coordinator: one per shard server of its cluster).
+  int checkpoint_shards = 0;
+  // A resumed checkpoint whose shards saved themselves a little after it was asked for
+  // (the coordinator's shard servers): staleness.csv keeps exactly the rows of the pushes
+  // the saved shards hold (while every push has a row: below metrics.staleness_rows),
+  // and for an asynchronous store strategy each worker's resumed pushes are those rows
+  // over the shards. false: the rows the manifest counted (a checkpoint of one instant).
+  bool staleness_of_saved_shards = false;
 };
 
 // One evaluation's inputs besides the parameters.
@@ -128,6 +147,11 @@ class RunSession {
   // target accuracy. The driver tells the schedule (EvalSchedule::Evaluated) if it should.
   bool Evaluate(models::Model& model, std::span<const float> params, const EvalInput& in,
                 double time_s, bool full);
+  // Writes the convergence row of an evaluation made elsewhere (by an evaluator process,
+  // or a collective's rank 0: r), at training time `time_s`, and updates the progress
+  // line; no best_model.pt (the evaluating process writes it). Returns true when this row
+  // first reached the target accuracy.
+  bool Record(const models::EvalResult& r, const EvalInput& in, double time_s);
   // The inputs of an evaluation from the run's counters, at `samples` (read when the
   // evaluation began): the pushes, the mean training loss since the last row (taken), and
   // the learning rate at those samples.
@@ -155,9 +179,13 @@ class RunSession {
   // manifest's); a disk failure is logged and the run goes on (the earlier checkpoints
   // are intact).
   void SaveCheckpoint(CheckpointManifest manifest, const std::vector<ps::ShardSnapshot>& shards);
+  // The run's checkpointer, for a driver whose snapshots are saved by other processes
+  // (names the folder, writes the manifest); null in a run that does not checkpoint.
+  Checkpointer* checkpointer() { return checkpointer_.get(); }
 
   // The end of the run, after its workers stopped and its last evaluation: final_model.pt
-  // (not for a failed run), then EndRun (run_end.h) with what ran filled in from the plan
+  // (not for a failed run; not when final_params is empty: the process that holds the
+  // parameters wrote it), then EndRun (run_end.h) with what ran filled in from the plan
   // and the workers' metrics (a resumed run's earlier ones added); returns the RunResult.
   // Throws IoError.
   RunResult Finish(const models::Model& model, std::span<const float> final_params,

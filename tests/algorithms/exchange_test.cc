@@ -116,14 +116,12 @@ TEST(GroupExchange, OpensTheRankIntoTheEnvAndCountsItsPayload) {
   });
 }
 
-// The family is declared once; the registry's flags follow it, and a strategy's rules fit
-// it: a store's has a server rule, a group's has none, the baseline has neither.
-TEST(StrategyFamily, TheRegistryFlagsFollowTheDeclaredFamily) {
+// The family is declared once, and a strategy's rules fit it: a store's has a server rule,
+// a group's has none, the baseline has neither.
+TEST(StrategyFamily, TheRulesFitTheDeclaredFamily) {
   int groups = 0;
   for (const Strategy* s : Strategies()) {
     SCOPED_TRACE(s->name);
-    EXPECT_EQ(s->sequential, s->family == Family::kSequential);
-    EXPECT_EQ(s->collective, s->family == Family::kGroup);
     switch (s->family) {
       case Family::kSequential:
         EXPECT_FALSE(s->worker_rule);

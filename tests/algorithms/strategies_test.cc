@@ -247,7 +247,7 @@ TEST(Strategies, DownpourFetchInsideTheWindowRecordsTheOldestVersion) {
 // equal, dropped pushes included.
 TEST(Strategies, OldestVersionIsThePulledOneWithoutFetchesInsideTheWindow) {
   for (const Strategy* s : Strategies()) {
-    if (s->sequential || s->shared_memory || !s->server_rule) continue;
+    if (s->family == Family::kSequential || s->shared_memory || !s->server_rule) continue;
     SCOPED_TRACE(s->name);
     Harness h(s->name, 3, Options(0.01, 2));
     if (s->synchronous) {
@@ -302,7 +302,7 @@ TEST(Strategies, EveryEntryHasRulesAndConsistentTraits) {
     if (s->rounds || s->clocks) {
       EXPECT_TRUE(s->synchronous);
     }
-    if (s->sequential) {
+    if (s->family == Family::kSequential) {
       ++sequential;
       EXPECT_FALSE(s->worker_rule);
       continue;
@@ -310,7 +310,7 @@ TEST(Strategies, EveryEntryHasRulesAndConsistentTraits) {
     StrategyOptions o = Options(0.1, 2);
     o.num_workers = 4;  // dpsgd refuses rings of 2 and 3
     EXPECT_NE(s->worker_rule(o), nullptr);
-    if (s->collective) {
+    if (s->family == Family::kGroup) {
       // No server: the workers agree at round boundaries, which every worker reaches.
       EXPECT_FALSE(s->server_rule);
       EXPECT_TRUE(s->synchronous);

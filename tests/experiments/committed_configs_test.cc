@@ -63,7 +63,8 @@ std::string CheckExperimentConfig(const fs::path& path, bool strict) {
   try {
     const Config config = Config::FromFile(path.string(), {}, ExperimentSchema());
     (void)BuildScheduleOptions(config);
-    if (!algorithms::FindStrategy(config.String("algorithm.name")).sequential) {
+    if (algorithms::FindStrategy(config.String("algorithm.name")).family !=
+        algorithms::Family::kSequential) {
       (void)BuildStrategyOptions(config, 0);
     }
     if (strict) {

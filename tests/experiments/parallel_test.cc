@@ -69,7 +69,8 @@ std::vector<std::string> DistributedStrategies(bool aliases) {
   std::vector<std::string> names;
   for (const std::string& name : algorithms::StrategyNames()) {
     const algorithms::Strategy& s = algorithms::FindStrategy(name);
-    if (!s.sequential && (aliases || s.name == name)) names.push_back(name);
+    if (s.family != algorithms::Family::kSequential && (aliases || s.name == name))
+      names.push_back(name);
   }
   return names;
 }

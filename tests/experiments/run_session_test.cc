@@ -391,5 +391,75 @@ TEST(RunSession, EvaluationRowsAndTheEndOfTheRun) {
   EXPECT_TRUE(fs::exists(run / "staleness_histogram.csv"));
 }
 
+// A driver whose workers and evaluations are in other processes (the coordinator): an
+// evaluation made elsewhere is recorded as it came, without the ef_residual_norm column
+// the residuals of which it cannot see.
+TEST(RunSession, RecordsAnEvaluationMadeElsewhere) {
+  testing::TempDir dir;
+  const Config config = SyntheticConfig(
+      dir.File("runs"),
+      {"algorithm.name=async_sgd", "compression.name=topk", "compression.error_feedback=true"});
+  const Problem problem = LoadProblem(config, {});
+  ASSERT_TRUE(problem.plan.ef_residual);
+  ManualClock clock;
+  SessionOptions options;
+  options.clock = &clock;
+  options.ef_residual = false;
+  RunSession session(config, {}, problem, options);
+  models::EvalResult r;
+  r.loss_sum = 30;
+  r.correct = 40;
+  r.count = 50;
+  EvalInput in;
+  in.samples = 100;
+  in.updates = 9;
+  in.learning_rate = 0.5;
+  session.Record(r, in, 1.25);
+  EXPECT_EQ(session.recorder().convergence_rows(), 1);
+  EXPECT_DOUBLE_EQ(session.recorder().best_test_accuracy(), 0.8);
+  auto row = FirstRow(fs::path(session.path()) / "convergence.csv");
+  EXPECT_EQ(row["time_s"], "1.25");
+  EXPECT_EQ(row["updates"], "9");
+  EXPECT_EQ(row["test_accuracy"], "0.8");
+  EXPECT_EQ(row.count("ef_residual_norm"), 0u);
+}
+
+// A resumed checkpoint must hold the driver's snapshot count when the driver gives one
+// (the coordinator: one per shard server of its cluster), else the plan's.
+TEST(RunSession, AResumeChecksTheDriversSnapshotCount) {
+  testing::TempDir dir;
+  const Config config =
+      SyntheticConfig(dir.File("runs"), {"algorithm.name=async_sgd", "cluster.transport=memory",
+                                         "experiment.checkpoint_every_steps=5"});
+  const Problem problem = LoadProblem(config, {});
+  ManualClock clock;
+  SessionOptions options;
+  options.clock = &clock;
+  std::string run_dir;
+  {
+    RunSession session(config, {}, problem, options);
+    run_dir = session.path();
+    ps::ShardSnapshot shard;
+    shard.version = 5;
+    shard.values.assign(static_cast<std::size_t>(problem.n_params), 0.5f);
+    CheckpointManifest m = session.NewManifest();
+    m.step = 5;
+    session.SaveCheckpoint(m, {shard});
+  }
+  RunRequest resume;
+  resume.resume_dir = run_dir;
+  options.checkpoint_shards = 2;
+  try {
+    RunSession refused(config, resume, problem, options);
+    ADD_FAILURE() << "a checkpoint of 1 shard resumed a run of 2";
+  } catch (const DataError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("holds 1 shards, the run has 2"));
+  }
+  options.checkpoint_shards = 0;  // the plan's: one vector in memory
+  RunSession resumed(config, resume, problem, options);
+  EXPECT_TRUE(resumed.resuming());
+  EXPECT_EQ(resumed.resume().manifest.step, 5);
+}
+
 }  // namespace
 }  // namespace asgd::experiments

@@ -168,8 +168,8 @@ TEST_P(ZmqSynchronous, EqualsTheInMemoryStore) {
 INSTANTIATE_TEST_SUITE_P(Strategies, ZmqSynchronous,
                          ::testing::Combine(::testing::ValuesIn(alg::testing::StrategiesWhere(
                                                 [](const alg::Strategy& s) {
-                                                  return !s.sequential && !s.shared_memory &&
-                                                         !s.collective && s.synchronous;
+                                                  return s.family == algorithms::Family::kStore &&
+                                                         !s.shared_memory && s.synchronous;
                                                 })),
                                             ::testing::Values("inproc", "tcp")),
                          [](const auto& param_info) {
@@ -210,8 +210,8 @@ TEST_P(ZmqAsynchronous, ConvergeAndRecordEveryPush) {
 INSTANTIATE_TEST_SUITE_P(Strategies, ZmqAsynchronous,
                          ::testing::Combine(::testing::ValuesIn(alg::testing::StrategiesWhere(
                                                 [](const alg::Strategy& s) {
-                                                  return !s.sequential && !s.shared_memory &&
-                                                         !s.collective && !s.synchronous;
+                                                  return s.family == algorithms::Family::kStore &&
+                                                         !s.shared_memory && !s.synchronous;
                                                 })),
                                             ::testing::Values("inproc", "tcp")),
                          [](const auto& param_info) {

@@ -132,12 +132,13 @@ struct Cluster {
 };
 
 std::vector<std::string> AsynchronousStrategies() {
-  return testing::StrategiesWhere(
-      [](const Strategy& s) { return s.can_simulate && !s.collective && !s.synchronous; });
+  return testing::StrategiesWhere([](const Strategy& s) {
+    return s.can_simulate && s.family != Family::kGroup && !s.synchronous;
+  });
 }
 std::vector<std::string> SimulableStrategies() {
   return testing::StrategiesWhere(
-      [](const Strategy& s) { return s.can_simulate && !s.collective; });
+      [](const Strategy& s) { return s.can_simulate && s.family != Family::kGroup; });
 }
 
 StrategyOptions Options() {
@@ -327,8 +328,8 @@ TEST_P(Causality, AppliesFollowTheirSendsAndStalenessCountsTheAppliesBetween) {
   n.server_per_message = per_message;
   n.server_ns_per_element = kNsPerElement;
   Cluster c(GetParam(), kWorkers, Options(), n, kShards);
-  c.compute = {milliseconds(1), std::chrono::microseconds(1300),
-               std::chrono::microseconds(2100), std::chrono::microseconds(3700)};
+  c.compute = {milliseconds(1), std::chrono::microseconds(1300), std::chrono::microseconds(2100),
+               std::chrono::microseconds(3700)};
   // What the shards did, in the order they did it: staleness records (written while the
   // rule applies a push) and services (reported right after the rule ran).
   struct Entry {
@@ -353,8 +354,8 @@ TEST_P(Causality, AppliesFollowTheirSendsAndStalenessCountsTheAppliesBetween) {
     const SimStore::Service& s = log[i].service;
     ++services;
     const Duration earliest = s.sent + latency +
-                              std::chrono::nanoseconds(s.request_bytes * kNsPerByte) +
-                              per_message + std::chrono::nanoseconds(s.elements * kNsPerElement);
+                              std::chrono::nanoseconds(s.request_bytes * kNsPerByte) + per_message +
+                              std::chrono::nanoseconds(s.elements * kNsPerElement);
     EXPECT_GE(s.served, earliest) << "worker " << s.worker << " shard " << s.shard << " "
                                   << ps::OpName(s.op) << " sent at " << s.sent.count();
     const auto key = std::make_pair(s.worker, s.shard);
