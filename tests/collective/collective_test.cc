@@ -385,22 +385,30 @@ TEST(Collective, PeerThatStopsCallingTimesOutNamingTheOperation) {
 
 // A peer whose connections closed is an error at once, not at the timeout: the timeout
 // here (an hour) is far beyond ctest's TIMEOUT for this test, so only the closed
-// connections can end the call in time, whatever the machine's speed.
+// connections can end the call in time, whatever the machine's speed. A small vector
+// (ring_chunked, halving_doubling) runs on the synchronous pairs, a large one on the
+// asynchronous ones (gloo_collective.cc); both see the close.
 TEST(Collective, DeadPeerIsAnErrorNamingTheOperation) {
   constexpr milliseconds kHour(3'600'000);
-  auto rendezvous = NewInMemoryRendezvous();
-  std::unique_ptr<Collective> c1;
-  std::thread peer([&] { c1 = Connect(Options(1, 2, Algorithm::kRing, kHour), rendezvous); });
-  auto c0 = Connect(Options(0, 2, Algorithm::kRing, kHour), rendezvous);
-  peer.join();
-  c1.reset();  // closes rank 1's connections
-  std::vector<float> v(1000, 1.0f);
-  try {
-    c0->Allreduce(v);
-    FAIL() << "allreduce returned with its peer gone";
-  } catch (const CollectiveError& e) {
-    EXPECT_EQ(e.rank(), 0);
-    EXPECT_EQ(e.operation().rfind("allreduce", 0), 0u) << e.what();
+  for (Algorithm algorithm :
+       {Algorithm::kRing, Algorithm::kRingChunked, Algorithm::kHalvingDoubling}) {
+    for (std::size_t count : {std::size_t{1000}, std::size_t{1} << 20}) {
+      auto rendezvous = NewInMemoryRendezvous();
+      std::unique_ptr<Collective> c1;
+      std::thread peer([&] { c1 = Connect(Options(1, 2, algorithm, kHour), rendezvous); });
+      auto c0 = Connect(Options(0, 2, algorithm, kHour), rendezvous);
+      peer.join();
+      c1.reset();  // closes rank 1's connections
+      std::vector<float> v(count, 1.0f);
+      try {
+        c0->Allreduce(v);
+        FAIL() << "allreduce returned with its peer gone: " << AlgorithmName(algorithm) << ", "
+               << count;
+      } catch (const CollectiveError& e) {
+        EXPECT_EQ(e.rank(), 0);
+        EXPECT_EQ(e.operation().rfind("allreduce", 0), 0u) << e.what();
+      }
+    }
   }
 }
 
