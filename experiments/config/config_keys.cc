@@ -417,7 +417,7 @@ Schema BuildSchema() {
              "when the workers are done, worker 0 stops the shard servers"));
 
   // [collective]
-  s.Add(Choice("collective.algorithm", "ring", {"ring", "ring_chunked", "halving_doubling"},
+  s.Add(Choice("collective.algorithm", "halving_doubling", {"ring", "ring_chunked", "halving_doubling"},
                "allreduce_sgd, local_sgd: gloo's allreduce algorithm: ring (reduce-scatter "
                "then allgather around the ring), ring_chunked (2N chunks, both directions) or "
                "halving_doubling (recursive halving and doubling, log2 N steps)"));
