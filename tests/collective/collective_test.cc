@@ -181,6 +181,27 @@ TEST_P(AllreduceTest, BoundVectorsReduceInPlaceAndOthersStillWork) {
   });
 }
 
+// ring_chunked and halving_doubling reduce vectors up to 256 KiB on the synchronous pairs
+// and larger ones on the asynchronous pairs (gloo_collective.cc): calls on either side of
+// the limit, bound and not, interleaved, meet their peers with exact sums.
+TEST_P(AllreduceTest, VectorsEitherSideOfTheSynchronousLimitInterleave) {
+  const auto [algorithm, size] = GetParam();
+  RunRanks(size, algorithm, [&](Collective& c) {
+    constexpr std::size_t kLimit = (std::size_t{256} << 10) / sizeof(float);
+    const float ranks_sum = static_cast<float>(size * (size + 1) / 2);
+    std::vector<float> at_limit(kLimit), above(kLimit + 1), small(1000);
+    c.Bind(at_limit);
+    for (int round = 0; round < 2; ++round) {
+      for (std::vector<float>* v : {&above, &small, &at_limit, &above}) {
+        std::fill(v->begin(), v->end(), static_cast<float>(c.rank() + 1));
+        c.Allreduce(*v, ReduceOp::kSum);
+        ASSERT_EQ(v->front(), ranks_sum) << v->size();
+        ASSERT_EQ(v->back(), ranks_sum) << v->size();
+      }
+    }
+  });
+}
+
 std::string ParamName(const ::testing::TestParamInfo<std::tuple<Algorithm, int>>& info) {
   return std::string(AlgorithmName(std::get<0>(info.param))) + "_" +
          std::to_string(std::get<1>(info.param));
