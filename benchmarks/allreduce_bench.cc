@@ -43,6 +43,7 @@
 #include <thread>
 #include <vector>
 
+#include "benchmarks/rank_threads.h"
 #include "collective/collective.h"
 
 namespace {
@@ -50,7 +51,7 @@ namespace {
 using asgd::collective::Algorithm;
 using Clock = std::chrono::steady_clock;
 
-constexpr std::chrono::milliseconds kTimeout(60000);
+constexpr std::chrono::milliseconds kTimeout = asgd::bench::kRankTimeout;
 
 // One rank's two handles on the same vector size: asgd's and a raw gloo context.
 struct Rank {
@@ -68,13 +69,8 @@ std::vector<Rank> ConnectRanks(Algorithm algorithm, int size, std::size_t count,
   std::vector<std::thread> threads;
   for (int r = 0; r < size; ++r) {
     threads.emplace_back([&, r] {
-      asgd::collective::CollectiveOptions o;
-      o.rank = r;
-      o.size = size;
-      o.algorithm = algorithm;
-      o.timeout = kTimeout;
-      o.host = "127.0.0.1";
-      ranks[r].ours = asgd::collective::Connect(o, rendezvous);
+      ranks[r].ours = asgd::collective::Connect(asgd::bench::LoopbackRank(r, size, algorithm),
+                                                rendezvous);
       gloo::transport::tcp::attr attr;
       attr.hostname = "127.0.0.1";
       auto device = gloo::transport::tcp::CreateDevice(attr);
