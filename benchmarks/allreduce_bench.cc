@@ -21,7 +21,11 @@
 //   busbw       algbw x 2(N-1)/N: the per-link rate a bandwidth-optimal ring would need
 //   gloo_algbw  the same for gloo called directly
 //   vs_gloo     gloo's time / asgd's time over the same iterations (> 1: asgd faster);
-//               the goal is >= 0.95 at >= 1 MiB
+//               the goal is >= 0.95 at >= 1 MiB. gloo direct runs on gloo's default
+//               (asynchronous) pairs; asgd runs ring_chunked and halving_doubling on
+//               synchronous pairs up to 256 KiB (collective/README.md, "Per-call cost"),
+//               so there vs_gloo is that change's speed-up against the old path, in the
+//               same run
 //   real_time   asgd's time per allreduce (manual timing)
 //
 //   allreduce_bench --benchmark_format=csv > raw.csv
