@@ -202,6 +202,24 @@ TEST_P(AllreduceTest, VectorsEitherSideOfTheSynchronousLimitInterleave) {
   });
 }
 
+// More lengths than the collective keeps gloo objects for (four): every call evicts an
+// object, possibly before its peers' last notifications to it were read.
+TEST_P(AllreduceTest, EvictedObjectsLeaveNoMessageBehind) {
+  const auto [algorithm, size] = GetParam();
+  RunRanks(size, algorithm, [&](Collective& c) {
+    const float ranks_sum = static_cast<float>(size * (size + 1) / 2);
+    for (int round = 0; round < 20; ++round) {
+      for (std::size_t n : {std::size_t{300}, std::size_t{301}, std::size_t{3000},
+                            std::size_t{3001}, std::size_t{30000}, std::size_t{30001}}) {
+        std::vector<float> v(n, static_cast<float>(c.rank() + 1));
+        c.Allreduce(v, ReduceOp::kSum);
+        ASSERT_EQ(v.front(), ranks_sum) << n;
+        ASSERT_EQ(v.back(), ranks_sum) << n;
+      }
+    }
+  });
+}
+
 std::string ParamName(const ::testing::TestParamInfo<std::tuple<Algorithm, int>>& info) {
   return std::string(AlgorithmName(std::get<0>(info.param))) + "_" +
          std::to_string(std::get<1>(info.param));
