@@ -29,13 +29,13 @@
 #include <chrono>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <benchmark/benchmark.h>
 
 #include "algorithms/optimizer.h"
 #include "algorithms/strategy.h"
+#include "benchmarks/rank_threads.h"
 #include "collective/collective.h"
 #include "core/param_layout.h"
 #include "ps/placement.h"
@@ -74,79 +74,63 @@ void BM_Round(benchmark::State& state, int64_t count, int workers) {
   auto servers = tp::StartShardServers(
       context, placement, initial, [&](uint32_t s) { return sync.server_rule(so, s); },
       [](int) { return std::string("tcp://127.0.0.1:*"); }, tp::ServerOptions{});
-  const auto rendezvous = col::NewInMemoryRendezvous();
-
   std::barrier sync_point(workers);
   std::vector<double> ps_times, allreduce_times;
-  std::vector<std::thread> threads;
-  for (int w = 0; w < workers; ++w) {
-    threads.emplace_back([&, w] {
-      tp::ClientOptions co;
-      co.id = static_cast<uint32_t>(w);
-      asgd::transport::PsParamClient client(
-          std::make_unique<tp::PsClient>(context, tp::Endpoints(servers), placement, co));
-      col::CollectiveOptions cop;
-      cop.rank = w;
-      cop.size = workers;
-      cop.timeout = std::chrono::milliseconds(60000);
-      auto collective = col::Connect(cop, rendezvous);
-      alg::OptimizerOptions oo;
-      auto ps_optimizer = alg::NewOptimizer(oo, count);
-      auto ar_optimizer = alg::NewOptimizer(oo, count);
-      auto gradient = [](std::span<const float>, std::span<float> g) {
-        std::fill(g.begin(), g.end(), 1e-6f);
-        return 0.0f;
-      };
-      alg::WorkerEnv ps_env;
-      ps_env.worker = w;
-      ps_env.num_workers = workers;
-      ps_env.ps = &client;
-      ps_env.optimizer = ps_optimizer.get();
-      ps_env.options = so.worker;
-      ps_env.gradient = gradient;
-      alg::WorkerEnv ar_env = ps_env;
-      ar_env.ps = nullptr;
-      ar_env.optimizer = ar_optimizer.get();
-      ar_env.collective = collective.get();
-      ar_env.initial = initial;
-      auto ps_rule = sync.worker_rule(so);
-      auto ar_rule = alg::FindStrategy("allreduce_sgd").worker_rule(so);
-      if (!ps_rule->Start(ps_env).ok()) std::abort();
-      (void)ar_rule->Start(ar_env);
-      // Round 0 is the warm-up.
-      for (int64_t i = 0; i <= iterations; ++i) {
-        sync_point.arrive_and_wait();
-        const auto t0 = Clock::now();
-        if (!ps_rule->Step(ps_env).status.ok()) std::abort();
-        sync_point.arrive_and_wait();
-        const auto t1 = Clock::now();
-        ar_rule->Step(ar_env);
-        sync_point.arrive_and_wait();
-        const auto t2 = Clock::now();
-        if (w == 0 && i > 0) {
-          ps_times.push_back(Seconds(t0, t1));
-          allreduce_times.push_back(Seconds(t1, t2));
+  asgd::bench::RunRanks(
+      workers, col::CollectiveOptions{}.algorithm, [&](int w, col::Collective& c) {
+        tp::ClientOptions co;
+        co.id = static_cast<uint32_t>(w);
+        asgd::transport::PsParamClient client(
+            std::make_unique<tp::PsClient>(context, tp::Endpoints(servers), placement, co));
+        alg::OptimizerOptions oo;
+        auto ps_optimizer = alg::NewOptimizer(oo, count);
+        auto ar_optimizer = alg::NewOptimizer(oo, count);
+        auto gradient = [](std::span<const float>, std::span<float> g) {
+          std::fill(g.begin(), g.end(), 1e-6f);
+          return 0.0f;
+        };
+        alg::WorkerEnv ps_env;
+        ps_env.worker = w;
+        ps_env.num_workers = workers;
+        ps_env.ps = &client;
+        ps_env.optimizer = ps_optimizer.get();
+        ps_env.options = so.worker;
+        ps_env.gradient = gradient;
+        alg::WorkerEnv ar_env = ps_env;
+        ar_env.ps = nullptr;
+        ar_env.optimizer = ar_optimizer.get();
+        ar_env.collective = &c;
+        ar_env.initial = initial;
+        auto ps_rule = sync.worker_rule(so);
+        auto ar_rule = alg::FindStrategy("allreduce_sgd").worker_rule(so);
+        if (!ps_rule->Start(ps_env).ok()) std::abort();
+        (void)ar_rule->Start(ar_env);
+        // Round 0 is the warm-up.
+        for (int64_t i = 0; i <= iterations; ++i) {
+          sync_point.arrive_and_wait();
+          const auto t0 = Clock::now();
+          if (!ps_rule->Step(ps_env).status.ok()) std::abort();
+          sync_point.arrive_and_wait();
+          const auto t1 = Clock::now();
+          ar_rule->Step(ar_env);
+          sync_point.arrive_and_wait();
+          const auto t2 = Clock::now();
+          if (w == 0 && i > 0) {
+            ps_times.push_back(Seconds(t0, t1));
+            allreduce_times.push_back(Seconds(t1, t2));
+          }
         }
-      }
-      collective->Barrier();
-    });
-  }
-  for (auto& t : threads) t.join();
+      });
   for (auto& server : servers) server->Close();
 
-  double ps_total = 0, allreduce_total = 0;
-  std::size_t i = 0;
-  for (auto _ : state) {
-    state.SetIterationTime(allreduce_times[i]);
-    ps_total += ps_times[i];
-    allreduce_total += allreduce_times[i];
-    ++i;
-  }
-  const double n = static_cast<double>(i);
+  const double allreduce_mean = asgd::bench::ReplayTimes(state, allreduce_times);
+  double ps_total = 0;
+  for (double t : ps_times) ps_total += t;
+  const double ps_mean = ps_total / static_cast<double>(ps_times.size());
   const double vector = static_cast<double>(count) * sizeof(float);
-  state.counters["ps_ms"] = ps_total / n * 1e3;
-  state.counters["allreduce_ms"] = allreduce_total / n * 1e3;
-  state.counters["ps_vs_allreduce"] = ps_total / allreduce_total;
+  state.counters["ps_ms"] = ps_mean * 1e3;
+  state.counters["allreduce_ms"] = allreduce_mean * 1e3;
+  state.counters["ps_vs_allreduce"] = ps_mean / allreduce_mean;
   state.counters["ps_bytes"] = 2 * vector;
   state.counters["allreduce_bytes"] = 2.0 * (workers - 1) / workers * vector;
   state.counters["workers"] = workers;

@@ -71,8 +71,10 @@ struct CollectiveOptions {
   // collective.timeout_ms: how long any one operation (rendezvous included) may wait for
   // a peer before it fails with a CollectiveError. > 0.
   std::chrono::milliseconds timeout{30000};
-  // collective.algorithm: the gloo allreduce algorithm.
-  Algorithm algorithm = Algorithm::kRing;
+  // collective.algorithm: the gloo allreduce algorithm. halving_doubling by default: its
+  // objects of small vectors run on synchronous pairs, which ring's cannot (the per-call
+  // cost; collective/README.md, "Per-call cost"), and it takes log2(N) steps.
+  Algorithm algorithm = Algorithm::kHalvingDoubling;
   // collective.host: the address this rank listens on and announces to its peers (an IP
   // address or a host name that resolves). Tests use 127.0.0.1. Not empty.
   std::string host = "127.0.0.1";

@@ -38,6 +38,17 @@ namespace {
 // 0x08 in gloo/types.h) so a tagged send never matches a collective's buffer.
 constexpr uint8_t kSendRecvSlotPrefix = 0x40;
 
+// The largest vector whose ring_chunked or halving_doubling allreduce runs on the
+// synchronous mesh (Connect). A synchronous pair writes with a blocking writev from the
+// calling thread, and these algorithms send before they receive, so every rank may be
+// writing to a peer that is itself writing: each message must fit in the socket's send
+// buffer. gloo sizes that buffer to the message (SO_SNDBUF, capped by the kernel's
+// net.core.wmem_max, 208 KiB by default on Linux); a rank's largest message is half the
+// vector (halving_doubling's first step), 128 KiB here, with room to spare. Larger
+// vectors go through the asynchronous mesh, where the per-call cost is small against the
+// transfer (collective/README.md, "Per-call cost").
+constexpr std::size_t kSyncMaxBytes = std::size_t{256} << 10;
+
 class StoreRendezvous : public Rendezvous {
  public:
   explicit StoreRendezvous(std::unique_ptr<gloo::rendezvous::Store> store)
@@ -60,10 +71,15 @@ std::string Describe(const std::exception& e) {
 
 class GlooCollective final : public Collective {
  public:
-  GlooCollective(const CollectiveOptions& options, std::shared_ptr<gloo::Context> context)
+  // `context`: the pairs in gloo's default (asynchronous) mode; `sync_context`: a second
+  // mesh whose pairs are in synchronous mode, for the algorithm objects of small vectors
+  // (null with one rank).
+  GlooCollective(const CollectiveOptions& options, std::shared_ptr<gloo::Context> context,
+                 std::shared_ptr<gloo::Context> sync_context)
       : Collective(options.rank, options.size, options.algorithm),
         timeout_(options.timeout),
-        context_(std::move(context)) {}
+        context_(std::move(context)),
+        sync_context_(std::move(sync_context)) {}
 
  protected:
   Traffic DoAllreduce(std::span<float> data, ReduceOp op) override {
@@ -215,17 +231,22 @@ class GlooCollective final : public Collective {
     return cache_.back();
   }
 
-  // gloo's algorithm object (ring_chunked or halving_doubling) on `count` floats at `data`.
+  // gloo's algorithm object (ring_chunked or halving_doubling) on `count` floats at `data`,
+  // on the synchronous mesh up to kSyncMaxBytes (see Connect). The choice depends on the
+  // length alone, so every rank takes its slots from the same context.
   std::unique_ptr<gloo::Algorithm> NewAlgorithm(float* data, std::size_t count, ReduceOp op) {
+    const std::shared_ptr<gloo::Context>& context =
+        sync_context_ != nullptr && count * sizeof(float) <= kSyncMaxBytes ? sync_context_
+                                                                           : context_;
     const std::vector<float*> ptrs{data};
     const int n = static_cast<int>(count);
     const gloo::ReductionFunction<float>* fn = op == ReduceOp::kMax
                                                    ? gloo::ReductionFunction<float>::max
                                                    : gloo::ReductionFunction<float>::sum;
     if (algorithm() == Algorithm::kRingChunked) {
-      return std::make_unique<gloo::AllreduceRingChunked<float>>(context_, ptrs, n, fn);
+      return std::make_unique<gloo::AllreduceRingChunked<float>>(context, ptrs, n, fn);
     }
-    return std::make_unique<gloo::AllreduceHalvingDoubling<float>>(context_, ptrs, n, fn);
+    return std::make_unique<gloo::AllreduceHalvingDoubling<float>>(context, ptrs, n, fn);
   }
 
   // A span bound by Bind: gloo's algorithm object on the caller's own vector. gloo reads
@@ -250,6 +271,7 @@ class GlooCollective final : public Collective {
 
   const std::chrono::milliseconds timeout_;
   std::shared_ptr<gloo::Context> context_;
+  std::shared_ptr<gloo::Context> sync_context_;
   std::deque<CacheEntry> cache_;
   std::vector<BoundEntry> bound_;
   std::exception_ptr failed_;
@@ -303,7 +325,27 @@ std::unique_ptr<Collective> Connect(const CollectiveOptions& options,
     context->setTimeout(options.timeout);
     context->connectFullMesh(store->store(), device);
     // A size-1 "mesh" has no pairs; the Collective base class never calls gloo then.
-    return std::make_unique<GlooCollective>(options, std::move(context));
+    if (options.size == 1) return std::make_unique<GlooCollective>(options, context, nullptr);
+    // A second mesh, its pairs switched to gloo's synchronous mode, for the algorithm
+    // objects of small vectors. In the default (asynchronous) mode every message a rank
+    // receives is read by the device's event-loop thread, which then wakes the waiting
+    // caller, and that thread takes the pair's lock with try_lock: while a caller holds
+    // it, the level-triggered epoll returns at once and the loop spins. On a machine with
+    // fewer cores than busy threads that costs milliseconds per call whatever the size
+    // (4 KiB at 2 ranks on loopback: about 1 ms for halving_doubling, 5 ms for ring). A
+    // synchronous pair is read and written by the calling thread itself (blocking socket
+    // calls, SO_RCVTIMEO and SO_SNDTIMEO = options.timeout), so a call costs the socket
+    // round trips. Only class-based algorithms can use it: gloo's unbound buffers (ring,
+    // Send/Recv, Barrier) need the event loop, so they keep the first mesh. The second
+    // mesh has its own keys in the store (a prefix) and its own slots.
+    auto sync_context = std::make_shared<gloo::rendezvous::Context>(options.rank, options.size);
+    sync_context->setTimeout(options.timeout);
+    gloo::rendezvous::PrefixStore sync_store("sync", store->store());
+    sync_context->connectFullMesh(sync_store, device);
+    for (int peer = 0; peer < options.size; ++peer) {
+      if (peer != options.rank) sync_context->getPair(peer)->setSync(true, /*busyPoll=*/false);
+    }
+    return std::make_unique<GlooCollective>(options, std::move(context), std::move(sync_context));
   } catch (const gloo::Exception& e) {
     throw CollectiveError(options.rank, "connect (" + std::to_string(options.size) + " ranks)",
                           Describe(e));

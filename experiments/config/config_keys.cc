@@ -417,7 +417,7 @@ Schema BuildSchema() {
              "when the workers are done, worker 0 stops the shard servers"));
 
   // [collective]
-  s.Add(Choice("collective.algorithm", "ring", {"ring", "ring_chunked", "halving_doubling"},
+  s.Add(Choice("collective.algorithm", "halving_doubling", {"ring", "ring_chunked", "halving_doubling"},
                "allreduce_sgd, local_sgd: gloo's allreduce algorithm: ring (reduce-scatter "
                "then allgather around the ring), ring_chunked (2N chunks, both directions) or "
                "halving_doubling (recursive halving and doubling, log2 N steps)"));
@@ -436,7 +436,9 @@ Schema BuildSchema() {
               "allreduce with backward\")"));
   s.Add(Int("collective.bucket_kib", 256, 1, std::nullopt,
             "allreduce_sgd with collective.overlap: the size of one bucket; at most the "
-            "model's size when given",
+            "model's size when given. 256: the largest bucket that ring_chunked and "
+            "halving_doubling reduce on synchronous pairs, where a call's fixed cost, not "
+            "its bytes, sets its price (docs/strategies.md, \"Why these defaults\")",
             "KiB"));
   // [compression] (issue 17; compression/compressor.h)
   {

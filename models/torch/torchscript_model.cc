@@ -1,4 +1,5 @@
-// The only file of asgd that includes libtorch (torch/script.h costs ~20 s to compile).
+// With gradient_hooks.cc, the only files of asgd that include libtorch (torch/script.h
+// costs ~20 s to compile).
 #include "models/torch/torchscript_model.h"
 
 #include <algorithm>
@@ -14,14 +15,13 @@
 
 #include <ATen/Parallel.h>
 #include <dlfcn.h>
-#include <torch/csrc/autograd/utils/lambda_post_hook.h>
-#include <torch/csrc/autograd/variable.h>
 #include <torch/script.h>
 
 #include "core/check.h"
 #include "core/error.h"
 #include "core/file_util.h"
 #include "core/rng.h"
+#include "models/torch/gradient_hooks.h"
 
 namespace asgd::models {
 namespace {
@@ -405,29 +405,16 @@ class TorchScriptModel final : public Model {
   }
 
   // Each parameter's range is reported when autograd has accumulated its gradient into
-  // the bound buffer: a post hook on the parameter's AccumulateGrad node, which runs
-  // after the node has added every contribution (libtorch 1.13 has no post-accumulate-
-  // grad hook on tensors; PyTorch's DDP Reducer hooks the same node). A parameter the
-  // loss does not depend on gets no AccumulateGrad call: its zeros are reported after
-  // backward (DDP's find_unused_parameters does the same).
+  // the bound buffer (gradient_hooks.h).
   float LossAndGradientReporting(std::span<const float> params, const datasets::BatchView& batch,
                                  std::span<float> grad, GradientReady& ready) override {
-    HookAccumulators();
-    reported_.assign(params_.size(), false);
-    reporting_ = &ready;
-    float loss = 0;
-    try {
-      loss = LossAndGradient(params, batch, grad);
-    } catch (...) {
-      reporting_ = nullptr;
-      throw;
+    std::vector<Range> ranges;
+    ranges.reserve(params_.size());
+    for (const TensorSpec& spec : shared_->layout.tensors()) {
+      ranges.push_back({spec.offset, spec.size});
     }
-    reporting_ = nullptr;
-    const std::vector<TensorSpec>& specs = shared_->layout.tensors();
-    for (std::size_t i = 0; i < params_.size(); ++i) {
-      if (!reported_[i]) ready.Ready({specs[i].offset, specs[i].size});
-    }
-    return loss;
+    hooks_.Hook(params_, ranges);
+    return hooks_.Run(ready, [&] { return LossAndGradient(params, batch, grad); });
   }
 
   bool ReportsGradientByLayer() const override { return true; }
@@ -558,31 +545,6 @@ class TorchScriptModel final : public Model {
     bound_grad_ = grad.data();
   }
 
-  // Adds the reporting post hook to each parameter's AccumulateGrad node, once per node:
-  // the node lives as long as something holds it (the parameter only holds a weak
-  // pointer), so the model keeps it; a parameter whose node was replaced gets the hook on
-  // its new one.
-  void HookAccumulators() {
-    accumulators_.resize(params_.size());
-    const std::vector<TensorSpec>& specs = shared_->layout.tensors();
-    for (std::size_t i = 0; i < params_.size(); ++i) {
-      std::shared_ptr<torch::autograd::Node> node =
-          torch::autograd::impl::grad_accumulator(params_[i]);
-      if (node == accumulators_[i]) continue;
-      const Range range{specs[i].offset, specs[i].size};
-      node->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
-          [this, i, range](const torch::autograd::variable_list& outputs,
-                           const torch::autograd::variable_list& /*inputs*/) {
-            if (reporting_ != nullptr) {
-              reported_[i] = true;
-              reporting_->Ready(range);
-            }
-            return outputs;
-          }));
-      accumulators_[i] = std::move(node);
-    }
-  }
-
   at::Tensor Forward(const datasets::BatchView& batch) {
     ASGD_CHECK(!batch.sparse(), "the TorchScript model takes dense batches");
     ASGD_CHECK_EQ(batch.num_features, num_features(), "batch features");
@@ -602,11 +564,7 @@ class TorchScriptModel final : public Model {
   std::vector<at::Tensor> params_;  // the module's parameters, in named_parameters() order
   const float* bound_params_ = nullptr;
   float* bound_grad_ = nullptr;
-  // LossAndGradientReporting's state: the parameters' AccumulateGrad nodes (hooked), the
-  // receiver of the current call (null outside one) and which parameters it was told of.
-  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
-  GradientReady* reporting_ = nullptr;
-  std::vector<bool> reported_;
+  GradientHooks hooks_;  // LossAndGradientReporting's reports
   std::vector<int64_t> labels_;
   std::vector<BatchNormRef> batch_norms_;  // submodules of module_, this instance's own
   uint64_t train_seed_ = 0;                // SeedTraining: the draws of the next step

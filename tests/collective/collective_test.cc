@@ -181,6 +181,45 @@ TEST_P(AllreduceTest, BoundVectorsReduceInPlaceAndOthersStillWork) {
   });
 }
 
+// ring_chunked and halving_doubling reduce vectors up to 256 KiB on the synchronous pairs
+// and larger ones on the asynchronous pairs (gloo_collective.cc): calls on either side of
+// the limit, bound and not, interleaved, meet their peers with exact sums.
+TEST_P(AllreduceTest, VectorsEitherSideOfTheSynchronousLimitInterleave) {
+  const auto [algorithm, size] = GetParam();
+  RunRanks(size, algorithm, [&](Collective& c) {
+    constexpr std::size_t kLimit = (std::size_t{256} << 10) / sizeof(float);
+    const float ranks_sum = static_cast<float>(size * (size + 1) / 2);
+    std::vector<float> at_limit(kLimit), above(kLimit + 1), small(1000);
+    c.Bind(at_limit);
+    for (int round = 0; round < 2; ++round) {
+      for (std::vector<float>* v : {&above, &small, &at_limit, &above}) {
+        std::fill(v->begin(), v->end(), static_cast<float>(c.rank() + 1));
+        c.Allreduce(*v, ReduceOp::kSum);
+        ASSERT_EQ(v->front(), ranks_sum) << v->size();
+        ASSERT_EQ(v->back(), ranks_sum) << v->size();
+      }
+    }
+  });
+}
+
+// More lengths than the collective keeps gloo objects for (four): every call evicts an
+// object, possibly before its peers' last notifications to it were read.
+TEST_P(AllreduceTest, EvictedObjectsLeaveNoMessageBehind) {
+  const auto [algorithm, size] = GetParam();
+  RunRanks(size, algorithm, [&](Collective& c) {
+    const float ranks_sum = static_cast<float>(size * (size + 1) / 2);
+    for (int round = 0; round < 20; ++round) {
+      for (std::size_t n : {std::size_t{300}, std::size_t{301}, std::size_t{3000},
+                            std::size_t{3001}, std::size_t{30000}, std::size_t{30001}}) {
+        std::vector<float> v(n, static_cast<float>(c.rank() + 1));
+        c.Allreduce(v, ReduceOp::kSum);
+        ASSERT_EQ(v.front(), ranks_sum) << n;
+        ASSERT_EQ(v.back(), ranks_sum) << n;
+      }
+    }
+  });
+}
+
 std::string ParamName(const ::testing::TestParamInfo<std::tuple<Algorithm, int>>& info) {
   return std::string(AlgorithmName(std::get<0>(info.param))) + "_" +
          std::to_string(std::get<1>(info.param));
@@ -385,22 +424,30 @@ TEST(Collective, PeerThatStopsCallingTimesOutNamingTheOperation) {
 
 // A peer whose connections closed is an error at once, not at the timeout: the timeout
 // here (an hour) is far beyond ctest's TIMEOUT for this test, so only the closed
-// connections can end the call in time, whatever the machine's speed.
+// connections can end the call in time, whatever the machine's speed. A small vector
+// (ring_chunked, halving_doubling) runs on the synchronous pairs, a large one on the
+// asynchronous ones (gloo_collective.cc); both see the close.
 TEST(Collective, DeadPeerIsAnErrorNamingTheOperation) {
   constexpr milliseconds kHour(3'600'000);
-  auto rendezvous = NewInMemoryRendezvous();
-  std::unique_ptr<Collective> c1;
-  std::thread peer([&] { c1 = Connect(Options(1, 2, Algorithm::kRing, kHour), rendezvous); });
-  auto c0 = Connect(Options(0, 2, Algorithm::kRing, kHour), rendezvous);
-  peer.join();
-  c1.reset();  // closes rank 1's connections
-  std::vector<float> v(1000, 1.0f);
-  try {
-    c0->Allreduce(v);
-    FAIL() << "allreduce returned with its peer gone";
-  } catch (const CollectiveError& e) {
-    EXPECT_EQ(e.rank(), 0);
-    EXPECT_EQ(e.operation().rfind("allreduce", 0), 0u) << e.what();
+  for (Algorithm algorithm :
+       {Algorithm::kRing, Algorithm::kRingChunked, Algorithm::kHalvingDoubling}) {
+    for (std::size_t count : {std::size_t{1000}, std::size_t{1} << 20}) {
+      auto rendezvous = NewInMemoryRendezvous();
+      std::unique_ptr<Collective> c1;
+      std::thread peer([&] { c1 = Connect(Options(1, 2, algorithm, kHour), rendezvous); });
+      auto c0 = Connect(Options(0, 2, algorithm, kHour), rendezvous);
+      peer.join();
+      c1.reset();  // closes rank 1's connections
+      std::vector<float> v(count, 1.0f);
+      try {
+        c0->Allreduce(v);
+        FAIL() << "allreduce returned with its peer gone: " << AlgorithmName(algorithm) << ", "
+               << count;
+      } catch (const CollectiveError& e) {
+        EXPECT_EQ(e.rank(), 0);
+        EXPECT_EQ(e.operation().rfind("allreduce", 0), 0u) << e.what();
+      }
+    }
   }
 }
 

@@ -51,7 +51,7 @@ TEST(Launch, CollectiveStrategiesRunAsProcesses) {
     fs::path run;
     auto s = Summary(dir, &run);
     EXPECT_EQ(s["status"], "completed");
-    EXPECT_EQ(s["transport"], "gloo-ring");
+    EXPECT_EQ(s["transport"], "gloo-halving_doubling");  // the default algorithm
     EXPECT_EQ(s["ps_shards"], "0");
     EXPECT_EQ(s["workers"], n);
     EXPECT_EQ(s["staleness_max"], "0");
@@ -300,7 +300,7 @@ TEST(Launch, MpirunRunsACollectiveStrategy) {
   EXPECT_EQ(s["status"], "completed");
   EXPECT_EQ(s["workers"], "2");
   EXPECT_EQ(s["ps_shards"], "0");
-  EXPECT_EQ(s["transport"], "gloo-ring");
+  EXPECT_EQ(s["transport"], "gloo-halving_doubling");  // the default algorithm
   Subprocess here({kAsgd, "run", config, "--set", "algorithm.workers=2", "--set",
                    "experiment.out_dir=" + dir.File("here")},
                   dir.File("run.log"));
