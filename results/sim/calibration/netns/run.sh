@@ -23,7 +23,8 @@
 # SIM_SET [""] adds its words to the simulated run's command line (e.g. "--set sim.cores=2
 # --set sim.transport_ns_per_byte=0.5"), and SIM_PREFIX [sim] names its run
 # SIM_PREFIX_NAME (a prefix other than sim keeps it out of ../pairs.py's table; cpu.py
-# pairs simcpu_NAME with real_NAME).
+# pairs simcpu_NAME with real_NAME). SET [""] adds its words to both sides' command lines
+# (e.g. "--set collective.algorithm=halving_doubling --set collective.overlap=true").
 # Every process it starts is ended by its PID and every namespace deleted on exit (the
 # trap), also on failure or Ctrl-C. Servers bind only their namespace's address
 # (10.77.0.x); nothing is bound in the host's namespace.
@@ -265,7 +266,8 @@ for strategy in $STRATEGIES; do
   for w in $WORKERS; do
     name=${strategy}_w$w${SUFFIX:-}
     shards=1
-    RUN=(--set algorithm.name="$strategy" --set algorithm.workers="$w" "${COMMON[@]}")
+    # shellcheck disable=SC2206
+    RUN=(--set algorithm.name="$strategy" --set algorithm.workers="$w" "${COMMON[@]}" ${SET:-})
     REAL_EXIT=-
     [ "$SIM_ONLY" = 1 ] || real_run "$strategy" "$w" $shards "$name"
     # The same link, simulated (exit 2 and one line in its log if asgd does not simulate
