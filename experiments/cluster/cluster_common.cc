@@ -206,16 +206,15 @@ std::optional<Reply> CoordinatorLink::Send(const std::string& bytes, millisecond
 }
 
 std::unique_ptr<models::Model> WorkerDeviceModel(const Setup& s, int w) {
-  const models::Device device = WorkerDevice(s.config, w, s.problem.plan.workers);
+  const models::Device device = s.problem.plan.WorkerDevice(w);
   if (!device.is_cuda()) return nullptr;
-  auto model =
-      models::NewModelOn(BuildModelOptions(s.config), InputSpecFor(s.problem.data.train), device);
+  auto model = models::NewModelOn(s.problem.plan.model, InputSpecFor(s.problem.data.train), device);
   ASGD_LOG(kInfo, "worker ", w, ": ", model->Describe());
   return model;
 }
 
 WorkerSetup WorkerSetupFor(const Setup& s, int w, const models::Model* device_model) {
-  WorkerSetup ws = MakeWorkerSetup(s.config, s.problem, w);
+  WorkerSetup ws = MakeWorkerSetup(s.problem, w);
   if (device_model != nullptr) ws.model = device_model;
   return ws;
 }

@@ -27,8 +27,8 @@ Coordinator::Coordinator(Setup& setup, const RoleRequest& request, std::ostream&
     : s_(setup), request_(request), out_(out) {
   // The stop rules and the schedule are checked before the server binds (ConfigError),
   // as `asgd run` checks them before its folder.
-  (void)StopPolicy::FromConfig(setup.config, setup.problem.data.train.num_examples);
-  (void)EvalSchedule::FromConfig(setup.config, setup.problem.data.train.num_examples);
+  (void)setup.problem.plan.MakeStopPolicy(setup.problem.data.train.num_examples);
+  (void)setup.problem.plan.MakeEvalSchedule(setup.problem.data.train.num_examples);
   family_ = CoordinatorFamily::For(*this);
 }
 

@@ -272,7 +272,7 @@ int Coordinator::Finish() {
   end.updates = RecordedUpdates();
   end.reason = failed ? failure_ : reason_;
   end.failed = failed;
-  end.device = s_.config.String("model.device");
+  end.device = s_.problem.plan.device;
   std::replace(end.device.begin(), end.device.end(), ',', '+');
   family_->End(end);
   // This run's accounts: the session adds a resumed run's earlier ones.

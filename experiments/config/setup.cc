@@ -295,9 +295,19 @@ std::vector<std::string> DeviceSpecs(const Config& config, int workers) {
 
 void CheckWorkerDevices(const Config& config, int workers) { (void)DeviceSpecs(config, workers); }
 
+std::vector<std::string> WorkerDeviceSpecs(const Config& config, int workers) {
+  return DeviceSpecs(config, workers);
+}
+
 models::Device WorkerDevice(const Config& config, int worker, int workers) {
-  const std::vector<std::string> specs = DeviceSpecs(config, workers);
   ASGD_CHECK(worker >= 0 && worker < workers, "worker ", worker, " of ", workers);
+  return ResolveWorkerDevice(DeviceSpecs(config, workers), worker);
+}
+
+models::Device ResolveWorkerDevice(const std::vector<std::string>& specs, int worker) {
+  ASGD_CHECK(!specs.empty() && worker >= 0 &&
+                 (specs.size() == 1 || static_cast<std::size_t>(worker) < specs.size()),
+             "worker ", worker, " of ", specs.size(), " device specs");
   const std::string& spec = specs.size() == 1 ? specs[0] : specs[static_cast<std::size_t>(worker)];
   if (spec == "cuda") {
     (void)models::ResolveDevice(spec);  // ConfigError without a usable device

@@ -73,6 +73,10 @@ double WorkerLearningRate(const Config& config, int worker);
 // (ConfigError: CUDA not built in, no driver or device, or cuda:N out of range).
 void CheckWorkerDevices(const Config& config, int workers);
 models::Device WorkerDevice(const Config& config, int worker, int workers);
+// The per-worker specs CheckWorkerDevices checks (one spec: every worker's), and worker
+// w's device from them (what WorkerDevice does with the config's).
+std::vector<std::string> WorkerDeviceSpecs(const Config& config, int workers);
+models::Device ResolveWorkerDevice(const std::vector<std::string>& specs, int worker);
 // The summary's device column: "cpu", "cuda:0", or the workers' distinct devices in
 // order, joined by '+' ("cuda:0+cuda:1+cpu").
 std::string DescribeDevices(const std::vector<models::Device>& devices);

@@ -20,8 +20,7 @@ Problem LoadProblem(const Config& config, const RunRequest& request) {
   p.plan = RunPlan::FromConfig(config);
   const RunPlan& plan = p.plan;
   p.data = datasets::LoadDataset(BuildDataOptions(config, request.data_dirs));
-  p.model =
-      models::NewModelOn(BuildModelOptions(config), InputSpecFor(p.data.train), models::Device{});
+  p.model = models::NewModelOn(plan.model, InputSpecFor(p.data.train), models::Device{});
   p.n_params = p.model->layout().size();
   p.optimizer = BuildOptimizerOptions(config);
   (void)algorithms::NewOptimizer(p.optimizer, p.n_params);  // validates
@@ -47,7 +46,6 @@ Problem LoadProblem(const Config& config, const RunRequest& request) {
       break;
   }
   p.schedule = plan.schedule;  // read once by the plan
-  (void)BuildAugmentOptions(config);  // validates [data] augmentation before the folder
   const int64_t examples = p.data.train.num_examples;
   p.partitions =
       datasets::PartitionIndices(examples, plan.workers, DeriveSeed(plan.seed, "partition"));
@@ -78,32 +76,32 @@ const models::Model* WorkerDevices::ModelOf(int w, const Problem& problem) const
 
 std::string WorkerDevices::Describe() const { return DescribeDevices(devices); }
 
-WorkerDevices MakeWorkerDevices(const Config& config, const Problem& problem) {
+WorkerDevices MakeWorkerDevices(const Problem& problem) {
   WorkerDevices d;
   const int workers = problem.plan.workers;
   for (int w = 0; w < workers; ++w) {
-    d.devices.push_back(WorkerDevice(config, w, workers));
+    d.devices.push_back(problem.plan.WorkerDevice(w));
     d.models.push_back(d.devices.back().is_cuda()
-                           ? models::NewModelOn(BuildModelOptions(config),
+                           ? models::NewModelOn(problem.plan.model,
                                                 InputSpecFor(problem.data.train), d.devices.back())
                            : nullptr);
   }
   return d;
 }
 
-WorkerSetup MakeWorkerSetup(const Config& config, const Problem& problem, int w) {
+WorkerSetup MakeWorkerSetup(const Problem& problem, int w) {
   WorkerSetup ws;
   ws.worker = w;
   ws.num_workers = problem.plan.workers;
   ws.strategy = problem.plan.strategy;
   ws.options = problem.strategy_options;
   ws.optimizer = problem.optimizer;
-  ws.learning_rate = WorkerLearningRate(config, w);
+  ws.learning_rate = problem.plan.WorkerLearningRate(w);
   ws.model = problem.model.get();
   ws.train = &problem.data.train;
   ws.examples = problem.partitions[static_cast<std::size_t>(w)];
   ws.batch_size = problem.plan.batch_size;
-  ws.augment = BuildAugmentOptions(config);
+  ws.augment = problem.plan.augment;
   ws.seed = problem.plan.seed;
   ws.compression = problem.plan.compression;
   ws.compression_seed = problem.plan.seed;

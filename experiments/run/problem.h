@@ -72,12 +72,12 @@ struct WorkerDevices {
   std::string Describe() const;  // summary.csv's device column
 };
 // Throws ConfigError (a device this process cannot use).
-WorkerDevices MakeWorkerDevices(const Config& config, const Problem& problem);
+WorkerDevices MakeWorkerDevices(const Problem& problem);
 
 // Worker w's setup with the problem's options, data partition, batch size, seed and rate
 // (WorkerLearningRate); the driver sets the clock, and may replace the model (a CUDA
 // worker's), the seed (a resumed run) and set sparse and after_gradient.
-WorkerSetup MakeWorkerSetup(const Config& config, const Problem& problem, int w);
+WorkerSetup MakeWorkerSetup(const Problem& problem, int w);
 
 // One evaluation's convergence.csv row and progress line: the centre's test result after
 // `samples` samples and `updates` pushes, begun at training time `time_s`; train_loss is

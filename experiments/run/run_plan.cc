@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include "core/check.h"
 #include "core/error.h"
 #include "experiments/config/setup.h"
 #include "experiments/record/checkpoint.h"
@@ -23,6 +24,14 @@ ServerBounds ServerBounds::FromConfig(const Config& config) {
   b.max_barriers_per_peer = static_cast<int>(config.Int("cluster.max_barriers_per_peer"));
   return b;
 }
+
+double RunPlan::WorkerLearningRate(int w) const {
+  if (worker_learning_rates.empty()) return learning_rate;
+  ASGD_CHECK(w >= 0 && static_cast<std::size_t>(w) < worker_learning_rates.size(), "worker ", w);
+  return worker_learning_rates[static_cast<std::size_t>(w)];
+}
+
+models::Device RunPlan::WorkerDevice(int w) const { return ResolveWorkerDevice(device_specs, w); }
 
 StopPolicy RunPlan::MakeStopPolicy(int64_t train_examples) const {
   return StopPolicy(stop, train_examples);
@@ -46,6 +55,11 @@ RunPlan RunPlan::FromConfig(const Config& config) {
   p.epochs = config.Double("experiment.epochs");
   p.progress = config.String("experiment.progress");
   p.model_name = config.String("model.name");
+  p.model = BuildModelOptions(config);
+  p.device = config.String("model.device");
+  p.device_specs = WorkerDeviceSpecs(config, p.workers);
+  p.worker_learning_rates = config.DoubleList("algorithm.worker_learning_rates");
+  p.augment = BuildAugmentOptions(config);
   p.dataset = config.String("data.dataset");
   p.staleness_rows = config.Int("metrics.staleness_rows");
 

@@ -5,14 +5,18 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "algorithms/schedule.h"
 #include "algorithms/strategy.h"
 #include "collective/collective.h"
 #include "compression/compressor.h"
+#include "datasets/augment.h"
 #include "experiments/config/cluster_plan.h"
 #include "experiments/config/config.h"
 #include "experiments/record/run_core.h"
+#include "models/device.h"
+#include "models/factory.h"
 #include "ps/placement.h"
 #include "sim/options.h"
 
@@ -51,6 +55,11 @@ struct RunPlan {
   double epochs = 1;                               // experiment.epochs (the target)
   std::string progress;                            // experiment.progress
   std::string model_name;                          // model.name
+  models::ModelOptions model;                      // [model]: what a worker's model is built from
+  std::string device;                              // model.device, as written
+  std::vector<std::string> device_specs;           // its per-worker specs (syntax checked)
+  std::vector<double> worker_learning_rates;       // algorithm.worker_learning_rates (may be empty)
+  datasets::AugmentOptions augment;                // [data] augmentation
   std::string dataset;                             // data.dataset
   int64_t staleness_rows = 0;                      // metrics.staleness_rows
 
@@ -92,6 +101,10 @@ struct RunPlan {
   // The snapshots a checkpoint of this run holds: 1 for the single-vector stores and for
   // a collective (the workers' average), cluster.shards for the shard servers.
   int checkpoint_shards() const;
+  // Worker w's base rate: worker_learning_rates[w], or learning_rate.
+  double WorkerLearningRate(int w) const;
+  // Worker w's device (models::ResolveDevice: ConfigError if it is not usable here).
+  models::Device WorkerDevice(int w) const;
 
   // The stop rules and the evaluation schedule of a training set of `train_examples`:
   // what StopPolicy::FromConfig and EvalSchedule::FromConfig build from the same keys.

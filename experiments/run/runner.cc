@@ -55,15 +55,15 @@ void CheckSequential(const Config& config, const RunRequest& request) {
 // thread, evaluating between steps; its evaluations are held time.
 class SequentialRun {
  public:
-  SequentialRun(const Config& config, const Problem& problem, RunSession& session,
-                const Clock* clock, models::Model& trainer)
+  SequentialRun(const Problem& problem, RunSession& session, const Clock* clock,
+                models::Model& trainer)
       : problem_(problem),
         session_(session),
         clock_(clock),
         trainer_(trainer),
         optimizer_(algorithms::NewOptimizer(problem.optimizer, problem.n_params)),
         sampler_(problem.data.train, datasets::AllIndices(problem.data.train.num_examples),
-                 SamplerOptions(config, problem.plan)),
+                 SamplerOptions(problem.plan)),
         params_(static_cast<std::size_t>(problem.n_params)),
         grad_(static_cast<std::size_t>(problem.n_params)),
         lr_(problem.plan.learning_rate) {
@@ -131,11 +131,11 @@ class SequentialRun {
   }
 
  private:
-  static datasets::SamplerOptions SamplerOptions(const Config& config, const RunPlan& plan) {
+  static datasets::SamplerOptions SamplerOptions(const RunPlan& plan) {
     datasets::SamplerOptions o;
     o.batch_size = plan.batch_size;
     o.seed = DeriveSeed(plan.seed, "sampler", 0);
-    o.augment = BuildAugmentOptions(config);
+    o.augment = plan.augment;
     o.augment.seed = DeriveSeed(plan.seed, "augment", 0);
     return o;
   }
@@ -197,11 +197,10 @@ RunResult RunSequential(const Config& config, const RunRequest& request, std::os
   // Everything that can fail on bad input fails here, before the run folder exists.
   const Problem problem = LoadProblem(config, request);
   // The gradient's model on model.device (the evaluation stays on the CPU model).
-  const models::Device device = WorkerDevice(config, 0, 1);
+  const models::Device device = problem.plan.WorkerDevice(0);
   std::unique_ptr<models::Model> device_model;
   if (device.is_cuda()) {
-    device_model =
-        models::NewModelOn(BuildModelOptions(config), InputSpecFor(problem.data.train), device);
+    device_model = models::NewModelOn(problem.plan.model, InputSpecFor(problem.data.train), device);
   }
   models::Model& trainer = device_model ? *device_model : *problem.model;
   auto clock = NewSystemClock();
@@ -212,7 +211,7 @@ RunResult RunSequential(const Config& config, const RunRequest& request, std::os
   ASGD_LOG(kInfo, "run ", session.run().id(), ": ", trainer.Describe(), ", ",
            problem.data.train.name, " (", problem.data.train.num_examples, " examples), ",
            problem.data.test.name, " (", problem.data.test.num_examples, ")");
-  SequentialRun run(config, problem, session, clock.get(), trainer);
+  SequentialRun run(problem, session, clock.get(), trainer);
   // time_s is training time (TrainingClock's rule): from here, evaluations taken out.
   session.training().Start();
   run.Run();

@@ -217,8 +217,8 @@ class SimFabric final : public Fabric {
 // happens in virtual time; evaluations run at once, in the task that reached them.
 class SimRun final : public Pace {
  public:
-  SimRun(const Config& config, const Problem& problem, RunSession& session, FamilySession& family,
-         SimFabric& fabric, sim::Scheduler& sched, sim::CorePool& cores)
+  SimRun(const Problem& problem, RunSession& session, FamilySession& family, SimFabric& fabric,
+         sim::Scheduler& sched, sim::CorePool& cores)
       : problem_(problem),
         session_(session),
         family_(family),
@@ -227,7 +227,7 @@ class SimRun final : public Pace {
         scratch_(*problem.model) {
     const RunPlan& plan = problem.plan;
     for (int w = 0; w < plan.workers; ++w) {
-      WorkerSetup ws = MakeWorkerSetup(config, problem, w);
+      WorkerSetup ws = MakeWorkerSetup(problem, w);
       family.SetUp(w, ws);
       // sim.share_buffers: one model's scratch for all workers (they run one at a time), and
       // identical replicas held once; false: every worker owns its own.
@@ -361,7 +361,7 @@ RunResult RunInSimulator(const Config& config, const RunRequest& request, std::o
            problem.model->Describe(), ", ", problem.data.train.name, " (",
            problem.data.train.num_examples, " examples)");
 
-  SimRun run(config, problem, session, *family, fabric, sched, cores);
+  SimRun run(problem, session, *family, fabric, sched, cores);
   // The initial parameters, at virtual time 0 (every rank of a group starts there).
   if (auto p = family->FirstPoint(initial, 0)) run.Evaluate(*p, false);
   const std::string reason = run.Run();

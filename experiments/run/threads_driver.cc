@@ -75,8 +75,8 @@ class ThreadFabric final : public Fabric {
 // rank waits at the boundary it agreed on (a group's average).
 class ThreadRun final : public Pace {
  public:
-  ThreadRun(const Config& config, const Problem& problem, RunSession& session,
-            FamilySession& family, ThreadFabric& fabric, Clock* clock, const WorkerDevices& devices)
+  ThreadRun(const Problem& problem, RunSession& session, FamilySession& family,
+            ThreadFabric& fabric, Clock* clock, const WorkerDevices& devices)
       : problem_(problem),
         session_(session),
         family_(family),
@@ -84,7 +84,7 @@ class ThreadRun final : public Pace {
         workers_(problem.plan.workers),
         threads_(problem, clock) {
     for (int w = 0; w < workers_; ++w) {
-      WorkerSetup ws = MakeWorkerSetup(config, problem, w);
+      WorkerSetup ws = MakeWorkerSetup(problem, w);
       ws.model = devices.ModelOf(w, problem);
       family.SetUp(w, ws);
       threads_.Add(std::move(ws));
@@ -275,7 +275,7 @@ class ThreadRun final : public Pace {
 RunResult RunOnThreads(const Config& config, const RunRequest& request, std::ostream& out) {
   const Problem problem = LoadProblem(config, request);  // validated before the folder
   const RunPlan& plan = problem.plan;
-  const WorkerDevices devices = MakeWorkerDevices(config, problem);
+  const WorkerDevices devices = MakeWorkerDevices(problem);
   auto clock = NewSystemClock();
   SessionOptions options;
   options.clock = clock.get();
@@ -293,7 +293,7 @@ RunResult RunOnThreads(const Config& config, const RunRequest& request, std::ost
            " (workers on ", devices.Describe(), "), ", problem.data.train.name, " (",
            problem.data.train.num_examples, " examples)");
 
-  ThreadRun run(config, problem, session, *family, fabric, clock.get(), devices);
+  ThreadRun run(problem, session, *family, fabric, clock.get(), devices);
   run.EvaluateFirst(initial);
   run.Start();
   std::string reason = run.Supervise();
