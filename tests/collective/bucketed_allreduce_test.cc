@@ -59,7 +59,9 @@ class BucketedAllreduceTest : public ::testing::TestWithParam<std::tuple<Algorit
 // Against Allreduce of the whole vector, over three rounds on one object: buckets smaller
 // than a layer, larger than a layer, and larger than the whole vector; kMean and kSum.
 TEST_P(BucketedAllreduceTest, EqualsTheWholeVectorsAllreduceWithinRounding) {
-  const auto [algorithm, size] = GetParam();
+  // Named copies, not a structured binding: clang 14 cannot capture bindings in lambdas.
+  const Algorithm algorithm = std::get<0>(GetParam());
+  const int size = std::get<1>(GetParam());
   constexpr int64_t kN = 3001;
   const std::vector<Range> layers = LayersLastFirst(kN, {1200, 7, 1500, 294});
   for (const int64_t bucket : {int64_t{256}, int64_t{1400}, int64_t{5000}}) {
@@ -94,7 +96,9 @@ TEST_P(BucketedAllreduceTest, EqualsTheWholeVectorsAllreduceWithinRounding) {
 // Ranges reported in a different order on each rank (first layer first on even ranks):
 // the buckets still go out in bucket order, so the ranks' calls stay matched.
 TEST_P(BucketedAllreduceTest, ReportOrderDoesNotMatter) {
-  const auto [algorithm, size] = GetParam();
+  // Named copies, not a structured binding: clang 14 cannot capture bindings in lambdas.
+  const Algorithm algorithm = std::get<0>(GetParam());
+  const int size = std::get<1>(GetParam());
   constexpr int64_t kN = 1000;
   std::vector<Range> layers = LayersLastFirst(kN, {100, 400, 300, 200});
   RunRanks(size, algorithm, [&](Collective& c) {
@@ -117,7 +121,9 @@ TEST_P(BucketedAllreduceTest, ReportOrderDoesNotMatter) {
 // The overlap itself: the first bucket is reduced while the rest of the vector has not
 // been reported yet.
 TEST_P(BucketedAllreduceTest, TheFirstBucketIsReducedBeforeTheRestIsReady) {
-  const auto [algorithm, size] = GetParam();
+  // Named copies, not a structured binding: clang 14 cannot capture bindings in lambdas.
+  const Algorithm algorithm = std::get<0>(GetParam());
+  const int size = std::get<1>(GetParam());
   constexpr int64_t kN = 600;
   RunRanks(size, algorithm, [&](Collective& c) {
     std::vector<float> data(kN, 1.0f);

@@ -37,7 +37,9 @@ CollectiveOptions Options(int rank, int size, Algorithm algorithm = Algorithm::k
 class AllreduceTest : public ::testing::TestWithParam<std::tuple<Algorithm, int>> {};
 
 TEST_P(AllreduceTest, SumOfSmallIntegersIsExact) {
-  const auto [algorithm, size] = GetParam();
+  // Named copies, not a structured binding: clang 14 cannot capture bindings in lambdas.
+  const Algorithm algorithm = std::get<0>(GetParam());
+  const int size = std::get<1>(GetParam());
   // Lengths: one element, an odd length below every chunk size, and one spanning many
   // chunks with a ragged end.
   for (std::size_t n : {std::size_t{1}, std::size_t{7}, std::size_t{3001}}) {
@@ -57,7 +59,9 @@ TEST_P(AllreduceTest, SumOfSmallIntegersIsExact) {
 }
 
 TEST_P(AllreduceTest, MeanOfSmallIntegersIsExact) {
-  const auto [algorithm, size] = GetParam();
+  // Named copies, not a structured binding: clang 14 cannot capture bindings in lambdas.
+  const Algorithm algorithm = std::get<0>(GetParam());
+  const int size = std::get<1>(GetParam());
   RunRanks(size, algorithm, [&](Collective& c) {
     // Element i of rank r holds i + N*r: the sum over ranks is N*i + N*N(N-1)/2, so the
     // mean is the integer i + N(N-1)/2.
@@ -73,7 +77,9 @@ TEST_P(AllreduceTest, MeanOfSmallIntegersIsExact) {
 }
 
 TEST_P(AllreduceTest, MaxIsElementwiseAndSeparateFromSum) {
-  const auto [algorithm, size] = GetParam();
+  // Named copies, not a structured binding: clang 14 cannot capture bindings in lambdas.
+  const Algorithm algorithm = std::get<0>(GetParam());
+  const int size = std::get<1>(GetParam());
   RunRanks(size, algorithm, [&](Collective& c) {
     // Element i's largest value sits on rank i mod N; the other ranks hold negatives.
     for (std::size_t n : {std::size_t{3}, std::size_t{1001}}) {
@@ -96,7 +102,9 @@ TEST_P(AllreduceTest, MaxIsElementwiseAndSeparateFromSum) {
 }
 
 TEST_P(AllreduceTest, CountersFollowTheAlgorithmsSchedule) {
-  const auto [algorithm, size] = GetParam();
+  // Named copies, not a structured binding: clang 14 cannot capture bindings in lambdas.
+  const Algorithm algorithm = std::get<0>(GetParam());
+  const int size = std::get<1>(GetParam());
   const std::size_t n = 4096;
   RunRanks(size, algorithm, [&](Collective& c) {
     std::vector<float> v(n, 1.0f);
@@ -116,7 +124,9 @@ TEST_P(AllreduceTest, CountersFollowTheAlgorithmsSchedule) {
 // must still meet its peers in the same operation, with the sums right, and then go on
 // with a vector of another length and the first length again.
 TEST_P(AllreduceTest, FreshVectorsAtDifferentAddressesOnEachRank) {
-  const auto [algorithm, size] = GetParam();
+  // Named copies, not a structured binding: clang 14 cannot capture bindings in lambdas.
+  const Algorithm algorithm = std::get<0>(GetParam());
+  const int size = std::get<1>(GetParam());
   RunRanks(size, algorithm, [&](Collective& c) {
     constexpr std::size_t kN = 1000;
     const float ranks_sum = static_cast<float>(size * (size + 1) / 2);
@@ -143,7 +153,9 @@ TEST_P(AllreduceTest, FreshVectorsAtDifferentAddressesOnEachRank) {
 // bound vector used with another op, and a rebinding after the vector moved still meet
 // their peers with the right sums.
 TEST_P(AllreduceTest, BoundVectorsReduceInPlaceAndOthersStillWork) {
-  const auto [algorithm, size] = GetParam();
+  // Named copies, not a structured binding: clang 14 cannot capture bindings in lambdas.
+  const Algorithm algorithm = std::get<0>(GetParam());
+  const int size = std::get<1>(GetParam());
   RunRanks(size, algorithm, [&](Collective& c) {
     constexpr std::size_t kN = 3001;
     const float ranks_sum = static_cast<float>(size * (size + 1) / 2);
@@ -185,7 +197,9 @@ TEST_P(AllreduceTest, BoundVectorsReduceInPlaceAndOthersStillWork) {
 // and larger ones on the asynchronous pairs (gloo_collective.cc): calls on either side of
 // the limit, bound and not, interleaved, meet their peers with exact sums.
 TEST_P(AllreduceTest, VectorsEitherSideOfTheSynchronousLimitInterleave) {
-  const auto [algorithm, size] = GetParam();
+  // Named copies, not a structured binding: clang 14 cannot capture bindings in lambdas.
+  const Algorithm algorithm = std::get<0>(GetParam());
+  const int size = std::get<1>(GetParam());
   RunRanks(size, algorithm, [&](Collective& c) {
     constexpr std::size_t kLimit = (std::size_t{256} << 10) / sizeof(float);
     const float ranks_sum = static_cast<float>(size * (size + 1) / 2);
@@ -205,7 +219,9 @@ TEST_P(AllreduceTest, VectorsEitherSideOfTheSynchronousLimitInterleave) {
 // More lengths than the collective keeps gloo objects for (four): every call evicts an
 // object, possibly before its peers' last notifications to it were read.
 TEST_P(AllreduceTest, EvictedObjectsLeaveNoMessageBehind) {
-  const auto [algorithm, size] = GetParam();
+  // Named copies, not a structured binding: clang 14 cannot capture bindings in lambdas.
+  const Algorithm algorithm = std::get<0>(GetParam());
+  const int size = std::get<1>(GetParam());
   RunRanks(size, algorithm, [&](Collective& c) {
     const float ranks_sum = static_cast<float>(size * (size + 1) / 2);
     for (int round = 0; round < 20; ++round) {

@@ -21,8 +21,10 @@ namespace {
 
 // GCC 12 reports a false -Wrestrict in the inlined short-string assignments below at -O2
 // with -march=native (GCC bug 105329); nothing here overlaps.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wrestrict"
+#endif
 StopPolicy::Limits Limits() {
   StopPolicy::Limits l;
   l.epochs = 2;
@@ -36,7 +38,9 @@ StopPolicy::Limits Limits() {
   l.learning_rate_text = "0.5";
   return l;
 }
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 
 TEST(StopPolicy, GoesOnBelowEveryLimit) {
   StopPolicy p(Limits(), 100);  // 200 samples
