@@ -19,11 +19,14 @@
 // cannot stop alone.
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <mutex>
 #include <optional>
 #include <ostream>
+#include <string>
 #include <thread>
+#include <utility>
 
 #include "core/check.h"
 #include "core/error.h"
@@ -38,6 +41,7 @@
 #include "experiments/record/checkpoint.h"
 #include "experiments/run/collective_rank.h"
 #include "experiments/run/evaluation.h"
+#include "experiments/run/family_session.h"
 #include "experiments/run/worker_loop.h"
 #include "models/factory.h"
 #include "ps/checkpoint.h"
@@ -62,6 +66,43 @@ col::CollectiveOptions RankOptions(const cluster::Setup& s, int w) {
   return co;
 }
 
+// A worker process's peers (family_session.h's Fabric): its rank's gloo groups, meeting
+// through gloo's file store in the attempt's collective folder (payload/ and control/).
+// Its store side is the shard servers' (worker_role.cc), not built through a Fabric yet.
+class ProcessFabric final : public Fabric {
+ public:
+  // options: this rank's (RankOptions).
+  ProcessFabric(col::CollectiveOptions options, std::string collective_dir)
+      : options_(std::move(options)), dir_(std::move(collective_dir)) {}
+
+  std::unique_ptr<ps::ParamStore> NewStore(std::span<const float> /*initial*/) override {
+    ASGD_CHECK(false, "a worker process of a group builds no store");
+    return nullptr;
+  }
+  std::unique_ptr<col::Collective> Payload(int /*w*/) override { return Connect("/payload"); }
+  std::unique_ptr<col::Collective> Control(int /*w*/) override { return Connect("/control"); }
+  // Seconds since this process's fabric was made (steady clock).
+  double StepTime() const override {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+  std::string GroupTransport() const override {
+    return StrCat("gloo-", col::AlgorithmName(options_.algorithm));
+  }
+  std::string DescribeGroup() const override {
+    return StrCat("gloo (", col::AlgorithmName(options_.algorithm), ", tcp, rendezvous in ", dir_,
+                  ")");
+  }
+
+ private:
+  std::unique_ptr<col::Collective> Connect(const std::string& sub) const {
+    return col::Connect(options_, col::NewFileRendezvous(dir_ + sub));
+  }
+
+  const col::CollectiveOptions options_;
+  const std::string dir_;
+  const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+};
+
 // The parameters every rank starts from: the seed's, or in a resumed run the
 // checkpoint's average, with plan->first_step its boundary.
 std::vector<float> StartingPoint(const cluster::Setup& s, const RegisterReply& registered, int w,
@@ -80,13 +121,14 @@ std::vector<float> StartingPoint(const cluster::Setup& s, const RegisterReply& r
   return std::move(c.snapshot.values);
 }
 
-// One rank's side of the run with the coordinator: its reports (the reporter thread's and
-// the training thread's), the orders the replies carry (stop, evaluate, checkpoint, the
-// best accuracy so far), and rank 0's evaluations and checkpoint files at the boundaries.
-class RankReporting {
+// One rank's side of the run with the coordinator, its Pace (family_session.h): its
+// reports (the reporter thread's and the training thread's), the orders the replies carry
+// (stop, evaluate, checkpoint, the best accuracy so far) as the rank's wishes, and rank 0's
+// evaluations and checkpoint files at the points.
+class ProcessPace final : public Pace {
  public:
-  RankReporting(const cluster::Setup& s, int w, cluster::CoordinatorLink& link,
-                const RegisterReply& registered, const WorkerLoop& loop)
+  ProcessPace(const cluster::Setup& s, int w, cluster::CoordinatorLink& link,
+              const RegisterReply& registered, const WorkerLoop& loop)
       : s_(s),
         w_(w),
         link_(link),
@@ -99,8 +141,15 @@ class RankReporting {
   std::optional<WorkerReply> Report(bool done, const std::string& failure,
                                     std::optional<CollectiveEvaluation> evaluation,
                                     std::optional<CollectiveSaved> saved = std::nullopt);
-  // The rank's hooks: the coordinator's stop and orders, the boundaries, the losses.
-  CollectiveRankHooks Hooks();
+  // Pace: the coordinator's stop and orders; rank 0's evaluation and checkpoint at a point.
+  bool MayStep() override { return !stop_.load(); }
+  void Stepped() override {}
+  bool StopWanted() override { return stop_.load(); }
+  int64_t EvalWanted(int w) override;
+  bool CheckpointWanted() override;
+  void AtPoint(const RunPoint& point) override;
+  // What the process records of its steps: the losses for its next report.
+  RankRecord Record();
 
   std::atomic<bool>& stop() { return stop_; }
   // Rank 0's evaluation on the whole test set at the end (sent with the last report).
@@ -118,8 +167,8 @@ class RankReporting {
     std::lock_guard<std::mutex> lock(order_mu_);
     return checkpoint_order_;
   }
-  void Evaluate(const CollectiveBoundary& b);
-  void Checkpoint(const CollectiveBoundary& b);
+  void Evaluate(const RunPoint& b);
+  void Checkpoint(const RunPoint& b);
 
   const cluster::Setup& s_;
   const int w_;
@@ -139,9 +188,9 @@ class RankReporting {
   std::optional<CollectiveEvaluation> final_eval_;
 };
 
-std::optional<WorkerReply> RankReporting::Report(bool done, const std::string& failure,
-                                                 std::optional<CollectiveEvaluation> evaluation,
-                                                 std::optional<CollectiveSaved> saved) {
+std::optional<WorkerReply> ProcessPace::Report(bool done, const std::string& failure,
+                                               std::optional<CollectiveEvaluation> evaluation,
+                                               std::optional<CollectiveSaved> saved) {
   WorkerReport body;
   body.task = w_;
   body.metrics = loop_.Snapshot();
@@ -164,9 +213,9 @@ std::optional<WorkerReply> RankReporting::Report(bool done, const std::string& f
 
 // Rank 0's evaluation of the average at a boundary; the final one goes with its last
 // report (after the loop's final counts).
-void RankReporting::Evaluate(const CollectiveBoundary& b) {
+void ProcessPace::Evaluate(const RunPoint& b) {
   const models::EvalResult r =
-      EvaluateOn(*eval_model_, b.average, s_.problem.EvalSet(b.final), s_.problem.data.train);
+      EvaluateOn(*eval_model_, b.params, s_.problem.EvalSet(b.final), s_.problem.data.train);
   CollectiveEvaluation e;
   e.id = b.eval_id;
   e.full = b.final;
@@ -180,9 +229,9 @@ void RankReporting::Evaluate(const CollectiveBoundary& b) {
   e.consensus_distance = std::isfinite(b.consensus) ? b.consensus : 0.0;
   // The models, into the coordinator's run folder (shared, as for checkpoints).
   if (!registered_.save_dir.empty()) {
-    SaveBestModel(*eval_model_, b.average, r.accuracy(), best_known_.load(), registered_.save_dir);
+    SaveBestModel(*eval_model_, b.params, r.accuracy(), best_known_.load(), registered_.save_dir);
     RaiseBest(r.accuracy());
-    if (b.final) SaveFinalModel(*eval_model_, b.average, registered_.save_dir);
+    if (b.final) SaveFinalModel(*eval_model_, b.params, registered_.save_dir);
   }
   if (b.final) {
     final_eval_ = e;
@@ -192,12 +241,12 @@ void RankReporting::Evaluate(const CollectiveBoundary& b) {
 }
 
 // Rank 0's checkpoint file: the average, its version the boundary's step.
-void RankReporting::Checkpoint(const CollectiveBoundary& b) {
+void ProcessPace::Checkpoint(const RunPoint& b) {
   const auto o = Order();
   if (!o || o->step == checkpointed_) return;
   ps::ShardSnapshot snap;
   snap.version = static_cast<uint64_t>(b.step);
-  snap.values.assign(b.average.begin(), b.average.end());
+  snap.values.assign(b.params.begin(), b.params.end());
   const CheckpointManifest::Shard entry =
       WriteShardFile(o->dir, 0, snap, s_.problem.plan.strategy->name);
   CollectiveSaved saved;
@@ -209,32 +258,34 @@ void RankReporting::Checkpoint(const CollectiveBoundary& b) {
   }
 }
 
-CollectiveRankHooks RankReporting::Hooks() {
-  CollectiveRankHooks hooks;
-  hooks.stop_wanted = [this] { return stop_.load(); };
-  // An order this rank heard of after the boundary that answered it is not wanted again.
-  hooks.eval_wanted = [this]() -> int64_t {
-    const int64_t id = eval_wanted_.load();
-    return id > evaluated_ ? id : 0;
-  };
-  // Rank 0 alone asks for checkpoints (one rank's vote is enough): it writes the file, so
-  // it must hold the order.
-  hooks.checkpoint_wanted = [this] {
-    if (w_ != 0) return false;
-    const auto o = Order();
-    return o && o->step != checkpointed_;
-  };
-  hooks.boundary = [this](const CollectiveBoundary& b) {
-    evaluated_ = std::max(evaluated_, b.eval_id);
-    if (b.rank != 0) return;
-    // The evaluation first: the checkpoint's rows include it.
-    if (b.final || b.evaluate) Evaluate(b);
-    if (b.checkpoint) Checkpoint(b);
-  };
-  hooks.after_step = [this](const algorithms::StepResult& r, int64_t batch, int64_t) {
+// An order this rank heard of after the point that answered it is not wanted again.
+int64_t ProcessPace::EvalWanted(int /*w*/) {
+  const int64_t id = eval_wanted_.load();
+  return id > evaluated_ ? id : 0;
+}
+
+// Rank 0 alone asks for checkpoints (one rank's vote is enough): it writes the file, so it
+// must hold the order.
+bool ProcessPace::CheckpointWanted() {
+  if (w_ != 0) return false;
+  const auto o = Order();
+  return o && o->step != checkpointed_;
+}
+
+void ProcessPace::AtPoint(const RunPoint& point) {
+  evaluated_ = std::max(evaluated_, point.eval_id);
+  if (point.rank != 0) return;
+  // The evaluation first: the checkpoint's rows include it.
+  if (point.final || point.evaluate) Evaluate(point);
+  if (point.checkpoint) Checkpoint(point);
+}
+
+RankRecord ProcessPace::Record() {
+  RankRecord record;
+  record.step = [this](const algorithms::StepResult& r, int64_t batch, int64_t) {
     losses_.Add(static_cast<double>(r.loss), batch);
   };
-  return hooks;
+  return record;
 }
 
 }  // namespace
@@ -243,7 +294,7 @@ int RunCollectiveWorkerRole(cluster::Setup& s, std::ostream& out) {
   const int w = s.spec.task_index;
   BlockedStopSignals signals;  // a worker stops when the coordinator says so
   const std::unique_ptr<models::Model> device_model = cluster::WorkerDeviceModel(s, w);
-  const col::CollectiveOptions co = RankOptions(s, w);
+  col::CollectiveOptions co = RankOptions(s, w);
 
   auto context = tp::NewContext();
   cluster::CoordinatorLink link(context, s, "worker", w);
@@ -263,35 +314,24 @@ int RunCollectiveWorkerRole(cluster::Setup& s, std::ostream& out) {
   const auto timing = cluster::WorkerTiming::Attach(s, w, ws);
   WorkerLoop loop(std::move(ws));
 
-  RankReporting reporting(s, w, link, registered, loop);
+  ProcessPace pace(s, w, link, registered, loop);
+  ProcessFabric fabric(std::move(co), registered.collective_dir);
   std::atomic<bool> finished{false};
   std::string link_failure;
   // The coordinator's go: every worker registered, the initial evaluation done. Once it
   // was given, every reply says start (a stop then is voted on by the ranks, which must
   // all connect); a stop without it means no rank starts.
-  const bool started = cluster::AwaitStart(signals, link, w, reporting.stop(), [&] {
-    return reporting.Report(false, "", std::nullopt);
-  });
+  const bool started = cluster::AwaitStart(signals, link, w, pace.stop(),
+                                           [&] { return pace.Report(false, "", std::nullopt); });
   std::thread reporter([&] {
-    cluster::ReportUntilFinished(signals, link, finished, reporting.stop(), link_failure, [&] {
-      return reporting.Report(false, "", std::nullopt).has_value();
-    });
+    cluster::ReportUntilFinished(signals, link, finished, pace.stop(), link_failure,
+                                 [&] { return pace.Report(false, "", std::nullopt).has_value(); });
   });
   WorkerOutcome outcome;
-  if (started) {
-    try {
-      const auto payload =
-          col::Connect(co, col::NewFileRendezvous(registered.collective_dir + "/payload"));
-      const auto control =
-          col::Connect(co, col::NewFileRendezvous(registered.collective_dir + "/control"));
-      outcome = RunCollectiveRank(loop, plan, w, *payload, *control, initial, reporting.Hooks());
-    } catch (const std::exception& e) {
-      outcome.failure = StrCat("worker ", w, ": ", e.what());
-    }
-  }
+  if (started) outcome = WorkAsRank(plan, w, loop, fabric, pace, initial, pace.Record());
   const std::string failure = cluster::FinishWorker(
       w, outcome.failure, finished, reporter, link_failure, [&](const std::string& f) {
-        (void)reporting.Report(true, f, f.empty() ? reporting.final_eval() : std::nullopt);
+        (void)pace.Report(true, f, f.empty() ? pace.final_eval() : std::nullopt);
       });
   const WorkerMetrics m = loop.Snapshot();
   if (!failure.empty()) {

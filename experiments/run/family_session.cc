@@ -206,52 +206,28 @@ class GroupSession final : public FamilySession {
   int64_t PushesPerStep() const override { return problem_.plan.workers; }
 
   WorkerOutcome Work(int w, WorkerLoop& loop, Fabric& fabric, Pace& pace) override {
-    WorkerOutcome outcome;
-    try {
-      const std::unique_ptr<collective::Collective> payload = fabric.Payload(w);
-      const std::unique_ptr<collective::Collective> control = fabric.Control(w);
-      CollectiveRankHooks hooks;
-      hooks.stop_wanted = [&pace] { return pace.StopWanted(); };
-      hooks.eval_wanted = [&pace, w] { return pace.EvalWanted(w); };
-      hooks.checkpoint_wanted = [&pace] { return pace.CheckpointWanted(); };
-      hooks.boundary = [this, &pace](const CollectiveBoundary& b) {
-        if (b.rank == 0) {
-          average_.assign(b.average.begin(), b.average.end());
-          consensus_ = b.consensus;
-          boundary_step_ = b.step;
-        }
-        RunPoint p;
-        p.rank = b.rank;
-        p.params = b.average;
-        p.samples = b.samples;
-        p.step = b.step;
-        p.final = b.final;
-        p.evaluate = b.evaluate;
-        p.checkpoint = b.checkpoint;
-        p.consensus = b.consensus;
-        pace.AtPoint(p);
-      };
-      hooks.after_step = [this, &fabric, &pace, w](const alg::StepResult& r, int64_t batch,
-                                                   int64_t step) {
-        session_.counters().AddStep(batch, r.local_steps, r.pushes, r.loss);
-        // Rank 0's communication rounds: every rank takes part in every round, so these
-        // are the run's rounds (the updates column), exact at the boundaries.
-        if (w == 0) rounds_.fetch_add(r.pushes, std::memory_order_relaxed);
-        // No update is stale: each applies a gradient to the parameters it was computed on.
-        ps::StalenessRecord rec;
-        rec.worker = static_cast<uint32_t>(w);
-        rec.step = step;
-        rec.pulled_version = static_cast<uint64_t>(step - 1);
-        rec.applied_version = rec.pulled_version;
-        rec.wall_time_s = fabric.StepTime();
-        session_.staleness()->Record(rec);
-        pace.Stepped();
-      };
-      outcome = RunCollectiveRank(loop, plan_, w, *payload, *control, initial_, hooks);
-    } catch (const std::exception& e) {
-      outcome.failure = StrCat("worker ", w, ": ", e.what());
-    }
-    return outcome;
+    RankRecord record;
+    record.point = [this](const RunPoint& p) {
+      if (p.rank != 0) return;
+      average_.assign(p.params.begin(), p.params.end());
+      consensus_ = p.consensus;
+      boundary_step_ = p.step;
+    };
+    record.step = [this, &fabric, w](const alg::StepResult& r, int64_t batch, int64_t step) {
+      session_.counters().AddStep(batch, r.local_steps, r.pushes, r.loss);
+      // Rank 0's communication rounds: every rank takes part in every round, so these
+      // are the run's rounds (the updates column), exact at the boundaries.
+      if (w == 0) rounds_.fetch_add(r.pushes, std::memory_order_relaxed);
+      // No update is stale: each applies a gradient to the parameters it was computed on.
+      ps::StalenessRecord rec;
+      rec.worker = static_cast<uint32_t>(w);
+      rec.step = step;
+      rec.pulled_version = static_cast<uint64_t>(step - 1);
+      rec.applied_version = rec.pulled_version;
+      rec.wall_time_s = fabric.StepTime();
+      session_.staleness()->Record(rec);
+    };
+    return WorkAsRank(plan_, w, loop, fabric, pace, initial_, record);
   }
 
   // Every worker starts here (the broadcast). A resumed run adds no row: the checkpoint's
@@ -341,6 +317,41 @@ class GroupSession final : public FamilySession {
 };
 
 }  // namespace
+
+WorkerOutcome WorkAsRank(const CollectivePlan& plan, int w, WorkerLoop& loop, Fabric& fabric,
+                         Pace& pace, std::span<const float> initial, const RankRecord& record) {
+  WorkerOutcome outcome;
+  try {
+    const std::unique_ptr<collective::Collective> payload = fabric.Payload(w);
+    const std::unique_ptr<collective::Collective> control = fabric.Control(w);
+    CollectiveRankHooks hooks;
+    hooks.stop_wanted = [&pace] { return pace.StopWanted(); };
+    hooks.eval_wanted = [&pace, w] { return pace.EvalWanted(w); };
+    hooks.checkpoint_wanted = [&pace] { return pace.CheckpointWanted(); };
+    hooks.boundary = [&pace, &record](const CollectiveBoundary& b) {
+      RunPoint p;
+      p.rank = b.rank;
+      p.params = b.average;
+      p.samples = b.samples;
+      p.step = b.step;
+      p.final = b.final;
+      p.evaluate = b.evaluate;
+      p.checkpoint = b.checkpoint;
+      p.eval_id = b.eval_id;
+      p.consensus = b.consensus;
+      if (record.point) record.point(p);
+      pace.AtPoint(p);
+    };
+    hooks.after_step = [&pace, &record](const alg::StepResult& r, int64_t batch, int64_t step) {
+      if (record.step) record.step(r, batch, step);
+      pace.Stepped();
+    };
+    outcome = RunCollectiveRank(loop, plan, w, *payload, *control, initial, hooks);
+  } catch (const std::exception& e) {
+    outcome.failure = StrCat("worker ", w, ": ", e.what());
+  }
+  return outcome;
+}
 
 std::unique_ptr<FamilySession> NewFamilySession(const Problem& problem, RunSession& session) {
   switch (problem.plan.family) {

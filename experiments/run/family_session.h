@@ -19,7 +19,12 @@
 // simulator over a SimStore and simulated groups) and the Pace (its answers to the
 // workers: whether a worker may step, what the driver wants at a vote, what it does at a
 // point). A run as processes (experiments/cluster) has the same two sides: its
-// coordinator's replies are a Pace and its roles' connections a Fabric.
+// coordinator's replies are a Pace and its roles' connections a Fabric. A worker process
+// runs one worker and keeps no record (its coordinator does, from its reports), so it has
+// no RunSession and no session: a group's rank runs WorkAsRank, the session's Work without
+// its record, on the process's fabric (the rendezvous folder's gloo groups) and pace (the
+// coordinator's orders; rank 0 answers them by RunPoint::eval_id). A store's worker
+// process does not run through this interface yet (cluster/worker_role.cc).
 //
 // Thread safety: Work runs on each worker's thread (or task); the rest on the driver's
 // thread. A group's last published average (LastParams) is written by rank 0 before it
@@ -28,6 +33,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -37,6 +43,7 @@
 #include "algorithms/strategy.h"
 #include "collective/collective.h"
 #include "experiments/record/run_end.h"
+#include "experiments/run/collective_rank.h"
 #include "experiments/run/param_stores.h"
 #include "experiments/run/problem.h"
 #include "experiments/run/run_session.h"
@@ -56,6 +63,9 @@ struct RunPoint {
   bool final = false;             // the workers stop here
   bool evaluate = false;          // the workers agreed on an evaluation here
   bool checkpoint = false;        // ... and on a checkpoint
+  // A group's largest evaluation id wanted at the vote (0: none, or one by epochs): a
+  // worker process answers its coordinator's order by it (EvalWanted's ids).
+  int64_t eval_id = 0;
   double consensus = std::numeric_limits<double>::quiet_NaN();  // a group's (1/N)·Σ‖θ_i − θ̄‖²
 };
 
@@ -143,6 +153,21 @@ class FamilySession {
   // Before the session finishes: the store and its clients go.
   virtual void Close() = 0;
 };
+
+// What an executor records of a group's rank besides its pace (both optional): `point`
+// at each boundary, before Pace::AtPoint; `step` after each step, before Pace::Stepped,
+// with the step count.
+struct RankRecord {
+  std::function<void(const RunPoint&)> point;
+  std::function<void(const algorithms::StepResult&, int64_t batch, int64_t step)> step;
+};
+
+// Rank w of a group on the fabric's groups (Payload, Control), from `initial`, its wishes
+// and points through the pace. GroupSession::Work is this with the session's record; a
+// worker process (experiments/cluster) runs it without a RunSession: its coordinator keeps
+// the record from the process's reports. Returns the failure, naming the worker.
+WorkerOutcome WorkAsRank(const CollectivePlan& plan, int w, WorkerLoop& loop, Fabric& fabric,
+                         Pace& pace, std::span<const float> initial, const RankRecord& record);
 
 // The session of problem.plan.family (the store or the group family). REQUIRES: not the
 // sequential baseline. problem and session outlive it.
