@@ -91,7 +91,6 @@ Setup MakeSetup(const Config& config, const RoleRequest& request, const std::str
   // A collective's worker rule likewise (dpsgd's workers and topology, local_sgd's window).
   if (strategy.family == alg::Family::kGroup)
     (void)strategy.worker_rule(BuildStrategyOptions(s.config, 0));
-  CheckWorkerDevices(s.config, workers);  // syntax only: workers resolve their own
   // The plan (the config resolved, typed), the data, the evaluator's model on the CPU, the
   // options checked against the data, the workers' partitions: as in `asgd run`.
   RunRequest run_request;

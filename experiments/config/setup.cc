@@ -299,11 +299,6 @@ std::vector<std::string> WorkerDeviceSpecs(const Config& config, int workers) {
   return DeviceSpecs(config, workers);
 }
 
-models::Device WorkerDevice(const Config& config, int worker, int workers) {
-  ASGD_CHECK(worker >= 0 && worker < workers, "worker ", worker, " of ", workers);
-  return ResolveWorkerDevice(DeviceSpecs(config, workers), worker);
-}
-
 models::Device ResolveWorkerDevice(const std::vector<std::string>& specs, int worker) {
   ASGD_CHECK(!specs.empty() && worker >= 0 &&
                  (specs.size() == 1 || static_cast<std::size_t>(worker) < specs.size()),

@@ -67,14 +67,13 @@ double WorkerLearningRate(const Config& config, int worker);
 
 // model.device: "cpu"; "cuda" (worker w on cuda:(w mod the visible devices)); "cuda:N";
 // or a comma list with one of those per worker ("cuda:0,cuda:1,cpu,cpu": a mixed
-// cluster). CheckWorkerDevices checks the syntax and the list's length only (ConfigError
-// naming model.device), so a launcher without GPUs can validate a cluster whose workers
-// run where they are; WorkerDevice also checks that the device is usable in this process
-// (ConfigError: CUDA not built in, no driver or device, or cuda:N out of range).
+// cluster). WorkerDeviceSpecs (and CheckWorkerDevices, which keeps nothing) checks the
+// syntax and the list's length only (ConfigError naming model.device), so a launcher
+// without GPUs can validate a cluster whose workers run where they are: the run plan
+// holds the specs. ResolveWorkerDevice makes worker w's device from them and checks that
+// it is usable in this process (ConfigError: CUDA not built in, no driver or device, or
+// cuda:N out of range).
 void CheckWorkerDevices(const Config& config, int workers);
-models::Device WorkerDevice(const Config& config, int worker, int workers);
-// The per-worker specs CheckWorkerDevices checks (one spec: every worker's), and worker
-// w's device from them (what WorkerDevice does with the config's).
 std::vector<std::string> WorkerDeviceSpecs(const Config& config, int workers);
 models::Device ResolveWorkerDevice(const std::vector<std::string>& specs, int worker);
 // The summary's device column: "cpu", "cuda:0", or the workers' distinct devices in
