@@ -1,8 +1,7 @@
 // What the processes of a multi-process training run (cluster_run.h) share: the setup
 // each derives from the config, a role's typed link to the coordinator
 // (control_protocol.h over transport/control.h) and the evaluation of the centre.
-// Internal to experiments/ (coordinator.cc, ps_role.cc, worker_role.cc,
-// evaluator_role.cc).
+// Internal to experiments/cluster (the coordinator, ps, worker and evaluator roles).
 #pragma once
 
 #include <atomic>

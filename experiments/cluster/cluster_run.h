@@ -24,10 +24,12 @@
 // exchanging them; shard sizes are checked at registration with the servers.
 //
 // Where the code is: cluster_common.{h,cc} (the setup, the link to the coordinator, the
-// centre's evaluation), coordinator.{h,cc} and coordinator_phases.cc, ps_role.cc,
-// worker_role.cc, evaluator_role.cc; collective_worker_role.cc for the strategies on a
-// collective (no shards, no evaluator: the workers are the ranks of a gloo group and rank
-// 0 evaluates their average; a lost rank fails the run).
+// centre's evaluation), coordinator.{h,cc} and coordinator_phases.cc with the families'
+// parts in coordinator_store.cc and coordinator_group.cc, ps_role.cc, evaluator_role.cc,
+// and the worker, written once (worker_process.h, worker_role.cc) with its families' parts
+// in worker_store.cc and worker_group.cc. A strategy on a collective has no shards and no
+// evaluator: the workers are the ranks of a gloo group and rank 0 evaluates their
+// average; a lost rank fails the run.
 #pragma once
 
 #include <iosfwd>
@@ -44,16 +46,8 @@ int RunCoordinatorRole(const Config& config, const RoleRequest& request, std::os
 // A parameter-server shard of a training run (`asgd ps` with a training strategy).
 int RunTrainingPsRole(const Config& config, const RoleRequest& request, std::ostream& out);
 
-// A worker of a training run (`asgd worker` with a training strategy).
+// A worker of a training run (`asgd worker` with a training strategy), of either family.
 int RunTrainingWorkerRole(const Config& config, const RoleRequest& request, std::ostream& out);
-
-// A worker of a run on a collective (Strategy::family kGroup): one rank, which meets the
-// others through the file store the coordinator names (collective_worker_role.cc says
-// how). RunTrainingWorkerRole hands over to it.
-namespace cluster {
-struct Setup;
-}
-int RunCollectiveWorkerRole(cluster::Setup& setup, std::ostream& out);
 
 // The evaluator: pulls the centre when the coordinator asks and evaluates it.
 int RunEvaluatorRole(const Config& config, const RoleRequest& request, std::ostream& out);

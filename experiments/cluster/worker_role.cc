@@ -1,25 +1,29 @@
-// A worker of a multi-process training run (cluster_run.h).
+// A worker of a multi-process training run (cluster_run.h), for both families
+// (worker_process.h): the role and its pace.
+#include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <mutex>
 #include <optional>
 #include <ostream>
+#include <string>
 #include <thread>
+#include <utility>
 
 #include "algorithms/schedule.h"
 #include "core/check.h"
 #include "core/error.h"
 #include "core/log.h"
-#include "core/rng.h"
-#include "datasets/partition.h"
 #include "experiments/cluster/cluster_common.h"
 #include "experiments/cluster/cluster_run.h"
+#include "experiments/cluster/worker_process.h"
 #include "experiments/config/exit_status.h"
-#include "experiments/config/setup.h"
 #include "experiments/config/signals.h"
-#include "experiments/record/run_core.h"
+#include "experiments/record/checkpoint.h"
+#include "experiments/run/evaluation.h"
 #include "experiments/run/worker_loop.h"
 #include "models/factory.h"
-#include "transport/ps_param_client.h"
+#include "ps/checkpoint.h"
 
 namespace asgd::experiments {
 
@@ -27,82 +31,59 @@ namespace alg = ::asgd::algorithms;
 namespace tp = ::asgd::transport;
 using ::asgd::internal::StrCat;
 
-namespace {
+namespace cluster {
 
-// This worker's client of the shard servers, once they all answer. Throws InputError
-// ("worker W: the shard servers: ...") when they do not within cluster.timeout_s.
-std::unique_ptr<tp::PsParamClient> ConnectToShards(const cluster::Setup& s,
-                                                   std::shared_ptr<tp::Context> context, int w) {
-  tp::ClientOptions co;
-  co.id = static_cast<uint32_t>(w);
-  co.timeout = s.timeout;
-  co.curve = s.curve;
-  co.chunk_bytes = s.problem.plan.chunk_bytes;
-  auto ps_client = std::make_unique<tp::PsParamClient>(
-      tp::PsClient::FromCluster(std::move(context), s.spec, s.placement, co));
-  const ps::Status servers = ps_client->client().WaitForServers(s.timeout);
-  if (!servers.ok())
-    throw InputError(StrCat("worker ", w, ": the shard servers: ", servers.ToString()));
-  return ps_client;
+std::unique_ptr<WorkerFamily> WorkerFamily::For(const Setup& s, int w) {
+  // The sequential baseline has no cluster run (MakeSetup refuses it): every other
+  // strategy meets its peers in a store or a group.
+  if (s.problem.plan.family == alg::Family::kGroup) return NewGroupWorker(s, w);
+  return NewStoreWorker(s, w);
 }
 
-// What a worker's reports share between the training thread and the reporter: the
-// coordinator's stop, the run's samples and this worker's budget as the last reply said,
-// and the loss since the last report.
-class WorkerReporting {
- public:
-  WorkerReporting(const cluster::Setup& s, int w, cluster::CoordinatorLink& link,
-                  const WorkerLoop& loop)
-      : s_(s), w_(w), link_(link), loop_(loop) {}
+ProcessPace::ProcessPace(const Setup& s, int w, CoordinatorLink& link,
+                         const RegisterReply& registered, const WorkerLoop& loop)
+    : s_(s),
+      w_(w),
+      link_(link),
+      registered_(registered),
+      loop_(loop),
+      best_known_(registered.best_above) {}
 
-  // One report; nullopt when the coordinator did not answer in time.
-  std::optional<WorkerReply> Report(bool done, const std::string& failure) {
-    WorkerReport body;
-    body.task = w_;
-    body.metrics = loop_.Snapshot();
-    body.done = done;
-    body.failure = failure;
-    losses_.TakeInto(body);
-    const int64_t own = loop_.Snapshot().samples;
-    std::lock_guard<std::mutex> lock(link_mu_);
-    auto reply = link_.Report(body, s_.timeout);
-    if (reply) {
-      global_samples_.store(reply->samples);
-      samples_at_report_.store(own);
-      sample_budget_.store(reply->sample_budget);
-      step_budget_.store(reply->step_budget);
-      if (reply->stop) stop_.store(true);
-    }
-    return reply;
+std::optional<WorkerReply> ProcessPace::Report(bool done, const std::string& failure,
+                                               std::optional<CollectiveEvaluation> evaluation,
+                                               std::optional<CollectiveSaved> saved) {
+  WorkerReport body;
+  body.task = w_;
+  body.metrics = loop_.Snapshot();
+  body.done = done;
+  body.failure = failure;
+  body.evaluation = std::move(evaluation);
+  body.saved = std::move(saved);
+  losses_.TakeInto(body);
+  const int64_t own = body.metrics.samples;
+  std::lock_guard<std::mutex> lock(link_mu_);
+  auto reply = link_.Report(body, s_.timeout);
+  if (reply) {
+    global_samples_.store(reply->samples);
+    samples_at_report_.store(own);
+    sample_budget_.store(reply->sample_budget);
+    step_budget_.store(reply->step_budget);
+    if (reply->stop) stop_.store(true);
+    eval_wanted_.store(reply->evaluate ? reply->evaluate->id : 0);
+    if (reply->best_above) RaiseBest(*reply->best_above);
+    std::lock_guard<std::mutex> order_lock(order_mu_);
+    checkpoint_order_ = reply->checkpoint;
   }
+  return reply;
+}
 
-  // The loop's hooks: the budget the coordinator grants, the learning rate from the run's
-  // samples, the pause while a lost shard restarts, the losses.
-  WorkerHooks Hooks();
+bool ProcessPace::Exhausted() const {
+  const WorkerMetrics m = loop_.Snapshot();
+  return m.samples >= sample_budget_.load() ||
+         (step_budget_.load() >= 0 && m.steps >= step_budget_.load());
+}
 
-  std::atomic<bool>& stop() { return stop_; }
-
- private:
-  bool Exhausted() const {
-    const WorkerMetrics m = loop_.Snapshot();
-    return m.samples >= sample_budget_.load() ||
-           (step_budget_.load() >= 0 && m.steps >= step_budget_.load());
-  }
-  bool BeforeStep(double* lr_scale);
-  bool Recover(const ps::Status& st);
-
-  const cluster::Setup& s_;
-  const int w_;
-  cluster::CoordinatorLink& link_;
-  const WorkerLoop& loop_;
-  std::atomic<bool> stop_{false};
-  std::atomic<int64_t> global_samples_{0}, samples_at_report_{0};
-  std::atomic<int64_t> sample_budget_{0}, step_budget_{-1};
-  std::mutex link_mu_;  // the reporter thread and the training loop both report
-  cluster::LossSinceReport losses_;
-};
-
-bool WorkerReporting::BeforeStep(double* lr_scale) {
+bool ProcessPace::MayStep(double* lr_scale) {
   // Out of budget: ask the coordinator for more (or to stop) before the next step.
   while (!stop_.load() && Exhausted()) {
     if (!Report(false, "")) {
@@ -123,14 +104,13 @@ bool WorkerReporting::BeforeStep(double* lr_scale) {
 
 // A request that timed out (a shard died), or a chunked push whose first chunks went to
 // the dead shard and whose rest reached its restarted successor (refused whole, nothing
-// applied: ps/message.h, "Chunked pushes"): wait while the coordinator pauses the
-// run for the shard's restart, then go on from a fresh read of the centre. The push is
-// not sent again (it may have been applied when it timed out).
-bool WorkerReporting::Recover(const ps::Status& st) {
+// applied: ps/message.h, "Chunked pushes"): wait while the coordinator pauses the run for
+// the shard's restart, then go on from a fresh read of the centre. The push is not sent
+// again (it may have been applied when it timed out).
+bool ProcessPace::Recover(const ps::Status& st) {
   const bool incomplete = st.code() == ps::StatusCode::kRemoteError &&
                           st.error_code() == ps::ErrorCode::kIncompletePush;
-  if (st.code() != ps::StatusCode::kTimeout && st.code() != ps::StatusCode::kAborted &&
-      !incomplete)
+  if (st.code() != ps::StatusCode::kTimeout && st.code() != ps::StatusCode::kAborted && !incomplete)
     return false;
   ASGD_LOG(kWarning, "worker ", w_, ": ", st.ToString(),
            "; asking the coordinator whether to go on");
@@ -146,58 +126,142 @@ bool WorkerReporting::Recover(const ps::Status& st) {
   }
 }
 
-WorkerHooks WorkerReporting::Hooks() {
-  WorkerHooks hooks;
-  hooks.before_step = [this](double* lr_scale) { return BeforeStep(lr_scale); };
-  hooks.recover = [this](const ps::Status& st) { return Recover(st); };
-  hooks.after_step = [this](const alg::StepResult& r, int64_t batch) {
-    losses_.Add(static_cast<double>(r.loss), batch);
-  };
-  hooks.ending = [this] { return stop_.load(); };
-  return hooks;
+void ProcessPace::RaiseBest(double accuracy) {
+  double b = best_known_.load();
+  while (accuracy > b && !best_known_.compare_exchange_weak(b, accuracy)) {
+  }
 }
 
-}  // namespace
+std::optional<CheckpointOrder> ProcessPace::Order() {
+  std::lock_guard<std::mutex> lock(order_mu_);
+  return checkpoint_order_;
+}
+
+// Rank 0's evaluation of the average at a boundary; the final one goes with its last
+// report (after the loop's final counts).
+void ProcessPace::Evaluate(const RunPoint& b) {
+  if (eval_model_ == nullptr) eval_model_ = s_.problem.model->Clone();
+  const models::EvalResult r =
+      EvaluateOn(*eval_model_, b.params, s_.problem.EvalSet(b.final), s_.problem.data.train);
+  CollectiveEvaluation e;
+  e.id = b.eval_id;
+  e.full = b.final;
+  e.samples = b.samples;
+  // Every rank took b.step steps with the same pushes (the strategies push alike): the
+  // pushes of all ranks (the coordinator records rounds, these / N).
+  e.updates = loop_.Snapshot().pushes * s_.problem.plan.workers;
+  e.loss_sum = r.loss_sum;
+  e.correct = r.correct;
+  e.count = r.count;
+  e.consensus_distance = std::isfinite(b.consensus) ? b.consensus : 0.0;
+  // The models, into the coordinator's run folder (shared, as for checkpoints).
+  if (!registered_.save_dir.empty()) {
+    SaveBestModel(*eval_model_, b.params, r.accuracy(), best_known_.load(), registered_.save_dir);
+    RaiseBest(r.accuracy());
+    if (b.final) SaveFinalModel(*eval_model_, b.params, registered_.save_dir);
+  }
+  if (b.final) {
+    final_eval_ = e;
+  } else if (!Report(false, "", e)) {
+    throw InputError(StrCat("worker ", w_, ": the coordinator did not take the evaluation"));
+  }
+}
+
+// Rank 0's checkpoint file: the average, its version the boundary's step.
+void ProcessPace::Checkpoint(const RunPoint& b) {
+  const auto o = Order();
+  if (!o || o->step == checkpointed_) return;
+  ps::ShardSnapshot snap;
+  snap.version = static_cast<uint64_t>(b.step);
+  snap.values.assign(b.params.begin(), b.params.end());
+  const CheckpointManifest::Shard entry =
+      WriteShardFile(o->dir, 0, snap, s_.problem.plan.strategy->name);
+  CollectiveSaved saved;
+  saved.shard = SavedShard{o->step, entry.file, entry.sha256, entry.version, entry.elements};
+  saved.pushes = loop_.Snapshot().pushes;
+  checkpointed_ = o->step;
+  if (!Report(false, "", std::nullopt, saved)) {
+    throw InputError(StrCat("worker ", w_, ": the coordinator did not take the checkpoint"));
+  }
+}
+
+// An order this rank heard of after the point that answered it is not wanted again.
+int64_t ProcessPace::EvalWanted(int /*w*/) {
+  const int64_t id = eval_wanted_.load();
+  return id > evaluated_ ? id : 0;
+}
+
+// Rank 0 alone asks for checkpoints (one rank's vote is enough): it writes the file, so it
+// must hold the order.
+bool ProcessPace::CheckpointWanted() {
+  if (w_ != 0) return false;
+  const auto o = Order();
+  return o && o->step != checkpointed_;
+}
+
+void ProcessPace::AtPoint(const RunPoint& point) {
+  evaluated_ = std::max(evaluated_, point.eval_id);
+  if (point.rank != 0) return;
+  // The evaluation first: the checkpoint's rows include it.
+  if (point.final || point.evaluate) Evaluate(point);
+  if (point.checkpoint) Checkpoint(point);
+}
+
+WorkerRecord ProcessPace::Record() {
+  WorkerRecord record;
+  record.step = [this](const alg::StepResult& r, int64_t batch, int64_t) {
+    losses_.Add(static_cast<double>(r.loss), batch);
+  };
+  return record;
+}
+
+}  // namespace cluster
 
 int RunTrainingWorkerRole(const Config& config, const RoleRequest& request, std::ostream& out) {
   cluster::Setup s = cluster::MakeSetup(config, request, "worker");
-  if (s.problem.plan.family == algorithms::Family::kGroup) return RunCollectiveWorkerRole(s, out);
   const int w = s.spec.task_index;
   BlockedStopSignals signals;  // a worker stops when the coordinator says so
-  // The worker's model on its device (model.device), before registering: a device this
-  // process cannot use is a ConfigError here, not a failure after the run started.
+  // The worker's model on its device (model.device), and its family's options, before
+  // registering: what this process cannot use is a ConfigError here, not a failure after
+  // the run started.
   const std::unique_ptr<models::Model> device_model = cluster::WorkerDeviceModel(s, w);
+  const std::unique_ptr<cluster::WorkerFamily> family = cluster::WorkerFamily::For(s, w);
   auto context = tp::NewContext();
   cluster::CoordinatorLink link(context, s, "worker", w);
-  link.Register();
-  const auto ps_client = ConnectToShards(s, context, w);
+  const RegisterReply registered = link.Register();
+  family->Open(context, registered, out);
 
   WorkerSetup ws = cluster::WorkerSetupFor(s, w, device_model.get());
+  family->SetUp(ws);
   const auto timing = cluster::WorkerTiming::Attach(s, w, ws);
   WorkerLoop loop(std::move(ws));
 
-  WorkerReporting reporting(s, w, link, loop);
+  cluster::ProcessPace pace(s, w, link, registered, loop);
   std::atomic<bool> finished{false};
   std::string link_failure;
-  // Wait for the coordinator's go (every worker and shard registered, initial evaluation
-  // done), reporting as the heartbeat.
-  (void)cluster::AwaitStart(signals, link, w, reporting.stop(),
-                            [&] { return reporting.Report(false, ""); });
+  // The coordinator's go: every worker and shard registered, the initial evaluation done,
+  // reporting as the heartbeat. Once it was given, every reply says start (a group's stop
+  // then is voted on by the ranks, which must all connect); a stop without it means no
+  // worker starts.
+  const bool started =
+      cluster::AwaitStart(signals, link, w, pace.stop(), [&] { return pace.Report(false, ""); });
   std::thread reporter([&] {
-    cluster::ReportUntilFinished(signals, link, finished, reporting.stop(), link_failure,
-                                 [&] { return reporting.Report(false, "").has_value(); });
+    cluster::ReportUntilFinished(signals, link, finished, pace.stop(), link_failure,
+                                 [&] { return pace.Report(false, "").has_value(); });
   });
-  const WorkerOutcome outcome = loop.Run(*ps_client, reporting.Hooks());
-  const std::string failure =
-      cluster::FinishWorker(w, outcome.failure, finished, reporter, link_failure,
-                            [&](const std::string& f) { (void)reporting.Report(true, f); });
+  WorkerOutcome outcome;
+  if (started) outcome = family->Work(loop, pace);
+  const std::string failure = cluster::FinishWorker(
+      w, outcome.failure, finished, reporter, link_failure, [&](const std::string& f) {
+        (void)pace.Report(true, f, f.empty() ? pace.final_eval() : std::nullopt);
+      });
   const WorkerMetrics m = loop.Snapshot();
   if (!failure.empty()) {
-    out << "worker " << w << ": " << failure << std::endl;
+    out << failure << std::endl;  // it names this worker
     return kExitBadInput;
   }
-  out << "worker " << w << ": " << m.steps << " steps, " << m.samples << " samples, " << m.pushes
-      << " pushes" << std::endl;
+  out << "worker " << w << ": " << m.steps << " steps, " << m.samples << " samples, "
+      << family->Account(m) << std::endl;
   return kExitOk;
 }
 

@@ -1,7 +1,7 @@
 // One rank of a run on a collective (the group family: allreduce_sgd, local_sgd, dpsgd),
 // shared by every executor: the worker threads and the simulated tasks of `asgd run`
 // (the group's family session, family_session.h) and the worker processes of
-// `asgd launch` / `asgd task` (experiments/cluster/collective_worker_role.cc). The driver
+// `asgd launch` / `asgd task` (experiments/cluster/worker_group.cc). The driver
 // supplies the ranks' two groups (payload: the strategy's traffic, counted in workers.csv;
 // control: the votes and averages below, not counted) and hooks for what only it knows.
 //

@@ -52,25 +52,11 @@ class StoreSession final : public FamilySession {
   int64_t PushesPerStep() const override { return 1; }
 
   WorkerOutcome Work(int w, WorkerLoop& loop, Fabric& /*fabric*/, Pace& pace) override {
-    RunCounters& c = session_.counters();
-    WorkerHooks hooks;
-    hooks.before_step = [this, &c, &pace](double* lr_scale) {
-      if (!pace.MayStep()) return false;
-      const int64_t done = c.samples.load(std::memory_order_relaxed);
-      if (!session_.stop().WorkMayContinue(done, c.steps.load(std::memory_order_relaxed))) {
-        return false;
-      }
-      *lr_scale = session_.LearningRateScaleAt(done);
-      return true;
-    };
-    hooks.after_step = [&c, &pace](const alg::StepResult& r, int64_t batch) {
+    WorkerRecord record;
+    record.step = [&c = session_.counters()](const alg::StepResult& r, int64_t batch, int64_t) {
       c.AddStep(batch, r.local_steps, r.pushes, r.loss);
-      pace.Stepped();
     };
-    // After the run ended, a synchronous worker's pending request is answered with
-    // kShuttingDown: that is the end of its last round, not a failure.
-    hooks.ending = [&c] { return c.stop.load(); };
-    return loop.Run(*exchanges_[static_cast<std::size_t>(w)], hooks);
+    return WorkAsStoreWorker(loop, *exchanges_[static_cast<std::size_t>(w)], pace, record);
   }
 
   std::optional<RunPoint> FirstPoint(std::span<const float> /*initial*/, int64_t samples) override {
@@ -206,7 +192,7 @@ class GroupSession final : public FamilySession {
   int64_t PushesPerStep() const override { return problem_.plan.workers; }
 
   WorkerOutcome Work(int w, WorkerLoop& loop, Fabric& fabric, Pace& pace) override {
-    RankRecord record;
+    WorkerRecord record;
     record.point = [this](const RunPoint& p) {
       if (p.rank != 0) return;
       average_.assign(p.params.begin(), p.params.end());
@@ -318,8 +304,25 @@ class GroupSession final : public FamilySession {
 
 }  // namespace
 
+WorkerOutcome WorkAsStoreWorker(WorkerLoop& loop, alg::Exchange& exchange, Pace& pace,
+                                const WorkerRecord& record) {
+  WorkerHooks hooks;
+  hooks.before_step = [&pace](double* lr_scale) { return pace.MayStep(lr_scale); };
+  hooks.recover = [&pace](const ps::Status& st) { return pace.Recover(st); };
+  int64_t steps = 0;
+  hooks.after_step = [&pace, &record, &steps](const alg::StepResult& r, int64_t batch) {
+    ++steps;
+    if (record.step) record.step(r, batch, steps);
+    pace.Stepped();
+  };
+  // After the run ended, a synchronous worker's pending request is answered with
+  // kShuttingDown: that is the end of its last round, not a failure.
+  hooks.ending = [&pace] { return pace.StopWanted(); };
+  return loop.Run(exchange, hooks);
+}
+
 WorkerOutcome WorkAsRank(const CollectivePlan& plan, int w, WorkerLoop& loop, Fabric& fabric,
-                         Pace& pace, std::span<const float> initial, const RankRecord& record) {
+                         Pace& pace, std::span<const float> initial, const WorkerRecord& record) {
   WorkerOutcome outcome;
   try {
     const std::unique_ptr<collective::Collective> payload = fabric.Payload(w);

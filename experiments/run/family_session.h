@@ -21,10 +21,11 @@
 // point). A run as processes (experiments/cluster) has the same two sides: its
 // coordinator's replies are a Pace and its roles' connections a Fabric. A worker process
 // runs one worker and keeps no record (its coordinator does, from its reports), so it has
-// no RunSession and no session: a group's rank runs WorkAsRank, the session's Work without
-// its record, on the process's fabric (the rendezvous folder's gloo groups) and pace (the
-// coordinator's orders; rank 0 answers them by RunPoint::eval_id). A store's worker
-// process does not run through this interface yet (cluster/worker_role.cc).
+// no RunSession and no session: it runs what the session's Work runs, without the
+// session's record, on the process's pace (the coordinator's budgets and orders) and
+// peers: a store's worker WorkAsStoreWorker over its client of the shard servers, a
+// group's rank WorkAsRank over the rendezvous folder's gloo groups (rank 0 answers the
+// coordinator's orders by RunPoint::eval_id). experiments/cluster/worker_role.cc.
 //
 // Thread safety: Work runs on each worker's thread (or task); the rest on the driver's
 // thread. A group's last published average (LastParams) is written by rank 0 before it
@@ -40,6 +41,7 @@
 #include <span>
 #include <string>
 
+#include "algorithms/exchange.h"
 #include "algorithms/strategy.h"
 #include "collective/collective.h"
 #include "experiments/record/run_end.h"
@@ -91,14 +93,22 @@ class Fabric {
 class Pace {
  public:
   virtual ~Pace() = default;
-  // Before a store worker's step: false ends its loop (the run stopped). The threads
-  // executor holds the worker here while it reads the centre.
-  virtual bool MayStep() = 0;
+  // Before a store worker's step: false ends its loop (the run stopped, or its limits
+  // allow no more steps); else *lr_scale is the schedule's factor for the step, at the
+  // run's samples. The threads executor holds the worker here while it reads the centre.
+  virtual bool MayStep(double* lr_scale) = 0;
+  // A store worker's request failed with `st`: true once the run may go on (a lost shard
+  // was restarted and restored; the worker then starts again from a fresh read of the
+  // centre), false to end the worker with the failure. In one process no shard is
+  // restarted: false.
+  virtual bool Recover(const ps::Status& /*st*/) { return false; }
   // After any worker's step, once the session counted it.
   virtual void Stepped() = 0;
-  // At a group's vote (collective_rank.h): stop; an evaluation id (> 0: wanted, w the
-  // asking rank); a checkpoint.
+  // Whether the run is stopping: at a group's vote (collective_rank.h), the rank's wish to
+  // stop; for a store worker, a kShuttingDown answer is then the end of its last round
+  // (a synchronous store closed), not a failure.
   virtual bool StopWanted() = 0;
+  // At a group's vote: an evaluation id (> 0: wanted, w the asking rank); a checkpoint.
   virtual int64_t EvalWanted(int w) = 0;
   virtual bool CheckpointWanted() = 0;
   // At a group's boundary, on every rank (rank 0 published its average first).
@@ -154,20 +164,28 @@ class FamilySession {
   virtual void Close() = 0;
 };
 
-// What an executor records of a group's rank besides its pace (both optional): `point`
-// at each boundary, before Pace::AtPoint; `step` after each step, before Pace::Stepped,
-// with the step count.
-struct RankRecord {
+// What an executor records of a worker besides its pace (both optional): `point` at
+// each of a group's boundaries, before Pace::AtPoint; `step` after each step, before
+// Pace::Stepped, with the worker's step count (a group's: the steps every rank took).
+struct WorkerRecord {
   std::function<void(const RunPoint&)> point;
   std::function<void(const algorithms::StepResult&, int64_t batch, int64_t step)> step;
 };
+
+// A store worker's loop (the worker its setup names) over `exchange`, its store's
+// exchange, which outlives the call: its steps allowed, its rate scaled and its failures
+// recovered by the pace. StoreSession::Work is this with the session's record; a worker
+// process (experiments/cluster) runs it over its client of the shard servers. Returns the
+// failure, naming the worker.
+WorkerOutcome WorkAsStoreWorker(WorkerLoop& loop, algorithms::Exchange& exchange, Pace& pace,
+                                const WorkerRecord& record);
 
 // Rank w of a group on the fabric's groups (Payload, Control), from `initial`, its wishes
 // and points through the pace. GroupSession::Work is this with the session's record; a
 // worker process (experiments/cluster) runs it without a RunSession: its coordinator keeps
 // the record from the process's reports. Returns the failure, naming the worker.
 WorkerOutcome WorkAsRank(const CollectivePlan& plan, int w, WorkerLoop& loop, Fabric& fabric,
-                         Pace& pace, std::span<const float> initial, const RankRecord& record);
+                         Pace& pace, std::span<const float> initial, const WorkerRecord& record);
 
 // The session of problem.plan.family (the store or the group family). REQUIRES: not the
 // sequential baseline. problem and session outlive it.

@@ -152,6 +152,13 @@ double RunSession::LearningRateAt(int64_t samples) const {
   return problem_.plan.learning_rate * LearningRateScaleAt(samples);
 }
 
+bool RunSession::WorkerMayStep(double* lr_scale) const {
+  const int64_t done = counters_.samples.load(std::memory_order_relaxed);
+  if (!stop_.WorkMayContinue(done, counters_.steps.load(std::memory_order_relaxed))) return false;
+  *lr_scale = LearningRateScaleAt(done);
+  return true;
+}
+
 bool RunSession::Evaluate(models::Model& model, std::span<const float> params, const EvalInput& in,
                           double time_s, bool full) {
   const models::EvalResult r =

@@ -140,6 +140,10 @@ class RunSession {
   // there (the base rate times it).
   double LearningRateScaleAt(int64_t samples) const;
   double LearningRateAt(int64_t samples) const;
+  // Whether a store worker may take its next step by the run's epoch and step limits
+  // (StopPolicy::WorkMayContinue on the counters), and then *lr_scale, the schedule's
+  // factor at the run's samples. Any thread (Pace::MayStep of the in-process executors).
+  bool WorkerMayStep(double* lr_scale) const;
 
   // Evaluates params (scheduled: the schedule's test examples; full: all), writes the
   // convergence row at training time `time_s`, writes best_model.pt when it is the best so

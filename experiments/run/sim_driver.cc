@@ -293,7 +293,9 @@ class SimRun final : public Pace {
   std::vector<WorkerMetrics> Metrics() const { return workers_.Metrics(); }
 
   // Pace: what the workers ask.
-  bool MayStep() override { return !LimitReached(); }
+  bool MayStep(double* lr_scale) override {
+    return !LimitReached() && session_.WorkerMayStep(lr_scale);
+  }
   void Stepped() override {
     if (LimitReached()) return;
     const int64_t samples = session_.counters().samples.load();

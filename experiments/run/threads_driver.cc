@@ -204,13 +204,13 @@ class ThreadRun final : public Pace {
   std::vector<WorkerMetrics> Metrics() const { return threads_.Metrics(); }
 
   // Pace: what the workers ask.
-  bool MayStep() override {
+  bool MayStep(double* lr_scale) override {
     const RunCounters& c = session_.counters();
     while (hold_.load(std::memory_order_acquire)) {
       if (c.stop.load(std::memory_order_relaxed)) return false;
       std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
-    return !c.stop.load(std::memory_order_relaxed);
+    return !c.stop.load(std::memory_order_relaxed) && session_.WorkerMayStep(lr_scale);
   }
   void Stepped() override {}
   bool StopWanted() override { return session_.counters().stop.load(); }

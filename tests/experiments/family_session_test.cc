@@ -1,5 +1,6 @@
-// WorkAsRank (experiments/run/family_session.h): a group's rank outside a session, as a
-// worker process runs it, its wishes and points through the executor's Pace.
+// WorkAsRank and WorkAsStoreWorker (experiments/run/family_session.h): a group's rank and
+// a store's worker outside a session, as a worker process runs them, their wishes,
+// points, rates and recoveries through the executor's Pace.
 #include "experiments/run/family_session.h"
 
 #include <algorithm>
@@ -12,6 +13,8 @@
 
 #include <gtest/gtest.h>
 
+#include "algorithms/exchange.h"
+#include "algorithms/memory_store.h"
 #include "algorithms/strategy.h"
 #include "collective/collective.h"
 #include "core/clock.h"
@@ -21,6 +24,8 @@
 #include "experiments/record/run_core.h"
 #include "experiments/run/worker_loop.h"
 #include "models/factory.h"
+#include "ps/param_client_wrapper.h"
+#include "ps/server_rule.h"
 
 namespace asgd::experiments {
 namespace {
@@ -57,7 +62,7 @@ class LoopbackFabric final : public Fabric {
 // point answered it, then a stop. Records what each point carried.
 class OrdersPace final : public Pace {
  public:
-  bool MayStep() override { return true; }
+  bool MayStep(double* /*lr_scale*/) override { return true; }
   void Stepped() override { steps_.fetch_add(1); }
   // Also after many steps, so that a point without the id fails the test, not hangs it.
   bool StopWanted() override { return answered_.load() || steps_.load() >= 400; }
@@ -82,28 +87,45 @@ class OrdersPace final : public Pace {
   std::vector<RunPoint> points_;
 };
 
-TEST(WorkAsRank, TheCoordinatorsEvaluationIdReachesThePointAndTheRecordComesFirst) {
+// A small problem: `train` synthetic examples of 8 features in 3 classes, an MLP with one
+// hidden layer of 8, and its initial parameters from seed 7.
+struct SmallProblem {
+  datasets::TrainTest data;
+  std::unique_ptr<models::Model> model;
+  std::vector<float> initial;
+};
+
+SmallProblem MakeSmallProblem(int64_t train) {
   datasets::SyntheticOptions so;
-  so.num_train = 200;
+  so.num_train = train;
   so.num_test = 10;
   so.num_features = 8;
   so.num_classes = 3;
-  const datasets::TrainTest data = datasets::MakeSynthetic(so);
+  SmallProblem p;
+  p.data = datasets::MakeSynthetic(so);
   models::ModelOptions mo;
   mo.name = "mlp";
   mo.hidden = {8};
-  const std::unique_ptr<models::Model> model = models::NewModel(mo, InputSpecFor(data.train));
-  std::vector<float> initial(static_cast<std::size_t>(model->layout().size()));
-  model->Initialize(initial, DeriveSeed(7, "init"));
+  p.model = models::NewModel(mo, InputSpecFor(p.data.train));
+  p.initial.resize(static_cast<std::size_t>(p.model->layout().size()));
+  p.model->Initialize(p.initial, DeriveSeed(7, "init"));
+  return p;
+}
+
+TEST(WorkAsRank, TheCoordinatorsEvaluationIdReachesThePointAndTheRecordComesFirst) {
+  const SmallProblem problem = MakeSmallProblem(200);
+  const datasets::TrainTest& data = problem.data;
+  const models::Model* model = problem.model.get();
+  const std::vector<float>& initial = problem.initial;
 
   CollectivePlan plan;
   plan.workers = 2;
   plan.batch_size = 10;
-  plan.train_examples = so.num_train;
+  plan.train_examples = 200;
   plan.partition_sizes = {100, 100};
   StopPolicy::Limits limits;
   limits.epochs = 100;  // the pace stops the run
-  plan.stop.emplace(limits, so.num_train);
+  plan.stop.emplace(limits, 200);
   plan.evals.emplace(1e12, 0, 0);  // none by epochs: the pace asks
 
   const algorithms::Strategy& strategy = algorithms::FindStrategy("allreduce_sgd");
@@ -121,14 +143,14 @@ TEST(WorkAsRank, TheCoordinatorsEvaluationIdReachesThePointAndTheRecordComesFirs
       ws.worker = w;
       ws.num_workers = 2;
       ws.strategy = &strategy;
-      ws.model = model.get();
+      ws.model = model;
       ws.train = &data.train;
       for (int64_t i = w * 100; i < (w + 1) * 100; ++i) ws.examples.push_back(i);
       ws.batch_size = 10;
       ws.seed = 7;
       ws.clock = clock.get();
       WorkerLoop loop(std::move(ws));
-      RankRecord record;
+      WorkerRecord record;
       // Before the pace's AtPoint: the pace has not seen this rank's point yet.
       record.point = [&, w](const RunPoint& p) {
         int seen = 0;
@@ -165,6 +187,137 @@ TEST(WorkAsRank, TheCoordinatorsEvaluationIdReachesThePointAndTheRecordComesFirs
     EXPECT_GT(recorded_steps[static_cast<std::size_t>(w)], 0) << "rank " << w;
   }
   EXPECT_EQ(pace.steps(), recorded_steps[0] + recorded_steps[1]);
+}
+
+// A store worker's pace as a worker process's: `steps` steps allowed at one rate scale;
+// a failed request recovered (true) or not, each recorded.
+class BudgetPace final : public Pace {
+ public:
+  BudgetPace(int64_t steps, double scale, bool recover)
+      : budget_(steps), scale_(scale), recover_(recover) {}
+  bool MayStep(double* lr_scale) override {
+    if (asked_ == budget_) return false;
+    ++asked_;
+    *lr_scale = scale_;
+    return true;
+  }
+  bool Recover(const ps::Status& st) override {
+    recovered_.push_back(st.ToString());
+    return recover_;
+  }
+  void Stepped() override { ++stepped_; }
+  bool StopWanted() override { return false; }
+  int64_t EvalWanted(int /*w*/) override { return 0; }
+  bool CheckpointWanted() override { return false; }
+  void AtPoint(const RunPoint& /*p*/) override {
+    ADD_FAILURE() << "a store worker reached a point";
+  }
+
+  int64_t stepped() const { return stepped_; }
+  const std::vector<std::string>& recovered() const { return recovered_; }
+
+ private:
+  const int64_t budget_;
+  const double scale_;
+  const bool recover_;
+  int64_t asked_ = 0;
+  int64_t stepped_ = 0;
+  std::vector<std::string> recovered_;
+};
+
+// A client whose third push (or push-pull) times out, unapplied, as one to a shard that
+// died does.
+class ThirdPushTimesOut final : public ps::ParamClientWrapper {
+ public:
+  using ParamClientWrapper::ParamClientWrapper;
+
+ protected:
+  ps::Status DoPush(std::span<const float> update, int64_t step) override {
+    if (++pushes_ == 3) return ps::Status::Timeout("shard 0 did not answer");
+    return ParamClientWrapper::DoPush(update, step);
+  }
+  ps::Status DoPushPull(std::span<const float> update, std::span<float> out,
+                        int64_t step) override {
+    if (++pushes_ == 3) return ps::Status::Timeout("shard 0 did not answer");
+    return ParamClientWrapper::DoPushPull(update, out, step);
+  }
+
+ private:
+  int pushes_ = 0;
+};
+
+struct StoreWorkerRun {
+  WorkerOutcome outcome;
+  std::vector<float> initial, centre;
+  int64_t recorded_steps = 0;
+  int64_t last_step = 0;
+};
+
+// One async_sgd worker on a memory store through a client whose third push times out.
+StoreWorkerRun RunStoreWorker(BudgetPace& pace) {
+  const SmallProblem problem = MakeSmallProblem(100);
+  StoreWorkerRun run;
+  run.initial = problem.initial;
+  algorithms::MemoryStore store(run.initial, ps::NewAddRule());
+  algorithms::MemoryClient direct(&store, 0);
+  ThirdPushTimesOut client(&direct);
+
+  const std::unique_ptr<Clock> clock = NewSystemClock();
+  WorkerSetup ws;
+  ws.worker = 0;
+  ws.num_workers = 1;
+  ws.strategy = &algorithms::FindStrategy("async_sgd");
+  ws.model = problem.model.get();
+  ws.train = &problem.data.train;
+  for (int64_t i = 0; i < 100; ++i) ws.examples.push_back(i);
+  ws.batch_size = 10;
+  ws.learning_rate = 0.5;
+  ws.seed = 7;
+  ws.clock = clock.get();
+  WorkerLoop loop(std::move(ws));
+  WorkerRecord record;
+  record.step = [&run](const algorithms::StepResult&, int64_t, int64_t step) {
+    ++run.recorded_steps;
+    run.last_step = step;
+  };
+  const std::unique_ptr<algorithms::Exchange> exchange = algorithms::NewStoreExchange(&client);
+  run.outcome = WorkAsStoreWorker(loop, *exchange, pace, record);
+  run.centre = store.values();
+  return run;
+}
+
+TEST(WorkAsStoreWorker, ThePacesRateScaleReachesEveryStep) {
+  // Scale 0: every push adds nothing, so the centre keeps its bits; scale 1 moves it.
+  BudgetPace still(6, 0.0, true);
+  const StoreWorkerRun zero = RunStoreWorker(still);
+  EXPECT_EQ(zero.outcome.failure, "");
+  EXPECT_EQ(zero.centre, zero.initial);
+  BudgetPace moving(6, 1.0, true);
+  const StoreWorkerRun one = RunStoreWorker(moving);
+  EXPECT_EQ(one.outcome.failure, "");
+  EXPECT_NE(one.centre, one.initial);
+}
+
+TEST(WorkAsStoreWorker, ARecoveredFailureGoesOnAndAnUnrecoveredOneEndsTheWorker) {
+  // Recovered: the step whose push timed out is not counted; the worker goes on from a
+  // fresh pull and takes the rest of its budget.
+  BudgetPace recovering(6, 1.0, true);
+  const StoreWorkerRun on = RunStoreWorker(recovering);
+  EXPECT_EQ(on.outcome.failure, "");
+  ASSERT_EQ(recovering.recovered().size(), 1u);
+  EXPECT_NE(recovering.recovered()[0].find("shard 0 did not answer"), std::string::npos);
+  EXPECT_EQ(on.recorded_steps, 5);
+  EXPECT_EQ(on.last_step, 5);
+  EXPECT_EQ(recovering.stepped(), 5);
+
+  // Not recovered: the failure ends the loop after the two steps before it, naming the
+  // worker and the status.
+  BudgetPace failing(6, 1.0, false);
+  const StoreWorkerRun ended = RunStoreWorker(failing);
+  EXPECT_NE(ended.outcome.failure.find("worker 0"), std::string::npos) << ended.outcome.failure;
+  EXPECT_NE(ended.outcome.failure.find("shard 0 did not answer"), std::string::npos);
+  EXPECT_EQ(ended.recorded_steps, 2);
+  EXPECT_EQ(failing.stepped(), 2);
 }
 
 }  // namespace
