@@ -118,7 +118,8 @@ inline void RacyAddReadVector(float* values, const float* update, float* out) {
 }
 #undef ASGD_HOGWILD_VECTOR
 #else
-inline void RacyAddReadVector(float*, const float*, float*) {}
+// Not called (kVector is 0), but named by the loop that if constexpr discards.
+[[maybe_unused]] inline void RacyAddReadVector(float*, const float*, float*) {}
 #endif
 
 // values[i] += update[i] for i < n and, with kRead, out[i] = the value the add left.
