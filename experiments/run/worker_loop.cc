@@ -292,9 +292,14 @@ class WorkerLoop::Pass {
     }
   }
 
-  // A kShuttingDown answer once the hooks say the run is ending: the loop ends quietly.
+  // Once the hooks say the run is ending, an answer that did not come ends the loop
+  // quietly: kShuttingDown (the store closed a synchronous round), or a timeout or an abort
+  // (a request to a shard that died, which a run that stopped no longer restores). Its
+  // request was the worker's last.
   static bool Ending(const WorkerHooks& hooks, const ps::Status& st) {
-    return hooks.ending && hooks.ending() && st.error_code() == ps::ErrorCode::kShuttingDown;
+    if (!hooks.ending || !hooks.ending()) return false;
+    return st.error_code() == ps::ErrorCode::kShuttingDown ||
+           st.code() == ps::StatusCode::kTimeout || st.code() == ps::StatusCode::kAborted;
   }
 
   // The deferred after_gradient of the last gradient (shared scratch only), timed as compute.

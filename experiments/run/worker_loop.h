@@ -105,8 +105,9 @@ struct WorkerHooks {
   std::function<bool(double* lr_scale)> before_step;
   // After each successful step: its result and the examples of its batch.
   std::function<void(const algorithms::StepResult& result, int64_t batch)> after_step;
-  // True once the run is ending: a kShuttingDown answer then ends the loop quietly (a
-  // synchronous worker's last round), where otherwise it is a failure.
+  // True once the run is ending: a kShuttingDown answer (a synchronous worker's last
+  // round), a timeout or an abort (a shard that died as the run stopped) then ends the
+  // loop quietly, where otherwise it is a failure.
   std::function<bool()> ending;
   // Optional: a step failed with `status` (e.g. a shard that died timed out). True: the
   // run can go on (the hook returns once it may, e.g. after a restarted shard was

@@ -193,8 +193,8 @@ TEST(WorkAsRank, TheCoordinatorsEvaluationIdReachesThePointAndTheRecordComesFirs
 // a failed request recovered (true) or not, each recorded.
 class BudgetPace final : public Pace {
  public:
-  BudgetPace(int64_t steps, double scale, bool recover)
-      : budget_(steps), scale_(scale), recover_(recover) {}
+  BudgetPace(int64_t steps, double scale, bool recover, bool stopping = false)
+      : budget_(steps), scale_(scale), recover_(recover), stopping_(stopping) {}
   bool MayStep(double* lr_scale) override {
     if (asked_ == budget_) return false;
     ++asked_;
@@ -206,7 +206,7 @@ class BudgetPace final : public Pace {
     return recover_;
   }
   void Stepped() override { ++stepped_; }
-  bool StopWanted() override { return false; }
+  bool StopWanted() override { return stopping_; }
   int64_t EvalWanted(int /*w*/) override { return 0; }
   bool CheckpointWanted() override { return false; }
   void AtPoint(const RunPoint& /*p*/) override {
@@ -220,6 +220,7 @@ class BudgetPace final : public Pace {
   const int64_t budget_;
   const double scale_;
   const bool recover_;
+  const bool stopping_;  // the run is stopping: StopWanted
   int64_t asked_ = 0;
   int64_t stepped_ = 0;
   std::vector<std::string> recovered_;
@@ -318,6 +319,16 @@ TEST(WorkAsStoreWorker, ARecoveredFailureGoesOnAndAnUnrecoveredOneEndsTheWorker)
   EXPECT_NE(ended.outcome.failure.find("shard 0 did not answer"), std::string::npos);
   EXPECT_EQ(ended.recorded_steps, 2);
   EXPECT_EQ(failing.stepped(), 2);
+}
+
+// A worker process whose request to a dead shard times out after its coordinator stopped
+// the run (the time limit passed while it waited): the run's end, not a failure.
+TEST(WorkAsStoreWorker, ATimeoutOnceTheRunIsStoppingEndsTheWorkerQuietly) {
+  BudgetPace stopping(6, 1.0, false, /*stopping=*/true);
+  const StoreWorkerRun ended = RunStoreWorker(stopping);
+  EXPECT_EQ(ended.outcome.failure, "");
+  EXPECT_TRUE(stopping.recovered().empty());
+  EXPECT_EQ(ended.recorded_steps, 2);
 }
 
 }  // namespace
