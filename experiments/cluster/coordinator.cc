@@ -262,7 +262,10 @@ std::string Coordinator::Answer(const WorkerReport& msg) {
   // What the worker may process before it must hear from the coordinator again: a share
   // of what no worker has done or been granted yet (at least a batch while anything is
   // left), so the run ends within about a batch per worker of its epochs or max_steps,
-  // however fast the workers run between reports.
+  // however fast the workers run between reports. While the run has not done its total,
+  // a worker whose peers hold every grant still gets a batch at a time: a peer may be
+  // unable to use its grant until this worker steps (ssp holds a worker that is ahead
+  // until the slowest catches up), and granting nothing would leave both waiting.
   const auto i = static_cast<std::size_t>(w);
   const WorkerMetrics m = Total(i);
   const WorkerMetrics before = Before(i);
@@ -271,10 +274,12 @@ std::string Coordinator::Answer(const WorkerReport& msg) {
   auto grant = [&](std::vector<int64_t>& budgets, double total, int64_t own,
                    int64_t WorkerMetrics::*done, int64_t batch) -> int64_t {
     double taken = static_cast<double>(own);
+    double done_all = static_cast<double>(own);
     int alive = 1;
     for (std::size_t v = 0; v < workers_.size(); ++v) {
       if (v == i) continue;
       const int64_t v_done = Total(v).*done;
+      done_all += static_cast<double>(v_done);
       if (WorkerLost(v)) {
         taken += static_cast<double>(v_done);
       } else {
@@ -287,6 +292,8 @@ std::string Coordinator::Answer(const WorkerReport& msg) {
     if (left > 0 && !paused_) {
       share = std::max<int64_t>(batch,
                                 static_cast<int64_t>(std::ceil(left / static_cast<double>(alive))));
+    } else if (total - done_all > 0 && !paused_) {
+      share = batch;
     }
     budgets[i] = own + share;
     return budgets[i] - before.*done;
