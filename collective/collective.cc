@@ -115,7 +115,15 @@ RingSegments GlooRingSegments(int size, std::size_t count) {
   return s;
 }
 
-Traffic ExpectedAllreduceBytes(Algorithm algorithm, int rank, int size, std::size_t count) {
+std::size_t AllreducePieceFloats(Algorithm algorithm, int size) {
+  if (algorithm != Algorithm::kHalvingDoubling || size <= 1) return 0;
+  return (std::size_t{256} << 10) / sizeof(float);
+}
+
+namespace {
+
+// One piece's payload (ExpectedAllreduceBytes of a vector that is one piece).
+Traffic PieceBytes(Algorithm algorithm, int rank, int size, std::size_t count) {
   if (size <= 1 || count == 0) return {};
   const int left = (rank + size - 1) % size;
   const int right = (rank + 1) % size;
@@ -133,6 +141,18 @@ Traffic ExpectedAllreduceBytes(Algorithm algorithm, int rank, int size, std::siz
     }
   }
   return {};
+}
+
+}  // namespace
+
+Traffic ExpectedAllreduceBytes(Algorithm algorithm, int rank, int size, std::size_t count) {
+  Traffic total;
+  ForEachAllreducePiece(algorithm, size, count, [&](std::size_t /*offset*/, std::size_t n) {
+    const Traffic t = PieceBytes(algorithm, rank, size, n);
+    total.sent += t.sent;
+    total.received += t.received;
+  });
+  return total;
 }
 
 struct Collective::AtomicCounters {

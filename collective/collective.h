@@ -139,8 +139,32 @@ struct Traffic {
 //   halving_doubling  nominal 2(N-1)/N x the vector's bytes (floor). Exact up to rounding
 //                     for power-of-two N; for other N gloo also exchanges between binary
 //                     blocks, which this figure does not include.
-// N = 1 or count = 0 moves nothing.
+// N = 1 or count = 0 moves nothing. A vector longer than one piece (AllreducePieceFloats)
+// moves the sum of its pieces' payloads.
 Traffic ExpectedAllreduceBytes(Algorithm algorithm, int rank, int size, std::size_t count);
+
+// The largest piece of one halving_doubling allreduce on `size` ranks: a longer vector is
+// reduced as consecutive pieces of this many floats (the last one shorter), one call of
+// gloo's algorithm each, in order, so that every piece runs on the synchronous pairs
+// (collective/README.md, "Per-call cost"): 256 KiB. Every rank cuts alike (the length
+// alone decides), and the simulator replays the same pieces. 0: no pieces (one rank;
+// ring, which cannot use synchronous pairs; ring_chunked, whose 2(N−1) steps per call make
+// pieces slower than the whole vector on the asynchronous pairs at 16 MiB and 4 ranks).
+std::size_t AllreducePieceFloats(Algorithm algorithm, int size);
+
+// Calls piece(offset, count) for each piece of a vector of `count` floats, in order (one
+// call for the whole vector when AllreducePieceFloats is 0 or count fits in one).
+template <typename Piece>
+void ForEachAllreducePiece(Algorithm algorithm, int size, std::size_t count, const Piece& piece) {
+  const std::size_t max = AllreducePieceFloats(algorithm, size);
+  if (max == 0 || count <= max) {
+    piece(std::size_t{0}, count);
+    return;
+  }
+  for (std::size_t offset = 0; offset < count; offset += max) {
+    piece(offset, count - offset < max ? count - offset : max);
+  }
+}
 
 // How gloo::allreduce's ring (collective.algorithm = ring) cuts a vector of `count` floats
 // on `size` ranks: `segments` = roundUp(max(ceil(bytes / 1 MiB), 2N), N) segments of

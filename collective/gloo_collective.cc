@@ -30,6 +30,7 @@
 #include <gloo/types.h>
 
 #include "collective/collective.h"
+#include "core/check.h"
 
 namespace asgd::collective {
 namespace {
@@ -44,9 +45,10 @@ constexpr uint8_t kSendRecvSlotPrefix = 0x40;
 // writing to a peer that is itself writing: each message must fit in the socket's send
 // buffer. gloo sizes that buffer to the message (SO_SNDBUF, capped by the kernel's
 // net.core.wmem_max, 208 KiB by default on Linux); a rank's largest message is half the
-// vector (halving_doubling's first step), 128 KiB here, with room to spare. Larger
-// vectors go through the asynchronous mesh, where the per-call cost is small against the
-// transfer (collective/README.md, "Per-call cost").
+// vector (halving_doubling's first step), 128 KiB here, with room to spare.
+// halving_doubling cuts longer vectors into pieces of this size (AllreducePieceFloats,
+// collective.h), so every call of it runs there; ring_chunked sends longer vectors whole
+// through the asynchronous mesh, where the per-call cost is small against the transfer.
 constexpr std::size_t kSyncMaxBytes = std::size_t{256} << 10;
 
 class StoreRendezvous : public Rendezvous {
@@ -88,11 +90,6 @@ class GlooCollective final : public Collective {
              std::to_string(data.size()) + " floats)";
     };
     Guard(what, [&] {
-      if (algorithm() != Algorithm::kRing &&
-          data.size() > static_cast<std::size_t>(std::numeric_limits<int>::max())) {
-        throw gloo::InvalidOperationException(
-            "gloo's ring_chunked and halving_doubling take at most 2^31-1 floats");
-      }
       if (algorithm() == Algorithm::kRing) {
         gloo::AllreduceOptions opts(context_);
         opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
@@ -102,13 +99,21 @@ class GlooCollective final : public Collective {
                                                     : static_cast<Reduce>(&gloo::sum<float>));
         opts.setTimeout(timeout_);
         gloo::allreduce(opts);
-      } else if (gloo::Algorithm* bound = Bound(data, op)) {
-        bound->run();
       } else {
-        CacheEntry& entry = CachedAlgorithm(data.size(), op);
-        std::copy(data.begin(), data.end(), entry.buffer.begin());
-        entry.algorithm->run();
-        std::copy(entry.buffer.begin(), entry.buffer.end(), data.begin());
+        // A vector longer than one piece goes piece by piece (AllreducePieceFloats), each
+        // on the synchronous mesh: bound pieces on the caller's memory, others through the
+        // cached objects. Without pieces, the whole vector is one.
+        ForEachAllreducePiece(algorithm(), size(), data.size(), [&](std::size_t at, std::size_t n) {
+          const std::span<float> piece = data.subspan(at, n);
+          if (gloo::Algorithm* bound = Bound(piece, op)) {
+            bound->run();
+            return;
+          }
+          CacheEntry& entry = CachedAlgorithm(n, op);
+          std::copy(piece.begin(), piece.end(), entry.buffer.begin());
+          entry.algorithm->run();
+          std::copy(entry.buffer.begin(), entry.buffer.end(), piece.begin());
+        });
       }
     });
     return ExpectedAllreduceBytes(algorithm(), rank(), size(), data.size());
@@ -121,14 +126,14 @@ class GlooCollective final : public Collective {
              std::to_string(data.size()) + " floats)";
     };
     Guard(what, [&] {
-      if (data.size() > static_cast<std::size_t>(std::numeric_limits<int>::max())) {
-        throw gloo::InvalidOperationException(
-            "gloo's ring_chunked and halving_doubling take at most 2^31-1 floats");
-      }
-      std::erase_if(bound_, [&](const BoundEntry& e) {
-        return e.data == data.data() && e.count == data.size() && e.op == op;
+      // One object per piece (AllreducePieceFloats), each on its part of the vector.
+      ForEachAllreducePiece(algorithm(), size(), data.size(), [&](std::size_t at, std::size_t n) {
+        float* piece = data.data() + at;
+        std::erase_if(bound_, [&](const BoundEntry& e) {
+          return e.data == piece && e.count == n && e.op == op;
+        });
+        bound_.push_back(BoundEntry{piece, n, op, NewAlgorithm(piece, n, op)});
       });
-      bound_.push_back(BoundEntry{data.data(), data.size(), op, NewAlgorithm(data.data(), data.size(), op)});
     });
   }
 
@@ -231,10 +236,15 @@ class GlooCollective final : public Collective {
     return cache_.back();
   }
 
-  // gloo's algorithm object (ring_chunked or halving_doubling) on `count` floats at `data`,
-  // on the synchronous mesh up to kSyncMaxBytes (see Connect). The choice depends on the
-  // length alone, so every rank takes its slots from the same context.
+  // gloo's algorithm object (ring_chunked or halving_doubling) on `count` floats at `data`
+  // (a halving_doubling piece: AllreducePieceFloats), on the synchronous mesh up to
+  // kSyncMaxBytes. The choice depends on the length alone, so every rank takes its slots
+  // from the same context.
   std::unique_ptr<gloo::Algorithm> NewAlgorithm(float* data, std::size_t count, ReduceOp op) {
+    if (count > static_cast<std::size_t>(std::numeric_limits<int>::max())) {
+      throw gloo::InvalidOperationException(
+          "gloo's ring_chunked and halving_doubling take at most 2^31-1 floats at one rank");
+    }
     const std::shared_ptr<gloo::Context>& context =
         sync_context_ != nullptr && count * sizeof(float) <= kSyncMaxBytes ? sync_context_
                                                                            : context_;

@@ -319,6 +319,20 @@ void HalvingDoubling(std::span<const std::span<float>> data) {
   }
 }
 
+// Calls f(the ranks' parts, offset) for each piece gloo_collective.cc reduces as one call
+// (col::ForEachAllreducePiece), in order.
+template <typename F>
+void ForEachPiece(col::Algorithm algorithm, std::span<const std::span<float>> data, const F& f) {
+  std::vector<std::span<float>> piece(data.size());
+  col::ForEachAllreducePiece(algorithm, static_cast<int>(data.size()), data[0].size(),
+                             [&](std::size_t at, std::size_t n) {
+                               for (std::size_t r = 0; r < data.size(); ++r) {
+                                 piece[r] = data[r].subspan(at, n);
+                               }
+                               f(std::span<const std::span<float>>(piece), at);
+                             });
+}
+
 }  // namespace
 
 bool ReducesToOneResult(col::Algorithm algorithm) {
@@ -339,11 +353,15 @@ void GlooOrderReduce(col::Algorithm algorithm, std::span<const std::span<float>>
   if (out.empty()) return;
   if (data.size() == 1) {
     std::copy(data[0].begin(), data[0].end(), out.begin());
-  } else if (op == col::ReduceOp::kMax) {
-    RingOrderReduce<col::ReduceOp::kMax>(algorithm, data, out.data());
-  } else {
-    RingOrderReduce<col::ReduceOp::kSum>(algorithm, data, out.data());
+    return;
   }
+  ForEachPiece(algorithm, data, [&](std::span<const std::span<float>> piece, std::size_t at) {
+    if (op == col::ReduceOp::kMax) {
+      RingOrderReduce<col::ReduceOp::kMax>(algorithm, piece, out.data() + at);
+    } else {
+      RingOrderReduce<col::ReduceOp::kSum>(algorithm, piece, out.data() + at);
+    }
+  });
 }
 
 void GlooOrderAllreduce(col::Algorithm algorithm, std::span<const std::span<float>> data,
@@ -355,10 +373,14 @@ void GlooOrderAllreduce(col::Algorithm algorithm, std::span<const std::span<floa
     std::vector<float> result(data[0].size());
     GlooOrderReduce(algorithm, data, op, result);
     for (const std::span<float>& d : data) std::copy(result.begin(), result.end(), d.begin());
-  } else if (op == col::ReduceOp::kMax) {
-    HalvingDoubling<col::ReduceOp::kMax>(data);
   } else {
-    HalvingDoubling<col::ReduceOp::kSum>(data);
+    ForEachPiece(algorithm, data, [&](std::span<const std::span<float>> piece, std::size_t) {
+      if (op == col::ReduceOp::kMax) {
+        HalvingDoubling<col::ReduceOp::kMax>(piece);
+      } else {
+        HalvingDoubling<col::ReduceOp::kSum>(piece);
+      }
+    });
   }
 }
 
@@ -374,7 +396,10 @@ int64_t CeilDiv(std::size_t a, std::size_t b) { return static_cast<int64_t>((a +
 
 }  // namespace
 
-std::vector<StepRun> AllreduceSteps(col::Algorithm algorithm, int size, std::size_t count) {
+namespace {
+
+// The steps of one piece (AllreduceSteps of a vector that is one piece).
+std::vector<StepRun> PieceSteps(col::Algorithm algorithm, int size, std::size_t count) {
   std::vector<StepRun> runs;
   if (size <= 1 || count == 0) return runs;
   const auto n = static_cast<std::size_t>(size);
@@ -403,6 +428,21 @@ std::vector<StepRun> AllreduceSteps(col::Algorithm algorithm, int size, std::siz
       break;
     }
   }
+  return runs;
+}
+
+}  // namespace
+
+// A vector of several pieces takes every full piece's steps one piece after another, then
+// the last piece's.
+std::vector<StepRun> AllreduceSteps(col::Algorithm algorithm, int size, std::size_t count) {
+  const std::size_t max = col::AllreducePieceFloats(algorithm, size);
+  if (max == 0 || count <= max) return PieceSteps(algorithm, size, count);
+  std::vector<StepRun> runs = PieceSteps(algorithm, size, max);
+  const auto full = static_cast<int64_t>(count / max);
+  for (StepRun& r : runs) r.steps *= full;
+  const std::vector<StepRun> rest = PieceSteps(algorithm, size, count % max);
+  runs.insert(runs.end(), rest.begin(), rest.end());
   return runs;
 }
 

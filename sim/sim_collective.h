@@ -13,7 +13,9 @@
 //   halving_doubling  gloo's exchanges replayed on the ranks' vectors: recursive halving
 //                     inside each binary block, the cascade of partial sums from the
 //                     smaller blocks to the larger ones and back, the doubling allgather.
-// Each addition is gloo's (the local value plus the received one; kMax takes
+// halving_doubling reduces a vector longer than 256 KiB as consecutive pieces of 256 KiB
+// (collective::AllreducePieceFloats), each as one vector, as collective/gloo_collective.cc
+// calls gloo. Each addition is gloo's (the local value plus the received one; kMax takes
 // std::max(local, received)), so the result equals gloo's bit for bit (a test compares
 // them on random vectors). On ring and ring_chunked every rank ends with the same result,
 // so the last rank to arrive computes it once, reading each rank's vector front to back
@@ -39,6 +41,7 @@
 //                        N ≠ 2^k each smaller block adds two more steps in a cascade
 //                        (its ranks send their part, n/|block| floats, to the next
 //                        larger block and get the result back through their one link);
+//                        a vector of several pieces takes each piece's steps in turn;
 //   broadcast            L + (N−1)·n·4 / r (the root sends the vector to each rank);
 //   barrier              2⌈log₂N⌉·L;
 //   send/recv            a message: the sender's link and the receiver's are booked

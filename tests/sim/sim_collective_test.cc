@@ -266,6 +266,22 @@ TEST(SimCollectiveTime, RingIsTwoNMinusOneStepsOfOneNthOnEveryLink) {
 // 5,000,020 bytes where ⌈n/4⌉·4 is 5,000,004: with no latency at 1 GB/s, 6 steps of
 // 5,000,020 ns. A vector shorter than a chunk (1 float on 4 ranks: chunks of 2 segments of
 // 4 bytes) is sent whole in each step.
+// halving_doubling reduces a vector longer than 256 KiB as pieces of 256 KiB, one after the
+// other (collective::AllreducePieceFloats): its time is its pieces'. ring_chunked sends it
+// whole: one schedule of 2(N-1) steps.
+TEST(SimCollectiveTime, HalvingDoublingTakesItsPiecesInTurn) {
+  const auto hd = col::Algorithm::kHalvingDoubling;
+  const std::size_t piece = col::AllreducePieceFloats(hd, 4);
+  ASSERT_EQ(piece, 65536u);
+  EXPECT_EQ(AllreduceTime(hd, 4, 3 * piece + 100, microseconds(10), 1e9),
+            3 * AllreduceTime(hd, 4, piece, microseconds(10), 1e9) +
+                AllreduceTime(hd, 4, 100, microseconds(10), 1e9));
+  EXPECT_EQ(col::AllreducePieceFloats(col::Algorithm::kRingChunked, 4), 0u);
+  // 6 steps of 10 µs + 75,000 floats (300 KB) at 1 GB/s.
+  EXPECT_EQ(AllreduceTime(col::Algorithm::kRingChunked, 4, 300000, microseconds(10), 1e9),
+            microseconds(6 * 310));
+}
+
 TEST(SimCollectiveTime, RingStepIsGloosChunk) {
   EXPECT_EQ(AllreduceTime(col::Algorithm::kRing, 4, 5'000'003, Duration{}, 1e9),
             std::chrono::nanoseconds(6 * 5'000'020));
