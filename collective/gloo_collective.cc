@@ -30,7 +30,6 @@
 #include <gloo/types.h>
 
 #include "collective/collective.h"
-#include "core/check.h"
 
 namespace asgd::collective {
 namespace {
