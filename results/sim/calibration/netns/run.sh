@@ -25,6 +25,8 @@
 # SIM_PREFIX_NAME (a prefix other than sim keeps it out of ../pairs.py's table; cpu.py
 # pairs simcpu_NAME with real_NAME). SET [""] adds its words to both sides' command lines
 # (e.g. "--set collective.algorithm=halving_doubling --set collective.overlap=true").
+# NODE_SYSCTL [""] sets kernel settings in every node's namespace (words key=value, e.g.
+# "net.ipv4.tcp_slow_start_after_idle=0").
 # Every process it starts is ended by its PID and every namespace deleted on exit (the
 # trap), also on failure or Ctrl-C. Servers bind only their namespace's address
 # (10.77.0.x); nothing is bound in the host's namespace.
@@ -33,6 +35,7 @@ set -euo pipefail
 WORKERS=${WORKERS:-"2 4 8 16"}
 STRATEGIES=${STRATEGIES:-"async_sgd allreduce_sgd"}
 RATE_MBIT=${RATE_MBIT:-100}
+NODE_SYSCTL=${NODE_SYSCTL:-}
 DELAY_MS=${DELAY_MS:-1}
 OUT=${OUT:-results/sim/calibration/netns}
 CFG=experiments/configs/sim_calibration.ini
@@ -117,6 +120,8 @@ node() {
   ip -n "$ns" addr add "$addr/24" dev eth0
   ip -n "$ns" link set eth0 up
   ip -n "$ns" link set lo up
+  local kv
+  for kv in $NODE_SYSCTL; do ip netns exec "$ns" sysctl -qw "$kv"; done
   if [ "$shaped" = 1 ]; then
     shape eth0 "$ns" "$APPLIED_DELAY_MS"  # the node's transmit
     shape "v$1" "$SW" 0                   # its receive (the switch port's transmit)
