@@ -7,7 +7,8 @@
     benchmarks/ab_runs.py --a build/asgd --b build/asgd --set-b model.name=torchscript \\
         --set-b model.file=$PWD/mlp.pt --threads experiments/configs/mnist_mlp_async_sgd.ini
 
---set applies to both, --set-a and --set-b (after it) to one side only, so one binary can
+--launch runs each as processes (`asgd launch`) instead of `asgd run`. --set applies to both,
+--set-a and --set-b (after it) to one side only, so one binary can
 compare two models or two settings. --threads samples each run's thread count (the
 /proc/PID/status of the asgd process, every 20 ms) and reports its peak.
 
@@ -43,8 +44,8 @@ def peak_threads(proc):
     return peak
 
 
-def run_once(binary, config, sets, out_dir, count_threads=False):
-    cmd = [binary, "run", config, "--set", "experiment.out_dir=" + out_dir,
+def run_once(binary, config, sets, out_dir, count_threads=False, command="run"):
+    cmd = [binary, command, config, "--set", "experiment.out_dir=" + out_dir,
            "--set", "experiment.progress=off"]
     for s in sets:
         cmd += ["--set", s]
@@ -53,7 +54,7 @@ def run_once(binary, config, sets, out_dir, count_threads=False):
     output, _ = proc.communicate()
     if proc.returncode != 0:
         tail = output.strip().splitlines()[-1:] or ["(no output)"]
-        print(f"ab_runs: {binary} run {config} failed with status {proc.returncode}: {tail[0]}",
+        print(f"ab_runs: {binary} {command} {config} failed with status {proc.returncode}: {tail[0]}",
               file=sys.stderr)
         sys.exit(2)
     runs = [os.path.join(out_dir, d) for d in os.listdir(out_dir)]
@@ -73,6 +74,7 @@ def main():
     p.add_argument("--set-a", action="append", default=[], help="section.key=value, for A only")
     p.add_argument("--set-b", action="append", default=[], help="section.key=value, for B only")
     p.add_argument("--threads", action="store_true", help="report each run's peak thread count")
+    p.add_argument("--launch", action="store_true", help="run as processes (asgd launch)")
     p.add_argument("--out", help="write one row per run to this CSV")
     args = p.parse_args()
     if args.rounds < 1:
@@ -90,7 +92,8 @@ def main():
                                             ("b", args.b, args.set + args.set_b)):
                     out_dir = os.path.join(tmp, f"{label}-{r}-{len(rows)}")
                     os.makedirs(out_dir)
-                    s = run_once(binary, config, sets, out_dir, args.threads)
+                    s = run_once(binary, config, sets, out_dir, args.threads,
+                                 "launch" if args.launch else "run")
                     row = {"config": config, "binary": label, "round": r,
                            "samples_per_s": float(s["samples_per_s"]),
                            "wall_time_s": float(s["wall_time_s"]),
