@@ -259,43 +259,19 @@ std::string Coordinator::Answer(const WorkerReport& msg) {
   }
   const bool stop = phase_ >= Phase::kStoppingWorkers;
   if (stop) role.told_to_stop = true;
-  // What the worker may process before it must hear from the coordinator again: a share
-  // of what no worker has done or been granted yet (at least a batch while anything is
-  // left), so the run ends within about a batch per worker of its epochs or max_steps,
-  // however fast the workers run between reports. While the run has not done its total,
-  // a worker whose peers hold every grant still gets a batch at a time: a peer may be
-  // unable to use its grant until this worker steps (ssp holds a worker that is ahead
-  // until the slowest catches up), and granting nothing would leave both waiting.
+  // What the worker may process before it must hear from the coordinator again
+  // (GrantBudget). Budgets are kept over a worker's processes (Total); the reply is in the
+  // current process's own count.
   const auto i = static_cast<std::size_t>(w);
   const WorkerMetrics m = Total(i);
   const WorkerMetrics before = Before(i);
-  // Budgets are kept over a worker's processes (Total); the reply is in the current
-  // process's own count. A lost worker's unused grant goes back to the others.
   auto grant = [&](std::vector<int64_t>& budgets, double total, int64_t own,
                    int64_t WorkerMetrics::*done, int64_t batch) -> int64_t {
-    double taken = static_cast<double>(own);
-    double done_all = static_cast<double>(own);
-    int alive = 1;
+    std::vector<PeerBudget> peers;
     for (std::size_t v = 0; v < workers_.size(); ++v) {
-      if (v == i) continue;
-      const int64_t v_done = Total(v).*done;
-      done_all += static_cast<double>(v_done);
-      if (WorkerLost(v)) {
-        taken += static_cast<double>(v_done);
-      } else {
-        taken += static_cast<double>(std::max(v_done, budgets[v]));
-        ++alive;
-      }
+      if (v != i) peers.push_back({Total(v).*done, budgets[v], WorkerLost(v)});
     }
-    const double left = total - taken;
-    int64_t share = 0;
-    if (left > 0 && !paused_) {
-      share = std::max<int64_t>(batch,
-                                static_cast<int64_t>(std::ceil(left / static_cast<double>(alive))));
-    } else if (total - done_all > 0 && !paused_) {
-      share = batch;
-    }
-    budgets[i] = own + share;
+    budgets[i] = GrantBudget(total, own, peers, batch, paused_);
     return budgets[i] - before.*done;
   };
   WorkerReply reply;
@@ -375,6 +351,29 @@ std::string Coordinator::Answer(const EvaluatorReport& msg) {
     pending_->sent = true;
   }
   return Encode(reply);
+}
+
+int64_t GrantBudget(double total, int64_t own, const std::vector<PeerBudget>& peers, int64_t batch,
+                    bool paused) {
+  if (paused) return own;
+  double taken = static_cast<double>(own);
+  double done_all = static_cast<double>(own);
+  int alive = 1;
+  for (const PeerBudget& p : peers) {
+    done_all += static_cast<double>(p.done);
+    if (p.lost) {
+      taken += static_cast<double>(p.done);
+    } else {
+      taken += static_cast<double>(std::max(p.done, p.granted));
+      ++alive;
+    }
+  }
+  const double left = total - taken;
+  if (left > 0) {
+    return own + std::max<int64_t>(
+                     batch, static_cast<int64_t>(std::ceil(left / static_cast<double>(alive))));
+  }
+  return total - done_all > 0 ? own + batch : own;
 }
 
 }  // namespace asgd::experiments::cluster

@@ -264,4 +264,23 @@ std::unique_ptr<CoordinatorFamily> NewGroupFamily(Coordinator& c);
 // A number with a fixed count of decimals, for the run's log lines.
 std::string Fixed(double v, int digits);
 
+// What one of a worker's peers did and holds, in samples or steps (GrantBudget).
+struct PeerBudget {
+  int64_t done = 0;
+  int64_t granted = 0;  // its budget as last granted (at least done while it works)
+  bool lost = false;    // gone: its unused grant goes back to the others
+};
+
+// The budget a worker that has done `own` of a run of `total` is granted beside its peers
+// (in the same unit): `own` plus a share of what no worker has done or been granted yet,
+// split among the live workers and at least `batch` while anything is left, so the run
+// ends within about a batch per worker of its total however fast the workers run between
+// reports. While the run has not done its total, a worker whose peers hold every grant
+// still gets `batch`: a peer may be unable to use its grant until this worker steps (ssp
+// holds a worker that is ahead until the slowest catches up; a synchronous round with a
+// backup worker waits for the others' pushes), and granting nothing would leave them
+// waiting on each other. Paused (a shard restarting): `own`, nothing more.
+int64_t GrantBudget(double total, int64_t own, const std::vector<PeerBudget>& peers, int64_t batch,
+                    bool paused);
+
 }  // namespace asgd::experiments::cluster
