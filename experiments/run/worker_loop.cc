@@ -296,10 +296,12 @@ class WorkerLoop::Pass {
   // quietly: kShuttingDown (the store closed a synchronous round), or a timeout or an abort
   // (a request to a shard that died, which a run that stopped no longer restores). Its
   // request was the worker's last.
+  // The hook is asked only then (a simulated pace's answer checks the run's limits).
   static bool Ending(const WorkerHooks& hooks, const ps::Status& st) {
-    if (!hooks.ending || !hooks.ending()) return false;
-    return st.error_code() == ps::ErrorCode::kShuttingDown ||
-           st.code() == ps::StatusCode::kTimeout || st.code() == ps::StatusCode::kAborted;
+    const bool unanswered = st.error_code() == ps::ErrorCode::kShuttingDown ||
+                            st.code() == ps::StatusCode::kTimeout ||
+                            st.code() == ps::StatusCode::kAborted;
+    return unanswered && hooks.ending && hooks.ending();
   }
 
   // The deferred after_gradient of the last gradient (shared scratch only), timed as compute.
