@@ -39,7 +39,8 @@ namespace asgd::experiments::cluster {
 //   store: MayStep holds the worker within the sample and step budgets the coordinator
 //          grants (asking for more when they run out) and scales the rate at the run's
 //          samples (the last reply's, plus this worker's since); Recover waits while the
-//          coordinator pauses the run for a lost shard's restart.
+//          coordinator pauses the run for a lost shard's restart; Ended asks the
+//          coordinator whether an unanswered request was the run's end.
 //   group: the coordinator's stop, evaluation and checkpoint orders are the rank's wishes
 //          at its votes; at a point rank 0 evaluates the average (saving the best and
 //          final models) and writes the checkpoint's file, and reports both. The sample
@@ -58,6 +59,7 @@ class ProcessPace final : public Pace {
   bool Recover(const ps::Status& st) override;
   void Stepped() override {}
   bool StopWanted() override { return stop_.load(); }
+  bool Ended() override;
   int64_t EvalWanted(int w) override;
   bool CheckpointWanted() override;
   void AtPoint(const RunPoint& point) override;

@@ -126,6 +126,15 @@ bool ProcessPace::Recover(const ps::Status& st) {
   }
 }
 
+// The coordinator closes the shards once it told every worker to stop, but its reply may
+// reach this process after a shard's kShuttingDown answer did (the reporter thread waits
+// for its turn on a busy machine): ask, rather than call the run's end a failure.
+bool ProcessPace::Ended() {
+  if (stop_.load()) return true;
+  (void)Report(false, "");
+  return stop_.load();
+}
+
 void ProcessPace::RaiseBest(double accuracy) {
   double b = best_known_.load();
   while (accuracy > b && !best_known_.compare_exchange_weak(b, accuracy)) {

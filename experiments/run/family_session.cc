@@ -317,7 +317,7 @@ WorkerOutcome WorkAsStoreWorker(WorkerLoop& loop, alg::Exchange& exchange, Pace&
   };
   // After the run ended, a synchronous worker's pending request is answered with
   // kShuttingDown: that is the end of its last round, not a failure.
-  hooks.ending = [&pace] { return pace.StopWanted(); };
+  hooks.ending = [&pace] { return pace.Ended(); };
   return loop.Run(exchange, hooks);
 }
 

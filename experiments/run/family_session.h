@@ -105,9 +105,14 @@ class Pace {
   // After any worker's step, once the session counted it.
   virtual void Stepped() = 0;
   // Whether the run is stopping: at a group's vote (collective_rank.h), the rank's wish to
-  // stop; for a store worker, a kShuttingDown answer is then the end of its last round
-  // (a synchronous store closed), not a failure.
+  // stop.
   virtual bool StopWanted() = 0;
+  // A store worker's request was not answered (the store closed a synchronous round, or
+  // it timed out or aborted): whether that is the run's end, which ends the worker
+  // quietly, not as a failure. StopWanted, unless the executor can ask: a worker process
+  // asks its coordinator when it has not heard of a stop yet (its shards may close before
+  // the reply that tells it so reaches it).
+  virtual bool Ended() { return StopWanted(); }
   // At a group's vote: an evaluation id (> 0: wanted, w the asking rank); a checkpoint.
   virtual int64_t EvalWanted(int w) = 0;
   virtual bool CheckpointWanted() = 0;

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -193,8 +194,14 @@ TEST(WorkAsRank, TheCoordinatorsEvaluationIdReachesThePointAndTheRecordComesFirs
 // a failed request recovered (true) or not, each recorded.
 class BudgetPace final : public Pace {
  public:
-  BudgetPace(int64_t steps, double scale, bool recover, bool stopping = false)
-      : budget_(steps), scale_(scale), recover_(recover), stopping_(stopping) {}
+  // learns_stop: Ended says the run ended, though StopWanted did not.
+  BudgetPace(int64_t steps, double scale, bool recover, bool stopping = false,
+             bool learns_stop = false)
+      : budget_(steps),
+        scale_(scale),
+        recover_(recover),
+        stopping_(stopping),
+        learns_stop_(learns_stop) {}
   bool MayStep(double* lr_scale) override {
     if (asked_ == budget_) return false;
     ++asked_;
@@ -207,6 +214,11 @@ class BudgetPace final : public Pace {
   }
   void Stepped() override { ++stepped_; }
   bool StopWanted() override { return stopping_; }
+  // Learns of the stop when asked (as a worker process asks its coordinator).
+  bool Ended() override {
+    ++ended_asked_;
+    return stopping_ || learns_stop_;
+  }
   int64_t EvalWanted(int /*w*/) override { return 0; }
   bool CheckpointWanted() override { return false; }
   void AtPoint(const RunPoint& /*p*/) override {
@@ -215,35 +227,40 @@ class BudgetPace final : public Pace {
 
   int64_t stepped() const { return stepped_; }
   const std::vector<std::string>& recovered() const { return recovered_; }
+  int ended_asked() const { return ended_asked_; }
 
  private:
   const int64_t budget_;
   const double scale_;
   const bool recover_;
   const bool stopping_;  // the run is stopping: StopWanted
+  const bool learns_stop_;
+  int ended_asked_ = 0;
   int64_t asked_ = 0;
   int64_t stepped_ = 0;
   std::vector<std::string> recovered_;
 };
 
-// A client whose third push (or push-pull) times out, unapplied, as one to a shard that
-// died does.
-class ThirdPushTimesOut final : public ps::ParamClientWrapper {
+// A client whose third push (or push-pull) is answered with `third`, unapplied: by
+// default a timeout, as one to a shard that died is.
+class ThirdPushFails final : public ps::ParamClientWrapper {
  public:
-  using ParamClientWrapper::ParamClientWrapper;
+  ThirdPushFails(ps::ParamClient* target, ps::Status third)
+      : ParamClientWrapper(target), third_(std::move(third)) {}
 
  protected:
   ps::Status DoPush(std::span<const float> update, int64_t step) override {
-    if (++pushes_ == 3) return ps::Status::Timeout("shard 0 did not answer");
+    if (++pushes_ == 3) return third_;
     return ParamClientWrapper::DoPush(update, step);
   }
   ps::Status DoPushPull(std::span<const float> update, std::span<float> out,
                         int64_t step) override {
-    if (++pushes_ == 3) return ps::Status::Timeout("shard 0 did not answer");
+    if (++pushes_ == 3) return third_;
     return ParamClientWrapper::DoPushPull(update, out, step);
   }
 
  private:
+  const ps::Status third_;
   int pushes_ = 0;
 };
 
@@ -254,14 +271,15 @@ struct StoreWorkerRun {
   int64_t last_step = 0;
 };
 
-// One async_sgd worker on a memory store through a client whose third push times out.
-StoreWorkerRun RunStoreWorker(BudgetPace& pace) {
+// One async_sgd worker on a memory store through a client whose third push fails.
+StoreWorkerRun RunStoreWorker(BudgetPace& pace,
+                              ps::Status third = ps::Status::Timeout("shard 0 did not answer")) {
   const SmallProblem problem = MakeSmallProblem(100);
   StoreWorkerRun run;
   run.initial = problem.initial;
   algorithms::MemoryStore store(run.initial, ps::NewAddRule());
   algorithms::MemoryClient direct(&store, 0);
-  ThirdPushTimesOut client(&direct);
+  ThirdPushFails client(&direct, std::move(third));
 
   const std::unique_ptr<Clock> clock = NewSystemClock();
   WorkerSetup ws;
@@ -323,6 +341,23 @@ TEST(WorkAsStoreWorker, ARecoveredFailureGoesOnAndAnUnrecoveredOneEndsTheWorker)
 
 // A worker process whose request to a dead shard times out after its coordinator stopped
 // the run (the time limit passed while it waited): the run's end, not a failure.
+// A shard's kShuttingDown answer that arrives before the coordinator's stop did: the
+// worker asks (Pace::Ended), learns that the run ended and ends quietly; a store that
+// closed while the run goes on is a failure.
+TEST(WorkAsStoreWorker, AClosedStoreAsksWhetherTheRunEnded) {
+  const ps::Status closed(ps::StatusCode::kRemoteError, "shard server closed: the run is over",
+                          ps::ErrorCode::kShuttingDown);
+  BudgetPace learning(6, 1.0, false, /*stopping=*/false, /*learns_stop=*/true);
+  const StoreWorkerRun quiet = RunStoreWorker(learning, closed);
+  EXPECT_EQ(quiet.outcome.failure, "");
+  EXPECT_EQ(learning.ended_asked(), 1);
+  EXPECT_EQ(quiet.recorded_steps, 2);
+
+  BudgetPace going_on(6, 1.0, false);
+  const StoreWorkerRun failed = RunStoreWorker(going_on, closed);
+  EXPECT_NE(failed.outcome.failure.find("shutting"), std::string::npos) << failed.outcome.failure;
+}
+
 TEST(WorkAsStoreWorker, ATimeoutOnceTheRunIsStoppingEndsTheWorkerQuietly) {
   BudgetPace stopping(6, 1.0, false, /*stopping=*/true);
   const StoreWorkerRun ended = RunStoreWorker(stopping);
