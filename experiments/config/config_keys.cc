@@ -436,9 +436,10 @@ Schema BuildSchema() {
               "allreduce with backward\")"));
   s.Add(Int("collective.bucket_kib", 256, 1, std::nullopt,
             "allreduce_sgd with collective.overlap: the size of one bucket; at most the "
-            "model's size when given. 256: the largest bucket that ring_chunked and "
-            "halving_doubling reduce on synchronous pairs, where a call's fixed cost, not "
-            "its bytes, sets its price (docs/strategies.md, \"Why these defaults\")",
+            "model's size when given. 256: the largest bucket reduced in one call on "
+            "synchronous pairs, where a call's fixed cost, not its bytes, sets its price "
+            "(halving_doubling cuts a larger one into such pieces; ring_chunked sends it "
+            "whole on the asynchronous pairs; docs/strategies.md, \"Why these defaults\")",
             "KiB"));
   // [compression] (issue 17; compression/compressor.h)
   {
