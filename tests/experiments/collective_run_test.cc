@@ -15,6 +15,7 @@
 
 #include "core/file_util.h"
 #include "experiments/record/csv.h"
+#include "tests/experiments/batch_test_util.h"
 #include "tests/experiments/run_config_testing.h"
 #include "tests/support/test_util.h"
 
@@ -23,28 +24,12 @@ namespace {
 
 using ::testing::HasSubstr;
 namespace fs = std::filesystem;
+using batch_test::ReadCsvRecords;
 using run_testing::kSynthetic;
 using run_testing::Outcome;
 using run_testing::RunConfig;
 
 // ---- the strategies on a collective (gloo over 127.0.0.1) ------------------------------
-
-// A run folder's CSV as rows of named cells.
-std::vector<std::map<std::string, std::string>> ReadRows(const std::string& path) {
-  std::istringstream in(ReadFile(path));
-  std::string line;
-  std::getline(in, line);
-  const std::vector<std::string> header = ParseCsvLine(line);
-  std::vector<std::map<std::string, std::string>> rows;
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
-    const std::vector<std::string> cells = ParseCsvLine(line);
-    std::map<std::string, std::string> row;
-    for (std::size_t i = 0; i < header.size() && i < cells.size(); ++i) row[header[i]] = cells[i];
-    rows.push_back(std::move(row));
-  }
-  return rows;
-}
 
 std::string RunFolder(const testing::TempDir& dir) {
   for (const auto& e : fs::directory_iterator(dir.File("runs"))) return e.path().string();
@@ -68,7 +53,7 @@ TEST_P(CollectiveRingBytes, InWorkersCsv) {
   // mlp 16-16-3: 16*16+16 + 16*3+3 parameters.
   const double vector = (16 * 16 + 16 + 16 * 3 + 3) * 4.0;
   int64_t sum_sent = 0, sum_received = 0;
-  const auto rows = ReadRows(RunFolder(dir) + "/workers.csv");
+  const auto rows = ReadCsvRecords(RunFolder(dir) + "/workers.csv");
   ASSERT_EQ(rows.size(), static_cast<std::size_t>(workers));
   for (const auto& row : rows) {
     const int64_t allreduces = std::stoll(row.at("steps")) + 1;  // + the start
@@ -103,7 +88,7 @@ TEST(CollectiveRun, ConsensusDistanceAndStaleness) {
     ASSERT_EQ(o.status, 0) << o.err << o.out;
     EXPECT_GE(std::stod(o.provenance["final_test_accuracy"].get<std::string>()), 0.85) << o.out;
     EXPECT_EQ(o.provenance["max_staleness"], "0");
-    const auto rows = ReadRows(RunFolder(dir) + "/convergence.csv");
+    const auto rows = ReadCsvRecords(RunFolder(dir) + "/convergence.csv");
     ASSERT_GE(rows.size(), 3u);
     const double last = std::stod(rows.back().at("consensus_distance"));
     if (name == "dpsgd") {
@@ -111,7 +96,7 @@ TEST(CollectiveRun, ConsensusDistanceAndStaleness) {
     } else {
       EXPECT_EQ(last, 0.0);
     }
-    for (const auto& row : ReadRows(RunFolder(dir) + "/staleness_histogram.csv")) {
+    for (const auto& row : ReadCsvRecords(RunFolder(dir) + "/staleness_histogram.csv")) {
       EXPECT_EQ(row.at("staleness"), "0");
     }
   }
@@ -134,8 +119,8 @@ TEST(CollectiveRun, OverlapFollowsTheOnePieceAllreduce) {
     Outcome on = RunConfig(on_dir, config, {"collective.overlap=true", "collective.bucket_kib=1"});
     ASSERT_EQ(off.status, 0) << off.err;
     ASSERT_EQ(on.status, 0) << on.err;
-    const auto a = ReadRows(RunFolder(off_dir) + "/convergence.csv");
-    const auto b = ReadRows(RunFolder(on_dir) + "/convergence.csv");
+    const auto a = ReadCsvRecords(RunFolder(off_dir) + "/convergence.csv");
+    const auto b = ReadCsvRecords(RunFolder(on_dir) + "/convergence.csv");
     ASSERT_EQ(a.size(), b.size());
     ASSERT_GE(a.size(), 3u);
     for (std::size_t i = 0; i < a.size(); ++i) {
@@ -194,7 +179,7 @@ TEST(CollectiveRun, EveryAlgorithmCarriesARunWithManyBoundaries) {
                               algorithm + "\ntimeout_ms = 5000\n",
                           {"metrics.eval_every_epochs=0.25"});
     ASSERT_EQ(o.status, 0) << o.err << o.out;
-    EXPECT_EQ(ReadRows(RunFolder(dir) + "/convergence.csv").size(), 13u);
+    EXPECT_EQ(ReadCsvRecords(RunFolder(dir) + "/convergence.csv").size(), 13u);
     EXPECT_GE(std::stod(o.provenance["final_test_accuracy"].get<std::string>()), 0.85) << o.out;
   }
 }
@@ -259,7 +244,7 @@ TEST(CollectiveRun, ResumeContinuesBitForBit) {
     const std::string run = RunFolder(dir);
     std::vector<fs::path> saved(fs::directory_iterator(run + "/checkpoints"), {});
     EXPECT_GE(saved.size(), 2u);  // one mid-run, the finished run's last
-    const std::size_t before = ReadRows(run + "/convergence.csv").size();
+    const std::size_t before = ReadCsvRecords(run + "/convergence.csv").size();
     std::ostringstream out, err;
     ASSERT_EQ(Main({"run", dir.File("run.ini"), "--resume", run, "--set", "experiment.epochs=4"},
                    out, err),
@@ -267,8 +252,8 @@ TEST(CollectiveRun, ResumeContinuesBitForBit) {
         << err.str();
     Outcome uninterrupted = RunConfig(whole, config, {"experiment.epochs=4"});
     ASSERT_EQ(uninterrupted.status, 0) << uninterrupted.err;
-    const auto a = ReadRows(run + "/convergence.csv");
-    const auto b = ReadRows(RunFolder(whole) + "/convergence.csv");
+    const auto a = ReadCsvRecords(run + "/convergence.csv");
+    const auto b = ReadCsvRecords(RunFolder(whole) + "/convergence.csv");
     ASSERT_EQ(a.size(), b.size());
     EXPECT_EQ(a.back().at("epoch"), "4");
     for (std::size_t i = 0; i < a.size(); ++i) {
@@ -287,7 +272,7 @@ TEST(CollectiveRun, ResumeContinuesBitForBit) {
     }
     auto sorted_rows = [](const std::string& path) {
       std::vector<std::string> rows;
-      for (auto row : ReadRows(path)) {
+      for (auto row : ReadCsvRecords(path)) {
         row.erase("time_s");
         std::string key;
         for (const auto& [k, v] : row) key += k + "=" + v + ";";
@@ -346,7 +331,8 @@ TEST(CollectiveRun, CheckpointFoldersCountRounds) {
     for (std::size_t i = 1; i + 1 < rounds.size(); ++i) {
       EXPECT_GT(rounds[i] / kEvery, rounds[i - 1] / kEvery) << rounds[i];  // a mark between
     }
-    EXPECT_EQ(std::to_string(rounds.back()), ReadRows(run + "/summary.csv").at(0).at("updates"));
+    EXPECT_EQ(std::to_string(rounds.back()),
+              ReadCsvRecords(run + "/summary.csv").at(0).at("updates"));
 
     // The newest as a checkpoint of before: step-<summed pushes>, no rounds.
     const int64_t last = rounds.back();
@@ -370,7 +356,7 @@ TEST(CollectiveRun, CheckpointFoldersCountRounds) {
               0)
         << err.str();
     const int64_t total = last / 4 * 6;  // the rounds of 6 epochs
-    EXPECT_EQ(std::to_string(total), ReadRows(run + "/summary.csv").at(0).at("updates"));
+    EXPECT_EQ(std::to_string(total), ReadCsvRecords(run + "/summary.csv").at(0).at("updates"));
     // Keep 1: the newest, the finished run's last, is a round- folder; the step- one went.
     std::vector<std::string> names;
     for (const auto& e : fs::directory_iterator(checkpoints)) {
@@ -404,14 +390,14 @@ TEST(CollectiveRun, CountsCommunicationRounds) {
     ASSERT_EQ(o.status, 0) << o.err << o.out;
     const std::string rounds = std::to_string(c.rounds);
     EXPECT_THAT(o.out, HasSubstr(", " + rounds + " communication rounds, ")) << o.out;
-    const auto summary = ReadRows(RunFolder(dir) + "/summary.csv");
+    const auto summary = ReadCsvRecords(RunFolder(dir) + "/summary.csv");
     ASSERT_EQ(summary.size(), 1u);
     EXPECT_EQ(summary[0].at("steps"), std::to_string(8 * workers));
     EXPECT_EQ(summary[0].at("updates"), rounds);
-    EXPECT_EQ(ReadRows(RunFolder(dir) + "/convergence.csv").back().at("updates"), rounds);
+    EXPECT_EQ(ReadCsvRecords(RunFolder(dir) + "/convergence.csv").back().at("updates"), rounds);
     EXPECT_EQ(o.provenance["updates"], rounds);
     // Each worker took part in every round.
-    for (const auto& row : ReadRows(RunFolder(dir) + "/workers.csv")) {
+    for (const auto& row : ReadCsvRecords(RunFolder(dir) + "/workers.csv")) {
       EXPECT_EQ(row.at("pushes"), rounds) << row.at("worker");
     }
   }
@@ -435,13 +421,13 @@ TEST(CollectiveRun, ConstantDelaySetsTheStepTime) {
             "\nlearning_rate = 0.1\nwindow = 2\n[delay]\ncompute = constant\nmean_ms = 50\n",
         {"experiment.max_steps=" + std::to_string(n * kStepsPerWorker)});
     ASSERT_EQ(o.status, 0) << o.err << o.out;
-    const auto workers = ReadRows(RunFolder(dir) + "/workers.csv");
+    const auto workers = ReadCsvRecords(RunFolder(dir) + "/workers.csv");
     ASSERT_EQ(workers.size(), static_cast<std::size_t>(n));
     for (const auto& row : workers) {
       EXPECT_EQ(row.at("steps"), std::to_string(kStepsPerWorker));
       EXPECT_GE(std::stod(row.at("compute_time_s")), kStepsPerWorker * kStepS) << row.at("worker");
     }
-    const auto summary = ReadRows(RunFolder(dir) + "/summary.csv");
+    const auto summary = ReadCsvRecords(RunFolder(dir) + "/summary.csv");
     ASSERT_EQ(summary.size(), 1u);
     EXPECT_GE(std::stod(summary[0].at("wall_time_s")), kStepsPerWorker * kStepS);
   }
