@@ -323,6 +323,11 @@ void HalvingDoubling(std::span<const std::span<float>> data) {
 // (col::ForEachAllreducePiece), in order.
 template <typename F>
 void ForEachPiece(col::Algorithm algorithm, std::span<const std::span<float>> data, const F& f) {
+  const std::size_t max = col::AllreducePieceFloats(algorithm, static_cast<int>(data.size()));
+  if (max == 0 || data[0].size() <= max) {
+    f(data, 0);  // one piece: the ranks' vectors themselves
+    return;
+  }
   std::vector<std::span<float>> piece(data.size());
   col::ForEachAllreducePiece(algorithm, static_cast<int>(data.size()), data[0].size(),
                              [&](std::size_t at, std::size_t n) {
